@@ -1,0 +1,110 @@
+"""The inference backend interface: token ids in, token ids (with logprobs) out.
+
+One small abstract class, typed results, implementations registered by name (like verl's agent
+loops). A backend is opened once per run (`async with`), shared by every game in flight, and
+owns its retries: callers see either a `Generation` or a `BackendError`.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    stop_token_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """Everything a backend may need, straight from the command line."""
+
+    base_urls: tuple[str, ...] = ()      # sglang / openai servers (several, or one router URL)
+    model: str | None = None             # local model dir (local), tokenizer source, or served model name
+    api_key_env: str = "OPENAI_API_KEY"  # openai: environment variable holding the key
+    endpoint: str = "chat"               # openai: "chat" or "completions"
+    timeout_s: float = 120.0             # per request
+    max_retries: int = 5
+    health_timeout_s: float = 300.0      # how long start() waits for /health
+    max_batch: int = 16                  # local: sequences per forward pass
+    device: str = "cpu"                  # local: torch device
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What one call produced. `finish_reason` is "stop" (a stop token or eos) or "length"."""
+
+    output_ids: list[int]
+    logprobs: list[float] | None
+    finish_reason: str
+    prompt_tokens: int
+    cached_tokens: int = 0
+
+
+class BackendError(RuntimeError):
+    """A request that failed for good (after the backend's own retries)."""
+
+
+class Backend(abc.ABC):
+    """Generates continuations of token-id prompts. Constructed as `cls(options, tokenizer)`."""
+
+    name: str = ""
+    model: str = ""              # model name as reported by the server (or the local path)
+    context_length: int | None = None
+    max_concurrency: int = 1     # how many requests the backend wants in flight
+
+    async def __aenter__(self) -> "Backend":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Connect, wait for health, read server limits. Raise BackendError if unreachable."""
+
+    async def close(self) -> None:
+        """Release sessions, threads, servers."""
+
+    @abc.abstractmethod
+    async def generate(self, prompt_ids: list[int], params: SamplingParams, *, session: str) -> Generation:
+        """Continue `prompt_ids`. `session` names the game and seat; every request of one session
+        should reach the same server so that its prefix cache is reused."""
+
+
+_REGISTRY: dict[str, type[Backend]] = {}
+
+
+def register(name: str):
+    """Class decorator: make a backend available by name (`--backend NAME`)."""
+
+    def wrap(cls: type[Backend]) -> type[Backend]:
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return wrap
+
+
+def backend_class(name: str) -> type[Backend]:
+    from . import local, openai, sglang  # noqa: F401  (registration side effects)
+
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown backend {name!r}; choose one of {sorted(_REGISTRY)}") from None
+
+
+@dataclass
+class BackendStats:
+    """Counters a backend keeps for the run summary."""
+
+    requests: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    errors: dict[str, int] = field(default_factory=dict)

@@ -1,0 +1,106 @@
+"""Moves: parsing a model's turn text into one of the four tagged moves, and rendering proposals.
+
+A turn may carry private text before its tag (a player's reasoning); it is never shown to the
+partner. Text after `[accept]` / `[reject]` is ignored. Everything else is strict: exactly one
+known tag, a non-empty message, and a proposal that names a perfect matching.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .instance import PAPER_TITLES, PAPERS, REVIEWERS, Pairs
+
+TAGS = ("message", "propose", "accept", "reject")
+_TAG = re.compile(r"\[(message|propose|accept|reject)\]", re.IGNORECASE)
+_LEADING_BRACKET = re.compile(r"^\s*\[([^\]\n]{1,30})\]")
+_LINE_BREAK = re.compile(r"<br\s*/?>|\n", re.IGNORECASE)
+_BULLET = re.compile(r"^(?:\s|&emsp;|&nbsp;|[-*•]|\d+[.)])+", re.IGNORECASE)
+
+_PAPER_NAMES: dict[str, int] = {}
+for _i, _short in enumerate(PAPERS):
+    _title = PAPER_TITLES[_short]
+    for _name in (_short, _title, _title.split(":", 1)[1]):
+        _PAPER_NAMES[_name.strip().lower()] = _i
+_REVIEWER_NAMES = {name.lower(): i for i, name in enumerate(REVIEWERS)}
+
+
+class InvalidMove(ValueError):
+    """A turn that is not a valid move; the message says exactly what is wrong."""
+
+
+@dataclass(frozen=True)
+class Move:
+    """A parsed move. `text` is what the partner sees; `pairs` are (reviewer, paper) for proposals."""
+
+    kind: str
+    text: str
+    pairs: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def public(self) -> str:
+        """The move as shown to the partner (private text before the tag removed)."""
+        if self.kind == "propose":
+            return "[propose] " + render_proposal(self.pairs)
+        if self.kind == "message":
+            return f"[message] {self.text}"
+        return f"[{self.kind}]"
+
+
+def parse_move(text: str) -> Move:
+    """Parse one turn. Raises `InvalidMove` naming the problem."""
+    tags = list(_TAG.finditer(text))
+    if not tags:
+        unknown = _LEADING_BRACKET.match(text)
+        if unknown:
+            raise InvalidMove(f"unknown tag [{unknown.group(1)}]; use one of [message], [propose], [accept], [reject]")
+        raise InvalidMove("no move tag found; start your move with [message], [propose], [accept] or [reject]")
+    if len(tags) > 1:
+        names = ", ".join(f"[{t.group(1).lower()}]" for t in tags)
+        raise InvalidMove(f"a move must contain exactly one tag, found {len(tags)}: {names}")
+    kind, body = tags[0].group(1).lower(), text[tags[0].end():].strip()
+    if kind == "message":
+        if not body:
+            raise InvalidMove("empty message: write some text after [message]")
+        return Move("message", body)
+    if kind == "propose":
+        return Move("propose", body, parse_proposal(body))
+    return Move(kind, "")
+
+
+def parse_proposal(body: str) -> tuple[tuple[int, int], ...]:
+    """`Proposal:` then 8 lines `<paper>: <reviewer>` naming every paper and reviewer once."""
+    head, sep, rest = body.partition(":")
+    if not sep or head.strip().lower() != "proposal":
+        raise InvalidMove("a proposal must start with 'Proposal:' followed by 8 lines '<paper>: <reviewer>'")
+    lines = [_BULLET.sub("", line).strip() for line in _LINE_BREAK.split(rest)]
+    lines = [line for line in lines if line]
+    if len(lines) != 8:
+        raise InvalidMove(f"a proposal needs 8 lines '<paper>: <reviewer>', one per paper; found {len(lines)}")
+    paper_line: dict[int, int] = {}
+    reviewer_line: dict[int, int] = {}
+    pairs = []
+    for n, line in enumerate(lines, 1):
+        paper_text, colon, reviewer_text = line.rpartition(":")
+        if not colon:
+            raise InvalidMove(f"proposal line {n} '{line}' has no ':' between paper and reviewer")
+        paper = _PAPER_NAMES.get(paper_text.strip().lower())
+        if paper is None:
+            raise InvalidMove(f"proposal line {n}: unknown paper '{paper_text.strip()}'; papers are {', '.join(PAPERS)}")
+        reviewer = _REVIEWER_NAMES.get(reviewer_text.strip().lower())
+        if reviewer is None:
+            raise InvalidMove(f"proposal line {n}: unknown reviewer '{reviewer_text.strip()}'; "
+                              f"reviewers are {', '.join(REVIEWERS)}")
+        if paper in paper_line:
+            raise InvalidMove(f"paper {PAPERS[paper]} is assigned twice (lines {paper_line[paper]} and {n})")
+        if reviewer in reviewer_line:
+            raise InvalidMove(f"reviewer {REVIEWERS[reviewer]} is assigned twice (lines {reviewer_line[reviewer]} and {n})")
+        paper_line[paper], reviewer_line[reviewer] = n, n
+        pairs.append((reviewer, paper))
+    return tuple(sorted(pairs))
+
+
+def render_proposal(pairs: Pairs) -> str:
+    """The canonical proposal text: one line per paper, in paper order."""
+    by_paper = {p: r for r, p in pairs}
+    return "Proposal:\n" + "\n".join(f"{PAPERS[p]}: {REVIEWERS[by_paper[p]]}" for p in sorted(by_paper))

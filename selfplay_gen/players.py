@@ -1,0 +1,197 @@
+"""Players: what sits in a seat of one game. Each reads the feedback the runner hands it and
+returns its next turn text; the game judges the text.
+
+`LLMPlayer` keeps its context as token ids that only grow by appending (token in, token out):
+sampled ids are kept verbatim and new user text is appended as a chat-template delta, so the
+ids trained on are exactly the ids sampled, and a server's prefix cache covers every earlier turn.
+`ScriptedPlayer` needs no model: it shares part of what it sees and proposes the best
+assignment for what it knows.
+"""
+from __future__ import annotations
+
+import abc
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import prompts
+from .backends.base import Backend, SamplingParams
+from .instance import PAPERS, REVIEWERS, Instance
+from .matching import max_matching
+from .moves import Move, render_proposal
+
+
+class GameStop(Exception):
+    """A player hit a limit only it can see; `reason` is a game termination reason."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason, self.detail = reason, detail
+
+
+class Player(abc.ABC):
+    """One seat of one game."""
+
+    def __init__(self, instance: Instance, seat: int):
+        self.instance, self.seat = instance, seat
+        self.inbox: list[str] = [prompts.FIRST_MOVE] if seat == 0 else []
+
+    def partner_moved(self, move: Move) -> None:
+        self.inbox.append(prompts.PARTNER_MOVED.format(move=move.public))
+
+    def invalid(self, error: str) -> None:
+        self.inbox.append(prompts.INVALID.format(error=error))
+
+    def move_again(self) -> None:
+        self.inbox.append(prompts.AGAIN)
+
+    @abc.abstractmethod
+    async def act(self) -> str:
+        """The next turn text. May raise GameStop."""
+
+    def log(self) -> dict:
+        """What the record keeps of this seat."""
+        return {"kind": type(self).__name__}
+
+
+@dataclass
+class Turn:
+    prompt_len: int
+    output_ids: list[int]
+    logprobs: list[float] | None
+    finish_reason: str
+    cached_tokens: int = 0
+
+
+@dataclass
+class TokenContext:
+    """A chat kept as token ids. `append_user` renders only the new part of the template."""
+
+    tokenizer: object
+    messages: list[dict] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+
+    def start(self, system: str, user: str) -> None:
+        self.messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        text = self.tokenizer.apply_chat_template(self.messages, tokenize=False, add_generation_prompt=True)
+        self.ids = self.tokenizer.encode(text, add_special_tokens=False)
+
+    def append_output(self, output_ids: list[int], text: str) -> None:
+        self.ids = self.ids + list(output_ids)
+        self.messages.append({"role": "assistant", "content": text})
+
+    def append_user(self, user: str) -> None:
+        self.messages.append({"role": "user", "content": user})
+        self.ids = self.ids + self.tokenizer.encode(user_delta(self.tokenizer, user), add_special_tokens=False)
+
+
+def user_delta(tokenizer, user: str) -> str:
+    """Template text that follows an assistant's end-of-turn token for a new user message and
+    the generation prompt (for ChatML: "\\n<|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n")."""
+    eot = tokenizer.eos_token
+    base = [{"role": "system", "content": "s"}, {"role": "assistant", "content": "a"}]
+    before = tokenizer.apply_chat_template(base, tokenize=False)
+    after = tokenizer.apply_chat_template(base + [{"role": "user", "content": user}], tokenize=False,
+                                          add_generation_prompt=True)
+    cut = before.rindex(eot) + len(eot)
+    if after[:cut] != before[:cut]:
+        raise ValueError("the chat template is not append-only after an assistant turn")
+    return after[cut:]
+
+
+class LLMPlayer(Player):
+    """A seat played by a model behind a `Backend`, token in, token out."""
+
+    def __init__(self, instance: Instance, seat: int, backend: Backend, tokenizer, params: SamplingParams,
+                 session: str, context_length: int | None = None):
+        super().__init__(instance, seat)
+        self.backend, self.params, self.session = backend, params, session
+        self.context_length = context_length or backend.context_length
+        self.context = TokenContext(tokenizer)
+        self.turns: list[Turn] = []
+        self.invariant_ok = True
+
+    async def act(self) -> str:
+        user, self.inbox = "\n".join(self.inbox), []
+        before = list(self.context.ids)
+        if not self.context.messages:
+            self.context.start(prompts.system_prompt(self.instance, self.seat), user)
+        else:
+            self.context.append_user(user)
+        prompt = self.context.ids
+        if prompt[:len(before)] != before:
+            self.invariant_ok = False
+            raise GameStop("token_invariant", "the prompt does not extend the previous context")
+        budget = self.params.max_new_tokens
+        if self.context_length is not None:
+            if len(prompt) >= self.context_length:
+                raise GameStop("context_length", f"prompt of {len(prompt)} tokens fills the context")
+            budget = min(budget, self.context_length - len(prompt))
+        params = SamplingParams(self.params.temperature, self.params.top_p, budget, self.params.stop_token_ids)
+        gen = await self.backend.generate(prompt, params, session=self.session)
+        self.turns.append(Turn(len(prompt), list(gen.output_ids), gen.logprobs, gen.finish_reason, gen.cached_tokens))
+        text = self.context.tokenizer.decode(gen.output_ids, skip_special_tokens=True)
+        self.context.append_output(gen.output_ids, text)
+        if gen.finish_reason == "length":
+            raise GameStop("max_new_tokens" if budget == self.params.max_new_tokens else "context_length",
+                           f"the turn did not end within {budget} new tokens")
+        return text
+
+    def log(self) -> dict:
+        return {"kind": "llm", "model": self.backend.model, "backend": self.backend.name,
+                "messages": self.context.messages, "token_ids": self.context.ids,
+                "turns": [t.__dict__ for t in self.turns], "invariant_ok": self.invariant_ok}
+
+
+_SHARED_CELL = re.compile(r"([A-Za-z][A-Za-z ]+?) - ([A-Za-z]+): (\d+)")
+
+
+class ScriptedPlayer(Player):
+    """Shares a random `share` of its visible cells (as 0-99 relative to its own largest value),
+    then proposes the best matching of what it knows (unknown cells guessed 50). It accepts a
+    proposal once it has nothing left to share, or when the proposal is as good as its own plan.
+    It only ever makes valid moves."""
+
+    def __init__(self, instance: Instance, seat: int, share: float = 0.5, rng: np.random.Generator | None = None,
+                 cells_per_message: int = 6):
+        super().__init__(instance, seat)
+        rng = rng or np.random.default_rng()
+        view = instance.view(seat)
+        visible = [(r, p, v) for r, row in enumerate(view) for p, v in enumerate(row) if v is not None]
+        top = max((v for _, _, v in visible), default=1) or 1
+        self.known = np.full((8, 8), -1.0)
+        for r, p, v in visible:
+            self.known[r, p] = round(99 * v / top)
+        chosen = rng.permutation(len(visible))[: round(share * len(visible))]
+        self.to_share = sorted((visible[i] for i in chosen), key=lambda c: -c[2])
+        self.cells_per_message = cells_per_message
+        self.pending: tuple | None = None
+
+    def partner_moved(self, move: Move) -> None:
+        super().partner_moved(move)
+        if move.kind == "propose":
+            self.pending = move.pairs
+        for name, paper, value in _SHARED_CELL.findall(move.text if move.kind == "message" else ""):
+            r, p = REVIEWERS.index(name.strip()), PAPERS.index(paper)
+            if self.known[r, p] < 0:
+                self.known[r, p] = int(value)
+
+    def _plan(self) -> tuple[float, list[tuple[int, int]]]:
+        return max_matching(np.where(self.known < 0, 50, self.known))
+
+    async def act(self) -> str:
+        self.inbox = []
+        if self.pending is not None:
+            pairs, self.pending = self.pending, None
+            guess = np.where(self.known < 0, 50, self.known)
+            value = sum(guess[r, p] for r, p in pairs)
+            return "[reject]" if self.to_share and value < self._plan()[0] else "[accept]"
+        if self.to_share:
+            chunk, self.to_share = self.to_share[: self.cells_per_message], self.to_share[self.cells_per_message:]
+            cells = "; ".join(f"{REVIEWERS[r]} - {PAPERS[p]}: {int(self.known[r, p])}" for r, p, _ in chunk)
+            return f"[message] Scores I see (0-99): {cells}"
+        return "[propose] " + render_proposal(self._plan()[1])
+
+    def log(self) -> dict:
+        return {"kind": "scripted"}

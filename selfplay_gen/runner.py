@@ -1,0 +1,160 @@
+"""Plays many games concurrently and writes each record as soon as its game ends.
+
+Every game is its own asyncio task; a semaphore keeps `concurrency` games in flight so that a
+server always has that many requests to batch. Games never share state, so a failing game is
+recorded with its reason and the others go on.
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+from tqdm.auto import tqdm
+
+from .backends.base import BackendError
+from .game import BACKEND_ERROR, Limits, MatchingGame
+from .instance import Instance
+from .players import GameStop, Player
+from .records import SCHEMA_VERSION, GameWriter
+
+# (instance, seat, game_id, game_index) -> the player for that seat of that game
+SeatFactory = Callable[[Instance, int, str, int], Player]
+
+
+@dataclass(frozen=True)
+class GameSpec:
+    game_id: str
+    group: int          # GRPO group: the games of one instance share it
+    game_index: int     # k-th game of its instance
+    instance: Instance
+
+
+def plan_games(instances: Sequence[Instance], games_per_instance: int, num_games: int) -> list[GameSpec]:
+    """`num_games` games, `games_per_instance` per instance, in instance order."""
+    specs = [GameSpec(f"{inst.id}/{k}", group, k, inst)
+             for group, inst in enumerate(instances) for k in range(games_per_instance)]
+    return specs[:num_games]
+
+
+def instances_needed(num_games: int, games_per_instance: int) -> int:
+    return math.ceil(num_games / games_per_instance)
+
+
+async def play_game(spec: GameSpec, seats: tuple[SeatFactory, SeatFactory], limits: Limits,
+                    settings: dict) -> dict:
+    """Play one game to its end and return its record."""
+    started = time.perf_counter()
+    game = MatchingGame(limits).reset(spec.instance)
+    players = [seats[s](spec.instance, s, spec.game_id, spec.game_index) for s in (0, 1)]
+    failure = None
+    while not game.done:
+        mover = game.to_move
+        try:
+            text = await players[mover].act()
+        except GameStop as stop:
+            game.stop(stop.reason)
+            failure = {"reason": stop.reason, "detail": stop.detail, "player": mover}
+            break
+        except BackendError as err:
+            game.stop(BACKEND_ERROR)
+            failure = {"reason": BACKEND_ERROR, "detail": str(err), "player": mover}
+            break
+        step = game.step(text)
+        if step.valid:
+            players[1 - mover].partner_moved(step.move)
+            if not game.done and game.to_move == mover:
+                players[mover].move_again()
+        else:
+            players[mover].invalid(step.error)
+    logs = [p.log() for p in players]
+    turns = [t for log in logs for t in log.get("turns", [])]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "game_id": spec.game_id,
+        "group": spec.group,
+        "game_index": spec.game_index,
+        "instance_id": spec.instance.id,
+        "instance": spec.instance.to_dict(),
+        "settings": {**settings, "limits": asdict(limits)},
+        "players": logs,
+        "events": [asdict(e) for e in game.events],
+        "outcome": game.result.to_dict(),
+        "failure": failure,
+        "stats": {
+            "valid_moves": game.valid_moves,
+            "invalid_moves": game.invalid_moves,
+            "output_tokens": sum(len(t["output_ids"]) for t in turns),
+            "prompt_tokens": sum(t["prompt_len"] for t in turns),
+            "cached_tokens": sum(t["cached_tokens"] for t in turns),
+            "wall_time_s": round(time.perf_counter() - started, 4),
+        },
+    }
+
+
+@dataclass
+class Summary:
+    games: int = 0
+    agreed: int = 0
+    reward_sum: float = 0.0
+    output_tokens: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    wall_time_s: float = 0.0
+    terminations: Counter = None
+
+    def __post_init__(self):
+        self.terminations = self.terminations or Counter()
+
+    def add(self, record: dict) -> None:
+        self.games += 1
+        self.agreed += record["outcome"]["agreed"]
+        self.reward_sum += record["outcome"]["normalized_reward"]
+        self.terminations[record["outcome"]["termination"]] += 1
+        for key in ("output_tokens", "prompt_tokens", "cached_tokens"):
+            setattr(self, key, getattr(self, key) + record["stats"][key])
+
+    def to_dict(self) -> dict:
+        games = max(self.games, 1)
+        return {
+            "games": self.games,
+            "agreement_rate": self.agreed / games,
+            "mean_normalized_reward": self.reward_sum / games,
+            "terminations": dict(self.terminations),
+            "output_tokens": self.output_tokens,
+            "output_tokens_per_s": self.output_tokens / self.wall_time_s if self.wall_time_s else 0.0,
+            "games_per_s": self.games / self.wall_time_s if self.wall_time_s else 0.0,
+            "cache_hit_rate": self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0,
+            "wall_time_s": round(self.wall_time_s, 3),
+        }
+
+
+async def run_games(specs: Sequence[GameSpec], seats: tuple[SeatFactory, SeatFactory], limits: Limits,
+                    writer: GameWriter, concurrency: int, settings: dict, progress: bool = True) -> Summary:
+    """Play every spec not already in `writer`, `concurrency` at a time, writing each record."""
+    todo = [s for s in specs if s.game_id not in writer.done]
+    summary = Summary()
+    gate = asyncio.Semaphore(max(1, concurrency))
+    bar = tqdm(total=len(specs), initial=len(specs) - len(todo), desc="games", unit="game", disable=not progress)
+    started = time.perf_counter()
+
+    async def one(spec: GameSpec) -> None:
+        async with gate:
+            record = await play_game(spec, seats, limits, settings)
+        writer.write(record)
+        summary.add(record)
+        summary.wall_time_s = time.perf_counter() - started
+        stats = summary.to_dict()
+        bar.set_postfix(agree=f"{stats['agreement_rate']:.2f}", reward=f"{stats['mean_normalized_reward']:.3f}",
+                        tok_s=f"{stats['output_tokens_per_s']:.0f}", refresh=False)
+        bar.update()
+
+    try:
+        await asyncio.gather(*(one(s) for s in todo))
+    finally:
+        bar.close()
+    summary.wall_time_s = time.perf_counter() - started
+    return summary
