@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,11 +31,13 @@ class GameStop(Exception):
 
 
 class Player(abc.ABC):
-    """One seat of one game."""
+    """One seat of one game. Keeps the chat from its own view: the system prompt (rules and its
+    table), feedback as user turns, its moves as assistant turns."""
 
     def __init__(self, instance: Instance, seat: int):
         self.instance, self.seat = instance, seat
         self.inbox: list[str] = [prompts.FIRST_MOVE] if seat == 0 else []
+        self.messages: list[dict] = [{"role": "system", "content": prompts.system_prompt(instance, seat)}]
 
     def partner_moved(self, move: Move) -> None:
         self.inbox.append(prompts.PARTNER_MOVED.format(move=move.public))
@@ -46,13 +48,21 @@ class Player(abc.ABC):
     def move_again(self) -> None:
         self.inbox.append(prompts.AGAIN)
 
-    @abc.abstractmethod
     async def act(self) -> str:
-        """The next turn text. May raise GameStop."""
+        """The next turn text, answering everything told since the last turn. May raise GameStop."""
+        user, self.inbox = "\n".join(self.inbox), []
+        self.messages.append({"role": "user", "content": user})
+        text = await self.respond()
+        self.messages.append({"role": "assistant", "content": text})
+        return text
+
+    @abc.abstractmethod
+    async def respond(self) -> str:
+        """Produce the turn for `self.messages` (which ends with the new user turn)."""
 
     def log(self) -> dict:
         """What the record keeps of this seat."""
-        return {"kind": type(self).__name__}
+        return {"kind": "scripted", "messages": self.messages}
 
 
 @dataclass
@@ -62,28 +72,6 @@ class Turn:
     logprobs: list[float] | None
     finish_reason: str
     cached_tokens: int = 0
-
-
-@dataclass
-class TokenContext:
-    """A chat kept as token ids. `append_user` renders only the new part of the template."""
-
-    tokenizer: object
-    messages: list[dict] = field(default_factory=list)
-    ids: list[int] = field(default_factory=list)
-
-    def start(self, system: str, user: str) -> None:
-        self.messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        text = self.tokenizer.apply_chat_template(self.messages, tokenize=False, add_generation_prompt=True)
-        self.ids = self.tokenizer.encode(text, add_special_tokens=False)
-
-    def append_output(self, output_ids: list[int], text: str) -> None:
-        self.ids = self.ids + list(output_ids)
-        self.messages.append({"role": "assistant", "content": text})
-
-    def append_user(self, user: str) -> None:
-        self.messages.append({"role": "user", "content": user})
-        self.ids = self.ids + self.tokenizer.encode(user_delta(self.tokenizer, user), add_special_tokens=False)
 
 
 def user_delta(tokenizer, user: str) -> str:
@@ -101,47 +89,50 @@ def user_delta(tokenizer, user: str) -> str:
 
 
 class LLMPlayer(Player):
-    """A seat played by a model behind a `Backend`, token in, token out."""
+    """A seat played by a model behind a `Backend`, token in, token out: `ids` only ever grows by
+    the sampled ids (verbatim) and the template delta of each new user turn."""
 
     def __init__(self, instance: Instance, seat: int, backend: Backend, tokenizer, params: SamplingParams,
                  session: str, context_length: int | None = None):
         super().__init__(instance, seat)
-        self.backend, self.params, self.session = backend, params, session
+        self.backend, self.tokenizer, self.params, self.session = backend, tokenizer, params, session
         self.context_length = context_length or backend.context_length
-        self.context = TokenContext(tokenizer)
+        self.ids: list[int] = []
         self.turns: list[Turn] = []
         self.invariant_ok = True
 
-    async def act(self) -> str:
-        user, self.inbox = "\n".join(self.inbox), []
-        before = list(self.context.ids)
-        if not self.context.messages:
-            self.context.start(prompts.system_prompt(self.instance, self.seat), user)
-        else:
-            self.context.append_user(user)
-        prompt = self.context.ids
-        if prompt[:len(before)] != before:
+    def _extend_prompt(self) -> list[int]:
+        if not self.ids:
+            text = self.tokenizer.apply_chat_template(self.messages, tokenize=False, add_generation_prompt=True)
+            return self.tokenizer.encode(text, add_special_tokens=False)
+        return self.ids + self.tokenizer.encode(user_delta(self.tokenizer, self.messages[-1]["content"]),
+                                                add_special_tokens=False)
+
+    async def respond(self) -> str:
+        prompt = self._extend_prompt()
+        if prompt[:len(self.ids)] != self.ids:
             self.invariant_ok = False
-            raise GameStop("token_invariant", "the prompt does not extend the previous context")
+            raise GameStop("token_invariant", "the new prompt does not extend the previous context")
+        self.ids = prompt
         budget = self.params.max_new_tokens
         if self.context_length is not None:
             if len(prompt) >= self.context_length:
-                raise GameStop("context_length", f"prompt of {len(prompt)} tokens fills the context")
+                raise GameStop("context_length", f"the prompt of {len(prompt)} tokens fills the context")
             budget = min(budget, self.context_length - len(prompt))
         params = SamplingParams(self.params.temperature, self.params.top_p, budget, self.params.stop_token_ids)
         gen = await self.backend.generate(prompt, params, session=self.session)
         self.turns.append(Turn(len(prompt), list(gen.output_ids), gen.logprobs, gen.finish_reason, gen.cached_tokens))
-        text = self.context.tokenizer.decode(gen.output_ids, skip_special_tokens=True)
-        self.context.append_output(gen.output_ids, text)
+        self.ids = self.ids + list(gen.output_ids)
+        text = self.tokenizer.decode(gen.output_ids, skip_special_tokens=True)
         if gen.finish_reason == "length":
+            self.messages.append({"role": "assistant", "content": text})  # kept for the record
             raise GameStop("max_new_tokens" if budget == self.params.max_new_tokens else "context_length",
                            f"the turn did not end within {budget} new tokens")
         return text
 
     def log(self) -> dict:
-        return {"kind": "llm", "model": self.backend.model, "backend": self.backend.name,
-                "messages": self.context.messages, "token_ids": self.context.ids,
-                "turns": [t.__dict__ for t in self.turns], "invariant_ok": self.invariant_ok}
+        return {"kind": "llm", "model": self.backend.model, "backend": self.backend.name, "messages": self.messages,
+                "token_ids": self.ids, "turns": [t.__dict__ for t in self.turns], "invariant_ok": self.invariant_ok}
 
 
 _SHARED_CELL = re.compile(r"([A-Za-z][A-Za-z ]+?) - ([A-Za-z]+): (\d+)")
@@ -180,8 +171,7 @@ class ScriptedPlayer(Player):
     def _plan(self) -> tuple[float, list[tuple[int, int]]]:
         return max_matching(np.where(self.known < 0, 50, self.known))
 
-    async def act(self) -> str:
-        self.inbox = []
+    async def respond(self) -> str:
         if self.pending is not None:
             pairs, self.pending = self.pending, None
             guess = np.where(self.known < 0, 50, self.known)
@@ -192,6 +182,3 @@ class ScriptedPlayer(Player):
             cells = "; ".join(f"{REVIEWERS[r]} - {PAPERS[p]}: {int(self.known[r, p])}" for r, p, _ in chunk)
             return f"[message] Scores I see (0-99): {cells}"
         return "[propose] " + render_proposal(self._plan()[1])
-
-    def log(self) -> dict:
-        return {"kind": "scripted"}
