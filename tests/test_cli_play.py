@@ -1,0 +1,108 @@
+"""The `selfplay-gen` play command as a user runs it: scripted games, resume, bad arguments."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+from click.testing import CliRunner
+
+from selfplay_gen.cli import main
+from selfplay_gen.records import read_games
+
+CMD = [sys.executable, "-m", "selfplay_gen.cli"]
+
+
+def play(*args):
+    return CliRunner().invoke(main, [*args, "-q"])
+
+
+def test_scripted_games_are_written_with_summary(tmp_path):
+    out = tmp_path / "g.jsonl"
+    result = play("--backend", "scripted", "--num-games", "20", "-k", "4", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    records = list(read_games(out))
+    assert len(records) == 20
+    groups = Counter(r["group"] for r in records)
+    assert sorted(groups.values()) == [4] * 5          # K games per instance share the group
+    assert all(len({r["instance_id"] for r in records if r["group"] == g}) == 1 for g in groups)
+    summary = json.loads((tmp_path / "g.summary.json").read_text())
+    assert summary["games"] == 20 and 0 < summary["mean_normalized_reward"] <= 1
+
+
+def test_human_instances(tmp_path):
+    out = tmp_path / "h.jsonl"
+    assert play("--backend", "scripted", "--instances", "human", "-n", "6", "-k", "2", "--out", str(out)).exit_code == 0
+    assert [r["instance_id"] for r in read_games(out)][::2] == ["human-000", "human-001", "human-002"]
+
+
+def test_existing_output_needs_resume(tmp_path):
+    out = tmp_path / "g.jsonl"
+    assert play("--backend", "scripted", "-n", "4", "--out", str(out)).exit_code == 0
+    again = play("--backend", "scripted", "-n", "4", "--out", str(out))
+    assert again.exit_code != 0 and "--resume" in again.output
+
+
+def test_resume_with_other_settings_is_refused(tmp_path):
+    out = tmp_path / "g.jsonl"
+    assert play("--backend", "scripted", "-n", "4", "--out", str(out)).exit_code == 0
+    again = play("--backend", "scripted", "-n", "8", "--seed", "5", "--out", str(out), "--resume")
+    assert again.exit_code != 0 and "seed" in again.output
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--backend", "nope"], "nope"),
+    (["--num-games", "-3"], "-3"),
+    (["--games-per-instance", "0"], "games-per-instance"),
+    (["--backend", "sglang"], "--base-url"),
+    (["--backend", "sglang", "--base-url", "http://127.0.0.1:9"], "127.0.0.1:9"),
+    (["--instances", "human", "-n", "1000", "-k", "1"], "134"),
+])
+def test_bad_arguments_fail_clearly(tmp_path, args, words):
+    result = play(*args, "--out", str(tmp_path / "g.jsonl"), "--timeout", "2")
+    assert result.exit_code != 0
+    assert words in result.output
+    assert "Traceback" not in result.output
+
+
+def test_unwritable_output_fails_clearly(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = play("--backend", "scripted", "-n", "2", "--out", str(blocker / "g.jsonl"))
+    assert result.exit_code != 0 and str(blocker) in result.output
+
+
+def test_resume_after_sigkill_completes_exactly(tmp_path):
+    out = tmp_path / "g.jsonl"
+    args = [*CMD, "--backend", "scripted", "-n", "3000", "-k", "8", "--out", str(out), "-q"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not out.exists() or out.stat().st_size < 200_000):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    with out.open("ab") as fh:                     # a write cut short by the crash
+        fh.write(b'{"schema_version": 1, "game_id": "torn')
+    before = {r["game_id"] for r in read_games(out, skip_invalid=True)}
+    assert 0 < len(before) < 3000
+
+    done = subprocess.run([*args, "--resume"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "torn last line" in done.stderr
+    ids = [r["game_id"] for r in read_games(out)]
+    assert len(ids) == len(set(ids)) == 3000
+    assert before <= set(ids)
+
+
+def test_resumed_games_use_identical_instances(tmp_path):
+    whole, part = tmp_path / "whole.jsonl", tmp_path / "part.jsonl"
+    assert play("--backend", "scripted", "-n", "12", "-k", "3", "--out", str(whole)).exit_code == 0
+    assert play("--backend", "scripted", "-n", "5", "-k", "3", "--out", str(part)).exit_code == 0
+    assert play("--backend", "scripted", "-n", "12", "-k", "3", "--out", str(part), "--resume").exit_code == 0
+    a = {r["game_id"]: r["instance"] for r in read_games(whole)}
+    b = {r["game_id"]: r["instance"] for r in read_games(part)}
+    assert a == b
