@@ -247,7 +247,8 @@ def _register_optional_commands():
             mod = __import__(module, fromlist=[name])
         except ModuleNotFoundError:
             continue
-        main.add_command(getattr(mod, name))
+        if hasattr(mod, name):   # absent while that module is itself importing this one (python -m)
+            main.add_command(getattr(mod, name))
 
 
 _register_optional_commands()

@@ -65,7 +65,7 @@ class Event:
     """A line of the game log: a valid move, or an invalid attempt with its error."""
 
     player: int
-    kind: str                      # message | propose | accept | reject | invalid
+    kind: str                      # message | propose | accept | reject | invalid | stop
     text: str
     pairs: list[tuple[int, int]] | None = None
     error: str | None = None
@@ -123,11 +123,13 @@ class MatchingGame:
             self._end(MAX_MOVES)
         return StepResult(player, move, None, self.done)
 
-    def stop(self, reason: str) -> Outcome:
-        """End the game without agreement for a limit the game cannot see (tokens, errors)."""
+    def stop(self, reason: str, player: int | None = None, detail: str = "") -> Outcome:
+        """End the game without agreement for a limit the game cannot see (tokens, context,
+        errors); the event log says who hit it and how."""
         if reason not in TERMINATIONS or reason == ACCEPTED:
             raise ValueError(f"unknown termination reason {reason!r}")
         if not self.done:
+            self.events.append(Event(self.to_move if player is None else player, "stop", "", error=detail or reason))
             self._end(reason)
         return self.result
 

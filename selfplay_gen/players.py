@@ -72,6 +72,7 @@ class Turn:
     logprobs: list[float] | None
     finish_reason: str
     cached_tokens: int = 0
+    retokenized: bool = False
 
 
 def user_delta(tokenizer, user: str) -> str:
@@ -120,8 +121,9 @@ class LLMPlayer(Player):
                 raise GameStop("context_length", f"the prompt of {len(prompt)} tokens fills the context")
             budget = min(budget, self.context_length - len(prompt))
         params = SamplingParams(self.params.temperature, self.params.top_p, budget, self.params.stop_token_ids)
-        gen = await self.backend.generate(prompt, params, session=self.session)
-        self.turns.append(Turn(len(prompt), list(gen.output_ids), gen.logprobs, gen.finish_reason, gen.cached_tokens))
+        gen = await self.backend.generate(prompt, params, session=self.session, messages=self.messages)
+        self.turns.append(Turn(len(prompt), list(gen.output_ids), gen.logprobs, gen.finish_reason, gen.cached_tokens,
+                               gen.retokenized))
         self.ids = self.ids + list(gen.output_ids)
         text = self.tokenizer.decode(gen.output_ids, skip_special_tokens=True)
         if gen.finish_reason == "length":
@@ -164,6 +166,8 @@ class ScriptedPlayer(Player):
         if move.kind == "propose":
             self.pending = move.pairs
         for name, paper, value in _SHARED_CELL.findall(move.text if move.kind == "message" else ""):
+            if name.strip() not in REVIEWERS or paper not in PAPERS:
+                continue  # a model partner's free text that only looks like a shared cell
             r, p = REVIEWERS.index(name.strip()), PAPERS.index(paper)
             if self.known[r, p] < 0:
                 self.known[r, p] = int(value)

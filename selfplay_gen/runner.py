@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from tqdm.auto import tqdm
 
 from .backends.base import BackendError
-from .game import BACKEND_ERROR, Limits, MatchingGame
+from .game import BACKEND_ERROR, TOKEN_INVARIANT, Limits, MatchingGame
 from .instance import Instance
 from .players import GameStop, Player
 from .records import SCHEMA_VERSION, GameWriter
@@ -50,17 +50,18 @@ async def play_game(spec: GameSpec, seats: tuple[SeatFactory, SeatFactory], limi
     started = time.perf_counter()
     game = MatchingGame(limits).reset(spec.instance)
     players = [seats[s](spec.instance, s, spec.game_id, spec.game_index) for s in (0, 1)]
-    failure = None
+    failure = None   # only errors; a game that hit a limit ended normally with reward 0
     while not game.done:
         mover = game.to_move
         try:
             text = await players[mover].act()
         except GameStop as stop:
-            game.stop(stop.reason)
-            failure = {"reason": stop.reason, "detail": stop.detail, "player": mover}
+            game.stop(stop.reason, mover, stop.detail)
+            if stop.reason == TOKEN_INVARIANT:
+                failure = {"reason": stop.reason, "detail": stop.detail, "player": mover}
             break
         except BackendError as err:
-            game.stop(BACKEND_ERROR)
+            game.stop(BACKEND_ERROR, mover, str(err))
             failure = {"reason": BACKEND_ERROR, "detail": str(err), "player": mover}
             break
         step = game.step(text)

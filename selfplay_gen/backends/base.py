@@ -7,6 +7,7 @@ owns its retries: callers see either a `Generation` or a `BackendError`.
 from __future__ import annotations
 
 import abc
+from collections import Counter
 from dataclasses import dataclass, field
 
 
@@ -27,10 +28,13 @@ class BackendOptions:
     api_key_env: str = "OPENAI_API_KEY"  # openai: environment variable holding the key
     endpoint: str = "chat"               # openai: "chat" or "completions"
     timeout_s: float = 120.0             # per request
-    max_retries: int = 5
+    max_retries: int = 5                 # retries after the first attempt (connection errors, timeouts, 429, 5xx)
+    retry_backoff_s: float = 0.5         # first retry delay, doubled each time (capped at 30 s)
     health_timeout_s: float = 300.0      # how long start() waits for /health
+    unreachable_s: float = 10.0          # start() gives up early on a server that refuses connections this long
     max_batch: int = 16                  # local: sequences per forward pass
     device: str = "cpu"                  # local: torch device
+    seed: int | None = None              # local: sampling seed (batch n uses seed + n)
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class Generation:
     finish_reason: str
     prompt_tokens: int
     cached_tokens: int = 0
+    retokenized: bool = False    # output_ids re-encoded from returned text (OpenAI-style servers): off-policy
 
 
 class BackendError(RuntimeError):
@@ -70,9 +75,11 @@ class Backend(abc.ABC):
         """Release sessions, threads, servers."""
 
     @abc.abstractmethod
-    async def generate(self, prompt_ids: list[int], params: SamplingParams, *, session: str) -> Generation:
+    async def generate(self, prompt_ids: list[int], params: SamplingParams, *, session: str,
+                       messages: list[dict] | None = None) -> Generation:
         """Continue `prompt_ids`. `session` names the game and seat; every request of one session
-        should reach the same server so that its prefix cache is reused."""
+        should reach the same server so that its prefix cache is reused. `messages` is the same
+        prompt as chat messages, for servers that only take chat (the OpenAI chat endpoint)."""
 
 
 _REGISTRY: dict[str, type[Backend]] = {}
@@ -107,4 +114,10 @@ class BackendStats:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     output_tokens: int = 0
-    errors: dict[str, int] = field(default_factory=dict)
+    errors: Counter = field(default_factory=Counter)   # kind of failed attempt -> count
+
+    def add(self, gen: Generation) -> None:
+        self.requests += 1
+        self.prompt_tokens += gen.prompt_tokens
+        self.cached_tokens += gen.cached_tokens
+        self.output_tokens += len(gen.output_ids)

@@ -1,0 +1,141 @@
+"""Generation speed, side by side against one server in one run:
+
+  (a) one game at a time, one request at a time (a plain loop over games),
+  (b) the concurrent runner with `--concurrency` games in flight,
+  (c) for sglang, a saturation reference: the server's output tokens/s on a flood of independent
+      `/generate` requests with the prompts and output lengths of (b)'s own turns (`ignore_eos`).
+
+Prints a table and writes JSON (and a markdown table beside it). Example:
+  python bench/generation.py --backend sglang --base-url http://127.0.0.1:30000 --num-games 256
+  python bench/generation.py --backend local --num-games 8 --max-moves 4 --max-new-tokens 32
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from selfplay_gen import models
+from selfplay_gen.backends.base import BackendOptions, SamplingParams, backend_class
+from selfplay_gen.game import Limits
+from selfplay_gen.instance import Instance
+from selfplay_gen.players import LLMPlayer
+from selfplay_gen.records import GameWriter, read_games
+from selfplay_gen.runner import instances_needed, plan_games, run_games
+
+
+async def play(backend, tokenizer, specs, limits, params, concurrency: int, workdir: Path, name: str) -> dict:
+    def seat(instance, s, game_id, k):
+        return LLMPlayer(instance, s, backend, tokenizer, params, session=f"{name}/{game_id}/{s}")
+
+    path = workdir / f"{name}.jsonl"
+    started = time.perf_counter()
+    with GameWriter(path) as writer:
+        await run_games(specs, (seat, seat), limits, writer, concurrency, {"backend": backend.name}, progress=False)
+    wall = time.perf_counter() - started
+    records = list(read_games(path))
+    turns = [t for r in records for p in r["players"] for t in p.get("turns", [])]
+    output = sum(len(t["output_ids"]) for t in turns)
+    prompt = sum(t["prompt_len"] for t in turns)
+    return {"concurrency": concurrency, "games": len(records), "turns": len(turns), "wall_s": round(wall, 3),
+            "games_per_s": len(records) / wall, "output_tokens": output, "output_tokens_per_s": output / wall,
+            "cache_hit_rate": sum(t["cached_tokens"] for t in turns) / prompt if prompt else 0.0,
+            "terminations": dict(Counter(r["outcome"]["termination"] for r in records)),
+            "_turn_shapes": [(p["token_ids"][:t["prompt_len"]], len(t["output_ids"]))
+                             for r in records for p in r["players"] for t in p.get("turns", [])]}
+
+
+async def saturation(backend, shapes, params) -> dict:
+    """Independent `/generate` requests, all at once, each forced to its recorded output length."""
+    async def one(prompt_ids, length):
+        await backend.request("POST", f"{backend.server_for(str(len(prompt_ids)))}/generate", {
+            "input_ids": prompt_ids, "return_logprob": False,
+            "sampling_params": {"temperature": params.temperature, "top_p": params.top_p,
+                                "max_new_tokens": max(1, length), "ignore_eos": True}})
+        return max(1, length)
+
+    started = time.perf_counter()
+    output = sum(await asyncio.gather(*(one(p, n) for p, n in shapes)))
+    wall = time.perf_counter() - started
+    return {"requests": len(shapes), "wall_s": round(wall, 3), "output_tokens": output, "output_tokens_per_s": output / wall}
+
+
+async def main(args) -> dict:
+    tokenizer = models.load_tokenizer(args.model if args.backend == "local" else args.tokenizer)
+    options = BackendOptions(base_urls=tuple(args.base_url), model=args.model, max_batch=args.concurrency,
+                             seed=args.seed)
+    params = SamplingParams(args.temperature, args.top_p, args.max_new_tokens, (tokenizer.eos_token_id,))
+    limits = Limits(max_moves=args.max_moves)
+    instances = [Instance.from_seed(args.seed + i)
+                 for i in range(instances_needed(args.num_games, args.games_per_instance))]
+    specs = plan_games(instances, args.games_per_instance, args.num_games)
+    async with backend_class(args.backend)(options, tokenizer) as backend:
+        with tempfile.TemporaryDirectory() as tmp:
+            sequential = await play(backend, tokenizer, specs, limits, params, 1, Path(tmp), "sequential")
+            concurrent = await play(backend, tokenizer, specs, limits, params, args.concurrency, Path(tmp), "concurrent")
+        shapes = concurrent.pop("_turn_shapes")
+        sequential.pop("_turn_shapes")
+        flood = await saturation(backend, shapes, params) if args.backend == "sglang" else None
+    return {
+        "backend": args.backend, "model": backend.model, "host": platform.node(),
+        "settings": {k: v for k, v in vars(args).items() if k != "out"},
+        "sequential": sequential, "concurrent": concurrent, "saturation": flood,
+        "speedup_games_per_s": concurrent["games_per_s"] / sequential["games_per_s"],
+        "speedup_output_tokens_per_s": concurrent["output_tokens_per_s"] / sequential["output_tokens_per_s"],
+        "fraction_of_saturation": concurrent["output_tokens_per_s"] / flood["output_tokens_per_s"] if flood else None,
+    }
+
+
+def table(result: dict) -> str:
+    rows = [("one game at a time", result["sequential"]), (f"runner, {result['concurrent']['concurrency']} in flight",
+                                                            result["concurrent"])]
+    lines = ["| mode | games | wall s | games/s | output tok/s | cache hit |", "|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {name} | {r['games']} | {r['wall_s']:.1f} | {r['games_per_s']:.3f} | {r['output_tokens_per_s']:.1f} "
+              f"| {r['cache_hit_rate']:.2f} |" for name, r in rows]
+    if result["saturation"]:
+        s = result["saturation"]
+        lines.append(f"| saturation flood ({s['requests']} requests) | - | {s['wall_s']:.1f} | - "
+                     f"| {s['output_tokens_per_s']:.1f} | - |")
+    lines.append("")
+    lines.append(f"runner / one-at-a-time: {result['speedup_games_per_s']:.2f}x games/s, "
+                 f"{result['speedup_output_tokens_per_s']:.2f}x output tokens/s")
+    if result["fraction_of_saturation"] is not None:
+        lines.append(f"runner output tokens/s = {result['fraction_of_saturation']:.2f} of the saturation flood")
+    return "\n".join(lines)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=["sglang", "local"], default="local")
+    parser.add_argument("--base-url", action="append", default=[], help="SGLang server (repeat for several)")
+    parser.add_argument("--model", default=None, help="local: model directory (default: the embedded model)")
+    parser.add_argument("--tokenizer", default=None, help="sglang: local tokenizer directory (default: embedded)")
+    parser.add_argument("--num-games", type=int, default=8)
+    parser.add_argument("--games-per-instance", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--max-moves", type=int, default=4)
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--top-p", type=float, default=0.95)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/generation.json"))
+    args = parser.parse_args()
+    result = asyncio.run(main(args))
+    text = table(result)
+    print(text)
+    write_atomically(args.out, json.dumps(result, indent=2) + "\n")
+    write_atomically(args.out.with_suffix(".md"), f"# Generation benchmark ({args.backend}, {result['model']})\n\n"
+                                                  f"Settings: `{json.dumps(result['settings'])}`\n\n{text}\n")

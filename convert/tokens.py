@@ -1,0 +1,100 @@
+"""The token view of one seat: its full context ids, where its initial prompt ends, which ids it
+produced itself, and their logprobs.
+
+A seat that sampled (kind "llm") already holds its ids; they are checked, never rebuilt: each
+turn's `output_ids` must sit verbatim at its `prompt_len` and turns must only append. A seat
+without ids (a scripted player) is tokenized the way an LLM seat builds its context (chat
+template for the initial prompt, then own content + end-of-turn, then each user delta), so its
+rows have the same shape and round-trip through the same loaders.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from selfplay_gen.players import user_delta
+
+SAMPLED, RETOKENIZED = "sampled", "retokenized"
+
+
+class TokenInvariantError(ValueError):
+    """A seat whose ids do not hold what its turns say they sampled."""
+
+
+@dataclass
+class SeatTokens:
+    token_ids: np.ndarray            # int32, the whole final context
+    prompt_len: int                  # ids of the initial prompt (system + first user message)
+    own: np.ndarray                  # int8 over token_ids[prompt_len:], 1 = produced by this seat
+    logprobs: np.ndarray | None      # float32 over token_ids[prompt_len:], 0 where not own
+    num_turns: int
+    source: str                      # SAMPLED, or RETOKENIZED (scripted seat, or re-encoded server output)
+
+    @property
+    def response_len(self) -> int:
+        return len(self.token_ids) - self.prompt_len
+
+
+def prompt_messages(messages: list[dict]) -> list[dict]:
+    """What a player started from: every message before its first own turn."""
+    first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
+    return messages[:first]
+
+
+def seat_tokens(seat: dict, tokenizer: Callable[[], object]) -> SeatTokens | None:
+    """The seat's tokens, or None for a seat that never moved. `tokenizer()` is called only for a
+    seat without ids, so converting LLM games never loads one."""
+    if seat.get("kind") == "llm":
+        return sampled(seat) if seat["turns"] else None
+    if not any(m["role"] == "assistant" for m in seat["messages"]):
+        return None
+    return retokenized(seat["messages"], tokenizer())
+
+
+def sampled(seat: dict) -> SeatTokens:
+    """The recorded ids of an LLM seat, checked against its turns."""
+    if not seat["invariant_ok"]:
+        raise TokenInvariantError("the player flagged its context as not append-only")
+    turns, ids = seat["turns"], seat["token_ids"]
+    start = turns[0]["prompt_len"]
+    if not 0 < start <= len(ids):
+        raise TokenInvariantError(f"turn 0: prompt_len {start} is outside the {len(ids)} token_ids")
+    own = np.zeros(len(ids) - start, dtype=np.int8)
+    logprobs = np.zeros(len(own), dtype=np.float32)      # None as soon as a turn has none
+    end, source = start, SAMPLED
+    for n, turn in enumerate(turns):
+        at, out, turn_logprobs = turn["prompt_len"], turn["output_ids"], turn.get("logprobs")
+        stop = at + len(out)
+        if at < end or ids[at:stop] != out:
+            raise TokenInvariantError(f"turn {n}: its output_ids are not at offset {at} of token_ids")
+        own[at - start:stop - start] = 1
+        if turn_logprobs is None:
+            logprobs = None
+        elif logprobs is not None:
+            if len(turn_logprobs) != len(out):
+                raise TokenInvariantError(f"turn {n}: {len(turn_logprobs)} logprobs for {len(out)} ids")
+            logprobs[at - start:stop - start] = turn_logprobs
+        if turn.get("retokenized"):
+            source = RETOKENIZED
+        end = stop
+    return SeatTokens(np.fromiter(ids, np.int32, len(ids)), start, own, logprobs, len(turns), source)
+
+
+def retokenized(messages: list[dict], tokenizer) -> SeatTokens:
+    """Ids for a seat that kept only chat messages, built append-only like an LLM seat's context."""
+    prompt = prompt_messages(messages)
+    text = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    prompt_len, own, turns = len(ids), [], 0
+    for message in messages[len(prompt):]:
+        if message["role"] == "assistant":
+            piece = tokenizer.encode(message["content"], add_special_tokens=False) + [tokenizer.eos_token_id]
+            turns += 1
+        else:
+            piece = tokenizer.encode(user_delta(tokenizer, message["content"]), add_special_tokens=False)
+        ids += piece
+        own += [message["role"] == "assistant"] * len(piece)
+    return SeatTokens(np.asarray(ids, dtype=np.int32), prompt_len, np.asarray(own, dtype=np.int8), None, turns,
+                      RETOKENIZED)

@@ -1,0 +1,79 @@
+"""Outputs appear whole or not at all: each is written under a temporary name in its own
+directory and renamed into place only when every output of the run is complete."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def temporary(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+class Spill:
+    """A temporary Arrow IPC stream next to the outputs: written once, read back once in order,
+    then removed. IPC is near memcpy speed both ways; lz4 costs as much CPU as it saves in I/O
+    and keeps the spill at about a quarter of the input's size on disk."""
+
+    def __init__(self, near: Path, schema: pa.Schema):
+        self.path = temporary(near.with_name(near.name + ".spill"))
+        self._file = pa.OSFile(str(self.path), "wb")
+        self._writer = pa.ipc.new_stream(self._file, schema, options=pa.ipc.IpcWriteOptions(compression="lz4"))
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self._writer.write_batch(batch)
+
+    def batches(self):
+        self._writer.close()
+        self._file.close()
+        with pa.OSFile(str(self.path)) as source:
+            yield from pa.ipc.open_stream(source)
+
+    def __enter__(self) -> "Spill":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self._file.closed:
+            self._writer.close()
+            self._file.close()
+        self.path.unlink(missing_ok=True)
+
+
+class ParquetOutput:
+    """Streams record batches into a parquet file; `commit` renames it into place, `discard`
+    (or leaving a `with` block by an exception) removes it."""
+
+    def __init__(self, path: Path, schema: pa.Schema):
+        self.path, self.tmp, self.rows = Path(path), temporary(Path(path)), 0
+        # Dictionary encoding and statistics cost more than the rest of the write on token-id lists.
+        self._writer = pq.ParquetWriter(self.tmp, schema, use_dictionary=False, write_statistics=False)
+
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        if batch.num_rows:
+            self._writer.write(batch)
+            self.rows += batch.num_rows
+
+    def commit(self) -> None:
+        self._writer.close()
+        os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        self._writer.close()
+        self.tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> "ParquetOutput":
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is not None:
+            self.discard()
+
+
+def write_json(path: Path, data: dict) -> None:
+    tmp = temporary(path)
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)

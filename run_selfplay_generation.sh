@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Generate self-play games with an SGLang server, then convert them to verl GRPO parquet.
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+Usage: run_selfplay_generation.sh [--dry-run] [--help]
+
+Starts an SGLang server for MODEL_NAME (or uses SGLANG_URL), plays NUM_GAMES self-play games
+into OUT_DIR/games.jsonl (resumable) and converts them into OUT_DIR/*.parquet. The server is
+stopped on every exit path. --dry-run prints the commands instead of running them.
+
+Environment (default):
+  MODEL_NAME          model directory to serve and tokenize with (required unless SGLANG_URL is set)
+  SGLANG_URL          use this running server (or router) instead of starting one
+  NUM_GAMES           games to play (256)
+  GAMES_PER_INSTANCE  games per instance = GRPO group size (8)
+  TEMPERATURE         sampling temperature (1.0)
+  MAX_MOVES           valid moves per game (30)
+  MAX_NEW_TOKENS      new tokens per turn (256)
+  OUT_DIR             output directory (data/selfplay)
+  PORT                server port (30000)
+  TP                  tensor-parallel size per server (1)
+  DP                  data-parallel servers behind sglang_router when > 1 (1)
+  SGLANG_PYTHON       python with sglang (python3)
+  EXTRA_SGLANG_ARGS   extra server arguments ("--attention-backend triton --sampling-backend pytorch
+                      --disable-cuda-graph --grammar-backend none")
+  SERVER_TIMEOUT      seconds to wait for /health (900)
+  SELFPLAY_PYTHON     python with selfplay_gen importable (python3)
+  SELFPLAY_GEN        generation command (selfplay-gen if on PATH, else $SELFPLAY_PYTHON -m selfplay_gen.cli)
+  SELFPLAY_CONVERT    conversion command (selfplay-convert if on PATH, else $SELFPLAY_PYTHON -m convert.cli)
+  GEN_ARGS            extra arguments for the generation command ("")
+  CONVERT_ARGS        extra arguments for the conversion command, e.g. "--max-response-tokens 4096" ("")
+EOF
+}
+
+DRY_RUN=0
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) DRY_RUN=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "unknown argument: $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+MODEL_NAME=${MODEL_NAME:-}
+SGLANG_URL=${SGLANG_URL:-}
+NUM_GAMES=${NUM_GAMES:-256}
+GAMES_PER_INSTANCE=${GAMES_PER_INSTANCE:-8}
+TEMPERATURE=${TEMPERATURE:-1.0}
+MAX_MOVES=${MAX_MOVES:-30}
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
+OUT_DIR=${OUT_DIR:-data/selfplay}
+PORT=${PORT:-30000}
+TP=${TP:-1}
+DP=${DP:-1}
+SGLANG_PYTHON=${SGLANG_PYTHON:-python3}
+EXTRA_SGLANG_ARGS=${EXTRA_SGLANG_ARGS:---attention-backend triton --sampling-backend pytorch --disable-cuda-graph --grammar-backend none}
+SERVER_TIMEOUT=${SERVER_TIMEOUT:-900}
+SELFPLAY_PYTHON=${SELFPLAY_PYTHON:-python3}
+GEN_ARGS=${GEN_ARGS:-}
+CONVERT_ARGS=${CONVERT_ARGS:-}
+if [[ -z ${SELFPLAY_GEN:-} ]]; then
+  if command -v selfplay-gen > /dev/null; then SELFPLAY_GEN=selfplay-gen; else SELFPLAY_GEN="$SELFPLAY_PYTHON -m selfplay_gen.cli"; fi
+fi
+if [[ -z ${SELFPLAY_CONVERT:-} ]]; then
+  if command -v selfplay-convert > /dev/null; then SELFPLAY_CONVERT=selfplay-convert; else SELFPLAY_CONVERT="$SELFPLAY_PYTHON -m convert.cli"; fi
+fi
+
+STEP=setup
+fail() { echo "run_selfplay_generation.sh: step '$STEP' failed (exit $1)" >&2; }
+
+# run STEP COMMAND...: print the command; run it unless --dry-run.
+run() {
+  STEP=$1; shift
+  printf '+'; printf ' %q' "$@"; printf '\n'
+  [[ $DRY_RUN -eq 1 ]] || "$@"
+}
+
+SERVER_PID=
+stop_server() {
+  if [[ -n $SERVER_PID ]] && kill -0 "$SERVER_PID" 2> /dev/null; then
+    echo "stopping the SGLang server (pid $SERVER_PID)" >&2
+    kill -- "-$SERVER_PID" 2> /dev/null || kill "$SERVER_PID" 2> /dev/null || true
+    wait "$SERVER_PID" 2> /dev/null || true
+  fi
+}
+on_exit() {
+  local rc=$?
+  stop_server
+  if ((rc != 0)); then fail "$rc"; fi
+}
+trap on_exit EXIT
+trap 'exit 130' INT TERM
+
+[[ $DRY_RUN -eq 1 ]] || mkdir -p "$OUT_DIR"
+if [[ -n $SGLANG_URL ]]; then
+  URL=$SGLANG_URL
+else
+  [[ -n $MODEL_NAME ]] || { echo "set MODEL_NAME (a model directory) or SGLANG_URL" >&2; exit 2; }
+  URL=http://127.0.0.1:$PORT
+  read -r -a extra <<< "$EXTRA_SGLANG_ARGS"
+  if [[ $DP -gt 1 ]]; then
+    server=("$SGLANG_PYTHON" -m sglang_router.launch_server --model-path "$MODEL_NAME" --host 127.0.0.1
+            --port "$PORT" --tp "$TP" --dp-size "$DP" "${extra[@]}")
+  else
+    server=("$SGLANG_PYTHON" -m sglang.launch_server --model-path "$MODEL_NAME" --host 127.0.0.1
+            --port "$PORT" --tp "$TP" "${extra[@]}")
+  fi
+  STEP=start-server
+  printf '+ %s > %s 2>&1 &\n' "${server[*]}" "$OUT_DIR/sglang.log"
+  if [[ $DRY_RUN -eq 0 ]]; then
+    set -m                                    # the server gets its own process group: one kill stops it all
+    "${server[@]}" > "$OUT_DIR/sglang.log" 2>&1 &
+    SERVER_PID=$!
+    set +m
+  fi
+  STEP=wait-for-health
+  echo "+ wait for $URL/health (up to ${SERVER_TIMEOUT}s)"
+  if [[ $DRY_RUN -eq 0 ]]; then
+    deadline=$((SECONDS + SERVER_TIMEOUT))
+    until curl -sf "$URL/health" > /dev/null; do
+      kill -0 "$SERVER_PID" 2> /dev/null || { echo "the SGLang server exited; see $OUT_DIR/sglang.log" >&2; exit 1; }
+      ((SECONDS < deadline)) || { echo "no /health from $URL after ${SERVER_TIMEOUT}s; see $OUT_DIR/sglang.log" >&2; exit 1; }
+      sleep 2
+    done
+  fi
+fi
+
+read -r -a gen <<< "$SELFPLAY_GEN"
+read -r -a convert <<< "$SELFPLAY_CONVERT"
+read -r -a gen_args <<< "$GEN_ARGS"
+read -r -a convert_args <<< "$CONVERT_ARGS"
+model=()
+[[ -z $MODEL_NAME ]] || model=(--model "$MODEL_NAME")
+run generate "${gen[@]}" --backend sglang --base-url "$URL" "${model[@]}" \
+  --num-games "$NUM_GAMES" --games-per-instance "$GAMES_PER_INSTANCE" --temperature "$TEMPERATURE" \
+  --max-moves "$MAX_MOVES" --max-new-tokens "$MAX_NEW_TOKENS" --out "$OUT_DIR/games.jsonl" --resume "${gen_args[@]}"
+run convert "${convert[@]}" "$OUT_DIR/games.jsonl" --out-dir "$OUT_DIR" --overwrite "${convert_args[@]}"
+STEP=finished
+echo "games: $OUT_DIR/games.jsonl, summary: $OUT_DIR/games.summary.json, parquet: $OUT_DIR"

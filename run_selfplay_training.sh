@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# verl GRPO training with the selfplay_gen plugin, then the last checkpoint merged into a Hugging Face directory.
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+Usage: run_selfplay_training.sh [--dry-run] [--help] [HYDRA_OVERRIDE...]
+
+Trains MODEL_PATH with verl's GRPO (python -m verl.trainer.main_ppo) and this project's agent
+loops, then merges the last checkpoint into OUT_DIR/hf. Extra arguments are passed to verl as
+Hydra overrides (they come last, so they win). --dry-run prints the commands instead.
+
+MODE=offline  replays converted games (selfplay-convert parquet, agent selfplay_replay, rollout.n=1:
+              the converter already normalized each group)
+MODE=online   plays fresh games in both seats during rollout (selfplay-gen init parquet, agent
+              selfplay_online, rollout.n=ROLLOUT_N games per (instance, seat) row = one GRPO group)
+
+Environment (default):
+  MODE                   offline | online (offline)
+  MODEL_PATH             Hugging Face model directory to train (required)
+  TRAIN_FILES            training parquet (data/selfplay/train.parquet; online: data/online/train.parquet)
+  VAL_FILES              validation parquet (data/selfplay/val.parquet; online: data/online/test.parquet)
+  OUT_DIR                checkpoints/ and hf/ go here (data/train)
+  N_GPUS, NNODES         GPUs per node, nodes (1, 1)
+  TRAIN_BATCH_SIZE       rows per step (64)
+  MINI_BATCH_SIZE        PPO mini-batch (TRAIN_BATCH_SIZE)
+  MICRO_BATCH_SIZE       micro-batch per GPU for updates and log-probs (4)
+  EPOCHS                 passes over TRAIN_FILES (1)
+  TOTAL_STEPS            stop after this many steps (unset: EPOCHS decide)
+  LR                     actor learning rate (1e-6)
+  MAX_PROMPT_LENGTH      data.max_prompt_length (1024)
+  MAX_RESPONSE_LENGTH    data.max_response_length (3072)
+  ROLLOUT_N              online: games per row (8)
+  MAX_MOVES              online: valid moves per game (30)
+  MAX_NEW_TOKENS         online: new tokens per turn (256)
+  TEMPERATURE            online: rollout sampling temperature (1.0)
+  ROLLOUT_TP             rollout tensor-parallel size (1)
+  GPU_MEMORY_UTILIZATION rollout KV-cache share of GPU memory (0.4)
+  SAVE_FREQ              checkpoint every N steps; the last step is always saved (50)
+  TEST_FREQ              validate every N steps, -1 = never (-1)
+  EXPERIMENT             trainer.experiment_name (selfplay-MODE)
+  ATTN_IMPL              training attention implementation (sdpa; verl's default needs flash-attn)
+  USE_REMOVE_PADDING     actor_rollout_ref.model.use_remove_padding (False)
+  ENFORCE_EAGER          rollout without CUDA graphs (True)
+  SGLANG_ENGINE_KWARGS   engine options passed to verl's SGLang rollout
+                         (attention_backend=triton sampling_backend=pytorch grammar_backend=none)
+  VERL_PYTHON            python with verl (python3); this repository is appended to PYTHONPATH
+EOF
+}
+
+DRY_RUN=0
+overrides=()
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) DRY_RUN=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) overrides+=("$arg") ;;
+  esac
+done
+
+MODE=${MODE:-offline}
+case "$MODE" in
+  offline) data_default=data/selfplay; val_name=val.parquet; agent_n=1 ;;
+  online) data_default=data/online; val_name=test.parquet; agent_n=${ROLLOUT_N:-8} ;;
+  *) echo "MODE must be offline or online, not '$MODE'" >&2; exit 2 ;;
+esac
+MODEL_PATH=${MODEL_PATH:-}
+TRAIN_FILES=${TRAIN_FILES:-$data_default/train.parquet}
+VAL_FILES=${VAL_FILES:-$data_default/$val_name}
+OUT_DIR=${OUT_DIR:-data/train}
+N_GPUS=${N_GPUS:-1}
+NNODES=${NNODES:-1}
+TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-64}
+MINI_BATCH_SIZE=${MINI_BATCH_SIZE:-$TRAIN_BATCH_SIZE}
+MICRO_BATCH_SIZE=${MICRO_BATCH_SIZE:-4}
+EPOCHS=${EPOCHS:-1}
+TOTAL_STEPS=${TOTAL_STEPS:-}
+LR=${LR:-1e-6}
+MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-1024}
+MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-3072}
+MAX_MOVES=${MAX_MOVES:-30}
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
+TEMPERATURE=${TEMPERATURE:-1.0}
+ROLLOUT_TP=${ROLLOUT_TP:-1}
+GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-0.4}
+SAVE_FREQ=${SAVE_FREQ:-50}
+TEST_FREQ=${TEST_FREQ:--1}
+EXPERIMENT=${EXPERIMENT:-selfplay-$MODE}
+ATTN_IMPL=${ATTN_IMPL:-sdpa}
+USE_REMOVE_PADDING=${USE_REMOVE_PADDING:-False}
+ENFORCE_EAGER=${ENFORCE_EAGER:-True}
+SGLANG_ENGINE_KWARGS=${SGLANG_ENGINE_KWARGS:-attention_backend=triton sampling_backend=pytorch grammar_backend=none}
+VERL_PYTHON=${VERL_PYTHON:-python3}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
+
+STEP=setup
+on_exit() {
+  local rc=$?
+  if ((rc != 0)); then echo "run_selfplay_training.sh: step '$STEP' failed (exit $rc)" >&2; fi
+}
+trap on_exit EXIT
+
+# run STEP COMMAND...: print the command; run it unless --dry-run.
+run() {
+  STEP=$1; shift
+  printf '+'; printf ' %q' "$@"; printf '\n'
+  [[ $DRY_RUN -eq 1 ]] || "$@"
+}
+
+[[ -n $MODEL_PATH ]] || { echo "set MODEL_PATH (a Hugging Face model directory)" >&2; exit 2; }
+if [[ $DRY_RUN -eq 0 ]]; then
+  for f in $TRAIN_FILES $VAL_FILES; do
+    [[ -e $f ]] || { echo "missing data file $f (MODE=$MODE)" >&2; exit 2; }
+  done
+fi
+STEP=locate-plugin
+AGENT_LOOPS=$("$VERL_PYTHON" -m selfplay_gen.verl --config-path)
+
+engine=()
+for kv in $SGLANG_ENGINE_KWARGS; do engine+=("+actor_rollout_ref.rollout.engine_kwargs.sglang.$kv"); done
+mode_args=()
+if [[ $MODE == online ]]; then
+  mode_args=(actor_rollout_ref.rollout.temperature="$TEMPERATURE"
+             +selfplay.max_moves="$MAX_MOVES" +selfplay.max_new_tokens="$MAX_NEW_TOKENS")
+fi
+[[ -z $TOTAL_STEPS ]] || mode_args+=(trainer.total_training_steps="$TOTAL_STEPS")
+
+CKPT_DIR=$OUT_DIR/checkpoints
+[[ $DRY_RUN -eq 1 ]] || mkdir -p "$OUT_DIR"
+run train "$VERL_PYTHON" -m verl.trainer.main_ppo \
+  algorithm.adv_estimator=grpo algorithm.use_kl_in_reward=False \
+  data.train_files="$TRAIN_FILES" data.val_files="$VAL_FILES" \
+  data.train_batch_size="$TRAIN_BATCH_SIZE" \
+  data.max_prompt_length="$MAX_PROMPT_LENGTH" data.max_response_length="$MAX_RESPONSE_LENGTH" \
+  data.filter_overlong_prompts=True data.truncation=error \
+  actor_rollout_ref.model.path="$MODEL_PATH" \
+  +actor_rollout_ref.model.override_config.attn_implementation="$ATTN_IMPL" \
+  actor_rollout_ref.model.use_remove_padding="$USE_REMOVE_PADDING" \
+  actor_rollout_ref.actor.optim.lr="$LR" \
+  actor_rollout_ref.actor.ppo_mini_batch_size="$MINI_BATCH_SIZE" \
+  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="$MICRO_BATCH_SIZE" \
+  actor_rollout_ref.actor.use_kl_loss=False \
+  actor_rollout_ref.rollout.name=sglang actor_rollout_ref.rollout.mode=async \
+  actor_rollout_ref.rollout.tensor_model_parallel_size="$ROLLOUT_TP" \
+  actor_rollout_ref.rollout.gpu_memory_utilization="$GPU_MEMORY_UTILIZATION" \
+  actor_rollout_ref.rollout.enforce_eager="$ENFORCE_EAGER" \
+  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="$MICRO_BATCH_SIZE" \
+  actor_rollout_ref.rollout.n="$agent_n" \
+  actor_rollout_ref.rollout.agent.agent_loop_config_path="$AGENT_LOOPS" \
+  "${engine[@]}" "${mode_args[@]}" \
+  trainer.logger='["console"]' trainer.project_name=selfplay trainer.experiment_name="$EXPERIMENT" \
+  trainer.n_gpus_per_node="$N_GPUS" trainer.nnodes="$NNODES" \
+  trainer.save_freq="$SAVE_FREQ" trainer.test_freq="$TEST_FREQ" trainer.val_before_train=False \
+  trainer.total_epochs="$EPOCHS" trainer.default_local_dir="$CKPT_DIR" \
+  "${overrides[@]}"
+
+STEP=find-checkpoint
+if [[ $DRY_RUN -eq 1 ]]; then
+  last=N
+else
+  last=$(cat "$CKPT_DIR/latest_checkpointed_iteration.txt" 2> /dev/null \
+         || find "$CKPT_DIR" -maxdepth 1 -name 'global_step_*' -printf '%f\n' | sed 's/global_step_//' | sort -n | tail -1)
+  [[ -n $last && -d $CKPT_DIR/global_step_$last/actor ]] || { echo "no checkpoint under $CKPT_DIR" >&2; exit 1; }
+fi
+run merge "$VERL_PYTHON" -m verl.model_merger merge --backend fsdp \
+  --local_dir "$CKPT_DIR/global_step_$last/actor" --target_dir "$OUT_DIR/hf"
+STEP=finished
+echo "merged global_step_$last -> $OUT_DIR/hf"

@@ -1,0 +1,94 @@
+"""What the server backends share: one httpx client per run, each session pinned to one server,
+and the one place where requests are retried.
+
+Retried (with exponential backoff, at most `options.max_retries` times): connection errors,
+timeouts, 429 and 5xx, i.e. what a busy or restarting server answers. Anything else (another 4xx,
+a body that is not JSON, a missing field) is a `BackendError` at once: trying again would get
+the same answer.
+"""
+from __future__ import annotations
+
+import asyncio
+import zlib
+
+import httpx
+
+from .base import Backend, BackendError, BackendOptions, BackendStats
+
+MAX_BACKOFF_S = 30.0
+
+
+def field(body: dict, path: str, kind: type | tuple[type, ...], where: str):
+    """`body["a"]["b"]` for `path` "a.b", checked to be a `kind`; else a BackendError naming the field."""
+    value = body
+    for key in path.split("."):
+        if not isinstance(value, dict) or key not in value:
+            raise BackendError(f"malformed response from {where}: missing field '{path}'")
+        value = value[key]
+    if not isinstance(value, kind):
+        raise BackendError(f"malformed response from {where}: field '{path}' is {type(value).__name__} "
+                           f"{str(value)[:80]!r}, expected {getattr(kind, '__name__', kind)}")
+    return value
+
+
+class HttpBackend(Backend):
+    """A backend that talks to one or more servers over HTTP."""
+
+    def __init__(self, options: BackendOptions, tokenizer):
+        if not options.base_urls:
+            raise ValueError(f"the {self.name} backend needs at least one base URL")
+        self.options, self.tokenizer = options, tokenizer
+        self.base_urls = tuple(url.rstrip("/") for url in options.base_urls)
+        self.stats = BackendStats()
+        self._client: httpx.AsyncClient | None = None
+
+    def headers(self) -> dict[str, str]:
+        """Headers sent with every request (e.g. authorization)."""
+        return {}
+
+    async def start(self) -> None:
+        timeout = httpx.Timeout(self.options.timeout_s, connect=min(10.0, self.options.timeout_s))
+        self._client = httpx.AsyncClient(timeout=timeout, headers=self.headers(),
+                                         limits=httpx.Limits(max_connections=None, max_keepalive_connections=512))
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def server_for(self, session: str) -> str:
+        """The base URL that serves every request of `session` (a stable hash, same in every process)."""
+        return self.base_urls[zlib.crc32(session.encode()) % len(self.base_urls)]
+
+    async def request(self, method: str, url: str, payload: dict | None = None) -> dict:
+        """Send one request, retrying what a busy server answers; the JSON body, or BackendError."""
+        if self._client is None:
+            raise RuntimeError(f"the {self.name} backend is not started: use `async with backend:`")
+        attempts = self.options.max_retries + 1
+        for attempt in range(attempts):
+            delay = min(MAX_BACKOFF_S, self.options.retry_backoff_s * 2 ** attempt)
+            try:
+                response = await self._client.request(method, url, json=payload)
+            except httpx.TransportError as err:    # refused, reset, timed out
+                problem = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+                self.stats.errors[type(err).__name__] += 1
+            else:
+                if response.status_code < 400:
+                    try:
+                        body = response.json()
+                    except ValueError:
+                        raise BackendError(f"malformed response from {url}: not JSON: {response.text[:200]!r}") from None
+                    if not isinstance(body, dict):
+                        raise BackendError(f"malformed response from {url}: expected a JSON object, "
+                                           f"got {type(body).__name__}")
+                    return body
+                problem = f"HTTP {response.status_code}: {response.text[:300]}"
+                self.stats.errors[f"http_{response.status_code}"] += 1
+                if response.status_code != 429 and response.status_code < 500:
+                    raise BackendError(f"{method} {url} failed: {problem}")
+                if response.headers.get("retry-after", "").isdigit():
+                    delay = min(MAX_BACKOFF_S, float(response.headers["retry-after"]))
+            if attempt + 1 < attempts:
+                self.stats.retries += 1
+                await asyncio.sleep(delay)
+        raise BackendError(f"{method} {url} failed after {attempts} attempts: {problem}")

@@ -1,0 +1,171 @@
+"""`selfplay-gen eval`: evaluate models on the human benchmark or on held-out instances, or
+evaluate games already played (`--from-games`), and write a report directory.
+
+Held-out instances use seeds from HELDOUT_SEED (10**9) + --seed on; training generation
+starts at --seed (default 0), so the two ranges never meet unless a run plays a billion
+instances.
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from ..backends.base import BackendError
+from ..cli import generation_options, limits_from, load_instances, open_seats
+from ..game import Limits
+from ..instance import Instance
+from ..records import GameWriter, RecordError, read_games
+from ..runner import SeatFactory, plan_games, run_games
+from .metrics import game_table
+from .report import append_to_run, evaluate, summary_table, write_report
+
+HELDOUT_SEED = 10**9
+HUMAN_INSTANCES = 134
+
+
+@dataclass(frozen=True)
+class GamesInput:
+    """A games file and the models in its seats (the same label twice for self-play)."""
+
+    path: Path
+    seats: tuple[str, str]
+
+
+def parse_input(spec: str) -> GamesInput:
+    """`FILE`, `NAME=FILE` (self-play of NAME) or `A,B=FILE` (A in seat 0, B in seat 1)."""
+    names, sep, file = spec.partition("=")
+    if not sep or Path(spec).exists():
+        return GamesInput(Path(spec), (str(Path(spec).with_suffix("")),) * 2)
+    seats = tuple(n.strip() for n in names.split(","))
+    if len(seats) == 1:
+        seats *= 2
+    if len(seats) != 2 or not all(seats):
+        raise click.BadParameter(f"{spec!r}: expected FILE, NAME=FILE or A,B=FILE", param_hint="--from-games")
+    return GamesInput(Path(file), seats)
+
+
+def read_inputs(inputs: list[GamesInput]) -> tuple[pd.DataFrame, list[str], list[dict]]:
+    """All games as one table, the self-play models in the order first given, and what each
+    input held."""
+    models = list(dict.fromkeys(i.seats[0] for i in inputs if i.seats[0] == i.seats[1]))
+    tables = []
+    for given in inputs:
+        unknown = [s for s in given.seats if s not in models]
+        if unknown:
+            raise click.UsageError(f"--from-games {given.path}: unknown model label {unknown[0]!r}: cross-play labels "
+                                   f"must name models that have self-play games (known: {', '.join(models) or 'none'})")
+        if not given.path.is_file():
+            raise click.UsageError(f"--from-games: no such file: {given.path}")
+        try:
+            table = game_table(read_games(given.path), given.seats)
+        except RecordError as err:
+            raise click.UsageError(f"--from-games: {err}") from None
+        if table.empty:
+            raise click.UsageError(f"--from-games: {given.path} holds no games")
+        tables.append(table)
+    described = [{"file": str(i.path), "seats": list(i.seats), "games": len(t)} for i, t in zip(inputs, tables)]
+    return pd.concat(tables, ignore_index=True), models, described
+
+
+async def generate_games(out_path: Path, instances: list[Instance], games_per_instance: int,
+                         seats: tuple[SeatFactory, SeatFactory], limits: Limits, concurrency: int,
+                         settings: dict, resume: bool = False, progress: bool = True) -> Path:
+    """Play `games_per_instance` games on every instance into `out_path` with the runner."""
+    specs = plan_games(instances, games_per_instance, len(instances) * games_per_instance)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    with GameWriter(out_path, resume=resume) as writer:
+        await run_games(specs, seats, limits, writer, concurrency, settings, progress=progress)
+    return out_path
+
+
+def seat_label(seat: dict) -> str:
+    """A readable default label for the model in a seat."""
+    if seat["backend"] == "scripted":
+        return f"scripted-{seat['share']:g}"
+    return Path(str(seat["model"]).rstrip("/")).name or seat["backend"]
+
+
+def file_name(seats: tuple[str, str]) -> str:
+    return re.sub(r"[^\w.+-]+", "_", "__".join(seats)) + ".jsonl"
+
+
+async def play_pairings(games_dir: Path, instances: list[Instance], games_per_instance: int, labels: tuple,
+                        resume: bool, progress: bool, opts: dict) -> list[GamesInput]:
+    """Self-play of the seat-0 model; with a different partner also the partner's self-play and
+    cross-play in both seat orders, all on the same instances."""
+    async with open_seats(**opts) as (factories, settings, concurrency):
+        sides = [settings["seat0"], settings["seat1"]]
+        names = [labels[0] or seat_label(sides[0]), labels[1] or seat_label(sides[1])]
+        pairings = [(0, 0)] if sides[0] == sides[1] else [(0, 0), (1, 1), (0, 1), (1, 0)]
+        if len(pairings) > 1 and names[0] == names[1]:
+            raise click.UsageError(f"both seats would be labeled {names[0]!r}; name them with --label and "
+                                   "--partner-label")
+        inputs = []
+        for a, b in pairings:
+            seats = (names[a], names[b])
+            path = games_dir / file_name(seats)
+            pairing_settings = {"seat0": sides[a], "seat1": sides[b], "sampling": settings["sampling"],
+                                "eval": {"seats": list(seats)}}
+            await generate_games(path, instances, games_per_instance, (factories[a], factories[b]),
+                                 limits_from(opts), concurrency, pairing_settings, resume, progress)
+            inputs.append(GamesInput(path, seats))
+        return inputs
+
+
+@click.command("eval")
+@click.option("--from-games", "from_games", multiple=True, metavar="[NAME=]FILE",
+              help="Evaluate games already played instead of playing. Repeat for several models, in iteration "
+                   "order. NAME=FILE labels a model's self-play; A,B=FILE holds cross-play with A in seat 0 and "
+                   "B in seat 1 (A and B need self-play files too). Default label: the file path.")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Report directory: metrics.json, report.md, PNG plots (and games/ when playing).")
+@click.option("--append-to", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Run-level report directory: add this evaluation as its next iteration row.")
+@click.option("--instances", type=click.Choice(["human", "heldout"]), default="human", show_default=True,
+              help=f"The {HUMAN_INSTANCES} instances people played (compared with them), or held-out random "
+                   f"instances (seeds {HELDOUT_SEED} + --seed on, never used for training by default).")
+@click.option("--limit-instances", "--num-instances", "num_instances", type=click.IntRange(min=1), default=None,
+              help=f"Instances to play (default: all {HUMAN_INSTANCES} human ones, or 128 held-out ones).")
+@click.option("--games-per-instance", "-k", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Games per instance and seat pairing.")
+@click.option("--label", default=None, help="Label of the seat-0 model (default: its model directory name).")
+@click.option("--partner-label", default=None, help="Label of the partner model in cross-play.")
+@click.option("--bootstrap", "resamples", type=click.IntRange(min=100), default=2000, show_default=True,
+              help="Bootstrap resamples (of instances) per interval.")
+@click.option("--resume", is_flag=True, help="Complete interrupted games files under OUT/games.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@generation_options
+def eval_command(from_games, out, append_to, instances, num_instances, games_per_instance, label, partner_label,
+                 resamples, resume, quiet, **opts):
+    """Evaluate models: reward with intervals, agreement, optimal share, moves, words, invalid
+    moves, endings, diversity, cross-play and ratings, side by side with humans on their
+    instances. Writes OUT/metrics.json, OUT/report.md and plots."""
+    if from_games:
+        inputs = [parse_input(spec) for spec in from_games]
+    else:
+        count = num_instances or (HUMAN_INSTANCES if instances == "human" else 128)
+        if instances == "human" and count > HUMAN_INSTANCES:
+            raise click.UsageError(f"--limit-instances: there are {HUMAN_INSTANCES} human instances, not {count}")
+        chosen = (load_instances("human", count, opts["seed"]) if instances == "human"
+                  else load_instances("random", count, HELDOUT_SEED + opts["seed"]))
+        try:
+            inputs = asyncio.run(play_pairings(out / "games", chosen, games_per_instance, (label, partner_label),
+                                               resume, not quiet, opts))
+        except (BackendError, FileExistsError) as err:
+            raise click.ClickException(str(err)) from None
+    games, models, described = read_inputs(inputs)
+    metrics = evaluate(games, models, resamples, opts["seed"])
+    written = write_report(out, metrics, games, described)
+    if append_to is not None:
+        try:
+            append_to_run(append_to, metrics, str(out))
+        except ValueError as err:
+            raise click.UsageError(str(err)) from None
+    summaries = {**metrics["models"], **({"humans": metrics["humans"]} if metrics["humans"] else {})}
+    click.echo(summary_table(summaries))
+    click.echo("wrote " + ", ".join(str(p) for p in written) + (f"; appended to {append_to}" if append_to else ""))

@@ -1,0 +1,172 @@
+"""Per-game and aggregate metrics of game records, with bootstrap intervals over instances.
+
+Games played from one instance are correlated (same table, same hidden cells), so intervals
+resample instances, not games: each resample draws instances with replacement and takes the
+mean of their per-instance means. Point estimates are that same mean of per-instance means,
+which weighs every instance equally whatever its number of games.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HUMAN_GAMES = Path(__file__).resolve().parent.parent / "data" / "optimization_human_games.jsonl"
+LEVEL = 0.95
+# Per-game means reported with an interval.
+INTERVAL_COLUMNS = ("normalized_reward", "agreed", "optimal", "moves", "messages", "words")
+
+
+def instance_key(table, masks) -> str:
+    """What identifies an instance across files whatever its id: its table and both masks."""
+    return json.dumps([table, list(masks)], separators=(",", ":"))
+
+
+def game_row(record: dict, seats: tuple[str, str]) -> dict:
+    """One game as a flat row; `seats` are the labels of the models in seat 0 and seat 1."""
+    outcome, stats, inst = record["outcome"], record["stats"], record["instance"]
+    messages = [e["text"] for e in record["events"] if e["kind"] == "message"]
+    responses = [m["content"] for p in record["players"] for m in p["messages"] if m["role"] == "assistant"]
+    response_tokens = [len(t["output_ids"]) for p in record["players"] for t in p.get("turns", [])]
+    return {
+        "game_id": record["game_id"],
+        "instance_id": record.get("instance_id") or record["game_id"].rsplit("/", 1)[0],
+        "instance_key": instance_key(inst["table"], inst["masks"]),
+        "seat0": seats[0],
+        "seat1": seats[1],
+        "normalized_reward": float(outcome["normalized_reward"]),
+        "agreed": bool(outcome["agreed"]),
+        "optimal": bool(outcome["agreed"]) and outcome["raw_reward"] == outcome["best_reward"],
+        "moves": stats["valid_moves"],
+        "invalid": stats["invalid_moves"],
+        "messages": len(messages),
+        "words": sum(len(m.split()) for m in messages),
+        "termination": outcome["termination"],
+        "failed": record.get("failure") is not None,
+        "message_texts": messages,
+        "response_words": [len(r.split()) for r in responses],
+        "response_tokens": response_tokens,
+    }
+
+
+def game_table(records: Iterable[dict], seats: tuple[str, str]) -> pd.DataFrame:
+    return pd.DataFrame([game_row(r, seats) for r in records])
+
+
+def human_table(path: Path = HUMAN_GAMES) -> pd.DataFrame:
+    """The human games as rows of the same shape (ids `human-NNN` by line, as the CLI names them).
+    People could make no invalid moves and no token counts exist, so those are missing."""
+    rows = []
+    with path.open() as fh:
+        for i, line in enumerate(fh):
+            game = json.loads(line)
+            log = game["action_log"]
+            messages = [a["message"]["data"] for a in log if a["type"] == "message"]
+            agreed = any(a["type"] == "proposal_response" and a["response"]["accept"] for a in log)
+            raw, best = game["proposal_reward"], game["best_assignment_reward"]
+            rows.append({
+                "game_id": f"human-{i:03d}/0", "instance_id": f"human-{i:03d}",
+                "instance_key": instance_key(game["table"], [game["mask1"], game["mask2"]]),
+                "seat0": "humans", "seat1": "humans",
+                "normalized_reward": raw / best if agreed else 0.0, "agreed": agreed,
+                "optimal": agreed and raw == best, "moves": len(log), "invalid": np.nan,
+                "messages": len(messages), "words": sum(len(m.split()) for m in messages),
+                "termination": "accepted" if agreed else "none", "failed": False, "message_texts": messages,
+                "response_words": [len(m.split()) for m in messages], "response_tokens": [],
+            })
+    return pd.DataFrame(rows)
+
+
+def human_games_on(games: pd.DataFrame, path: Path = HUMAN_GAMES) -> pd.DataFrame:
+    """The human games played on the same instances as `games` (matched by table and masks),
+    relabeled with the games' instance ids so that they pair up."""
+    humans = human_table(path)
+    ids = games.drop_duplicates("instance_key").set_index("instance_key")["instance_id"]
+    humans = humans[humans["instance_key"].isin(ids.index)].copy()
+    humans["instance_id"] = humans["instance_key"].map(ids)
+    return humans
+
+
+def bootstrap_counts(n_instances: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """(resamples, n_instances) multiplicities of each instance in each bootstrap resample."""
+    return rng.multinomial(n_instances, np.full(n_instances, 1 / n_instances), size=resamples)
+
+
+def mean_interval(per_instance: np.ndarray, resamples: int, rng: np.random.Generator) -> dict:
+    """Mean of per-instance values and its percentile bootstrap interval over instances."""
+    values = np.asarray(per_instance, dtype=float)
+    if values.size == 0:
+        return {"mean": None, "ci": None}
+    boots = bootstrap_counts(values.size, resamples, rng) @ values / values.size
+    lo, hi = np.quantile(boots, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    return {"mean": float(values.mean()), "ci": [float(lo), float(hi)]}
+
+
+def per_instance(games: pd.DataFrame, column: str = "normalized_reward") -> pd.Series:
+    return games.groupby("instance_id")[column].mean()
+
+
+def paired_difference(a: pd.Series, b: pd.Series, resamples: int, rng: np.random.Generator) -> dict | None:
+    """Mean of a - b over the instances both have (per-instance values), with its interval;
+    None when they share no instance."""
+    shared = a.index.intersection(b.index)
+    if shared.empty:
+        return None
+    return {**mean_interval((a[shared] - b[shared]).to_numpy(), resamples, rng), "instances": len(shared)}
+
+
+def distinct_n(messages: list[str], n: int) -> float | None:
+    """Distinct n-grams / all n-grams over messages (lower-cased words, n-grams within a message)."""
+    grams = [tuple(words[i:i + n]) for m in messages for words in [m.lower().split()]
+             for i in range(len(words) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else None
+
+
+def repeated_share(games_messages: list[list[str]]) -> float | None:
+    """Share of messages whose exact text (case and spacing aside) also occurs in another game."""
+    games_of = defaultdict(set)
+    texts = [(g, " ".join(m.lower().split())) for g, msgs in enumerate(games_messages) for m in msgs]
+    for g, text in texts:
+        games_of[text].add(g)
+    return sum(len(games_of[t]) > 1 for _, t in texts) / len(texts) if texts else None
+
+
+def diversity(games: pd.DataFrame) -> dict:
+    """Signs of mode collapse: few distinct n-grams, the same messages in many games, and
+    responses shrinking or growing to the limit."""
+    messages = [m for msgs in games["message_texts"] for m in msgs]
+    words = [w for ws in games["response_words"] for w in ws]
+    tokens = [t for ts in games["response_tokens"] for t in ts]
+    return {
+        "distinct_1": distinct_n(messages, 1),
+        "distinct_2": distinct_n(messages, 2),
+        "repeated_message_share": repeated_share(list(games["message_texts"])),
+        "response_words": float(np.mean(words)) if words else None,
+        "response_tokens": float(np.mean(tokens)) if tokens else None,
+    }
+
+
+def summarize(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> dict:
+    """Aggregate metrics of one set of games (one model's self-play, or the humans)."""
+    intervals = {c: mean_interval(per_instance(games, c).to_numpy(float), resamples, rng) for c in INTERVAL_COLUMNS}
+    attempts = games["moves"].sum() + games["invalid"].sum()
+    invalid_rate = None if games["invalid"].isna().all() else float(games["invalid"].sum() / max(attempts, 1))
+    terminations = games["termination"].value_counts()
+    return {
+        "games": len(games),
+        "instances": int(games["instance_id"].nunique()),
+        "mean_normalized_reward": intervals["normalized_reward"],
+        "agreement_rate": intervals["agreed"],
+        "optimal_share": intervals["optimal"],
+        "moves_per_game": intervals["moves"],
+        "messages_per_game": intervals["messages"],
+        "words_per_game": intervals["words"],
+        "invalid_move_rate": invalid_rate,
+        "failed_games": int(games["failed"].sum()),
+        "terminations": {str(k): {"games": int(v), "share": float(v / len(games))} for k, v in terminations.items()},
+        "diversity": diversity(games),
+    }

@@ -1,0 +1,285 @@
+"""The evaluation report: what gets compared (self-play per model, humans on the same instances,
+cross-play, iterations, ratings), and how it is written (metrics.json, report.md, PNG plots).
+
+A run-level report collects one evaluation per iteration: each appended evaluation keeps its
+per-instance rewards, so paired differences and ratings across iterations are recomputed from
+them every time a row is added.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+from itertools import combinations
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from .metrics import human_games_on, mean_interval, paired_difference, per_instance, summarize  # noqa: E402
+from .ratings import rate  # noqa: E402
+
+SCHEMA = "selfplay-gen-eval/1"
+RUN_SCHEMA = "selfplay-gen-run/1"
+HUMANS = "humans"
+BOOTSTRAP_NOTE = ("Intervals are 95% percentile bootstrap intervals over instances ({resamples} resamples): "
+                  "instances are drawn with replacement, not games, because the games of one instance are "
+                  "correlated. Means are means of per-instance means.")
+
+
+# ---------------------------------------------------------------- what is compared
+
+def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) -> dict:
+    """All metrics of a set of games whose `seat0`/`seat1` columns hold model labels. `models`:
+    the self-play models in order (several are treated as iterations of one run)."""
+    rng = np.random.default_rng(seed)
+    selfplay = {m: games[(games["seat0"] == m) & (games["seat1"] == m)] for m in models}
+    summaries = {m: summarize(g, resamples, rng) for m, g in selfplay.items()}
+    humans = human_games_on(games)
+    took_part = pd.DataFrame({m: per_instance(games[(games["seat0"] == m) | (games["seat1"] == m)])
+                              for m in models})
+    ratings = rate(took_part, resamples, rng) if len(models) > 1 else {}
+    selfplay_rewards = [per_instance(selfplay[m]) for m in models]
+    return {
+        "schema": SCHEMA,
+        "bootstrap": {"resamples": resamples, "unit": "instance", "level": 0.95, "seed": seed},
+        "models": summaries,
+        HUMANS: summarize(humans, resamples, rng) if len(humans) else None,
+        "minus_humans": {m: paired_difference(r, per_instance(humans), resamples, rng)
+                         for m, r in zip(models, selfplay_rewards)} if len(humans) else {},
+        "iterations": iteration_entries(models, selfplay_rewards,
+                                        [summaries[m]["mean_normalized_reward"] for m in models],
+                                        [ratings.get(m) for m in models], resamples, rng),
+        "cross_play": cross_play(games, models, resamples, rng),
+        "ratings": ratings,
+        "per_instance": {m: {k: float(v) for k, v in r.items()} for m, r in zip(models, selfplay_rewards)},
+    }
+
+
+def iteration_entries(labels: list[str], rewards: list[pd.Series], means: list[dict], ratings: list[dict | None],
+                      resamples: int, rng: np.random.Generator) -> list[dict]:
+    """Each model (checkpoint) in order, paired against the previous one and the initial one."""
+    return [{"iteration": i, "label": label, "mean_normalized_reward": means[i],
+             "vs_previous": paired_difference(rewards[i], rewards[i - 1], resamples, rng) if i else None,
+             "vs_initial": paired_difference(rewards[i], rewards[0], resamples, rng) if i else None,
+             "rating": ratings[i]}
+            for i, label in enumerate(labels)]
+
+
+def cross_play(games: pd.DataFrame, models: list[str], resamples: int, rng: np.random.Generator) -> list[dict]:
+    """For each pair with cross-play games: every seat pairing on the instances all of them
+    share, and cross-play minus each model's self-play, paired by instance."""
+    results = []
+    for a, b in combinations(models, 2):
+        pairings = {(s0, s1): per_instance(games[(games["seat0"] == s0) & (games["seat1"] == s1)])
+                    for s0, s1 in ((a, a), (b, b), (a, b), (b, a))}
+        seats = list(zip(games["seat0"], games["seat1"]))
+        cross = games[[s in ((a, b), (b, a)) for s in seats]]
+        if cross.empty:
+            continue
+        shared = pairings[a, a].index.intersection(pairings[b, b].index).intersection(per_instance(cross).index)
+        cross_rewards = per_instance(cross[cross["instance_id"].isin(shared)])
+        results.append({
+            "models": [a, b], "instances": len(shared),
+            "pairings": [{"seats": [s0, s1], **mean_interval(r[r.index.intersection(shared)].to_numpy(), resamples, rng)}
+                         for (s0, s1), r in pairings.items()],
+            "cross_minus_self": {m: paired_difference(cross_rewards, pairings[m, m][shared], resamples, rng)
+                                 for m in (a, b)},
+        })
+    return results
+
+
+# ---------------------------------------------------------------- writing
+
+def write_atomic(path: Path, data: bytes | str) -> None:
+    """Readers never see a half-written file: write a temp file, then rename over."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+    os.replace(tmp, path)
+
+
+def save_figure(fig, path: Path) -> None:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    write_atomic(path, buffer.getvalue())
+
+
+def plot_histograms(groups: dict[str, np.ndarray], bins, xlabel: str, path: Path) -> None:
+    """Overlaid step histograms, one per model, as shares of its games."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for label, values in groups.items():
+        ax.hist(values, bins=bins, histtype="step", linewidth=1.6, label=f"{label} (n={len(values)})",
+                weights=np.full(len(values), 1 / max(len(values), 1)))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("share of games")
+    ax.legend(fontsize=8)
+    save_figure(fig, path)
+
+
+def plot_series(labels: list[str], points: list[dict | None], ylabel: str, path: Path) -> None:
+    """Means (or ratings) with their intervals, in iteration order."""
+    xs = [i for i, p in enumerate(points) if p and p.get("mean", p.get("rating")) is not None]
+    ys = np.array([points[i].get("mean", points[i].get("rating")) for i in xs], dtype=float)
+    ci = np.array([points[i]["ci"] for i in xs], dtype=float).reshape(-1, 2)
+    fig, ax = plt.subplots(figsize=(max(4.8, 0.9 * len(labels) + 2), 3.6))
+    ax.errorbar(xs, ys, yerr=[ys - ci[:, 0], ci[:, 1] - ys], marker="o", capsize=4)
+    tilt = len(labels) > 3
+    ax.set_xticks(range(len(labels)), labels, rotation=20 if tilt else 0, ha="right" if tilt else "center")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    save_figure(fig, path)
+
+
+def _interval(stat: dict | None, percent: bool = False, digits: int = 3) -> str:
+    if not stat or stat.get("mean", stat.get("rating")) is None:
+        return "–"
+    value = stat.get("mean", stat.get("rating"))
+    scale, unit, digits = (100, "%", 1) if percent else (1, "", digits)
+    lo, hi = (c * scale for c in stat["ci"])
+    return f"{value * scale:.{digits}f}{unit} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def _number(value, digits: int = 3, percent: bool = False) -> str:
+    if value is None:
+        return "–"
+    return f"{100 * value:.1f}%" if percent else f"{value:.{digits}f}"
+
+
+def summary_table(summaries: dict[str, dict]) -> str:
+    head = ("| model | games | instances | normalized reward [95% CI] | agreement | optimal | moves/game | "
+            "messages/game | words/game | invalid moves | distinct-1 | distinct-2 | repeated msgs | "
+            "words/response | tokens/response |")
+    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    for label, s in summaries.items():
+        d = s["diversity"]
+        lines.append("| " + " | ".join([
+            label, str(s["games"]), str(s["instances"]), _interval(s["mean_normalized_reward"]),
+            _interval(s["agreement_rate"], percent=True), _interval(s["optimal_share"], percent=True),
+            _number(s["moves_per_game"]["mean"], 1), _number(s["messages_per_game"]["mean"], 1),
+            _number(s["words_per_game"]["mean"], 1), _number(s["invalid_move_rate"], percent=True),
+            _number(d["distinct_1"]), _number(d["distinct_2"]), _number(d["repeated_message_share"], percent=True),
+            _number(d["response_words"], 1), _number(d["response_tokens"], 1)]) + " |")
+    return "\n".join(lines)
+
+
+def terminations_table(summaries: dict[str, dict]) -> str:
+    reasons = sorted({r for s in summaries.values() for r in s["terminations"]})
+    lines = ["| model | " + " | ".join(reasons) + " | failed games |", "|---|" + "---|" * (len(reasons) + 1)]
+    for label, s in summaries.items():
+        shares = [_number(s["terminations"].get(r, {}).get("share", 0.0), percent=True) for r in reasons]
+        lines.append(f"| {label} | " + " | ".join(shares) + f" | {s['failed_games']} |")
+    return "\n".join(lines)
+
+
+def iterations_table(entries: list[dict]) -> str:
+    lines = ["| iteration | model | normalized reward [95% CI] | vs previous (paired) | vs initial (paired) | "
+             "rating (Elo) [95% CI] |", "|---|---|---|---|---|---|"]
+    for e in entries:
+        def diff(d):
+            return "–" if d is None else f"{_interval(d)} (n={d['instances']})"
+        lines.append(f"| {e['iteration']} | {e['label']} | {_interval(e['mean_normalized_reward'])} | "
+                     f"{diff(e['vs_previous'])} | {diff(e['vs_initial'])} | {_interval(e['rating'], digits=0)} |")
+    return "\n".join(lines)
+
+
+def cross_play_table(results: list[dict]) -> str:
+    lines = ["| models | instances | seats: reward [95% CI] | cross-play − self-play (paired) |", "|---|---|---|---|"]
+    for r in results:
+        pairings = "<br>".join(f"{s0} \\| {s1}: {_interval(p)}" for p in r["pairings"] for s0, s1 in [p["seats"]])
+        minus = "<br>".join(f"− {m} \\| {m}: {_interval(d)}" for m, d in r["cross_minus_self"].items())
+        lines.append(f"| {r['models'][0]} vs {r['models'][1]} | {r['instances']} | {pairings} | {minus} |")
+    return "\n".join(lines)
+
+
+def write_report(out_dir: Path, metrics: dict, games: pd.DataFrame, inputs: list[dict]) -> list[Path]:
+    """metrics.json, report.md and the plots for one evaluation; returns the files written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    models = list(metrics["models"])
+    groups = {m: games[(games["seat0"] == m) & (games["seat1"] == m)] for m in models}
+    if metrics[HUMANS]:
+        groups[HUMANS] = human_games_on(games)
+    plots = {"reward_distribution.png": "Normalized reward per game", "moves_per_game.png": "Valid moves per game"}
+    plot_histograms({m: g["normalized_reward"].to_numpy() for m, g in groups.items()}, np.linspace(0, 1, 21),
+                    "normalized reward", out_dir / "reward_distribution.png")
+    top = max(int(g["moves"].max()) for g in groups.values())
+    plot_histograms({m: g["moves"].to_numpy() for m, g in groups.items()}, np.arange(0, top + 2) - 0.5,
+                    "valid moves per game", out_dir / "moves_per_game.png")
+    entries = metrics["iterations"]
+    if len(entries) > 1:
+        plot_series(models, [e["mean_normalized_reward"] for e in entries], "mean normalized reward",
+                    out_dir / "reward_by_iteration.png")
+        plot_series(models, [e["rating"] for e in entries], "rating (Elo, first = 0)", out_dir / "rating.png")
+        plots.update({"reward_by_iteration.png": "Reward by iteration", "rating.png": "Rating per checkpoint"})
+
+    summaries = {**metrics["models"], **({HUMANS: metrics[HUMANS]} if metrics[HUMANS] else {})}
+    sections = ["# Evaluation", "", "Inputs:", "",
+                *[f"- `{i['file']}`: seats {i['seats'][0]} | {i['seats'][1]}, {i['games']} games" for i in inputs],
+                "", BOOTSTRAP_NOTE.format(resamples=metrics["bootstrap"]["resamples"]), "",
+                "## Summary", "", summary_table(summaries), "",
+                "Optimal: agreed on a best assignment (raw reward == best). Invalid moves: share of all attempted "
+                "moves. Distinct-n: distinct word n-grams / all n-grams of the messages; repeated msgs: share of "
+                "messages whose text also occurs in another game." +
+                (" Humans: the people who played the same instances (one game each)." if metrics[HUMANS] else ""),
+                *(["", "Model minus humans, paired by instance: " + "; ".join(
+                    f"{m}: {_interval(d)} (n={d['instances']})" for m, d in metrics["minus_humans"].items() if d)]
+                  if metrics["minus_humans"] else []),
+                "", "## How games ended", "", terminations_table(summaries)]
+    if len(entries) > 1:
+        sections += ["", "## Iterations", "", iterations_table(entries)]
+    if metrics["cross_play"]:
+        sections += ["", "## Cross-play", "", cross_play_table(metrics["cross_play"])]
+    sections += ["", "## Plots", "", *[f"![{title}]({name})" for name, title in plots.items()], ""]
+    write_atomic(out_dir / "report.md", "\n".join(sections))
+    metrics = {**metrics, "inputs": inputs, "plots": list(plots)}
+    write_atomic(out_dir / "metrics.json", json.dumps(metrics, indent=1) + "\n")
+    return [out_dir / "metrics.json", out_dir / "report.md", *(out_dir / p for p in plots)]
+
+
+# ---------------------------------------------------------------- run-level report
+
+def append_to_run(run_dir: Path, metrics: dict, source: str) -> dict:
+    """Add an evaluation of one self-play model as the next iteration of a run-level report
+    and rewrite that report. Returns the run's metrics."""
+    models = list(metrics["models"])
+    if len(models) != 1:
+        raise ValueError(f"--append-to adds one iteration; this evaluation has {len(models)} self-play models "
+                         f"({', '.join(models)})")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / "metrics.json"
+    run = json.loads(path.read_text()) if path.exists() else {"schema": RUN_SCHEMA, "rows": []}
+    if run.get("schema") != RUN_SCHEMA:
+        raise ValueError(f"{path}: not a run-level report (schema {run.get('schema')!r}, expected {RUN_SCHEMA!r})")
+    label = models[0]
+    run["rows"].append({"iteration": len(run["rows"]), "label": label, "source": source,
+                        "summary": metrics["models"][label], "per_instance": metrics["per_instance"][label]})
+    rows, resamples, seed = run["rows"], metrics["bootstrap"]["resamples"], metrics["bootstrap"]["seed"]
+    rng = np.random.default_rng(seed)
+    rewards = [pd.Series(r["per_instance"], dtype=float) for r in rows]
+    ratings = rate(pd.DataFrame(dict(enumerate(rewards))), resamples, rng) if len(rows) > 1 else {}
+    labels = [f"{r['iteration']}: {r['label']}" for r in rows]
+    run["iterations"] = iteration_entries(labels, rewards, [r["summary"]["mean_normalized_reward"] for r in rows],
+                                          [ratings.get(i) for i in range(len(rows))], resamples, rng)
+    plot_series(labels, [r["summary"]["mean_normalized_reward"] for r in rows], "mean normalized reward",
+                run_dir / "reward_by_iteration.png")
+    plot_series(labels, [r["summary"]["moves_per_game"] for r in rows], "valid moves per game",
+                run_dir / "moves_by_iteration.png")
+    plots = {"reward_by_iteration.png": "Reward by iteration", "moves_by_iteration.png": "Moves per game"}
+    if ratings:
+        plot_series(labels, [e["rating"] for e in run["iterations"]], "rating (Elo, iteration 0 = 0)",
+                    run_dir / "rating.png")
+        plots["rating.png"] = "Rating per checkpoint"
+    write_atomic(run_dir / "report.md", "\n".join([
+        "# Run report", "", BOOTSTRAP_NOTE.format(resamples=resamples) +
+        " Paired differences and ratings use the instances two iterations share.", "",
+        "## Iterations", "", iterations_table(run["iterations"]), "",
+        "## Metrics per iteration", "", summary_table({lab: r["summary"] for lab, r in zip(labels, rows)}), "",
+        "## How games ended", "", terminations_table({lab: r["summary"] for lab, r in zip(labels, rows)}), "",
+        "## Plots", "", *[f"![{title}]({name})" for name, title in plots.items()], ""]))
+    write_atomic(path, json.dumps(run, indent=1) + "\n")
+    return run

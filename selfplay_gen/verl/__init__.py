@@ -1,0 +1,31 @@
+"""The verl plugin: two agent loops for verl 0.9.1's agent-loop rollout.
+
+- `selfplay_replay` (`replay_loop.ReplayAgentLoop`): trains on games already played, replaying
+  one seat's stored tokens from a row written by `selfplay-convert`. Run with `rollout.n=1`.
+- `selfplay_online` (`selfplay_loop.SelfPlayAgentLoop`): plays fresh games with the policy being
+  trained in both seats, from rows written by `selfplay-gen init`. Run with `rollout.n>1`.
+
+verl finds them through the registration file `agent_loops.yaml` (entries `{name, _target_}`)
+and picks one per row by the row's `agent_name` column. The Hydra overrides that wire it in:
+
+    actor_rollout_ref.rollout.mode=async
+    actor_rollout_ref.rollout.agent.agent_loop_config_path=$(python -m selfplay_gen.verl --config-path)
+    algorithm.adv_estimator=grpo
+    actor_rollout_ref.rollout.n=1           # replay: the converter already normalized each group
+    actor_rollout_ref.rollout.n=8           # online: n games per (instance, seat) row form a group
+    +selfplay.max_moves=30 +selfplay.max_invalid=3 +selfplay.max_new_tokens=256   # online, optional
+
+`data.return_raw_chat` is not needed: verl's dataset always hands `raw_prompt` to agent loops.
+This module imports nothing from verl, so the path helper works in any environment.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+AGENT_LOOPS_YAML = Path(__file__).with_name("agent_loops.yaml")
+REPLAY_AGENT, ONLINE_AGENT = "selfplay_replay", "selfplay_online"
+
+
+def config_path() -> str:
+    """The installed registration file, for `actor_rollout_ref.rollout.agent.agent_loop_config_path`."""
+    return str(AGENT_LOOPS_YAML)

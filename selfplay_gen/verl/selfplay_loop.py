@@ -1,0 +1,156 @@
+"""`selfplay_online`: play fresh games with the policy being trained in both seats, inside verl's
+rollout, and train on them.
+
+Mapping games onto verl's rows, sessions and GRPO groups. verl runs `rollout.n` sessions per
+dataset row, each returning ONE trajectory, and GRPO groups the n sessions of a row. So
+`selfplay-gen init` writes one row per (instance, seat): the same instance twice, for seat 0 and
+seat 1. Each session of the row for seat s plays a whole game of that instance (the policy in
+both seats, token in, token out through verl's `server_manager.generate`) and returns seat s's
+trajectory with the game's normalized reward. A group is then n games of one instance seen from
+one seat: their rewards differ from game to game, so the advantage is not zero (a group made of
+the two seats of ONE game would always have zero advantage, both seats getting the same reward).
+Both seats are trained because both rows exist. (Each game trains one seat; the other seat's
+tokens are played but not returned.)
+
+The game itself is `runner.play_game` with two `LLMPlayer`s, exactly as in offline generation;
+only the backend differs: `ServerManagerBackend` sends each turn to verl's server manager with
+request id = game and seat, so every turn of a seat reaches the same server (prefix cache).
+
+A trajectory of seat s: prompt_ids = its first prompt, response_ids = everything after it up to
+its last sampled id, response_mask = 1 exactly on the ids it sampled (partner moves, feedback
+and chat template are 0), response_logprobs = the sampling logprobs (0 elsewhere) when
+`rollout.calculate_log_probs`. The seat's context may grow at most `data.max_response_length`
+past its first prompt: the next turn that would not fit ends the game with termination
+`context_length` (reward 0). A seat that never sampled (its partner ended the game first) or
+whose context broke the append-only invariant returns its initial prompt and one masked
+end-of-turn id: nothing of it is trained, but its game's reward still counts in its group.
+
+Game settings come from the optional trainer config group `selfplay` (Hydra
+`+selfplay.max_moves=30 +selfplay.max_invalid=3 +selfplay.max_new_tokens=256`); sampling
+(temperature, top_p, top_k, logprobs) is verl's, greedy during validation.
+"""
+from __future__ import annotations
+
+from typing import Any
+from uuid import uuid4
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
+
+from convert.tokens import sampled
+from ..backends.base import Backend, BackendError, Generation, SamplingParams
+from ..game import Limits
+from ..instance import Instance
+from ..players import LLMPlayer
+from ..runner import GameSpec, play_game
+from .init_data import initial_messages
+
+DEFAULT_MAX_NEW_TOKENS = 256
+
+
+class ServerManagerBackend(Backend):
+    """A `Backend` over verl's LLM server manager: token ids in, token ids and logprobs out.
+
+    A turn ended when its last id is an end-of-turn id (the tokenizer's eos or a requested stop
+    id): verl's servers report stop reasons differently (SGLang "stop"/"length", vLLM
+    "completed" for both), and only an ended turn can be followed by a chat-template delta."""
+
+    name = "verl"
+
+    def __init__(self, server_manager, verl_params: dict[str, Any], eos_token_id: int, model: str = ""):
+        self.server_manager, self.verl_params, self.eos_token_id, self.model = (
+            server_manager, verl_params, eos_token_id, model)
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams, *, session: str,
+                       messages: list[dict] | None = None) -> Generation:
+        request = {**self.verl_params, "temperature": params.temperature, "top_p": params.top_p,
+                   "max_tokens": params.max_new_tokens}
+        if params.stop_token_ids:
+            request["stop_token_ids"] = list(params.stop_token_ids)
+        output = await self.server_manager.generate(request_id=session, prompt_ids=prompt_ids, sampling_params=request)
+        if output.stop_reason in ("abort", "aborted"):
+            raise BackendError(f"{session}: the rollout server aborted the request")
+        ids = list(output.token_ids)
+        ended = bool(ids) and (ids[-1] == self.eos_token_id or ids[-1] in params.stop_token_ids)
+        return Generation(ids, list(output.log_probs) if output.log_probs else None, "stop" if ended else "length",
+                          len(prompt_ids), int(output.extra_fields.get("num_cached_tokens") or 0))
+
+
+class BudgetedPlayer(LLMPlayer):
+    """An `LLMPlayer` whose context may grow at most `response_length` ids past its first prompt."""
+
+    def __init__(self, *args, response_length: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.response_length = response_length
+
+    async def respond(self) -> str:
+        if not self.ids:
+            self.context_length = min(self.context_length, len(self._extend_prompt()) + self.response_length)
+        return await super().respond()
+
+
+class SelfPlayAgentLoop(AgentLoopBase):
+    """Plays one game of the row's instance and returns the row's seat (see the module docstring)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        settings = self.config.get("selfplay") or {}
+        self.limits = Limits(int(settings.get("max_moves", Limits.max_moves)),
+                             int(settings.get("max_invalid", Limits.max_invalid)))
+        self.max_new_tokens = int(settings.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
+        rollout = self.rollout_config
+        self.max_context = (rollout.get("max_model_len") or rollout.prompt_length + rollout.response_length) - 1
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
+        info = kwargs["extra_info"]
+        instance = Instance.from_json(info["instance"])
+        seat = int(info["player"])
+        spec = GameSpec(f"{info['game_id']}/{uuid4().hex[:12]}", int(info.get("index", 0)), 0, instance)
+        eos = self.tokenizer.eos_token_id
+        backend = ServerManagerBackend(self.server_manager, sampling_params, eos, self.config.actor_rollout_ref.model.path)
+        params = SamplingParams(float(sampling_params.get("temperature", 1.0)), float(sampling_params.get("top_p", 1.0)),
+                                self.max_new_tokens, (eos,))
+
+        def player(inst: Instance, s: int, game_id: str, _k: int) -> LLMPlayer:
+            if s != seat:
+                return LLMPlayer(inst, s, backend, self.tokenizer, params, f"{game_id}/p{s}", self.max_context)
+            return BudgetedPlayer(inst, s, backend, self.tokenizer, params, f"{game_id}/p{s}", self.max_context,
+                                  response_length=self.rollout_config.response_length)
+
+        record = await play_game(spec, (player, player), self.limits, {"backend": backend.name, "model": backend.model})
+        outcome = record["outcome"]
+        return AgentLoopOutput(
+            **self._trajectory(record, seat, instance),
+            reward_score=float(outcome["normalized_reward"]),
+            num_turns=len(record["players"][seat]["messages"]),
+            metrics=AgentLoopMetrics(),
+            extra_fields={"game_id": record["game_id"], "normalized_reward": outcome["normalized_reward"],
+                          "termination": outcome["termination"]},
+        )
+
+    def _trajectory(self, record: dict, seat: int, instance: Instance) -> dict:
+        """Seat `seat`'s ids split into prompt and response, cut after its last sampled id."""
+        log = record["players"][seat]
+        if not log["turns"] or not log["invariant_ok"]:
+            return self._untrained(instance, seat)
+        tokens = sampled(log)
+        last = log["turns"][-1]
+        end = last["prompt_len"] + len(last["output_ids"]) - tokens.prompt_len
+        if tokens.prompt_len > self.rollout_config.prompt_length:
+            raise ValueError(f"{record['game_id']} seat {seat}: first prompt of {tokens.prompt_len} tokens exceeds "
+                             f"data.max_prompt_length={self.rollout_config.prompt_length}; it needs the system prompt "
+                             f"plus one partner move (selfplay.max_new_tokens={self.max_new_tokens})")
+        logprobs = None
+        if self.rollout_config.calculate_log_probs:
+            if tokens.logprobs is None:
+                raise ValueError(f"{record['game_id']}: the rollout server returned no logprobs")
+            logprobs = tokens.logprobs[:end].tolist()
+        return {"prompt_ids": tokens.token_ids[:tokens.prompt_len].tolist(),
+                "response_ids": tokens.token_ids[tokens.prompt_len:tokens.prompt_len + end].tolist(),
+                "response_mask": tokens.own[:end].tolist(), "response_logprobs": logprobs}
+
+    def _untrained(self, instance: Instance, seat: int) -> dict:
+        prompt = self.tokenizer.apply_chat_template(initial_messages(instance, seat), tokenize=False,
+                                                    add_generation_prompt=True)
+        return {"prompt_ids": self.tokenizer.encode(prompt, add_special_tokens=False),
+                "response_ids": [self.tokenizer.eos_token_id], "response_mask": [0],
+                "response_logprobs": [0.0] if self.rollout_config.calculate_log_probs else None}

@@ -1,0 +1,108 @@
+"""The openai backend against a small in-test OpenAI-compatible server (canned answers, no model)."""
+import math
+
+import pytest
+from aiohttp import web
+
+from fake_sglang import free_port
+from selfplay_gen.backends.base import BackendError, BackendOptions, SamplingParams, backend_class
+from selfplay_gen.game import Limits
+from selfplay_gen.instance import Instance
+from selfplay_gen.players import LLMPlayer
+from selfplay_gen.records import GameWriter, read_games
+from selfplay_gen.runner import plan_games, run_games
+
+KEY = "sk-test-0123456789"
+MOVE = "[message] Ava Li fits BLEU."
+
+
+@pytest.fixture
+async def server():
+    """Serves /v1/models, /v1/completions and /v1/chat/completions; 401 without the right key."""
+    seen = []
+
+    def guarded(answer):
+        async def handle(request):
+            if request.headers.get("Authorization") != f"Bearer {KEY}":
+                return web.json_response({"error": "invalid api key"}, status=401)
+            seen.append(await request.json() if request.method == "POST" else {})
+            return web.json_response(answer(seen[-1]))
+        return handle
+
+    def completion(body):
+        assert all(isinstance(i, int) for i in body["prompt"])
+        return {"choices": [{"text": MOVE, "finish_reason": "stop", "logprobs": {"token_logprobs": None}}],
+                "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": 9}}
+
+    def chat(body):
+        assert body["messages"][0]["role"] == "system" and body["messages"][-1]["role"] == "user"
+        return {"choices": [{"message": {"role": "assistant", "content": MOVE}, "finish_reason": "stop",
+                             "logprobs": {"content": [{"token": "x", "logprob": -0.5}] * 99}}],
+                "usage": {"prompt_tokens": 321, "prompt_tokens_details": {"cached_tokens": 300}}}
+
+    app = web.Application()
+    app.add_routes([
+        web.get("/v1/models", guarded(lambda _: {"data": [{"id": "served-model", "object": "model"}]})),
+        web.post("/v1/completions", guarded(completion)),
+        web.post("/v1/chat/completions", guarded(chat))])
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    yield f"http://127.0.0.1:{port}", seen
+    await runner.cleanup()
+
+
+def openai(url, endpoint, tokenizer):
+    options = BackendOptions(base_urls=(url,), endpoint=endpoint, api_key_env="TEST_OPENAI_KEY", max_retries=1,
+                             retry_backoff_s=0.01)
+    return backend_class("openai")(options, tokenizer)
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+async def test_games_through_openai_endpoints(server, tokenizer, tmp_path, monkeypatch, endpoint):
+    monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
+    url, seen = server
+    params = SamplingParams(0.7, 1.0, 48, (tokenizer.eos_token_id,))
+    async with openai(url, endpoint, tokenizer) as backend:
+        assert backend.model == "served-model"
+
+        def seat(instance, s, game_id, k):
+            return LLMPlayer(instance, s, backend, tokenizer, params, session=f"{game_id}/{s}")
+
+        with GameWriter(tmp_path / "games.jsonl") as writer:
+            await run_games(plan_games([Instance.from_seed(1)], 1, 1), (seat, seat), Limits(max_moves=4), writer,
+                            concurrency=1, settings={"backend": "openai"}, progress=False)
+    assert len(seen) == 1 + 4 and all(body["model"] == "served-model" for body in seen[1:])
+    text = (tmp_path / "games.jsonl").read_text()
+    assert KEY not in text
+    [record] = read_games(tmp_path / "games.jsonl")
+    assert record["outcome"]["termination"] == "max_moves"
+    expected_ids = tokenizer.encode(MOVE, add_special_tokens=False) + [tokenizer.eos_token_id]
+    for seat in record["players"]:
+        for turn in seat["turns"]:
+            assert turn["output_ids"] == expected_ids and turn["retokenized"] and turn["finish_reason"] == "stop"
+            assert seat["token_ids"][turn["prompt_len"]:turn["prompt_len"] + len(expected_ids)] == expected_ids
+            assert turn["logprobs"] is None   # none sent (completions) or not one per token (chat): dropped
+            assert turn["cached_tokens"] == (300 if endpoint == "chat" else 0)
+
+
+async def test_logprobs_kept_when_they_match_the_tokens(server, tokenizer, monkeypatch):
+    monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
+    backend = openai(server[0], "chat", tokenizer)
+    n = len(tokenizer.encode(MOVE, add_special_tokens=False))
+    body = {"choices": [{"message": {"content": MOVE}, "finish_reason": "stop",
+                         "logprobs": {"content": [{"logprob": -0.25}] * n}}], "usage": {"prompt_tokens": 10}}
+    gen = backend._parse(body, SamplingParams(stop_token_ids=(tokenizer.eos_token_id,)), "test")
+    assert gen.logprobs == [-0.25] * n + [0.0] and len(gen.output_ids) == n + 1
+    assert all(math.isfinite(lp) for lp in gen.logprobs)
+    with pytest.raises(BackendError, match="missing field 'usage.prompt_tokens'"):
+        backend._parse({"choices": body["choices"]}, SamplingParams(), "test")
+
+
+async def test_wrong_key_fails_without_revealing_it(server, tokenizer, monkeypatch):
+    monkeypatch.setenv("TEST_OPENAI_KEY", KEY + "-wrong")
+    with pytest.raises(BackendError, match="HTTP 401") as failure:
+        async with openai(server[0], "completions", tokenizer):
+            pass
+    assert KEY not in str(failure.value)

@@ -1,0 +1,151 @@
+"""The sglang backend against a stand-in SGLang server driven by the real embedded model."""
+import asyncio
+import math
+import zlib
+
+import pytest
+
+from fake_sglang import FakeSGLang, free_port
+from selfplay_gen.backends.base import BackendError, BackendOptions, SamplingParams, backend_class
+from selfplay_gen.game import Limits
+from selfplay_gen.instance import Instance
+from selfplay_gen.players import LLMPlayer
+from selfplay_gen.records import GameWriter, read_games
+from selfplay_gen.runner import plan_games, run_games
+
+pytestmark = pytest.mark.slow
+LIMITS = Limits(max_moves=4, max_invalid=2)
+
+
+def sglang(*urls, **options):
+    from selfplay_gen import models
+
+    opts = {"max_retries": 2, "retry_backoff_s": 0.01, "timeout_s": 120.0, **options}
+    return backend_class("sglang")(BackendOptions(base_urls=urls, **opts), models.load_tokenizer())
+
+
+def greedy(tokenizer, max_new_tokens=32):
+    return SamplingParams(0.0, 1.0, max_new_tokens, (tokenizer.eos_token_id,))
+
+
+async def play(backend, tokenizer, path, num_games=2):
+    """Greedy self-play of `num_games` games of one instance; the records."""
+    params = greedy(tokenizer)
+
+    def seat(instance, s, game_id, k):
+        return LLMPlayer(instance, s, backend, tokenizer, params, session=f"{game_id}/{s}")
+
+    with GameWriter(path) as writer:
+        summary = await run_games(plan_games([Instance.from_seed(1)], num_games, num_games), (seat, seat), LIMITS,
+                                  writer, concurrency=num_games, settings={"backend": "sglang"}, progress=False)
+    return summary, list(read_games(path))
+
+
+def prompt_ids(tokenizer, text="Reply with one word: yes or no?"):
+    return list(tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                              tokenize=True)["input_ids"])
+
+
+async def test_games_end_to_end(tokenizer, local_model_dir, tmp_path):
+    async with FakeSGLang(tokenizer, local_model_dir, max_running_requests=6, context_length=8192) as fake:
+        async with sglang(fake.url) as backend:
+            assert (backend.model, backend.max_concurrency, backend.context_length) == (local_model_dir, 6, 8192)
+            summary, records = await play(backend, tokenizer, tmp_path / "games.jsonl")
+    assert summary.games == len(records) == 2
+    eot = tokenizer.eos_token_id
+    multi_turn = 0
+    for record in records:
+        assert record["failure"] is None or record["failure"]["reason"] != "backend_error"
+        for seat in record["players"]:
+            ids, turns = seat["token_ids"], seat["turns"]
+            assert seat["invariant_ok"] and seat["backend"] == "sglang" and seat["model"] == local_model_dir
+            for turn in turns:
+                out = turn["output_ids"]
+                assert ids[turn["prompt_len"]:turn["prompt_len"] + len(out)] == out
+                assert len(turn["logprobs"]) == len(out) and all(math.isfinite(lp) and lp <= 0 for lp in turn["logprobs"])
+                assert turn["cached_tokens"] <= turn["prompt_len"]
+                if turn["finish_reason"] == "stop":
+                    assert out[-1] == eot
+            for before, after in zip(turns, turns[1:]):
+                multi_turn += 1
+                context = before["prompt_len"] + len(before["output_ids"])
+                assert after["prompt_len"] > context and after["cached_tokens"] >= context
+    assert multi_turn, "greedy play of seed 1 makes seat 0 move twice (invalid, then again)"
+
+
+async def test_retries_429_and_5xx_then_succeeds(tokenizer, local_model_dir):
+    async with FakeSGLang(tokenizer, local_model_dir) as fake, sglang(fake.url) as backend:
+        fake.fail_next = [500, 429]
+        gen = await backend.generate(prompt_ids(tokenizer), greedy(tokenizer, 8), session="s")
+        assert gen.output_ids and fake.generate_requests == 3 and backend.stats.retries == 2
+        fake.fail_next = [503, 503, 503]
+        with pytest.raises(BackendError, match="after 3 attempts: HTTP 503"):
+            await backend.generate(prompt_ids(tokenizer), greedy(tokenizer, 8), session="s")
+
+
+async def test_client_errors_and_malformed_answers_fail_at_once(tokenizer, local_model_dir):
+    async with FakeSGLang(tokenizer, local_model_dir) as fake, sglang(fake.url) as backend:
+        fake.fail_next = [400]
+        with pytest.raises(BackendError, match="HTTP 400"):
+            await backend.generate(prompt_ids(tokenizer), greedy(tokenizer, 8), session="s")
+        fake.malformed_next = 1
+        with pytest.raises(BackendError, match="missing field 'output_ids'"):
+            await backend.generate(prompt_ids(tokenizer), greedy(tokenizer, 8), session="s")
+        assert fake.generate_requests == 2 and backend.stats.retries == 0
+
+
+async def test_timeouts_are_retried(tokenizer, local_model_dir):
+    async with FakeSGLang(tokenizer, local_model_dir) as fake, sglang(fake.url, timeout_s=5.0) as backend:
+        fake.stall_next = [60.0]
+        await backend.generate(prompt_ids(tokenizer), greedy(tokenizer, 1), session="s")
+        assert backend.stats.errors["ReadTimeout"] == 1 and fake.answered == 1
+
+
+async def test_server_dying_mid_run_ends_games_as_backend_errors(tokenizer, local_model_dir, tmp_path):
+    async with FakeSGLang(tokenizer, local_model_dir) as fake, sglang(fake.url) as backend:
+        fake.die_after = 1          # the server is gone after its first answer; every game needs two
+        summary, records = await play(backend, tokenizer, tmp_path / "games.jsonl")
+    assert summary.games == 2 and summary.terminations == {"backend_error": 2}
+    for record in records:
+        assert record["failure"]["reason"] == "backend_error" and "failed after 3 attempts" in record["failure"]["detail"]
+        assert len(record["players"][0]["turns"]) <= 1
+
+
+async def test_stop_id_left_out_by_the_server_is_restored(tokenizer, local_model_dir):
+    async with FakeSGLang(tokenizer, local_model_dir) as fake, sglang(fake.url) as backend:
+        fake.trim_stop = True
+        gen = await backend.generate(prompt_ids(tokenizer), greedy(tokenizer, 8), session="s")
+    assert gen.finish_reason == "stop" and gen.output_ids[-1] == tokenizer.eos_token_id
+    assert len(gen.logprobs) == len(gen.output_ids) and gen.logprobs[-1] < 0   # its real logprob, from the triples
+
+
+async def test_unreachable_server_fails_fast():
+    backend = sglang(f"http://127.0.0.1:{free_port()}", unreachable_s=0.3, health_timeout_s=60)
+    with pytest.raises(BackendError, match="cannot reach SGLang at http://127.0.0.1"):
+        await asyncio.wait_for(backend.start(), timeout=10)
+    await backend.close()
+
+
+async def test_start_waits_for_health(tokenizer, local_model_dir):
+    async with FakeSGLang(tokenizer, local_model_dir) as fake:
+        fake.unhealthy_polls = 3
+        async with sglang(fake.url):
+            assert fake.health_polls == 4
+        fake.health_polls, fake.unhealthy_polls = 0, 10**6
+        with pytest.raises(BackendError, match="not healthy after 0.2 s"):
+            async with sglang(fake.url, health_timeout_s=0.2):
+                pass
+
+
+async def test_each_session_sticks_to_one_server(tokenizer, local_model_dir, tmp_path):
+    async with FakeSGLang(tokenizer, local_model_dir) as one, FakeSGLang(tokenizer, local_model_dir) as two:
+        async with sglang(one.url, two.url) as backend:
+            assert backend.max_concurrency == 16
+            _, records = await play(backend, tokenizer, tmp_path / "games.jsonl", num_games=3)
+    servers = (one, two)
+    for record in records:
+        for s, seat in enumerate(record["players"]):
+            home = servers[zlib.crc32(f"{record['game_id']}/{s}".encode()) % 2]
+            for turn in seat["turns"]:
+                assert seat["token_ids"][:turn["prompt_len"]] in home.prompts
+    assert one.prompts and two.prompts

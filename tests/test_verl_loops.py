@@ -1,0 +1,362 @@
+"""The verl plugin inside verl's real agent-loop machinery: `AgentLoopWorker` built from verl's own
+trainer config (Hydra defaults + our overrides), rows loaded by `RLHFDataset` from parquet, the
+loops instantiated from the registration YAML the way the worker does, and the worker's
+post-processing into a padded batch. Only the LLM server is a stand-in: the real local
+SmolLM2 model (through the local backend) or a script of fixed moves.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import hydra
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
+from verl.experimental.agent_loop.agent_loop import (AgentLoopWorker, DictConfigWrap, ToolListWrap,
+                                                     _agent_loop_registry)
+from verl.protocol import DataProto
+from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+from verl.workers.rollout.replica import TokenOutput
+
+from convert.rows import RowBatch, with_group_values
+from convert.tokens import sampled
+from selfplay_gen.backends.base import BackendOptions, SamplingParams
+from selfplay_gen.backends.local import LocalBackend
+from selfplay_gen.game import TERMINATIONS, Limits
+from selfplay_gen.instance import Instance
+from selfplay_gen.moves import render_proposal
+from selfplay_gen.players import LLMPlayer
+from selfplay_gen.runner import GameSpec, play_game
+from selfplay_gen.verl import ONLINE_AGENT, REPLAY_AGENT, config_path
+from selfplay_gen.verl.init_data import init_command, initial_messages
+from selfplay_gen.verl.replay_loop import ReplayAgentLoop, ReplayError
+from selfplay_gen.verl.selfplay_loop import SelfPlayAgentLoop, ServerManagerBackend
+
+PROMPT_LENGTH, RESPONSE_LENGTH, MAX_NEW_TOKENS = 640, 512, 48
+
+
+def trainer_config(model_dir: str, *overrides: str, max_new_tokens: int = MAX_NEW_TOKENS):
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        return compose("ppo_trainer", overrides=[
+            f"actor_rollout_ref.model.path={model_dir}", "actor_rollout_ref.rollout.name=sglang",
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={config_path()}",
+            f"data.max_prompt_length={PROMPT_LENGTH}", f"data.max_response_length={RESPONSE_LENGTH}",
+            f"+selfplay.max_new_tokens={max_new_tokens}", "+selfplay.max_moves=4", *overrides])
+
+
+class LocalServerManager:
+    """Stand-in for verl's `LLMServerClient.generate`, answered by the real local model; keeps
+    every call so tests can check which ids each session sampled."""
+
+    def __init__(self, engine: LocalBackend):
+        self.engine, self.calls = engine, []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **_):
+        params = SamplingParams(sampling_params["temperature"], sampling_params["top_p"], sampling_params["max_tokens"],
+                                tuple(sampling_params.get("stop_token_ids", ())))
+        gen = await self.engine.generate(list(prompt_ids), params, session=request_id)
+        self.calls.append((request_id, list(prompt_ids), list(gen.output_ids)))
+        return TokenOutput(token_ids=gen.output_ids, log_probs=gen.logprobs if sampling_params["logprobs"] else None,
+                           stop_reason=gen.finish_reason)
+
+
+class ScriptServerManager:
+    """Stand-in server that plays fixed moves per seat (request ids end in /p0, /p1)."""
+
+    def __init__(self, tokenizer, script: dict[int, list[str]]):
+        self.tokenizer, self.script, self.calls = tokenizer, {s: list(m) for s, m in script.items()}, []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **_):
+        text = self.script[int(request_id[-1])].pop(0)
+        ids = (self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id])
+        ids = ids[:sampling_params["max_tokens"]]
+        self.calls.append((request_id, list(prompt_ids), ids))
+        return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids), stop_reason="stop")
+
+
+def local_backend(tokenizer, model_dir: str) -> LocalBackend:
+    """The in-process engine over the real local model (weights are loaded once per process)."""
+    return LocalBackend(BackendOptions(model=model_dir, max_batch=4, seed=0), tokenizer)
+
+
+@pytest.fixture
+async def local_engine(tokenizer, local_model_dir):
+    async with local_backend(tokenizer, local_model_dir) as engine:
+        yield engine
+
+
+def worker_for(cfg, server_manager) -> AgentLoopWorker:
+    return AgentLoopWorker(cfg, server_manager)
+
+
+def make_loop(worker: AgentLoopWorker, agent_name: str):
+    """Instantiate a registered loop exactly as `AgentLoopWorker._run_agent_loop` does."""
+    return hydra.utils.instantiate(
+        config=_agent_loop_registry[agent_name], trainer_config=DictConfigWrap(config=worker.config),
+        server_manager=worker.llm_client, tokenizer=worker.tokenizer, processor=worker.processor,
+        hf_model_type=worker.hf_model_type, dataset_cls=worker.dataset_cls, data_config=DictConfigWrap(worker.config.data),
+        tools=ToolListWrap(worker.tools))
+
+
+def dataset(path, cfg, tokenizer) -> RLHFDataset:
+    return RLHFDataset(data_files=str(path), tokenizer=tokenizer, config=cfg.data)
+
+
+def batch_of(ds: RLHFDataset, rows: list[int]) -> DataProto:
+    batch = DataProto.from_single_dict(collate_fn([ds[i] for i in rows]))
+    batch.meta_info = {"global_steps": 1, "validate": False}
+    return batch
+
+
+def own_spans(calls, session_suffix: str, full_ids: list[int]) -> np.ndarray:
+    """1 where `full_ids` holds an id that the server sampled for that seat's session."""
+    own = np.zeros(len(full_ids), dtype=np.int8)
+    for request_id, prompt, out in calls:
+        if request_id.endswith(session_suffix) and full_ids[:len(prompt)] == prompt \
+                and full_ids[len(prompt):len(prompt) + len(out)] == out:
+            own[len(prompt):len(prompt) + len(out)] = 1
+    return own
+
+
+# ---------------------------------------------------------------- registration and init data
+
+def test_registration_yaml_resolves_both_loops():
+    entries = OmegaConf.load(config_path())
+    targets = {e.name: hydra.utils.get_class(e._target_) for e in entries}
+    assert targets == {REPLAY_AGENT: ReplayAgentLoop, ONLINE_AGENT: SelfPlayAgentLoop}
+
+
+def test_config_path_helper_prints_the_installed_yaml():
+    from selfplay_gen.verl.__main__ import main
+
+    result = CliRunner().invoke(main, ["--config-path"])
+    assert result.exit_code == 0 and result.output.strip() == config_path()
+
+
+@pytest.fixture(scope="module")
+def init_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("init")
+    result = CliRunner().invoke(init_command, ["--num-train", "3", "--num-test", "2", "--seed", "40",
+                                               "--out-dir", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_init_writes_one_row_per_instance_and_seat_with_disjoint_splits(init_dir, tokenizer, local_model_dir):
+    cfg = trainer_config(local_model_dir)
+    train, test = dataset(init_dir / "train.parquet", cfg, tokenizer), dataset(init_dir / "test.parquet", cfg, tokenizer)
+    assert (len(train), len(test)) == (6, 4)
+    rows = [train[i] for i in range(len(train))]
+    assert [r["extra_info"]["player"] for r in rows] == [0, 1] * 3
+    assert {r["agent_name"] for r in rows} == {ONLINE_AGENT}
+    seeds = lambda ds: {Instance.from_json(ds[i]["extra_info"]["instance"]).seed for i in range(len(ds))}
+    assert seeds(train) == {40, 41, 42} and seeds(test) == {43, 44}
+    first = Instance.from_json(rows[0]["extra_info"]["instance"])
+    assert rows[0]["raw_prompt"] == initial_messages(first, 0) and rows[1]["raw_prompt"] == initial_messages(first, 1)
+    assert len({r["index"] for r in rows}) == 6
+
+
+def test_init_refuses_to_overwrite_without_flag(init_dir):
+    before = (init_dir / "train.parquet").read_bytes()
+    result = CliRunner().invoke(init_command, ["--num-train", "1", "--num-test", "0", "--out-dir", str(init_dir)])
+    assert result.exit_code != 0 and "--overwrite" in result.output
+    assert (init_dir / "train.parquet").read_bytes() == before
+
+
+# ---------------------------------------------------------------- replay
+
+async def real_games(tokenizer, model_dir: str, count: int) -> list[dict]:
+    """Records of games the real model played through `ServerManagerBackend`."""
+    async with local_backend(tokenizer, model_dir) as engine:
+        backend = ServerManagerBackend(LocalServerManager(engine), {"logprobs": True, "top_k": -1},
+                                       tokenizer.eos_token_id)
+        params = SamplingParams(1.0, 1.0, MAX_NEW_TOKENS, (tokenizer.eos_token_id,))
+        seat = lambda inst, s, gid, k: LLMPlayer(inst, s, backend, tokenizer, params, f"{gid}/p{s}")
+        instance = Instance.from_seed(7)
+        return [await play_game(GameSpec(f"{instance.id}/{k}", 0, k, instance), (seat, seat), Limits(max_moves=4), {})
+                for k in range(count)]
+
+
+@pytest.fixture(scope="module")
+def replay_parquet(tmp_path_factory, tokenizer, local_model_dir):
+    """Rows written with selfplay-convert's own row builder from games the real model played."""
+    rows = RowBatch()
+    for k, record in enumerate(asyncio.run(real_games(tokenizer, local_model_dir, 1))):
+        for s, log in enumerate(record["players"]):
+            if log["turns"]:
+                rows.add(k, record, s, sampled(log))
+    batch = rows.take()
+    advantage = np.linspace(-0.5, 0.5, batch.num_rows)
+    path = tmp_path_factory.mktemp("replay") / "train.parquet"
+    pq.write_table(pa.Table.from_batches([with_group_values(batch, np.zeros(batch.num_rows, int), advantage)]), path)
+    return path
+
+
+@pytest.mark.slow
+async def test_replay_returns_exactly_the_stored_tokens(replay_parquet, tokenizer, local_model_dir):
+    cfg = trainer_config(local_model_dir)
+    ds = dataset(replay_parquet, cfg, tokenizer)
+    worker = worker_for(cfg, server_manager=None)        # replay never calls the server
+    loop = make_loop(worker, REPLAY_AGENT)
+    assert len(ds) >= 1
+    for i in range(len(ds)):
+        row = ds[i]
+        info = row["extra_info"]
+        out = await loop.run({"logprobs": True}, **row)
+        assert out.prompt_ids + out.response_ids == list(info["token_ids"])
+        assert out.prompt_ids == list(info["token_ids"][:info["prompt_len"]])
+        assert out.response_mask == list(info["response_mask"]) and 1 in out.response_mask
+        own = np.asarray(out.response_mask, bool)
+        assert np.allclose(np.asarray(out.response_logprobs)[own], np.asarray(info["logprobs"])[own])
+        assert not np.asarray(out.response_logprobs)[~own].any()
+        assert out.reward_score == pytest.approx(info["advantage"])
+        tensors = out.as_dict()                          # what verl's V1 trainer stores per trajectory
+        assert tensors["rm_scores"][-1] == pytest.approx(info["advantage"]) and not tensors["rm_scores"][:-1].any()
+
+
+@pytest.mark.slow
+async def test_replay_batch_through_the_worker(replay_parquet, tokenizer, local_model_dir):
+    cfg = trainer_config(local_model_dir)
+    ds = dataset(replay_parquet, cfg, tokenizer)
+    out = await worker_for(cfg, server_manager=None).generate_sequences(batch_of(ds, list(range(len(ds)))))
+    assert out.batch["prompts"].shape == (len(ds), PROMPT_LENGTH)
+    assert out.batch["responses"].shape == (len(ds), RESPONSE_LENGTH)
+    for i in range(len(ds)):
+        info = ds[i]["extra_info"]
+        n_prompt, n_response = info["prompt_len"], len(info["token_ids"]) - info["prompt_len"]
+        assert out.batch["prompts"][i, -n_prompt:].tolist() == list(info["token_ids"][:n_prompt])
+        assert out.batch["responses"][i, :n_response].tolist() == list(info["token_ids"][n_prompt:])
+        assert out.batch["response_mask"][i, :n_response].tolist() == list(info["response_mask"])
+        assert not out.batch["response_mask"][i, n_response:].any()
+        assert out.batch["rm_scores"][i].sum().item() == pytest.approx(info["advantage"])
+        assert out.batch["rm_scores"][i, n_response - 1].item() == pytest.approx(info["advantage"])
+
+
+@pytest.mark.slow
+async def test_replay_refuses_rows_that_do_not_fit(replay_parquet, tokenizer, local_model_dir):
+    ds = dataset(replay_parquet, trainer_config(local_model_dir), tokenizer)
+    small = trainer_config(local_model_dir, "data.max_response_length=8")
+    row = ds[0]
+    with pytest.raises(ReplayError, match=row["extra_info"]["game_id"] + ".*max_response_length=8"):
+        await make_loop(worker_for(small, None), REPLAY_AGENT).run({}, **row)
+
+
+@pytest.mark.slow
+async def test_replay_without_logprobs_needs_calculate_log_probs_off(replay_parquet, tokenizer, local_model_dir):
+    ds = dataset(replay_parquet, trainer_config(local_model_dir), tokenizer)
+    row = ds[0]
+    row["extra_info"] = {**row["extra_info"], "logprobs": None, "tokens_source": "retokenized"}
+    with pytest.raises(ReplayError, match="calculate_log_probs=False"):
+        await make_loop(worker_for(trainer_config(local_model_dir), None), REPLAY_AGENT).run({}, **row)
+    off = trainer_config(local_model_dir, "actor_rollout_ref.rollout.calculate_log_probs=False")
+    out = await make_loop(worker_for(off, None), REPLAY_AGENT).run({}, **row)
+    assert out.response_logprobs is None and out.response_ids == list(row["extra_info"]["token_ids"][row["extra_info"]["prompt_len"]:])
+
+
+# ---------------------------------------------------------------- online self-play
+
+def sampling(worker) -> dict:
+    rollout = worker.rollout_config
+    return {"temperature": rollout.temperature, "top_p": rollout.top_p, "top_k": rollout.top_k,
+            "repetition_penalty": 1.0, "logprobs": rollout.calculate_log_probs}
+
+
+@dataclass
+class Trajectory:
+    prompt_ids: list[int]
+    response_ids: list[int]
+    response_mask: list[int]
+
+
+def check_seat_trajectory(out, calls, seat: int, response_length: int) -> None:
+    """The mask is 1 exactly where the seat's own sampled ids sit, and the prompt is its first prompt."""
+    full = out.prompt_ids + out.response_ids
+    own = own_spans(calls, f"/p{seat}", full)
+    assert own[:len(out.prompt_ids)].sum() == 0
+    assert out.response_mask == own[len(out.prompt_ids):].tolist()
+    assert len(out.response_ids) <= response_length
+    first_prompts = [p for rid, p, _ in calls if rid.endswith(f"/p{seat}")]
+    if first_prompts:
+        assert out.prompt_ids == first_prompts[0]
+        assert out.response_mask[-1] == 1                # cut after the seat's last sampled id
+
+
+async def test_online_scripted_game_trains_each_seat_on_its_own_moves(init_dir, tokenizer, local_model_dir):
+    cfg = trainer_config(local_model_dir, max_new_tokens=160)
+    ds = dataset(init_dir / "train.parquet", cfg, tokenizer)
+    instance = Instance.from_json(ds[0]["extra_info"]["instance"])
+    proposal = "[propose] " + render_proposal(instance.best_assignment)
+    for seat in (0, 1):
+        server = ScriptServerManager(tokenizer, {0: ["[message] Hello.", proposal], 1: ["[message] Hi.", "[accept]"]})
+        worker = worker_for(cfg, server)
+        out = await make_loop(worker, ONLINE_AGENT).run(sampling(worker), **ds[seat])
+        assert out.extra_fields["termination"] == "accepted" and out.reward_score == pytest.approx(1.0)
+        check_seat_trajectory(out, server.calls, seat, RESPONSE_LENGTH)
+        own = np.asarray(out.response_mask, bool)
+        texts = tokenizer.decode(np.asarray(out.response_ids)[own], skip_special_tokens=True)
+        expected = ["[message] Hello.", proposal] if seat == 0 else ["[message] Hi.", "[accept]"]
+        assert texts == "".join(expected)
+        assert np.allclose(np.asarray(out.response_logprobs)[own], -0.25)
+        assert not np.asarray(out.response_logprobs)[~own].any()
+
+
+async def test_online_stops_the_game_when_the_trained_seat_would_exceed_response_length(init_dir, tokenizer,
+                                                                                      local_model_dir):
+    cfg = trainer_config(local_model_dir, "data.max_response_length=40", max_new_tokens=160)
+    ds = dataset(init_dir / "train.parquet", cfg, tokenizer)
+    proposal = "[propose] " + render_proposal(Instance.from_json(ds[0]["extra_info"]["instance"]).best_assignment)
+    server = ScriptServerManager(tokenizer, {0: ["[message] Hello.", proposal], 1: ["[message] Hi.", "[accept]"]})
+    worker = worker_for(cfg, server)
+    out = await make_loop(worker, ONLINE_AGENT).run(sampling(worker), **ds[0])
+    assert out.extra_fields["termination"] == "context_length" and out.reward_score == 0.0
+    check_seat_trajectory(out, server.calls, 0, 40)
+
+
+async def test_online_seat_that_never_moved_trains_nothing(init_dir, tokenizer, local_model_dir):
+    cfg = trainer_config(local_model_dir, "+selfplay.max_invalid=1")
+    ds = dataset(init_dir / "train.parquet", cfg, tokenizer)
+    server = ScriptServerManager(tokenizer, {0: ["no tag at all"], 1: []})
+    worker = worker_for(cfg, server)
+    out = await make_loop(worker, ONLINE_AGENT).run(sampling(worker), **ds[1])
+    assert out.extra_fields["termination"] == "max_invalid" and out.reward_score == 0.0
+    assert out.response_mask == [0] and out.response_ids == [tokenizer.eos_token_id]
+    assert server.calls and all(rid.endswith("/p0") for rid, *_ in server.calls)
+
+
+@pytest.mark.slow
+async def test_online_real_model_games_through_the_worker(init_dir, tokenizer, local_model_dir, local_engine):
+    """verl's n sessions per row: rows (instance, seat 0) and (instance, seat 1), each repeated n=2
+    times as the trainer does, play 4 real games; each trajectory trains exactly its seat's ids."""
+    cfg = trainer_config(local_model_dir)
+    ds = dataset(init_dir / "train.parquet", cfg, tokenizer)
+    server = LocalServerManager(local_engine)
+    batch = batch_of(ds, [0, 1]).repeat(repeat_times=2, interleave=True)
+    result = await worker_for(cfg, server).generate_sequences(batch)
+    assert result.batch["responses"].shape == (4, RESPONSE_LENGTH)
+    assert result.batch["prompts"].shape == (4, PROMPT_LENGTH)
+    game_ids = list(result.non_tensor_batch["game_id"])
+    assert len({g.rsplit("/", 1)[0] for g in game_ids}) == 1 and len(set(game_ids)) == 4   # 4 games, 1 instance
+    assert list(result.non_tensor_batch["extra_info"][i]["player"] for i in range(4)) == [0, 0, 1, 1]
+    for i, game_id in enumerate(game_ids):
+        seat = i // 2
+        attention = result.batch["attention_mask"][i].bool()
+        prompt = result.batch["prompts"][i][attention[:PROMPT_LENGTH]].tolist()
+        response = result.batch["responses"][i][attention[PROMPT_LENGTH:]].tolist()
+        mask = result.batch["response_mask"][i][:len(response)].tolist()
+        calls = [c for c in server.calls if c[0].startswith(game_id + "/")]
+        assert result.non_tensor_batch["termination"][i] in TERMINATIONS
+        if any(rid.endswith(f"/p{seat}") for rid, *_ in calls):
+            check_seat_trajectory(Trajectory(prompt, response, mask), calls, seat, RESPONSE_LENGTH)
+            own = np.asarray(mask, bool)
+            logprobs = result.batch["rollout_log_probs"][i][:len(response)].numpy()
+            assert np.all(logprobs[own] <= 0) and not logprobs[~own].any()
+        else:
+            assert mask == [0]
+    scores = result.batch["rm_scores"].sum(-1).tolist()
+    assert scores == pytest.approx([float(r) for r in result.non_tensor_batch["normalized_reward"]])
+    assert all(0.0 <= r <= 1.0 for r in scores)
