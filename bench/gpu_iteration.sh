@@ -32,6 +32,7 @@ MODEL_DIR=${args[0]}
 OUT=${args[1]}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STEP_TIMEOUT=${STEP_TIMEOUT:-1200}
+STEPS=${STEPS:-gen1 train_offline gen2 init train_online}   # a subset runs only those (e.g. across calls)
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
 export SELFPLAY_PYTHON=${SELFPLAY_PYTHON:-python3} VERL_PYTHON=${VERL_PYTHON:-python3} SGLANG_PYTHON=${SGLANG_PYTHON:-python3}
 export SELFPLAY_GEN="$SELFPLAY_PYTHON -m selfplay_gen.cli" SELFPLAY_CONVERT="$SELFPLAY_PYTHON -m convert.cli"
@@ -51,12 +52,13 @@ dry=()
 
 [[ $DRY_RUN -eq 1 ]] || mkdir -p "$OUT/logs"
 SUMMARY=$OUT/summary.md
-[[ $DRY_RUN -eq 1 ]] || printf '| step | status | seconds | result |\n|---|---|---|---|\n' > "$SUMMARY"
+[[ $DRY_RUN -eq 1 || -f $SUMMARY ]] || printf '| step | status | seconds | result |\n|---|---|---|---|\n' > "$SUMMARY"
 
 # step NAME RESULT_FUNCTION RESULT_ARG COMMAND...: run COMMAND under timeout, log it, add a summary line.
 step() {
   local name=$1 result=$2 result_arg=$3 started=$SECONDS rc=0
   shift 3
+  [[ " $STEPS " == *" $name "* ]] || return 0
   echo "=== $name: $*"
   if [[ $DRY_RUN -eq 1 ]]; then   # stage scripts print their own commands; anything else is only shown
     if [[ " $* " == *" --dry-run "* ]]; then "$@"; fi
@@ -95,5 +97,5 @@ step init listing "$OUT/online" \
 step train_online checkpoint "$OUT/train_online" \
   env MODE=online MODEL_PATH="$OUT/train_offline/hf" TRAIN_FILES="$OUT/online/train.parquet" \
   VAL_FILES="$OUT/online/test.parquet" OUT_DIR="$OUT/train_online" TOTAL_STEPS=2 ROLLOUT_N=4 TRAIN_BATCH_SIZE=8 \
-  MINI_BATCH_SIZE=8 "$REPO/run_selfplay_training.sh" "${dry[@]}"
+  MINI_BATCH_SIZE=8 "$REPO/run_selfplay_training.sh" "${dry[@]}" "+selfplay.valid_move_bonus=$VALID_MOVE_BONUS"
 [[ $DRY_RUN -eq 1 ]] || cat "$SUMMARY"

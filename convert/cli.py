@@ -63,3 +63,7 @@ def main(games: Path, out_dir: Path | None, fmt: str, group_by: str, normalize: 
                    err=True)
     click.echo(f"excluded games: {json.dumps(summary['excluded'])}; constant groups: "
                f"{summary['groups']['constant']} of {summary['groups']['count']}; summary -> {summary['outputs']['summary']}")
+
+
+if __name__ == "__main__":
+    main()

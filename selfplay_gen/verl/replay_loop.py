@@ -62,7 +62,9 @@ class ReplayAgentLoop(AgentLoopBase):
             reward_score=advantage,
             num_turns=len(info.get("messages") or []),
             metrics=AgentLoopMetrics(),
-            extra_fields={"game_id": info.get("game_id"), "normalized_reward": info.get("normalized_reward")},
+            # Stored games were played before this run's first update: weight version 0.
+            extra_fields={"game_id": info.get("game_id"), "normalized_reward": info.get("normalized_reward"),
+                          "min_global_steps": 0, "max_global_steps": 0},
         )
 
     def _logprobs(self, info: dict, game: str, mask: list[int]) -> list[float] | None:

@@ -36,6 +36,7 @@ from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
+from convert.pipeline import training_reward
 from convert.tokens import sampled
 from ..backends.base import Backend, BackendError, Generation, SamplingParams
 from ..game import Limits
@@ -59,6 +60,12 @@ class ServerManagerBackend(Backend):
     def __init__(self, server_manager, verl_params: dict[str, Any], eos_token_id: int, model: str = ""):
         self.server_manager, self.verl_params, self.eos_token_id, self.model = (
             server_manager, verl_params, eos_token_id, model)
+        self.weight_versions: list[int] = []   # trainer steps of the weights that served each turn
+
+    def versions(self) -> dict[str, int | None]:
+        """verl's V1 trainer measures staleness from the weight versions a trajectory spans."""
+        seen = self.weight_versions or [0]   # a server that reports none served the initial weights
+        return {"min_global_steps": min(seen), "max_global_steps": max(seen)}
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams, *, session: str,
                        messages: list[dict] | None = None) -> Generation:
@@ -69,6 +76,8 @@ class ServerManagerBackend(Backend):
         output = await self.server_manager.generate(request_id=session, prompt_ids=prompt_ids, sampling_params=request)
         if output.stop_reason in ("abort", "aborted"):
             raise BackendError(f"{session}: the rollout server aborted the request")
+        self.weight_versions += [v for key in ("min_global_steps", "max_global_steps")
+                                 if (v := output.extra_fields.get(key)) is not None]
         ids = list(output.token_ids)
         ended = bool(ids) and (ids[-1] == self.eos_token_id or ids[-1] in params.stop_token_ids)
         return Generation(ids, list(output.log_probs) if output.log_probs else None, "stop" if ended else "length",
@@ -97,6 +106,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
         self.limits = Limits(int(settings.get("max_moves", Limits.max_moves)),
                              int(settings.get("max_invalid", Limits.max_invalid)))
         self.max_new_tokens = int(settings.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
+        self.valid_move_bonus = float(settings.get("valid_move_bonus", 0.0))   # as selfplay-convert's option
         rollout = self.rollout_config
         self.max_context = (rollout.get("max_model_len") or rollout.prompt_length + rollout.response_length) - 1
 
@@ -120,11 +130,11 @@ class SelfPlayAgentLoop(AgentLoopBase):
         outcome = record["outcome"]
         return AgentLoopOutput(
             **self._trajectory(record, seat, instance),
-            reward_score=float(outcome["normalized_reward"]),
+            reward_score=training_reward(record, self.valid_move_bonus),
             num_turns=len(record["players"][seat]["messages"]),
             metrics=AgentLoopMetrics(),
             extra_fields={"game_id": record["game_id"], "normalized_reward": outcome["normalized_reward"],
-                          "termination": outcome["termination"]},
+                          "termination": outcome["termination"], **backend.versions()},
         )
 
     def _trajectory(self, record: dict, seat: int, instance: Instance) -> dict:
