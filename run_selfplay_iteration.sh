@@ -133,7 +133,8 @@ for ((i = 1; i <= NUM_ITERATIONS; i++)); do
     VAL_FILES="$val" OUT_DIR="$dir/train" EPOCHS="$EPOCHS_PER_ITER" EXPERIMENT="iter_$i" \
     "$HERE/run_selfplay_training.sh" "${dry[@]}" "${overrides[@]}"
   read -r -a gen_cmd <<< "$SELFPLAY_GEN"
-  run "iteration $i: eval" "${gen_cmd[@]}" eval --from-games "$dir/gen/games.jsonl" --out "$dir/report"
+  run "iteration $i: eval" "${gen_cmd[@]}" eval --from-games "iter_$i=$dir/gen/games.jsonl" --out "$dir/report" \
+    --append-to "$RUN_DIR/report"
   STEP="iteration $i: summary"
   if [[ $DRY_RUN -eq 0 ]]; then
     summary_row "$i" "$dir" > "$dir/summary_row.tsv"

@@ -13,7 +13,6 @@ the whole file as Python objects, so it runs on fewer games (stated in the table
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import subprocess

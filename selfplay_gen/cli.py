@@ -1,30 +1,19 @@
-"""`selfplay-gen`: play self-play games into JSONL (the default command), plus `init` and `eval`.
-
-`generation_options` and `open_seats` are shared by every command that plays games, so that
-backends, partner seats and limits mean the same thing everywhere.
-"""
+"""`selfplay-gen`: play self-play games into JSONL (the default command), plus `init` and `eval`."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
 import sys
-import zlib
 from pathlib import Path
 
 import click
-import numpy as np
 
-from .backends.base import BackendError, BackendOptions, SamplingParams, backend_class
-from .game import Limits
-from .instance import Instance
-from .players import LLMPlayer, ScriptedPlayer
+from .backends.base import BackendError
+from .options import generation_options, limits_from, load_instances, open_seats, write_json_atomic
 from .records import GameWriter, read_games
 from .runner import instances_needed, plan_games, run_games
-
-BACKENDS = ("local", "sglang", "openai", "scripted")
-HUMAN_GAMES = Path(__file__).parent / "data" / "optimization_human_games.jsonl"
+from .evaluation.cli import eval_command
+from .verl.init_data import init_command
 
 
 class DefaultGroup(click.Group):
@@ -35,146 +24,6 @@ class DefaultGroup(click.Group):
         if not args or args[0] not in self.commands and args[0] not in ("--help", "-h"):
             args = ["play", *args]
         return super().parse_args(ctx, args)
-
-
-def _seat_options(prefix: str, who: str):
-    """--backend/--base-url/--model for seat 0, or --partner-* for seat 1 (defaulting to seat 0's)."""
-    same = " (default: same as seat 0)" if prefix else ""
-    return [
-        click.option(f"--{prefix}backend", type=click.Choice(BACKENDS), default=None if prefix else "local",
-                     show_default=not prefix,
-                     help=f"What plays {who}: an SGLang server, an OpenAI-compatible server, the in-process "
-                          f"model, or scripted players that need no model{same}."),
-        click.option(f"--{prefix}base-url", multiple=True,
-                     help=f"Server URL for {who}; repeat for several servers (each game sticks to one), or give a "
-                          f"router URL{same}."),
-        click.option(f"--{prefix}model", default=None,
-                     help=f"Model directory for the local backend and the tokenizer; for sglang the served model "
-                          f"is read from /get_model_info. Default: the embedded SmolLM2-135M-Instruct{same}."),
-    ]
-
-
-def generation_options(f):
-    """Options for every command that plays games."""
-    options = [
-        *_seat_options("", "both seats"),
-        *_seat_options("partner-", "seat 1 (cross-play, opponent pools)"),
-        click.option("--temperature", type=click.FloatRange(min=0), default=1.0, show_default=True),
-        click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True),
-        click.option("--max-new-tokens", type=click.IntRange(min=1), default=256, show_default=True,
-                     help="Tokens per turn; a turn that does not end within it ends the game (max_new_tokens)."),
-        click.option("--max-moves", type=click.IntRange(min=1), default=30, show_default=True,
-                     help="Valid moves per game, both players together."),
-        click.option("--max-invalid", type=click.IntRange(min=1), default=3, show_default=True,
-                     help="Consecutive invalid moves by one player that end the game."),
-        click.option("--concurrency", type=click.IntRange(min=1), default=None,
-                     help="Games in flight. Default: what the backend serves at once (server's max running "
-                          "requests, local batch size)."),
-        click.option("--scripted-share", type=click.FloatRange(0, 1), default=0.5, show_default=True,
-                     help="Scripted players: share of their visible cells they tell the partner."),
-        click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
-                     help="Seconds per server request."),
-        click.option("--max-retries", type=click.IntRange(min=0), default=5, show_default=True,
-                     help="Retries per request on connection errors, 429 and 5xx before a game is recorded failed."),
-        click.option("--max-batch", type=click.IntRange(min=1), default=16, show_default=True,
-                     help="Local backend: sequences per forward pass."),
-        click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
-                     help="OpenAI backend: environment variable holding the API key."),
-        click.option("--seed", type=int, default=0, show_default=True,
-                     help="Seed of the instances (and of scripted players' choices)."),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
-
-
-def _backend_options(base_url, model, opts) -> BackendOptions:
-    return BackendOptions(base_urls=tuple(base_url), model=model, api_key_env=opts["api_key_env"],
-                          timeout_s=opts["timeout"], max_retries=opts["max_retries"], max_batch=opts["max_batch"])
-
-
-def _scripted_seat(share: float, seed: int):
-    def make(instance, seat, game_id, game_index):
-        rng = np.random.default_rng([seed, zlib.crc32(game_id.encode()), seat])
-        return ScriptedPlayer(instance, seat, share=share, rng=rng)
-    return make
-
-
-def _llm_seat(backend, tokenizer, params: SamplingParams):
-    def make(instance, seat, game_id, game_index):
-        return LLMPlayer(instance, seat, backend, tokenizer, params, session=f"{game_id}#{seat}")
-    return make
-
-
-async def _open_backend(stack, name, urls, model, prefix, opts):
-    """Start one backend; the tokenizer comes from --model, else from the model the server reports."""
-    from .models import load_tokenizer, resolve
-
-    flag = "--" + prefix.replace("_", "-")
-    if name != "local" and not urls:
-        raise click.UsageError(f"{flag}backend {name} needs {flag}base-url")
-    if name == "local":
-        model = resolve(model)
-    tokenizer = load_tokenizer(model) if model else None
-    backend = backend_class(name)(_backend_options(urls, model, opts), tokenizer)
-    await stack.enter_async_context(backend)
-    if tokenizer is None:
-        try:
-            tokenizer = load_tokenizer(backend.model)
-        except (OSError, ValueError) as err:
-            raise click.UsageError(f"cannot load a tokenizer for the served model {backend.model!r} ({err}); "
-                                   f"pass {flag}model with a local model or tokenizer directory") from None
-    params = SamplingParams(opts["temperature"], opts["top_p"], opts["max_new_tokens"], (tokenizer.eos_token_id,))
-    return backend, tokenizer, params
-
-
-@contextlib.asynccontextmanager
-async def open_seats(**opts):
-    """Open the backends named by the generation options and yield (seats, settings, concurrency)."""
-    seats, settings, concurrency = [], {}, []
-    async with contextlib.AsyncExitStack() as stack:
-        opened = {}
-        for seat, prefix in ((0, ""), (1, "partner_")):
-            name = opts[f"{prefix}backend"] or opts["backend"]
-            urls = opts[f"{prefix}base_url"] or opts["base_url"]
-            model = opts[f"{prefix}model"] or opts["model"]
-            settings[f"seat{seat}"] = {"backend": name, "model": model, "base_urls": list(urls)}
-            if name == "scripted":
-                seats.append(_scripted_seat(opts["scripted_share"], opts["seed"]))
-                settings[f"seat{seat}"]["share"] = opts["scripted_share"]
-                continue
-            key = (name, tuple(urls), model)
-            if key not in opened:
-                opened[key] = await _open_backend(stack, name, urls, model, prefix, opts)
-                concurrency.append(opened[key][0].max_concurrency)
-            backend, tokenizer, params = opened[key]
-            settings[f"seat{seat}"]["model"] = backend.model
-            seats.append(_llm_seat(backend, tokenizer, params))
-        settings["sampling"] = {"temperature": opts["temperature"], "top_p": opts["top_p"],
-                                "max_new_tokens": opts["max_new_tokens"]}
-        yield tuple(seats), settings, opts["concurrency"] or min(concurrency or [64])
-
-
-def limits_from(opts) -> Limits:
-    return Limits(max_moves=opts["max_moves"], max_invalid=opts["max_invalid"])
-
-
-def load_instances(kind: str, count: int, seed: int) -> list[Instance]:
-    """`count` instances: seeded random ones (seeds seed, seed+1, ...) or the human-played ones."""
-    if kind == "human":
-        lines = HUMAN_GAMES.read_text().splitlines()
-        if count > len(lines):
-            raise click.UsageError(f"--instances human has {len(lines)} instances; ask for at most "
-                                   f"{len(lines)} x --games-per-instance games")
-        return [Instance.from_human_record(json.loads(line), source=f"human-{i:03d}")
-                for i, line in enumerate(lines[:count])]
-    return [Instance.from_seed(seed + i) for i in range(count)]
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
 
 
 def _check_resume(out: Path, run: dict) -> None:
@@ -240,18 +89,8 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
     click.echo(json.dumps(result, indent=2))
 
 
-def _register_optional_commands():
-    for module, name in (("selfplay_gen.verl.init_data", "init_command"),
-                         ("selfplay_gen.evaluation.cli", "eval_command")):
-        try:
-            mod = __import__(module, fromlist=[name])
-        except ModuleNotFoundError:
-            continue
-        if hasattr(mod, name):   # absent while that module is itself importing this one (python -m)
-            main.add_command(getattr(mod, name))
-
-
-_register_optional_commands()
+main.add_command(init_command)
+main.add_command(eval_command)
 
 if __name__ == "__main__":
     sys.exit(main())

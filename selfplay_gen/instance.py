@@ -6,6 +6,7 @@ candidates in fixed blocks from one `numpy.random.Generator` and keeps the first
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +26,7 @@ PAPER_TITLES = {
     "QuAC": "QuAC: Question Answering in Context",
     "SWAG": "SWAG: An Adversarial Dataset for Commonsense Inference",
 }
+HUMAN_GAMES = Path(__file__).parent / "data" / "optimization_human_games.jsonl"   # DialOp's 134 games
 VISIBLE_P = 0.4
 HIDDEN_VALUE = 50
 HARD_FACTOR = 1.25

@@ -1,6 +1,5 @@
 """The `selfplay-gen` play command as a user runs it: scripted games, resume, bad arguments."""
 import json
-import os
 import signal
 import subprocess
 import sys

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from selfplay_gen.cli import main  # registers `eval`; import before selfplay_gen.evaluation.cli
+from selfplay_gen.cli import main
 from selfplay_gen.evaluation.cli import generate_games
 from selfplay_gen.evaluation.metrics import (
     distinct_n, game_table, human_table, mean_interval, paired_difference, repeated_share, summarize)

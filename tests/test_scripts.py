@@ -107,8 +107,9 @@ def test_iteration_dry_run_chains_generation_training_and_eval(tmp_path):
     run = tmp_path / "run"
     assert "--model-path /models/m0" in out and f"--model-path {run}/iter_001/train/hf" in out
     assert f"actor_rollout_ref.model.path={run}/iter_001/train/hf" in out
-    assert f"+ gen eval --from-games {run}/iter_002/gen/games.jsonl --out {run}/iter_002/report" in out
-    assert f"--max-prompt-tokens 1024 --max-response-tokens 3072" in out and "--num-games 32" in out
+    assert (f"+ gen eval --from-games iter_2={run}/iter_002/gen/games.jsonl --out {run}/iter_002/report "
+            f"--append-to {run}/report") in out
+    assert "--max-prompt-tokens 1024 --max-response-tokens 3072" in out and "--num-games 32" in out
     assert not run.exists()
 
 

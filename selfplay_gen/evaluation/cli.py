@@ -16,7 +16,7 @@ import click
 import pandas as pd
 
 from ..backends.base import BackendError
-from ..cli import generation_options, limits_from, load_instances, open_seats
+from ..options import generation_options, limits_from, load_instances, open_seats
 from ..game import Limits
 from ..instance import Instance
 from ..records import GameWriter, RecordError, read_games

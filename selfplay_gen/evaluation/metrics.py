@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-HUMAN_GAMES = Path(__file__).resolve().parent.parent / "data" / "optimization_human_games.jsonl"
+from ..instance import HUMAN_GAMES
+
 LEVEL = 0.95
 # Per-game means reported with an interval.
 INTERVAL_COLUMNS = ("normalized_reward", "agreed", "optimal", "moves", "messages", "words")
