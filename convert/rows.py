@@ -88,8 +88,10 @@ def _messages(chats: list[list[dict]]) -> pa.Array:
 
 class RowBatch:
     """Collects seat rows and hands them over as one Arrow record batch of SPILL_SCHEMA, with
-    `index` and `advantage` still 0: they are known only once every game has been read. Keeps
-    only what the rows need, so each record's bulk (its id lists) is freed while still in cache."""
+    `index` and `advantage` still 0: they are known only once every game has been read, and
+    `logprobs` holding only the logprobs of the seat's own ids (the zeros in between would be a
+    third of the spill's bytes). Keeps only what the rows need, so each record's bulk (its id
+    lists) is freed while still in cache."""
 
     def __init__(self):
         self.rows: list[tuple] = []
@@ -119,7 +121,8 @@ class RowBatch:
             "token_ids": _lists([t.token_ids for t in tokens], pa.int32()),
             "prompt_len": pa.array([t.prompt_len for t in tokens], pa.int64()),
             "response_mask": _lists([t.own for t in tokens], pa.int8()),
-            "logprobs": _lists([t.logprobs for t in tokens], pa.float32()),
+            "logprobs": _lists([None if t.logprobs is None else t.logprobs[t.own.view(np.bool_)] for t in tokens],
+                               pa.float32()),
             "tokens_source": pa.array([t.source for t in tokens], pa.string()),
             "num_turns": pa.array([t.num_turns for t in tokens], pa.int64()),
         }
@@ -137,12 +140,25 @@ class RowBatch:
         return pa.RecordBatch.from_arrays([columns[name] for name in SPILL_SCHEMA.names], schema=SPILL_SCHEMA)
 
 
+def _spread(own_logprobs: pa.ListArray, response_mask: pa.ListArray) -> pa.ListArray:
+    """Logprobs over the whole response (0 where the mask is 0) from those of the own ids only."""
+    offsets = response_mask.offsets.to_numpy()
+    has_logprobs = own_logprobs.is_valid().to_numpy(zero_copy_only=False)
+    own = response_mask.flatten().to_numpy().view(np.bool_) & np.repeat(has_logprobs, np.diff(offsets))
+    values = np.zeros(len(own), dtype=np.float32)
+    values[own] = own_logprobs.flatten().to_numpy()
+    return pa.ListArray.from_arrays(pa.array(offsets - offsets[0], pa.int32()), pa.array(values),
+                                    mask=None if has_logprobs.all() else pa.array(~has_logprobs))
+
+
 def with_group_values(batch: pa.RecordBatch, index: np.ndarray, advantage: np.ndarray) -> pa.RecordBatch:
-    """A spill batch as GRPO rows: `extra_info.index` and `.advantage` filled in, the ledger column dropped."""
+    """A spill batch as GRPO rows: `extra_info.index` and `.advantage` filled in, `.logprobs` spread
+    over the response, the ledger column dropped."""
     extra = batch.column("extra_info")
     children = [extra.field(f.name) for f in EXTRA_INFO]
     children[EXTRA_INFO.get_field_index("index")] = pa.array(index, pa.int64())
     children[EXTRA_INFO.get_field_index("advantage")] = pa.array(advantage, pa.float64())
+    children[EXTRA_INFO.get_field_index("logprobs")] = _spread(extra.field("logprobs"), extra.field("response_mask"))
     columns = [batch.column(name) for name in GRPO_SCHEMA.names]
     columns[GRPO_SCHEMA.get_field_index("extra_info")] = pa.StructArray.from_arrays(children, fields=list(EXTRA_INFO))
     return pa.RecordBatch.from_arrays(columns, schema=GRPO_SCHEMA)

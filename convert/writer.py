@@ -22,7 +22,7 @@ class Spill:
     def __init__(self, near: Path, schema: pa.Schema):
         self.path = temporary(near.with_name(near.name + ".spill"))
         self._file = pa.OSFile(str(self.path), "wb")
-        self._writer = pa.ipc.new_stream(self._file, schema, options=pa.ipc.IpcWriteOptions(compression="lz4"))
+        self._writer = pa.ipc.new_stream(self._file, schema, options=pa.ipc.IpcWriteOptions(compression=None))
 
     def write(self, batch: pa.RecordBatch) -> None:
         self._writer.write_batch(batch)

@@ -74,17 +74,18 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
                        games_per_instance, num_games)
 
     async def go():
-        async with open_seats(**opts) as (seats, settings, concurrency):
-            settings["run"] = run
-            return await run_games(specs, seats, limits_from(opts), writer, concurrency, settings,
-                                   progress=not quiet)
+        async with open_seats(**opts) as seating:
+            seating.settings["run"] = run
+            summary = await run_games(specs, seating.seats, limits_from(opts), writer, seating.concurrency,
+                                      seating.settings, progress=not quiet)
+            return summary, seating.backend_stats()
 
     try:
         with writer:
-            summary = asyncio.run(go())
+            summary, backends = asyncio.run(go())
     except BackendError as err:
         raise click.ClickException(str(err)) from None
-    result = {**summary.to_dict(), "out": str(out), "games_in_file": len(writer.done)}
+    result = {**summary.to_dict(), "out": str(out), "games_in_file": len(writer.done), "backends": backends}
     write_json_atomic(out.with_name(out.stem + ".summary.json"), result)
     click.echo(json.dumps(result, indent=2))
 

@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -90,6 +91,21 @@ def _llm_seat(backend, tokenizer, params: SamplingParams):
     return make
 
 
+@dataclass
+class Seating:
+    """What the runner needs from the generation options, and the open backends (for their stats)."""
+
+    seats: tuple
+    settings: dict
+    concurrency: int
+    backends: dict
+
+    def backend_stats(self) -> dict:
+        # not dataclasses.asdict: it rebuilds the errors Counter from (key, count) pairs as keys
+        return {name: {**vars(backend.stats), "errors": dict(backend.stats.errors)}
+                for name, backend in self.backends.items() if hasattr(backend, "stats")}
+
+
 async def _open_backend(stack, name, urls, model, prefix, opts):
     """Start one backend; the tokenizer comes from --model, else from the model the server reports."""
     from .models import load_tokenizer, resolve
@@ -114,7 +130,7 @@ async def _open_backend(stack, name, urls, model, prefix, opts):
 
 @contextlib.asynccontextmanager
 async def open_seats(**opts):
-    """Open the backends named by the generation options and yield (seats, settings, concurrency)."""
+    """Open the backends named by the generation options and yield a `Seating`."""
     seats, settings, concurrency = [], {}, []
     async with contextlib.AsyncExitStack() as stack:
         opened = {}
@@ -136,7 +152,8 @@ async def open_seats(**opts):
             seats.append(_llm_seat(backend, tokenizer, params))
         settings["sampling"] = {"temperature": opts["temperature"], "top_p": opts["top_p"],
                                 "max_new_tokens": opts["max_new_tokens"]}
-        yield tuple(seats), settings, opts["concurrency"] or min(concurrency or [64])
+        yield Seating(tuple(seats), settings, opts["concurrency"] or min(concurrency or [64]),
+                      {f"{name} {' '.join(urls)}".strip(): entry[0] for (name, urls, _), entry in opened.items()})
 
 
 def limits_from(opts) -> Limits:

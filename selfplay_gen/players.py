@@ -125,7 +125,7 @@ class LLMPlayer(Player):
         self.turns.append(Turn(len(prompt), list(gen.output_ids), gen.logprobs, gen.finish_reason, gen.cached_tokens,
                                gen.retokenized))
         self.ids = self.ids + list(gen.output_ids)
-        text = self.tokenizer.decode(gen.output_ids, skip_special_tokens=True)
+        text = self.tokenizer.decode(gen.output_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
         if gen.finish_reason == "length":
             self.messages.append({"role": "assistant", "content": text})  # kept for the record
             raise GameStop("max_new_tokens" if budget == self.params.max_new_tokens else "context_length",

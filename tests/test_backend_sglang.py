@@ -149,3 +149,29 @@ async def test_each_session_sticks_to_one_server(tokenizer, local_model_dir, tmp
             for turn in seat["turns"]:
                 assert seat["token_ids"][:turn["prompt_len"]] in home.prompts
     assert one.prompts and two.prompts
+
+
+async def test_play_command_against_the_server(tokenizer, local_model_dir, tmp_path):
+    """`selfplay-gen --backend sglang` as a user runs it: the model and limits come from the
+    server, a 500 is retried, and the summary reports it."""
+    import json
+
+    from click.testing import CliRunner
+
+    from selfplay_gen.cli import main
+    from selfplay_gen.records import read_games
+
+    out = tmp_path / "games.jsonl"
+    async with FakeSGLang(tokenizer, local_model_dir) as fake:
+        fake.fail_next = [500]
+        result = await asyncio.to_thread(CliRunner().invoke, main, [
+            "--backend", "sglang", "--base-url", fake.url, "-n", "2", "-k", "2", "--max-moves", "2",
+            "--max-new-tokens", "16", "--temperature", "0", "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "games.summary.json").read_text())
+    assert summary["games"] == 2 and summary["output_tokens"] > 0
+    (stats,) = summary["backends"].values()
+    assert stats["retries"] == 1 and stats["errors"] == {"http_500": 1}
+    for record in read_games(out):
+        assert record["settings"]["seat0"]["model"] == local_model_dir
+        assert all(seat["kind"] == "llm" and seat["turns"] for seat in record["players"][:1])

@@ -83,12 +83,12 @@ class SGLangBackend(HttpBackend):
                                 "stop_token_ids": list(params.stop_token_ids), "no_stop_trim": True},
             "return_logprob": True,
         })
-        gen = parse_generation(body, params, url, default_stop=self.tokenizer.eos_token_id)
+        gen = parse_generation(body, params, url, default_stop=getattr(self.tokenizer, "eos_token_id", None))
         self.stats.add(gen)
         return gen
 
 
-def parse_generation(body: dict, params: SamplingParams, where: str, default_stop: int) -> Generation:
+def parse_generation(body: dict, params: SamplingParams, where: str, default_stop: int | None) -> Generation:
     """A `/generate` response as a Generation, every field checked (errors name the field)."""
     output_ids = field(body, "output_ids", list, where)
     triples = field(body, "meta_info.output_token_logprobs", list, where)
@@ -109,6 +109,9 @@ def parse_generation(body: dict, params: SamplingParams, where: str, default_sto
     if kind == "stop" and not (output_ids and output_ids[-1] in {matched, default_stop, *params.stop_token_ids}):
         extra = triples[len(output_ids)] if len(triples) > len(output_ids) else None
         stop_id = matched if isinstance(matched, int) else extra[1] if extra else (params.stop_token_ids or [default_stop])[0]
+        if stop_id is None:
+            raise BackendError(f"malformed response from {where}: a 'stop' finish without the stop id "
+                               "(field 'meta_info.finish_reason.matched')")
         output_ids = [*output_ids, stop_id]
         logprobs.append(float(extra[0]) if extra and extra[1] == stop_id else 0.0)
     if len(logprobs) != len(output_ids):

@@ -98,7 +98,8 @@ async def play_pairings(games_dir: Path, instances: list[Instance], games_per_in
                         resume: bool, progress: bool, opts: dict) -> list[GamesInput]:
     """Self-play of the seat-0 model; with a different partner also the partner's self-play and
     cross-play in both seat orders, all on the same instances."""
-    async with open_seats(**opts) as (factories, settings, concurrency):
+    async with open_seats(**opts) as seating:
+        factories, settings, concurrency = seating.seats, seating.settings, seating.concurrency
         sides = [settings["seat0"], settings["seat1"]]
         names = [labels[0] or seat_label(sides[0]), labels[1] or seat_label(sides[1])]
         pairings = [(0, 0)] if sides[0] == sides[1] else [(0, 0), (1, 1), (0, 1), (1, 0)]
