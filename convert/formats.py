@@ -35,11 +35,16 @@ Pieces = list[tuple[int, pa.RecordBatch | pa.Table]]
 
 
 def _by_destination(batch: pa.RecordBatch, dest: np.ndarray):
+    """Per destination, the batch's runs of rows going there (zero-copy slices: the games of one
+    instance are usually adjacent, so a batch holds a few runs) with their game ordinals."""
     games = batch.column(GAME).to_numpy()
+    codes = dest[games]
+    edges = np.flatnonzero(np.diff(codes)) + 1
+    runs = list(zip(np.r_[0, edges], np.r_[edges, len(codes)]))
     for code in (TRAIN, VAL):
-        keep = dest[games] == code
-        if keep.any():
-            yield code, batch.filter(pa.array(keep)), games[keep]
+        found = [(batch.slice(start, stop - start), games[start:stop]) for start, stop in runs if codes[start] == code]
+        if found:
+            yield code, found
 
 
 class GrpoRows:
@@ -49,8 +54,9 @@ class GrpoRows:
         self.dest, self.index, self.advantage = (ledger[c].to_numpy() for c in ("dest", "index", "advantage"))
 
     def __call__(self, batch: pa.RecordBatch) -> Pieces:
-        return [(code, with_group_values(rows, self.index[games], self.advantage[games]))
-                for code, rows, games in _by_destination(batch, self.dest)]
+        return [(code, pa.Table.from_batches([with_group_values(rows, self.index[games], self.advantage[games])
+                                              for rows, games in runs]))
+                for code, runs in _by_destination(batch, self.dest)]
 
 
 class SftRows:
@@ -60,14 +66,15 @@ class SftRows:
         self.dest, self.index = ledger["dest"].to_numpy(), ledger["index"].to_numpy()
 
     def __call__(self, batch: pa.RecordBatch) -> Pieces:
-        pieces = []
-        for code, rows, games in _by_destination(batch, self.dest):
-            extra = rows.column("extra_info")
-            info = [pa.array(self.index[games], pa.int64())] + [extra.field(f.name) for f in list(SFT_INFO)[1:]]
-            pieces.append((code, pa.RecordBatch.from_arrays(
-                [extra.field("messages"), rows.column("data_source"), pa.StructArray.from_arrays(info, fields=list(SFT_INFO))],
-                schema=SFT_SCHEMA)))
-        return pieces
+        return [(code, pa.Table.from_batches([self._rows(rows, games) for rows, games in runs], schema=SFT_SCHEMA))
+                for code, runs in _by_destination(batch, self.dest)]
+
+    def _rows(self, rows: pa.RecordBatch, games: np.ndarray) -> pa.RecordBatch:
+        extra = rows.column("extra_info")
+        info = [pa.array(self.index[games], pa.int64())] + [extra.field(f.name) for f in list(SFT_INFO)[1:]]
+        return pa.RecordBatch.from_arrays(
+            [extra.field("messages"), rows.column("data_source"), pa.StructArray.from_arrays(info, fields=list(SFT_INFO))],
+            schema=SFT_SCHEMA)
 
 
 class DpoRows:

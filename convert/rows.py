@@ -61,7 +61,9 @@ GRPO_SCHEMA = pa.schema([
     ("extra_info", EXTRA_INFO), ("agent_name", pa.string()),
 ])
 GAME = "_game"      # spill-only column: the game's ordinal in the conversion's ledger
-SPILL_SCHEMA = GRPO_SCHEMA.append(pa.field(GAME, pa.int64()))
+PROMPT_SIZE = "_prompt_messages"    # spill-only column standing for `prompt`: how many messages it takes
+SPILL_SCHEMA = pa.schema([field for field in GRPO_SCHEMA if field.name != "prompt"]
+                         + [pa.field(GAME, pa.int64()), pa.field(PROMPT_SIZE, pa.int32())])
 
 
 def _offsets(lengths: list[int]) -> pa.Array:
@@ -88,10 +90,11 @@ def _messages(chats: list[list[dict]]) -> pa.Array:
 
 class RowBatch:
     """Collects seat rows and hands them over as one Arrow record batch of SPILL_SCHEMA, with
-    `index` and `advantage` still 0: they are known only once every game has been read, and
-    `logprobs` holding only the logprobs of the seat's own ids (the zeros in between would be a
-    third of the spill's bytes). Keeps only what the rows need, so each record's bulk (its id
-    lists) is freed while still in cache."""
+    `index` and `advantage` still 0: they are known only once every game has been read. The
+    spill leaves out what pass 2 can rebuild from the rest at memcpy speed: `logprobs` holds only
+    those of the seat's own ids (the zeros in between would be a third of the spill's bytes) and
+    `prompt` is the number of leading `messages` it takes. Keeps only what the rows need, so each
+    record's bulk (its id lists) is freed while still in cache."""
 
     def __init__(self):
         self.rows: list[tuple] = []
@@ -121,14 +124,13 @@ class RowBatch:
             "token_ids": _lists([t.token_ids for t in tokens], pa.int32()),
             "prompt_len": pa.array([t.prompt_len for t in tokens], pa.int64()),
             "response_mask": _lists([t.own for t in tokens], pa.int8()),
-            "logprobs": _lists([None if t.logprobs is None else t.logprobs[t.own.view(np.bool_)] for t in tokens],
-                               pa.float32()),
+            "logprobs": _lists([t.own_logprobs for t in tokens], pa.float32()),
             "tokens_source": pa.array([t.source for t in tokens], pa.string()),
             "num_turns": pa.array([t.num_turns for t in tokens], pa.int64()),
         }
         truth = [json.dumps({k: o[k] for k in OUTCOME_FIELDS}) for o in outcome]
         columns = {
-            "prompt": _messages([prompt_messages(m) for m in messages]),
+            PROMPT_SIZE: pa.array([len(prompt_messages(m)) for m in messages], pa.int32()),
             "data_source": pa.array([DATA_SOURCE] * n, pa.string()),
             "ability": pa.array([ABILITY] * n, pa.string()),
             "reward_model": pa.StructArray.from_arrays([pa.array(["rule"] * n), pa.array(truth)],
@@ -151,14 +153,23 @@ def _spread(own_logprobs: pa.ListArray, response_mask: pa.ListArray) -> pa.ListA
                                     mask=None if has_logprobs.all() else pa.array(~has_logprobs))
 
 
+def _leading(messages: pa.ListArray, counts: np.ndarray) -> pa.ListArray:
+    """The first `counts[i]` messages of each row."""
+    starts = messages.offsets.to_numpy()[:-1] - messages.offsets[0].as_py()
+    ends = np.cumsum(counts)
+    taken = np.repeat(starts - ends + counts, counts) + np.arange(ends[-1] if len(ends) else 0)
+    return pa.ListArray.from_arrays(_offsets(counts), messages.flatten().take(taken))
+
+
 def with_group_values(batch: pa.RecordBatch, index: np.ndarray, advantage: np.ndarray) -> pa.RecordBatch:
     """A spill batch as GRPO rows: `extra_info.index` and `.advantage` filled in, `.logprobs` spread
-    over the response, the ledger column dropped."""
+    over the response, `prompt` rebuilt, the spill-only columns dropped."""
     extra = batch.column("extra_info")
     children = [extra.field(f.name) for f in EXTRA_INFO]
     children[EXTRA_INFO.get_field_index("index")] = pa.array(index, pa.int64())
     children[EXTRA_INFO.get_field_index("advantage")] = pa.array(advantage, pa.float64())
     children[EXTRA_INFO.get_field_index("logprobs")] = _spread(extra.field("logprobs"), extra.field("response_mask"))
-    columns = [batch.column(name) for name in GRPO_SCHEMA.names]
-    columns[GRPO_SCHEMA.get_field_index("extra_info")] = pa.StructArray.from_arrays(children, fields=list(EXTRA_INFO))
-    return pa.RecordBatch.from_arrays(columns, schema=GRPO_SCHEMA)
+    columns = {name: batch.column(name) for name in SPILL_SCHEMA.names}
+    columns["prompt"] = _leading(extra.field("messages"), batch.column(PROMPT_SIZE).to_numpy())
+    columns["extra_info"] = pa.StructArray.from_arrays(children, fields=list(EXTRA_INFO))
+    return pa.RecordBatch.from_arrays([columns[name] for name in GRPO_SCHEMA.names], schema=GRPO_SCHEMA)

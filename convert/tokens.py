@@ -28,13 +28,22 @@ class SeatTokens:
     token_ids: np.ndarray            # int32, the whole final context
     prompt_len: int                  # ids of the initial prompt (system + first user message)
     own: np.ndarray                  # int8 over token_ids[prompt_len:], 1 = produced by this seat
-    logprobs: np.ndarray | None      # float32 over token_ids[prompt_len:], 0 where not own
+    own_logprobs: np.ndarray | None  # float32, one per own id in order
     num_turns: int
     source: str                      # SAMPLED, or RETOKENIZED (scripted seat, or re-encoded server output)
 
     @property
     def response_len(self) -> int:
         return len(self.token_ids) - self.prompt_len
+
+    @property
+    def logprobs(self) -> np.ndarray | None:
+        """float32 over token_ids[prompt_len:], 0 where not own."""
+        if self.own_logprobs is None:
+            return None
+        spread = np.zeros(len(self.own), dtype=np.float32)
+        spread[self.own.view(np.bool_)] = self.own_logprobs
+        return spread
 
 
 def prompt_messages(messages: list[dict]) -> list[dict]:
@@ -62,7 +71,7 @@ def sampled(seat: dict) -> SeatTokens:
     if not 0 < start <= len(ids):
         raise TokenInvariantError(f"turn 0: prompt_len {start} is outside the {len(ids)} token_ids")
     own = np.zeros(len(ids) - start, dtype=np.int8)
-    logprobs = np.zeros(len(own), dtype=np.float32)      # None as soon as a turn has none
+    logprobs = []       # of every turn, in order; None as soon as a turn has none
     end, source = start, SAMPLED
     for n, turn in enumerate(turns):
         at, out, turn_logprobs = turn["prompt_len"], turn["output_ids"], turn.get("logprobs")
@@ -75,10 +84,12 @@ def sampled(seat: dict) -> SeatTokens:
         elif logprobs is not None:
             if len(turn_logprobs) != len(out):
                 raise TokenInvariantError(f"turn {n}: {len(turn_logprobs)} logprobs for {len(out)} ids")
-            logprobs[at - start:stop - start] = turn_logprobs
+            logprobs += turn_logprobs
         if turn.get("retokenized"):
             source = RETOKENIZED
         end = stop
+    if logprobs is not None:
+        logprobs = np.fromiter(logprobs, np.float32, len(logprobs))
     return SeatTokens(np.fromiter(ids, np.int32, len(ids)), start, own, logprobs, len(turns), source)
 
 
