@@ -36,6 +36,9 @@ def _seat_options(prefix: str, who: str):
         click.option(f"--{prefix}model", default=None,
                      help=f"Model directory for the local backend and the tokenizer; for sglang the served model "
                           f"is read from /get_model_info. Default: the embedded SmolLM2-135M-Instruct{same}."),
+        click.option(f"--{prefix}tokenizer", default=None,
+                     help=f"Local tokenizer directory, when --{prefix}model is not one (e.g. a model name on an "
+                          f"OpenAI-compatible server){same}."),
     ]
 
 
@@ -44,8 +47,10 @@ def generation_options(f):
     options = [
         *_seat_options("", "both seats"),
         *_seat_options("partner-", "seat 1 (cross-play, opponent pools)"),
-        click.option("--temperature", type=click.FloatRange(min=0), default=1.0, show_default=True),
-        click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True),
+        click.option("--temperature", type=click.FloatRange(min=0), default=1.0, show_default=True,
+                     help="Sampling temperature (0: greedy)."),
+        click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,
+                     help="Nucleus sampling: keep the smallest set of tokens with this much probability."),
         click.option("--max-new-tokens", type=click.IntRange(min=1), default=256, show_default=True,
                      help="Tokens per turn; a turn that does not end within it ends the game (max_new_tokens)."),
         click.option("--max-moves", type=click.IntRange(min=1), default=30, show_default=True,
@@ -65,6 +70,9 @@ def generation_options(f):
                      help="Local backend: sequences per forward pass."),
         click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
                      help="OpenAI backend: environment variable holding the API key."),
+        click.option("--openai-endpoint", type=click.Choice(["chat", "completions"]), default="chat",
+                     show_default=True,
+                     help="OpenAI backend: /v1/chat/completions (messages) or /v1/completions (token ids)."),
         click.option("--seed", type=int, default=0, show_default=True,
                      help="Seed of the instances (and of scripted players' choices)."),
     ]
@@ -75,7 +83,8 @@ def generation_options(f):
 
 def _backend_options(base_url, model, opts) -> BackendOptions:
     return BackendOptions(base_urls=tuple(base_url), model=model, api_key_env=opts["api_key_env"],
-                          timeout_s=opts["timeout"], max_retries=opts["max_retries"], max_batch=opts["max_batch"])
+                          endpoint=opts["openai_endpoint"], timeout_s=opts["timeout"], max_retries=opts["max_retries"],
+                          max_batch=opts["max_batch"])
 
 
 def _scripted_seat(share: float, seed: int):
@@ -106,8 +115,9 @@ class Seating:
                 for name, backend in self.backends.items() if hasattr(backend, "stats")}
 
 
-async def _open_backend(stack, name, urls, model, prefix, opts):
-    """Start one backend; the tokenizer comes from --model, else from the model the server reports."""
+async def _open_backend(stack, name, urls, model, tokenizer_dir, prefix, opts):
+    """Start one backend. The tokenizer comes from --tokenizer, else from --model when that is a
+    local directory, else from the model the server reports (SGLang serves a local path)."""
     from .models import load_tokenizer, resolve
 
     flag = "--" + prefix.replace("_", "-")
@@ -115,7 +125,11 @@ async def _open_backend(stack, name, urls, model, prefix, opts):
         raise click.UsageError(f"{flag}backend {name} needs {flag}base-url")
     if name == "local":
         model = resolve(model)
-    tokenizer = load_tokenizer(model) if model else None
+    source = tokenizer_dir or (model if model and Path(model).is_dir() else None)
+    if source is None and name == "openai":
+        raise click.UsageError(f"{flag}backend openai needs {flag}tokenizer (a local tokenizer directory) "
+                               f"unless {flag}model is a local model directory")
+    tokenizer = load_tokenizer(source) if source else None
     backend = backend_class(name)(_backend_options(urls, model, opts), tokenizer)
     await stack.enter_async_context(backend)
     if tokenizer is None:
@@ -123,7 +137,7 @@ async def _open_backend(stack, name, urls, model, prefix, opts):
             tokenizer = load_tokenizer(backend.model)
         except (OSError, ValueError) as err:
             raise click.UsageError(f"cannot load a tokenizer for the served model {backend.model!r} ({err}); "
-                                   f"pass {flag}model with a local model or tokenizer directory") from None
+                                   f"pass {flag}tokenizer with a local tokenizer directory") from None
     params = SamplingParams(opts["temperature"], opts["top_p"], opts["max_new_tokens"], (tokenizer.eos_token_id,))
     return backend, tokenizer, params
 
@@ -138,6 +152,7 @@ async def open_seats(**opts):
             name = opts[f"{prefix}backend"] or opts["backend"]
             urls = opts[f"{prefix}base_url"] or opts["base_url"]
             model = opts[f"{prefix}model"] or opts["model"]
+            tokenizer_dir = opts[f"{prefix}tokenizer"] or opts["tokenizer"]
             settings[f"seat{seat}"] = {"backend": name, "model": model, "base_urls": list(urls)}
             if name == "scripted":
                 seats.append(_scripted_seat(opts["scripted_share"], opts["seed"]))
@@ -145,7 +160,7 @@ async def open_seats(**opts):
                 continue
             key = (name, tuple(urls), model)
             if key not in opened:
-                opened[key] = await _open_backend(stack, name, urls, model, prefix, opts)
+                opened[key] = await _open_backend(stack, name, urls, model, tokenizer_dir, prefix, opts)
                 concurrency.append(opened[key][0].max_concurrency)
             backend, tokenizer, params = opened[key]
             settings[f"seat{seat}"]["model"] = backend.model

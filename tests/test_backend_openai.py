@@ -106,3 +106,27 @@ async def test_wrong_key_fails_without_revealing_it(server, tokenizer, monkeypat
         async with openai(server[0], "completions", tokenizer):
             pass
     assert KEY not in str(failure.value)
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+async def test_play_command_with_a_served_model_name(server, local_model_dir, tmp_path, monkeypatch, endpoint):
+    """`--model` names the served model; the tokenizer comes from `--tokenizer`."""
+    import asyncio
+
+    from click.testing import CliRunner
+
+    from selfplay_gen.cli import main
+
+    url, seen = server
+    monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
+    out = tmp_path / "games.jsonl"
+    result = await asyncio.to_thread(CliRunner().invoke, main, [
+        "--backend", "openai", "--base-url", url, "--model", "served-model", "--tokenizer", local_model_dir,
+        "--openai-endpoint", endpoint, "--api-key-env", "TEST_OPENAI_KEY", "-n", "1", "--max-moves", "2",
+        "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    (record,) = read_games(out)
+    assert record["settings"]["seat0"]["model"] == "served-model"
+    assert record["outcome"]["termination"] == "max_moves"          # two valid [message] moves
+    assert all(turn["retokenized"] for seat in record["players"] for turn in seat["turns"])
+    assert len(seen) >= 2 and KEY not in out.read_text()

@@ -59,6 +59,8 @@ def test_resume_with_other_settings_is_refused(tmp_path):
     (["--backend", "sglang"], "--base-url"),
     (["--backend", "sglang", "--base-url", "http://127.0.0.1:9"], "127.0.0.1:9"),
     (["--instances", "human", "-n", "1000", "-k", "1"], "134"),
+    (["--backend", "openai", "--base-url", "http://127.0.0.1:9", "--model", "gpt-x"], "--tokenizer"),
+    (["--partner-backend", "sglang"], "--partner-base-url"),
 ])
 def test_bad_arguments_fail_clearly(tmp_path, args, words):
     result = play(*args, "--out", str(tmp_path / "g.jsonl"), "--timeout", "2")
