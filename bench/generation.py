@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import platform
 import tempfile
 import time
@@ -22,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 from selfplay_gen import models
+from selfplay_gen.atomic import write_atomic, write_json_atomic
 from selfplay_gen.backends.base import BackendOptions, SamplingParams, backend_class
 from selfplay_gen.game import Limits
 from selfplay_gen.instance import Instance
@@ -110,13 +110,6 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)
-
-
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=["sglang", "local"], default="local")
@@ -136,6 +129,7 @@ if __name__ == "__main__":
     result = asyncio.run(main(args))
     text = table(result)
     print(text)
-    write_atomically(args.out, json.dumps(result, indent=2) + "\n")
-    write_atomically(args.out.with_suffix(".md"), f"# Generation benchmark ({args.backend}, {result['model']})\n\n"
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(args.out, result)
+    write_atomic(args.out.with_suffix(".md"), f"# Generation benchmark ({args.backend}, {result['model']})\n\n"
                                                   f"Settings: `{json.dumps(result['settings'])}`\n\n{text}\n")

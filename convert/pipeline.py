@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from selfplay_gen.atomic import write_json_atomic
 from selfplay_gen.game import BACKEND_ERROR, CONTEXT_LENGTH, MAX_NEW_TOKENS, TOKEN_INVARIANT
 from selfplay_gen.models import load_tokenizer
 from selfplay_gen.records import read_games
@@ -27,7 +28,7 @@ from .formats import DROP, FORMATS, TRAIN, VAL
 from .rows import SPILL_SCHEMA, RowBatch
 from .split import validation_instances
 from .tokens import RETOKENIZED, TokenInvariantError, seat_tokens
-from .writer import ParquetOutput, Spill, write_json
+from .writer import ParquetOutput, Spill
 
 OUTPUTS = {"train": "train.parquet", "val": "val.parquet", "summary": "convert_summary.json"}
 LIMIT_STOPS = (MAX_NEW_TOKENS, CONTEXT_LENGTH)   # turns that ended the game by running too long
@@ -113,7 +114,7 @@ def convert(games: str | Path, out_dir: str | Path | None = None, options: Optio
             train.commit()
             val.commit()
     summary = _summary(games, paths, options, ledger, facts, project, {"train": train.rows, "val": val.rows})
-    write_json(paths["summary"], summary)
+    write_json_atomic(paths["summary"], summary)
     return summary
 
 

@@ -2,16 +2,13 @@
 directory and renamed into place only when every output of the run is complete."""
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-
-def temporary(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+from selfplay_gen.atomic import temporary
 
 
 class Spill:
@@ -72,9 +69,3 @@ class ParquetOutput:
     def __exit__(self, exc_type, *exc) -> None:
         if exc_type is not None:
             self.discard()
-
-
-def write_json(path: Path, data: dict) -> None:
-    tmp = temporary(path)
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)

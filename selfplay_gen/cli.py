@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from .backends.base import BackendError
-from .options import generation_options, limits_from, load_instances, open_seats, write_json_atomic
+from .atomic import write_json_atomic
+from .options import generation_options, limits_from, load_instances, open_seats
 from .records import GameWriter, read_games
 from .runner import instances_needed, plan_games, run_games
 from .evaluation.cli import eval_command

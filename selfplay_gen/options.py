@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,9 +184,3 @@ def load_instances(kind: str, count: int, seed: int) -> list[Instance]:
         return [Instance.from_human_record(json.loads(line), source=f"human-{i:03d}")
                 for i, line in enumerate(lines[:count])]
     return [Instance.from_seed(seed + i) for i in range(count)]
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)

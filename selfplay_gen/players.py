@@ -60,9 +60,9 @@ class Player(abc.ABC):
     async def respond(self) -> str:
         """Produce the turn for `self.messages` (which ends with the new user turn)."""
 
+    @abc.abstractmethod
     def log(self) -> dict:
-        """What the record keeps of this seat."""
-        return {"kind": "scripted", "messages": self.messages}
+        """What the record keeps of this seat (its `kind` and `messages` at least)."""
 
 
 @dataclass
@@ -186,3 +186,6 @@ class ScriptedPlayer(Player):
             cells = "; ".join(f"{REVIEWERS[r]} - {PAPERS[p]}: {int(self.known[r, p])}" for r, p, _ in chunk)
             return f"[message] Scores I see (0-99): {cells}"
         return "[propose] " + render_proposal(self._plan()[1])
+
+    def log(self) -> dict:
+        return {"kind": "scripted", "messages": self.messages}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from itertools import combinations
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ..atomic import write_atomic  # noqa: E402
 from .metrics import human_games_on, mean_interval, paired_difference, per_instance, summarize  # noqa: E402
 from .ratings import rate  # noqa: E402
 
@@ -94,13 +94,6 @@ def cross_play(games: pd.DataFrame, models: list[str], resamples: int, rng: np.r
 
 
 # ---------------------------------------------------------------- writing
-
-def write_atomic(path: Path, data: bytes | str) -> None:
-    """Readers never see a half-written file: write a temp file, then rename over."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data.encode() if isinstance(data, str) else data)
-    os.replace(tmp, path)
-
 
 def save_figure(fig, path: Path) -> None:
     buffer = io.BytesIO()
