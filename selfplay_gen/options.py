@@ -16,9 +16,10 @@ import numpy as np
 from .backends.base import BackendOptions, SamplingParams, backend_class
 from .game import Limits
 from .instance import HUMAN_GAMES, Instance
-from .players import LLMPlayer, ScriptedPlayer
+from .players import LLMPlayer, ScriptedPlayer, TeacherPlayer
 
 BACKENDS = ("local", "sglang", "openai", "scripted")
+SCRIPTED_POLICIES = ("share", "teacher")
 
 
 def _seat_options(prefix: str, who: str):
@@ -50,8 +51,13 @@ def generation_options(f):
                      help="Sampling temperature (0: greedy)."),
         click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,
                      help="Nucleus sampling: keep the smallest set of tokens with this much probability."),
-        click.option("--max-new-tokens", type=click.IntRange(min=1), default=256, show_default=True,
+        click.option("--max-new-tokens", type=click.IntRange(min=1), default=512, show_default=True,
                      help="Tokens per turn; a turn that does not end within it ends the game (max_new_tokens)."),
+        click.option("--max-response-tokens", type=click.IntRange(min=1), default=None,
+                     help="Tokens a seat's context may grow past its first prompt (what training sees as its "
+                          "response); the turn that would pass it ends the game (context_length, reward 0). Set it "
+                          "to the training data.max_response_length, so that long games score 0 instead of being "
+                          "left out of training data and baselines. Default: no limit."),
         click.option("--max-moves", type=click.IntRange(min=1), default=30, show_default=True,
                      help="Valid moves per game, both players together."),
         click.option("--max-invalid", type=click.IntRange(min=1), default=3, show_default=True,
@@ -59,8 +65,12 @@ def generation_options(f):
         click.option("--concurrency", type=click.IntRange(min=1), default=None,
                      help="Games in flight. Default: what the backend serves at once (server's max running "
                           "requests, local batch size)."),
+        click.option("--scripted-policy", type=click.Choice(SCRIPTED_POLICIES), default="share", show_default=True,
+                     help="Scripted players: 'share' tells the partner part of its cells (see --scripted-share) "
+                          "and proposes the best plan it knows; 'teacher' plays the demonstration protocol for "
+                          "warm starts (every cell stated exactly as shown, reviewer-by-reviewer proposal)."),
         click.option("--scripted-share", type=click.FloatRange(0, 1), default=0.5, show_default=True,
-                     help="Scripted players: share of their visible cells they tell the partner."),
+                     help="Scripted players (policy 'share'): share of their visible cells they tell the partner."),
         click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
                      help="Seconds per server request."),
         click.option("--max-retries", type=click.IntRange(min=0), default=5, show_default=True,
@@ -86,16 +96,19 @@ def _backend_options(base_url, model, opts) -> BackendOptions:
                           max_batch=opts["max_batch"])
 
 
-def _scripted_seat(share: float, seed: int):
+def _scripted_seat(policy: str, share: float, seed: int):
     def make(instance, seat, game_id, game_index):
+        if policy == "teacher":
+            return TeacherPlayer(instance, seat)
         rng = np.random.default_rng([seed, zlib.crc32(game_id.encode()), seat])
         return ScriptedPlayer(instance, seat, share=share, rng=rng)
     return make
 
 
-def _llm_seat(backend, tokenizer, params: SamplingParams):
+def _llm_seat(backend, tokenizer, params: SamplingParams, response_length: int | None):
     def make(instance, seat, game_id, game_index):
-        return LLMPlayer(instance, seat, backend, tokenizer, params, session=f"{game_id}#{seat}")
+        return LLMPlayer(instance, seat, backend, tokenizer, params, session=f"{game_id}#{seat}",
+                         response_length=response_length)
     return make
 
 
@@ -154,8 +167,10 @@ async def open_seats(**opts):
             tokenizer_dir = opts[f"{prefix}tokenizer"] or opts["tokenizer"]
             settings[f"seat{seat}"] = {"backend": name, "model": model, "base_urls": list(urls)}
             if name == "scripted":
-                seats.append(_scripted_seat(opts["scripted_share"], opts["seed"]))
-                settings[f"seat{seat}"]["share"] = opts["scripted_share"]
+                seats.append(_scripted_seat(opts["scripted_policy"], opts["scripted_share"], opts["seed"]))
+                settings[f"seat{seat}"]["policy"] = opts["scripted_policy"]
+                if opts["scripted_policy"] == "share":
+                    settings[f"seat{seat}"]["share"] = opts["scripted_share"]
                 continue
             key = (name, tuple(urls), model)
             if key not in opened:
@@ -163,9 +178,10 @@ async def open_seats(**opts):
                 concurrency.append(opened[key][0].max_concurrency)
             backend, tokenizer, params = opened[key]
             settings[f"seat{seat}"]["model"] = backend.model
-            seats.append(_llm_seat(backend, tokenizer, params))
+            seats.append(_llm_seat(backend, tokenizer, params, opts["max_response_tokens"]))
         settings["sampling"] = {"temperature": opts["temperature"], "top_p": opts["top_p"],
-                                "max_new_tokens": opts["max_new_tokens"]}
+                                "max_new_tokens": opts["max_new_tokens"],
+                                "max_response_tokens": opts["max_response_tokens"]}
         yield Seating(tuple(seats), settings, opts["concurrency"] or min(concurrency or [64]),
                       {f"{name} {' '.join(urls)}".strip(): entry[0] for (name, urls, _), entry in opened.items()})
 

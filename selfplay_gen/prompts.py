@@ -5,6 +5,8 @@ returns plain strings; turning them into chat messages and tokens is the player'
 """
 from __future__ import annotations
 
+import re
+
 from .instance import PAPERS, REVIEWERS, Instance
 from .moves import render_proposal
 
@@ -13,6 +15,9 @@ Each of you sees a different part of a table of reviewer-paper similarity scores
 private scale; empty cells are hidden from you. You share the final score: the total similarity of the \
 assignment you both accept, divided by the best possible total. Share what you know and agree on the best \
 assignment.
+
+Your table has one line per reviewer, listing the papers whose scores you can see: \
+"Ava Li: GLUE 421, QuAC 779" means you see Ava Li's score for GLUE (421) and for QuAC (779) and no other.
 
 Each of your turns is exactly one move, starting with its tag:
 [message] <text to your partner>
@@ -27,12 +32,34 @@ Example proposal:
 [propose] {example}"""
 
 
+def render_row(reviewer: int, cells: list[tuple[int, int]]) -> str:
+    """`Ava Li: GLUE 421, QuAC 779`: one reviewer's cells as (paper, value), or `none`."""
+    return f"{REVIEWERS[reviewer]}: " + (", ".join(f"{PAPERS[p]} {v}" for p, v in cells) or "none")
+
+
 def render_table(view: list[list[int | None]]) -> str:
-    """One comma-separated line per reviewer under a header of paper names; hidden cells empty."""
-    lines = ["Reviewer," + ",".join(PAPERS)]
-    for name, row in zip(REVIEWERS, view):
-        lines.append(name + "," + ",".join("" if v is None else str(v) for v in row))
-    return "\n".join(lines)
+    """One line per reviewer naming each visible cell's paper beside its value: a small model can
+    copy a cell without counting columns, and states it exactly as it reads it."""
+    return "\n".join(render_row(r, [(p, v) for p, v in enumerate(row) if v is not None]) for r, row in enumerate(view))
+
+
+_REVIEWER = re.compile("|".join(re.escape(name) for name in REVIEWERS), re.IGNORECASE)
+_CELL = re.compile(r"\b(" + "|".join(PAPERS) + r")\b\s*[:=-]?\s*(\d+)", re.IGNORECASE)
+_PAPER_INDEX = {name.lower(): i for i, name in enumerate(PAPERS)}
+_REVIEWER_INDEX = {name.lower(): i for i, name in enumerate(REVIEWERS)}
+
+
+def stated_cells(text: str) -> list[tuple[int, int, int]]:
+    """The (reviewer, paper, value) cells a text states, in the table's line format (`Ava Li: GLUE
+    421, QuAC 779`) or as `Ava Li - GLUE: 421`: each paper and number after a reviewer's name,
+    up to the next reviewer's name."""
+    names = list(_REVIEWER.finditer(text))
+    cells = []
+    for name, following in zip(names, names[1:] + [None]):
+        segment = text[name.end():following.start() if following else len(text)]
+        reviewer = _REVIEWER_INDEX[name.group(0).lower()]
+        cells += [(reviewer, _PAPER_INDEX[paper.lower()], int(value)) for paper, value in _CELL.findall(segment)]
+    return cells
 
 
 def system_prompt(instance: Instance, player: int) -> str:
