@@ -43,22 +43,24 @@ def render_table(view: list[list[int | None]]) -> str:
     return "\n".join(render_row(r, [(p, v) for p, v in enumerate(row) if v is not None]) for r, row in enumerate(view))
 
 
-_REVIEWER = re.compile("|".join(re.escape(name) for name in REVIEWERS), re.IGNORECASE)
-_CELL = re.compile(r"\b(" + "|".join(PAPERS) + r")\b\s*[:=-]?\s*(\d+)", re.IGNORECASE)
-_PAPER_INDEX = {name.lower(): i for i, name in enumerate(PAPERS)}
-_REVIEWER_INDEX = {name.lower(): i for i, name in enumerate(REVIEWERS)}
+_REVIEWER = re.compile(r"\b(" + "|".join(r"\s+".join(map(re.escape, name.split())) for name in REVIEWERS) + r")\b",
+                       re.IGNORECASE)
+# A paper's short name, an optional ':', '=' or '-', and an integer (not the start of a decimal).
+_CELL = re.compile(r"\b(" + "|".join(map(re.escape, PAPERS)) + r")\b\s*[:=\-]?\s*(\d+)(?!\.?\d)", re.IGNORECASE)
+_REVIEWER_INDEX = {name.lower(): r for r, name in enumerate(REVIEWERS)}
+_PAPER_INDEX = {name.lower(): p for p, name in enumerate(PAPERS)}
 
 
 def stated_cells(text: str) -> list[tuple[int, int, int]]:
-    """The (reviewer, paper, value) cells a text states, in the table's line format (`Ava Li: GLUE
-    421, QuAC 779`) or as `Ava Li - GLUE: 421`: each paper and number after a reviewer's name,
-    up to the next reviewer's name."""
+    """The (reviewer, paper, value) cells a text states, in order: in the table's line format
+    (`Ava Li: GLUE 421, QuAC 779`) or as `Ava Li - GLUE: 421`, i.e. each paper and integer after
+    a reviewer's full name, up to the next reviewer's name."""
     names = list(_REVIEWER.finditer(text))
     cells = []
     for name, following in zip(names, names[1:] + [None]):
-        segment = text[name.end():following.start() if following else len(text)]
-        reviewer = _REVIEWER_INDEX[name.group(0).lower()]
-        cells += [(reviewer, _PAPER_INDEX[paper.lower()], int(value)) for paper, value in _CELL.findall(segment)]
+        r = _REVIEWER_INDEX[" ".join(name.group(1).split()).lower()]
+        segment = text[name.end(): following.start() if following else len(text)]
+        cells += [(r, _PAPER_INDEX[m.group(1).lower()], int(m.group(2))) for m in _CELL.finditer(segment)]
     return cells
 
 

@@ -21,6 +21,7 @@ from selfplay_gen.players import ScriptedPlayer
 PNG = b"\x89PNG\r\n\x1a\n"
 TABLE = [[(r * 8 + p) % 100 for p in range(8)] for r in range(8)]
 MASKS = [[[1] * 8 for _ in range(8)], [[0] * 8 for _ in range(8)]]
+BEST = Instance(TABLE, tuple(MASKS), (1.0, 1.0)).best_reward
 
 
 def record(instance: str, reward: float, optimal: bool = False, moves: int = 4, invalid: int = 0,
@@ -30,12 +31,13 @@ def record(instance: str, reward: float, optimal: bool = False, moves: int = 4, 
     events = [{"player": 0, "kind": "message", "text": m, "pairs": None, "error": None} for m in messages]
     return {
         "schema_version": 1, "game_id": f"{instance}/{game}", "group": 0, "game_index": game,
-        "instance_id": instance, "instance": {"table": TABLE, "masks": MASKS}, "settings": {},
+        "instance_id": instance, "instance": {"table": TABLE, "masks": MASKS, "scales": [1.0, 1.0]},
+        "settings": {},
         "players": [{"kind": "scripted", "messages": [{"role": "assistant", "content": "[message] " + m}
                                                       for m in messages]}, {"kind": "scripted", "messages": []}],
         "events": events, "failure": None,
         "outcome": {"agreed": agreed, "termination": "accepted" if agreed else "max_moves",
-                    "raw_reward": 100 if optimal else 90, "best_reward": 100, "normalized_reward": reward},
+                    "raw_reward": BEST if optimal else BEST - 10, "best_reward": BEST, "normalized_reward": reward},
         "stats": {"valid_moves": moves, "invalid_moves": invalid},
     }
 

@@ -1,7 +1,6 @@
 """The table as players read it, the cells a message states, and the teacher's demonstration
 protocol: valid, grounded, and good enough to be worth imitating."""
 import numpy as np
-import pytest
 
 from selfplay_gen import prompts
 from selfplay_gen.game import ACCEPTED, Limits
@@ -29,16 +28,6 @@ def test_a_reviewer_without_visible_cells_reads_none():
     view[3][4] = 77
     assert prompts.render_table(view).splitlines()[0] == "Ava Li: none"
     assert prompts.stated_cells(prompts.render_table(view)) == [(3, 4, 77)]
-
-
-@pytest.mark.parametrize("text, cells", [
-    ("Ava Li: GLUE 421, QuAC 779; Noah Wilson: BLEU 5", [(0, 3, 421), (0, 6, 779), (7, 0, 5)]),
-    ("ava li - glue: 12 and Daniel Nguyen = nothing", [(0, 3, 12)]),
-    ("Scores I see (0-99): Sofia Patel - SWAG: 99; Ethan Smith - LLaMA: 3", [(2, 7, 99), (6, 4, 3)]),
-    ("GLUE 421 before any reviewer, BERT 9 for Ava Li", []),
-])
-def test_stated_cells(text, cells):
-    assert prompts.stated_cells(text) == cells
 
 
 async def teacher_game(instance: Instance) -> dict:

@@ -65,6 +65,8 @@ def read_inputs(inputs: list[GamesInput]) -> tuple[pd.DataFrame, list[str], list
             table = game_table(read_games(given.path), given.seats)
         except RecordError as err:
             raise click.UsageError(f"--from-games: {err}") from None
+        except ValueError as err:
+            raise click.UsageError(f"--from-games: {given.path}: {err}") from None
         if table.empty:
             raise click.UsageError(f"--from-games: {given.path} holds no games")
         tables.append(table)

@@ -4,6 +4,10 @@ Games played from one instance are correlated (same table, same hidden cells), s
 resample instances, not games: each resample draws instances with replacement and takes the
 mean of their per-instance means. Point estimates are that same mean of per-instance means,
 which weighs every instance equally whatever its number of games.
+
+A learning claim needs a floor: the random-matching baseline of an instance is the expected
+normalized reward of a uniformly random perfect matching. Each cell lies in exactly 1/8 of the
+8! matchings, so that expectation is sum(T) / 8 / best, exact and per instance.
 """
 from __future__ import annotations
 
@@ -15,16 +19,23 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..instance import HUMAN_GAMES
+from ..instance import HUMAN_GAMES, Instance
+from .grounding import count_grounded, grounding
 
 LEVEL = 0.95
 # Per-game means reported with an interval.
-INTERVAL_COLUMNS = ("normalized_reward", "agreed", "optimal", "moves", "messages", "words")
+INTERVAL_COLUMNS = ("normalized_reward", "random_matching_reward", "agreed", "optimal", "moves", "messages", "words",
+                    "stated_cells")
 
 
 def instance_key(table, masks) -> str:
     """What identifies an instance across files whatever its id: its table and both masks."""
     return json.dumps([table, list(masks)], separators=(",", ":"))
+
+
+def random_matching_reward(table, best: int) -> float:
+    """Expected normalized reward of a uniformly random perfect matching of the 8x8 `table`."""
+    return float(np.sum(table)) / 8 / best if best else 0.0
 
 
 def game_row(record: dict, seats: tuple[str, str]) -> dict:
@@ -33,6 +44,7 @@ def game_row(record: dict, seats: tuple[str, str]) -> dict:
     messages = [e["text"] for e in record["events"] if e["kind"] == "message"]
     responses = [m["content"] for p in record["players"] for m in p["messages"] if m["role"] == "assistant"]
     response_tokens = [len(t["output_ids"]) for p in record["players"] for t in p.get("turns", [])]
+    stated, grounded = grounding(record)
     return {
         "game_id": record["game_id"],
         "instance_id": record.get("instance_id") or record["game_id"].rsplit("/", 1)[0],
@@ -40,12 +52,15 @@ def game_row(record: dict, seats: tuple[str, str]) -> dict:
         "seat0": seats[0],
         "seat1": seats[1],
         "normalized_reward": float(outcome["normalized_reward"]),
+        "random_matching_reward": random_matching_reward(inst["table"], outcome["best_reward"]),
         "agreed": bool(outcome["agreed"]),
         "optimal": bool(outcome["agreed"]) and outcome["raw_reward"] == outcome["best_reward"],
         "moves": stats["valid_moves"],
         "invalid": stats["invalid_moves"],
         "messages": len(messages),
         "words": sum(len(m.split()) for m in messages),
+        "stated_cells": stated,
+        "grounded_cells": grounded,
         "termination": outcome["termination"],
         "failed": record.get("failure") is not None,
         "message_texts": messages,
@@ -60,23 +75,28 @@ def game_table(records: Iterable[dict], seats: tuple[str, str]) -> pd.DataFrame:
 
 def human_table(path: Path = HUMAN_GAMES) -> pd.DataFrame:
     """The human games as rows of the same shape (ids `human-NNN` by line, as the CLI names them).
-    People could make no invalid moves and no token counts exist, so those are missing."""
+    People could make no invalid moves and no token counts exist, so those are missing. Their
+    grounding uses the same parser, though people rarely state cells in its form."""
     rows = []
     with path.open() as fh:
         for i, line in enumerate(fh):
             game = json.loads(line)
             log = game["action_log"]
-            messages = [a["message"]["data"] for a in log if a["type"] == "message"]
+            said = [(a["player"], a["message"]["data"]) for a in log if a["type"] == "message"]
+            messages = [text for _, text in said]
+            stated, grounded = count_grounded(Instance.from_human_record(game), said)
             agreed = any(a["type"] == "proposal_response" and a["response"]["accept"] for a in log)
             raw, best = game["proposal_reward"], game["best_assignment_reward"]
             rows.append({
                 "game_id": f"human-{i:03d}/0", "instance_id": f"human-{i:03d}",
                 "instance_key": instance_key(game["table"], [game["mask1"], game["mask2"]]),
                 "seat0": "humans", "seat1": "humans",
-                "normalized_reward": raw / best if agreed else 0.0, "agreed": agreed,
+                "normalized_reward": raw / best if agreed else 0.0,
+                "random_matching_reward": random_matching_reward(game["table"], best), "agreed": agreed,
                 "optimal": agreed and raw == best, "moves": len(log), "invalid": np.nan,
                 "messages": len(messages), "words": sum(len(m.split()) for m in messages),
-                "termination": "accepted" if agreed else "none", "failed": False, "message_texts": messages,
+                "stated_cells": stated, "grounded_cells": grounded, "termination": "accepted" if agreed else "none",
+                "failed": False, "message_texts": messages,
                 "response_words": [len(m.split()) for m in messages], "response_tokens": [],
             })
     return pd.DataFrame(rows)
@@ -105,6 +125,20 @@ def mean_interval(per_instance: np.ndarray, resamples: int, rng: np.random.Gener
     boots = bootstrap_counts(values.size, resamples, rng) @ values / values.size
     lo, hi = np.quantile(boots, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
     return {"mean": float(values.mean()), "ci": [float(lo), float(hi)]}
+
+
+def ratio_interval(numerator: np.ndarray, denominator: np.ndarray, resamples: int,
+                   rng: np.random.Generator) -> dict:
+    """Pooled sum(numerator) / sum(denominator) of per-instance counts and its percentile
+    bootstrap interval over instances; mean None when the denominator is 0."""
+    num, den = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
+    if num.size == 0 or den.sum() == 0:
+        return {"mean": None, "ci": None}
+    counts = bootstrap_counts(num.size, resamples, rng)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boots = (counts @ num) / (counts @ den)
+    lo, hi = np.nanquantile(boots, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    return {"mean": float(num.sum() / den.sum()), "ci": [float(lo), float(hi)]}
 
 
 def per_instance(games: pd.DataFrame, column: str = "normalized_reward") -> pd.Series:
@@ -156,17 +190,26 @@ def summarize(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> 
     intervals = {c: mean_interval(per_instance(games, c).to_numpy(float), resamples, rng) for c in INTERVAL_COLUMNS}
     attempts = games["moves"].sum() + games["invalid"].sum()
     invalid_rate = None if games["invalid"].isna().all() else float(games["invalid"].sum() / max(attempts, 1))
+    sums = games.groupby("instance_id")[["moves", "invalid", "stated_cells", "grounded_cells"]].sum(min_count=1)
+    valid_rate = (ratio_interval(sums["moves"], sums["moves"] + sums["invalid"], resamples, rng)
+                  if invalid_rate is not None else {"mean": None, "ci": None})
     terminations = games["termination"].value_counts()
     return {
         "games": len(games),
         "instances": int(games["instance_id"].nunique()),
         "mean_normalized_reward": intervals["normalized_reward"],
+        "random_matching_reward": intervals["random_matching_reward"],
+        "minus_random": paired_difference(per_instance(games), per_instance(games, "random_matching_reward"),
+                                          resamples, rng),
         "agreement_rate": intervals["agreed"],
         "optimal_share": intervals["optimal"],
         "moves_per_game": intervals["moves"],
         "messages_per_game": intervals["messages"],
         "words_per_game": intervals["words"],
         "invalid_move_rate": invalid_rate,
+        "valid_move_rate": valid_rate,
+        "cells_stated_per_game": intervals["stated_cells"],
+        "grounding_rate": ratio_interval(sums["grounded_cells"], sums["stated_cells"], resamples, rng),
         "failed_games": int(games["failed"].sum()),
         "terminations": {str(k): {"games": int(v), "share": float(v / len(games))} for k, v in terminations.items()},
         "diversity": diversity(games),

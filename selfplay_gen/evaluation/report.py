@@ -3,7 +3,8 @@ cross-play, iterations, ratings), and how it is written (metrics.json, report.md
 
 A run-level report collects one evaluation per iteration: each appended evaluation keeps its
 per-instance rewards, so paired differences and ratings across iterations are recomputed from
-them every time a row is added.
+them every time a row is added. Adding an evaluation under a label the run already has (a resumed
+iteration) replaces that row in place, so appending is idempotent.
 """
 from __future__ import annotations
 
@@ -30,6 +31,14 @@ BOOTSTRAP_NOTE = ("Intervals are 95% percentile bootstrap intervals over instanc
                   "instances are drawn with replacement, not games, because the games of one instance are "
                   "correlated. Means are means of per-instance means.")
 
+SUMMARY_NOTE = ("Random matching: the exact mean normalized reward of a uniformly random assignment of the same "
+                "instances (sum of the table / 8 / best); model − random is paired by instance. Optimal: agreed on a "
+                "best assignment (raw reward == best). Valid moves: share of all attempted moves that were valid. "
+                "Cells stated: table cells named with a value in messages (`Ava Li: GLUE 421`); grounding: share of "
+                "them whose value is in the speaker's own table.")
+DIALOGUE_NOTE = ("Distinct-n: distinct word n-grams / all n-grams of the messages; repeated msgs: share of messages "
+                 "whose text also occurs in another game.")
+
 
 # ---------------------------------------------------------------- what is compared
 
@@ -51,8 +60,7 @@ def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) 
         HUMANS: summarize(humans, resamples, rng) if len(humans) else None,
         "minus_humans": {m: paired_difference(r, per_instance(humans), resamples, rng)
                          for m, r in zip(models, selfplay_rewards)} if len(humans) else {},
-        "iterations": iteration_entries(models, selfplay_rewards,
-                                        [summaries[m]["mean_normalized_reward"] for m in models],
+        "iterations": iteration_entries(models, selfplay_rewards, [summaries[m] for m in models],
                                         [ratings.get(m) for m in models], resamples, rng),
         "cross_play": cross_play(games, models, resamples, rng),
         "ratings": ratings,
@@ -60,10 +68,16 @@ def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) 
     }
 
 
-def iteration_entries(labels: list[str], rewards: list[pd.Series], means: list[dict], ratings: list[dict | None],
-                      resamples: int, rng: np.random.Generator) -> list[dict]:
-    """Each model (checkpoint) in order, paired against the previous one and the initial one."""
-    return [{"iteration": i, "label": label, "mean_normalized_reward": means[i],
+# What an iteration entry copies from its model's summary (absent from summaries of older versions).
+ITERATION_KEYS = ("mean_normalized_reward", "random_matching_reward", "minus_random", "agreement_rate",
+                  "valid_move_rate", "cells_stated_per_game", "grounding_rate")
+
+
+def iteration_entries(labels: list[str], rewards: list[pd.Series], summaries: list[dict],
+                      ratings: list[dict | None], resamples: int, rng: np.random.Generator) -> list[dict]:
+    """Each model (checkpoint) in order with its reward beside the random-matching floor, paired
+    against the previous one and the initial one (the warm start)."""
+    return [{"iteration": i, "label": label, **{k: summaries[i].get(k) for k in ITERATION_KEYS},
              "vs_previous": paired_difference(rewards[i], rewards[i - 1], resamples, rng) if i else None,
              "vs_initial": paired_difference(rewards[i], rewards[0], resamples, rng) if i else None,
              "rating": ratings[i]}
@@ -83,8 +97,10 @@ def cross_play(games: pd.DataFrame, models: list[str], resamples: int, rng: np.r
             continue
         shared = pairings[a, a].index.intersection(pairings[b, b].index).intersection(per_instance(cross).index)
         cross_rewards = per_instance(cross[cross["instance_id"].isin(shared)])
+        floor = per_instance(cross[cross["instance_id"].isin(shared)], "random_matching_reward")
         results.append({
             "models": [a, b], "instances": len(shared),
+            "random_matching_reward": mean_interval(floor.to_numpy(), resamples, rng),
             "pairings": [{"seats": [s0, s1], **mean_interval(r[r.index.intersection(shared)].to_numpy(), resamples, rng)}
                          for (s0, s1), r in pairings.items()],
             "cross_minus_self": {m: paired_difference(cross_rewards, pairings[m, m][shared], resamples, rng)
@@ -144,21 +160,38 @@ def _number(value, digits: int = 3, percent: bool = False) -> str:
     return f"{100 * value:.1f}%" if percent else f"{value:.{digits}f}"
 
 
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] +
+                     ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def _paired(d: dict | None) -> str:
+    return "–" if d is None else f"{_interval(d)} (n={d['instances']})"
+
+
 def summary_table(summaries: dict[str, dict]) -> str:
-    head = ("| model | games | instances | normalized reward [95% CI] | agreement | optimal | moves/game | "
-            "messages/game | words/game | invalid moves | distinct-1 | distinct-2 | repeated msgs | "
-            "words/response | tokens/response |")
-    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
-    for label, s in summaries.items():
-        d = s["diversity"]
-        lines.append("| " + " | ".join([
-            label, str(s["games"]), str(s["instances"]), _interval(s["mean_normalized_reward"]),
-            _interval(s["agreement_rate"], percent=True), _interval(s["optimal_share"], percent=True),
-            _number(s["moves_per_game"]["mean"], 1), _number(s["messages_per_game"]["mean"], 1),
-            _number(s["words_per_game"]["mean"], 1), _number(s["invalid_move_rate"], percent=True),
-            _number(d["distinct_1"]), _number(d["distinct_2"]), _number(d["repeated_message_share"], percent=True),
-            _number(d["response_words"], 1), _number(d["response_tokens"], 1)]) + " |")
-    return "\n".join(lines)
+    """Outcomes: reward beside the random-matching floor of the same instances, agreement,
+    valid moves and grounding (`.get`: run reports keep summaries of older versions)."""
+    head = ["model", "games", "instances", "mean normalized reward [95% CI]", "random matching (same instances)",
+            "model − random (paired)", "agreement", "optimal", "valid moves", "cells stated/game",
+            "grounding [95% CI]"]
+    return _table(head, [[
+        label, str(s["games"]), str(s["instances"]), _interval(s["mean_normalized_reward"]),
+        _interval(s.get("random_matching_reward")), _paired(s.get("minus_random")),
+        _interval(s["agreement_rate"], percent=True), _interval(s["optimal_share"], percent=True),
+        _interval(s.get("valid_move_rate"), percent=True), _interval(s.get("cells_stated_per_game"), digits=1),
+        _interval(s.get("grounding_rate"), percent=True)] for label, s in summaries.items()])
+
+
+def dialogue_table(summaries: dict[str, dict]) -> str:
+    """How the games were played: length, wording and signs of mode collapse."""
+    head = ["model", "moves/game", "messages/game", "words/game", "distinct-1", "distinct-2", "repeated msgs",
+            "words/response", "tokens/response"]
+    return _table(head, [[
+        label, _number(s["moves_per_game"]["mean"], 1), _number(s["messages_per_game"]["mean"], 1),
+        _number(s["words_per_game"]["mean"], 1), _number(d["distinct_1"]), _number(d["distinct_2"]),
+        _number(d["repeated_message_share"], percent=True), _number(d["response_words"], 1),
+        _number(d["response_tokens"], 1)] for label, s in summaries.items() for d in [s["diversity"]]])
 
 
 def terminations_table(summaries: dict[str, dict]) -> str:
@@ -171,22 +204,24 @@ def terminations_table(summaries: dict[str, dict]) -> str:
 
 
 def iterations_table(entries: list[dict]) -> str:
-    lines = ["| iteration | model | normalized reward [95% CI] | vs previous (paired) | vs initial (paired) | "
-             "rating (Elo) [95% CI] |", "|---|---|---|---|---|---|"]
-    for e in entries:
-        def diff(d):
-            return "–" if d is None else f"{_interval(d)} (n={d['instances']})"
-        lines.append(f"| {e['iteration']} | {e['label']} | {_interval(e['mean_normalized_reward'])} | "
-                     f"{diff(e['vs_previous'])} | {diff(e['vs_initial'])} | {_interval(e['rating'], digits=0)} |")
-    return "\n".join(lines)
+    head = ["iteration", "model", "mean normalized reward [95% CI]", "random matching (same instances)",
+            "− random (paired)", "− previous (paired)", "− initial (paired)", "agreement", "valid moves",
+            "grounding", "rating (Elo) [95% CI]"]
+    return _table(head, [[
+        str(e["iteration"]), e["label"], _interval(e["mean_normalized_reward"]), _interval(e["random_matching_reward"]),
+        _paired(e["minus_random"]), _paired(e["vs_previous"]), _paired(e["vs_initial"]),
+        _interval(e["agreement_rate"], percent=True), _interval(e["valid_move_rate"], percent=True),
+        _interval(e["grounding_rate"], percent=True), _interval(e["rating"], digits=0)] for e in entries])
 
 
 def cross_play_table(results: list[dict]) -> str:
-    lines = ["| models | instances | seats: reward [95% CI] | cross-play − self-play (paired) |", "|---|---|---|---|"]
+    lines = ["| models | instances | seats: reward [95% CI] | random matching (same instances) | "
+             "cross-play − self-play (paired) |", "|---|---|---|---|---|"]
     for r in results:
         pairings = "<br>".join(f"{s0} \\| {s1}: {_interval(p)}" for p in r["pairings"] for s0, s1 in [p["seats"]])
         minus = "<br>".join(f"− {m} \\| {m}: {_interval(d)}" for m, d in r["cross_minus_self"].items())
-        lines.append(f"| {r['models'][0]} vs {r['models'][1]} | {r['instances']} | {pairings} | {minus} |")
+        lines.append(f"| {r['models'][0]} vs {r['models'][1]} | {r['instances']} | {pairings} | "
+                     f"{_interval(r['random_matching_reward'])} | {minus} |")
     return "\n".join(lines)
 
 
@@ -214,14 +249,12 @@ def write_report(out_dir: Path, metrics: dict, games: pd.DataFrame, inputs: list
     sections = ["# Evaluation", "", "Inputs:", "",
                 *[f"- `{i['file']}`: seats {i['seats'][0]} | {i['seats'][1]}, {i['games']} games" for i in inputs],
                 "", BOOTSTRAP_NOTE.format(resamples=metrics["bootstrap"]["resamples"]), "",
-                "## Summary", "", summary_table(summaries), "",
-                "Optimal: agreed on a best assignment (raw reward == best). Invalid moves: share of all attempted "
-                "moves. Distinct-n: distinct word n-grams / all n-grams of the messages; repeated msgs: share of "
-                "messages whose text also occurs in another game." +
+                "## Summary", "", summary_table(summaries), "", SUMMARY_NOTE +
                 (" Humans: the people who played the same instances (one game each)." if metrics[HUMANS] else ""),
                 *(["", "Model minus humans, paired by instance: " + "; ".join(
                     f"{m}: {_interval(d)} (n={d['instances']})" for m, d in metrics["minus_humans"].items() if d)]
                   if metrics["minus_humans"] else []),
+                "", "## Dialogue", "", dialogue_table(summaries), "", DIALOGUE_NOTE,
                 "", "## How games ended", "", terminations_table(summaries)]
     if len(entries) > 1:
         sections += ["", "## Iterations", "", iterations_table(entries)]
@@ -237,8 +270,8 @@ def write_report(out_dir: Path, metrics: dict, games: pd.DataFrame, inputs: list
 # ---------------------------------------------------------------- run-level report
 
 def append_to_run(run_dir: Path, metrics: dict, source: str) -> dict:
-    """Add an evaluation of one self-play model as the next iteration of a run-level report
-    and rewrite that report. Returns the run's metrics."""
+    """Add an evaluation of one self-play model as the next iteration of a run-level report (or
+    replace the row with its label) and rewrite that report. Returns the run's metrics."""
     models = list(metrics["models"])
     if len(models) != 1:
         raise ValueError(f"--append-to adds one iteration; this evaluation has {len(models)} self-play models "
@@ -249,14 +282,17 @@ def append_to_run(run_dir: Path, metrics: dict, source: str) -> dict:
     if run.get("schema") != RUN_SCHEMA:
         raise ValueError(f"{path}: not a run-level report (schema {run.get('schema')!r}, expected {RUN_SCHEMA!r})")
     label = models[0]
-    run["rows"].append({"iteration": len(run["rows"]), "label": label, "source": source,
-                        "summary": metrics["models"][label], "per_instance": metrics["per_instance"][label]})
+    row = {"label": label, "source": source, "summary": metrics["models"][label],
+           "per_instance": metrics["per_instance"][label]}
+    labels = [r["label"] for r in run["rows"]]
+    at = labels.index(label) if label in labels else len(labels)
+    run["rows"][at:at + 1] = [{"iteration": at, **row}]
     rows, resamples, seed = run["rows"], metrics["bootstrap"]["resamples"], metrics["bootstrap"]["seed"]
     rng = np.random.default_rng(seed)
     rewards = [pd.Series(r["per_instance"], dtype=float) for r in rows]
     ratings = rate(pd.DataFrame(dict(enumerate(rewards))), resamples, rng) if len(rows) > 1 else {}
     labels = [f"{r['iteration']}: {r['label']}" for r in rows]
-    run["iterations"] = iteration_entries(labels, rewards, [r["summary"]["mean_normalized_reward"] for r in rows],
+    run["iterations"] = iteration_entries(labels, rewards, [r["summary"] for r in rows],
                                           [ratings.get(i) for i in range(len(rows))], resamples, rng)
     plot_series(labels, [r["summary"]["mean_normalized_reward"] for r in rows], "mean normalized reward",
                 run_dir / "reward_by_iteration.png")
@@ -267,12 +303,13 @@ def append_to_run(run_dir: Path, metrics: dict, source: str) -> dict:
         plot_series(labels, [e["rating"] for e in run["iterations"]], "rating (Elo, iteration 0 = 0)",
                     run_dir / "rating.png")
         plots["rating.png"] = "Rating per checkpoint"
+    summaries = {lab: r["summary"] for lab, r in zip(labels, rows)}
     write_atomic(run_dir / "report.md", "\n".join([
         "# Run report", "", BOOTSTRAP_NOTE.format(resamples=resamples) +
         " Paired differences and ratings use the instances two iterations share.", "",
         "## Iterations", "", iterations_table(run["iterations"]), "",
-        "## Metrics per iteration", "", summary_table({lab: r["summary"] for lab, r in zip(labels, rows)}), "",
-        "## How games ended", "", terminations_table({lab: r["summary"] for lab, r in zip(labels, rows)}), "",
+        "## Metrics per iteration", "", summary_table(summaries), "", SUMMARY_NOTE, "", dialogue_table(summaries), "",
+        "## How games ended", "", terminations_table(summaries), "",
         "## Plots", "", *[f"![{title}]({name})" for name, title in plots.items()], ""]))
     write_atomic(path, json.dumps(run, indent=1) + "\n")
     return run
