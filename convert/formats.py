@@ -1,7 +1,7 @@
 """Output formats as projections of the spilled seat rows, given the ledger (one row per game,
-indexed by game ordinal, with `dest`, `index`, `advantage`, `reward`, ...).
+indexed by game ordinal, with `dest`, `index`, `normalized_reward`, ...).
 
-- grpo: the rows themselves with their group values (see rows.py).
+- grpo: one row per group of K games of one instance and seat (see rows.py and groups.py).
 - sft: `messages` (the player's whole conversation) for verl's `MultiTurnSFTDataset`, which
   trains on the assistant turns: the best games of each group (expert iteration).
 - dpo: per instance and seat, the best game as `chosen` and the worst as `rejected`, in the
@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .groups import extremes
-from .rows import DATA_SOURCE, GAME, GRPO_SCHEMA, MESSAGES, with_group_values
+from .groups import SPILLED, extremes
+from .rows import DATA_SOURCE, GAME, GRPO_SCHEMA, MESSAGES, group_rows
 from .tokens import prompt_messages
 
 TRAIN, VAL, DROP = 0, 1, -1
@@ -48,15 +48,36 @@ def _by_destination(batch: pa.RecordBatch, dest: np.ndarray):
 
 
 class GrpoRows:
+    """Holds each group's seat rows back until the last of them has streamed past, then writes
+    the group's row. The games of one instance are usually adjacent in the file, so few groups
+    wait at a time."""
+
     schema = GRPO_SCHEMA
 
-    def __init__(self, ledger: pd.DataFrame):
-        self.dest, self.index, self.advantage = (ledger[c].to_numpy() for c in ("dest", "index", "advantage"))
+    def __init__(self, ledger: pd.DataFrame, groups: pd.DataFrame):
+        self.groups = groups
+        self.wanted = {(game, int(group.player)): (g, j) for g, group in enumerate(groups.itertuples())
+                       for j, game in enumerate(group.games[:group.trained])}
+        self.pending: dict[int, list] = {}
 
     def __call__(self, batch: pa.RecordBatch) -> Pieces:
-        return [(code, pa.Table.from_batches([with_group_values(rows, self.index[games], self.advantage[games])
-                                              for rows, games in runs]))
-                for code, runs in _by_destination(batch, self.dest)]
+        players = batch.column("extra_info").field("player").to_numpy()
+        done = []
+        for i, key in enumerate(zip(batch.column(GAME).to_numpy().tolist(), players.tolist())):
+            if key not in self.wanted:
+                continue
+            g, j = self.wanted[key]
+            slots = self.pending.setdefault(g, [None] * int(self.groups["trained"].iat[g]))
+            slots[j] = batch.slice(i, 1)
+            if all(s is not None for s in slots):
+                done.append(g)
+        pieces = []
+        for code in (TRAIN, VAL):
+            ready = [g for g in done if self.groups["dest"].iat[g] == code]
+            if ready:
+                seats = pa.Table.from_batches([s for g in ready for s in self.pending.pop(g)])
+                pieces.append((code, group_rows(seats, self.groups.iloc[ready])))
+        return pieces
 
 
 class SftRows:
@@ -73,7 +94,8 @@ class SftRows:
         extra = rows.column("extra_info")
         info = [pa.array(self.index[games], pa.int64())] + [extra.field(f.name) for f in list(SFT_INFO)[1:]]
         return pa.RecordBatch.from_arrays(
-            [extra.field("messages"), rows.column("data_source"), pa.StructArray.from_arrays(info, fields=list(SFT_INFO))],
+            [extra.field("messages"), pa.array([DATA_SOURCE] * rows.num_rows, pa.string()),
+             pa.StructArray.from_arrays(info, fields=list(SFT_INFO))],
             schema=SFT_SCHEMA)
 
 
@@ -86,9 +108,9 @@ class DpoRows:
         self.wanted: dict[tuple[int, int], tuple[int, str]] = {}   # (game, seat) -> (pair, role)
         self.unpaired = 0      # (group, seat)s whose games all scored the same
         for seat in (0, 1):
-            games = live[live[f"seat{seat}"]]
+            games = live[live[f"status{seat}"].isin(SPILLED)]
             self.unpaired += games["group_no"].nunique()
-            for chosen, rejected in extremes(games["reward"], games["group_no"]).itertuples(index=False):
+            for chosen, rejected in extremes(games["normalized_reward"], games["group_no"]).itertuples(index=False):
                 pair = len(self.pairs)
                 self.pairs.append({"seat": seat, "chosen": chosen, "rejected": rejected})
                 self.wanted[(chosen, seat)] = (pair, "chosen")
@@ -126,7 +148,8 @@ class DpoRows:
             "data_source": DATA_SOURCE,
             "extra_info": {"index": int(chosen["index"]), "instance_id": chosen["instance_id"], "player": pair["seat"],
                            "chosen_game_id": chosen["game_id"], "rejected_game_id": rejected["game_id"],
-                           "chosen_reward": float(chosen["reward"]), "rejected_reward": float(rejected["reward"])},
+                           "chosen_reward": float(chosen["normalized_reward"]),
+                           "rejected_reward": float(rejected["normalized_reward"])},
         }
 
 

@@ -1,12 +1,7 @@
-"""GRPO groups: which games are compared with which, and what each game is worth relative to
-its group.
-
-verl draws a random `uid` per dataset row, so with offline data (replayed with `rollout.n=1`)
-the trainer cannot form groups itself: the converter computes the group-relative advantage.
-A group is every game of one instance (K games from the same table); both perspectives of a
-game carry the game's reward. Statistics are per game, and the std is the population std
-(ddof=0): it is defined for any group size, and counting each game once or twice (once per
-perspective) gives the same value.
+"""Groups: which games are compared with which. A group is K games of one instance (one table);
+GRPO compares them from one seat at a time, since each seat has its own training reward and its
+own tokens. verl normalizes the rewards within a group itself (`algorithm.adv_estimator=grpo`);
+the converter only decides which games form a group and which groups are worth replaying.
 """
 from __future__ import annotations
 
@@ -14,8 +9,14 @@ import math
 
 import pandas as pd
 
-NORMALIZE = ("mean", "mean-std", "none")
-EPS = 1e-6
+from .tokens import RETOKENIZED, SAMPLED
+
+TOO_LONG, IDLE = "too_long", "idle"     # a seat row's status, besides SAMPLED and RETOKENIZED
+SPILLED = (SAMPLED, RETOKENIZED)        # seat rows that have tokens within the limits
+
+
+class GroupError(ValueError):
+    """Games that cannot share a group; the message names the game."""
 
 
 def constant(rewards: pd.Series, groups: pd.Series) -> pd.Series:
@@ -24,16 +25,63 @@ def constant(rewards: pd.Series, groups: pd.Series) -> pd.Series:
     return by_group.transform("max") == by_group.transform("min")
 
 
-def advantages(rewards: pd.Series, groups: pd.Series, normalize: str) -> pd.Series:
-    """mean: r - mean; mean-std: (r - mean) / (std + 1e-6); none: r. Constant groups get exactly 0
-    (not float noise from the mean) under mean and mean-std."""
-    if normalize == "none":
-        return rewards.astype(float)
-    by_group = rewards.groupby(groups)
-    centered = (rewards - by_group.transform("mean")).where(~constant(rewards, groups), 0.0)
-    if normalize == "mean":
-        return centered
-    return centered / (by_group.transform("std", ddof=0) + EPS)
+def group_size(ledger: pd.DataFrame) -> int:
+    """K when not given: the most common number of games per instance (the larger on a tie)."""
+    counts = ledger.groupby("instance_id").size().value_counts()
+    return int(counts[counts == counts.max()].index.max())
+
+
+def grpo_groups(ledger: pd.DataFrame, k: int, keep_constant: bool) -> tuple[pd.DataFrame, dict]:
+    """One row per GRPO group to write, and what was left out. An instance's games (in file
+    order) form groups of exactly K; the fewer than K left over are dropped, since repeating
+    games would weigh them twice in the group's mean and std. Each whole group is then looked at
+    from each seat: dropped if its K rewards are equal (no signal, unless `keep_constant`) or if
+    no game has a sampled row for that seat (scripted seats, too long). The rows list the
+    sampled games first (`trained` of them), then the others, which still count in the mean."""
+    chunk = ledger.groupby("instance_id", sort=False).cumcount() // k
+    size = chunk.groupby([ledger["instance_id"], chunk]).transform("size")
+    whole = ledger.assign(chunk=chunk)[size == k]
+    counts = {"games_per_group": k, "incomplete_games": int((size < k).sum()), "constant": 0,
+              "dropped_constant": 0, "without_sampled_seat": 0}
+    rows = []
+    for (instance, part), games in whole.groupby(["instance_id", "chunk"], sort=False):
+        _same_sampling(games)
+        for seat in (0, 1):
+            rewards = games[f"reward{seat}"]
+            if rewards.max() == rewards.min():
+                counts["constant"] += 1
+                if not keep_constant:
+                    counts["dropped_constant"] += 1
+                    continue
+            sampled = games[f"status{seat}"] == SAMPLED
+            if not sampled.any():
+                counts["without_sampled_seat"] += 1
+                continue
+            ordered = pd.concat([games[sampled], games[~sampled]])
+            rows.append({
+                "index": int(games["index"].iloc[0]), "group_id": f"{instance}/p{seat}" + (f"#{part}" if part else ""),
+                "instance_id": instance, "player": seat, "temperature": float(games["temperature"].iloc[0]),
+                "top_p": float(games["top_p"].iloc[0]), "best_reward": int(games["best_reward"].iloc[0]),
+                "dest": int(games["dest"].iloc[0]), "trained": int(sampled.sum()),
+                "games": ordered.index.tolist(), "game_ids": ordered["game_id"].tolist(),
+                "rewards": ordered[f"reward{seat}"].tolist(),
+                "normalized_rewards": ordered["normalized_reward"].tolist(),
+                "terminations": ordered["termination"].tolist()})
+    return pd.DataFrame(rows), counts
+
+
+def _same_sampling(games: pd.DataFrame) -> None:
+    """The games of a group must have been sampled alike: GRPO compares them as draws of one
+    policy, and the trainer replays them with one temperature and top_p."""
+    for name in ("temperature", "top_p"):
+        values = games[name]
+        if values.isna().any():
+            raise GroupError(f"game {games['game_id'][values.isna()].iloc[0]!r}: its record has no "
+                             f"settings.sampling.{name}")
+        if values.nunique() > 1:
+            odd = values != values.iloc[0]
+            raise GroupError(f"game {games['game_id'][odd].iloc[0]!r} was played with {name}={values[odd].iloc[0]}, "
+                             f"game {games['game_id'].iloc[0]!r} of its group with {name}={values.iloc[0]}")
 
 
 def top(rewards: pd.Series, groups: pd.Series, fraction: float) -> pd.Series:

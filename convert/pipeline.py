@@ -3,9 +3,9 @@ input size.
 
 Pass 1 parses each game once, decides whether it can be trained on (excluded games are counted
 by reason), and spills its seat rows to a temporary Arrow file, keeping in memory only a small
-ledger row per game. Groups, advantages, the split and the format's selection are then
-computed on the ledger. Pass 2 streams the spill into the outputs, filling in group values
-column-wise. Outputs are renamed into place only once complete.
+ledger row per game. Groups, the split and the format's selection are then computed on the
+ledger. Pass 2 streams the spill into the outputs. Outputs are renamed into place only once
+complete.
 """
 from __future__ import annotations
 
@@ -19,19 +19,20 @@ import numpy as np
 import pandas as pd
 
 from selfplay_gen.atomic import write_json_atomic
-from selfplay_gen.game import BACKEND_ERROR, CONTEXT_LENGTH, MAX_NEW_TOKENS, TOKEN_INVARIANT
+from selfplay_gen.game import BACKEND_ERROR, TOKEN_INVARIANT
 from selfplay_gen.models import load_tokenizer
 from selfplay_gen.records import read_games
 
 from . import groups
-from .formats import DROP, FORMATS, TRAIN, VAL
+from .formats import DROP, FORMATS, TRAIN, VAL, GrpoRows
+from .groups import IDLE, SPILLED, TOO_LONG, GroupError
+from .reward import training_reward
 from .rows import SPILL_SCHEMA, RowBatch
 from .split import validation_instances
 from .tokens import RETOKENIZED, TokenInvariantError, seat_tokens
 from .writer import ParquetOutput, Spill
 
 OUTPUTS = {"train": "train.parquet", "val": "val.parquet", "summary": "convert_summary.json"}
-LIMIT_STOPS = (MAX_NEW_TOKENS, CONTEXT_LENGTH)   # turns that ended the game by running too long
 EXAMPLES = 10       # excluded games and invalid lines quoted in the summary
 
 
@@ -42,9 +43,8 @@ class ConvertError(ValueError):
 @dataclass(frozen=True)
 class Options:
     format: str = "grpo"
-    group_by: str = "instance"          # "instance" (K games of one table) or "game" (its two seats)
-    normalize: str = "mean-std"
-    drop_constant_groups: bool = False
+    group_size: int | None = None       # grpo: K games per group; None = the most common per instance
+    keep_constant_groups: bool = False  # grpo: write groups whose K rewards are all equal
     val_fraction: float = 0.1
     seed: int = 0
     top_fraction: float = 0.25          # sft: share of each group's games kept
@@ -52,37 +52,20 @@ class Options:
     max_response_tokens: int | None = None
     model: str | None = None            # tokenizer for seats without ids; None = the embedded model
     skip_invalid: bool = False
-    valid_move_bonus: float = 0.0       # training reward += bonus x the game's share of valid moves
+    invalid_move_penalty: float = 0.0   # grpo: training reward -= penalty x the seat's share of invalid turns
     batch_rows: int = 256
 
     def __post_init__(self):
         if self.format not in FORMATS:
             raise ConvertError(f"format must be one of {sorted(FORMATS)}, got {self.format!r}")
-        if self.group_by not in ("instance", "game"):
-            raise ConvertError(f"group_by must be 'instance' or 'game', got {self.group_by!r}")
-        if self.format == "dpo" and self.group_by == "game":
-            raise ConvertError("dpo pairs the games of one instance; --group-by game leaves no pairs")
-        if self.normalize not in groups.NORMALIZE:
-            raise ConvertError(f"normalize must be one of {groups.NORMALIZE}, got {self.normalize!r}")
+        if self.group_size is not None and self.group_size < 2:
+            raise ConvertError(f"a GRPO group needs at least 2 games, got group size {self.group_size}")
         if not 0 <= self.val_fraction < 1:
             raise ConvertError(f"the validation fraction must be in [0, 1), got {self.val_fraction}")
         if not 0 < self.top_fraction <= 1:
             raise ConvertError(f"the top fraction must be in (0, 1], got {self.top_fraction}")
-        if self.valid_move_bonus < 0:
-            raise ConvertError(f"the valid-move bonus must be >= 0, got {self.valid_move_bonus}")
-
-
-def training_reward(record: dict, valid_move_bonus: float) -> float:
-    """The reward GRPO groups are normalized on: the game's normalized reward, plus (opt-in) a
-    bonus for the share of turns that were valid moves. A model too weak to ever agree scores 0
-    in every game, so its groups are constant and carry no signal; the bonus rewards playing by
-    the rules first. The game's own score (`normalized_reward`) is never changed."""
-    reward = float(record["outcome"]["normalized_reward"])
-    if valid_move_bonus:
-        stats = record["stats"]
-        attempts = stats["valid_moves"] + stats["invalid_moves"] + (record["outcome"]["termination"] in LIMIT_STOPS)
-        reward += valid_move_bonus * stats["valid_moves"] / max(attempts, 1)
-    return reward
+        if self.invalid_move_penalty < 0:
+            raise ConvertError(f"the invalid-move penalty must be >= 0, got {self.invalid_move_penalty}")
 
 
 def output_paths(games: Path, out_dir: Path | None) -> dict[str, Path]:
@@ -102,15 +85,23 @@ def convert(games: str | Path, out_dir: str | Path | None = None, options: Optio
     with _collector_paused(), Spill(paths["train"], SPILL_SCHEMA) as spill:
         ledger, facts = _read(games, spill, options)
         facts["index_from"] = _plan(ledger, options)
-        project = FORMATS[options.format](ledger)
+        if options.format == "grpo":
+            try:
+                grpo, facts["grpo"] = groups.grpo_groups(ledger, options.group_size or groups.group_size(ledger),
+                                                         options.keep_constant_groups)
+            except GroupError as err:
+                raise ConvertError(f"{games}: {err}") from None
+            project = GrpoRows(ledger, grpo)
+        else:
+            project = FORMATS[options.format](ledger)
         with ParquetOutput(paths["train"], project.schema) as train, ParquetOutput(paths["val"], project.schema) as val:
             outputs = {TRAIN: train, VAL: val}
             for batch in spill.batches():
                 for code, rows in project(batch):
                     outputs[code].write(rows)
             if not train.rows:
-                raise ConvertError(f"{games}: no training rows are left (games excluded: {dict(facts['excluded'])}, "
-                                   f"groups dropped: {int((ledger['dest'] == DROP).sum())} games)")
+                raise ConvertError(f"{games}: no training rows are left (games excluded: {dict(facts['excluded'])}"
+                                   + (f", GRPO groups: {facts['grpo']})" if "grpo" in facts else ")"))
             train.commit()
             val.commit()
     summary = _summary(games, paths, options, ledger, facts, project, {"train": train.rows, "val": val.rows})
@@ -132,11 +123,11 @@ def _collector_paused():
 
 
 def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, dict]:
-    """Pass 1: check every game, spill the rows of the usable ones, return the ledger."""
+    """Pass 1: check every game, spill the seat rows that fit, return the ledger."""
     errors: list[str] = []
-    excluded, examples, seen = Counter(), [], set()
+    excluded, examples, seen, statuses = Counter(), [], set(), Counter()
     ledger: list[tuple] = []
-    records = idle_seats = retokenized_rows = 0
+    records = 0
     batch = RowBatch()
     for record in read_games(games, skip_invalid=True, errors=errors):
         records += 1
@@ -147,15 +138,16 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
                 examples.append(f"{record['game_id']}: {reason}" + (f" ({detail})" if detail else ""))
             continue
         game = len(ledger)
-        ledger.append((record["game_id"], record["instance_id"], record["group"],
-                       training_reward(record, options.valid_move_bonus),
-                       float(record["outcome"]["normalized_reward"]), seats[0] is not None, seats[1] is not None))
+        status = [_status(tokens, options) for tokens in seats]
+        statuses.update(status)
+        sampling, outcome = record["settings"].get("sampling") or {}, record["outcome"]
+        ledger.append((record["game_id"], record["instance_id"], record["group"], float(outcome["normalized_reward"]),
+                       *(training_reward(record, s, options.invalid_move_penalty) for s in (0, 1)), *status,
+                       sampling.get("temperature", np.nan), sampling.get("top_p", np.nan), outcome["termination"],
+                       outcome["best_reward"]))
         for seat, tokens in enumerate(seats):
-            if tokens is None:
-                idle_seats += 1
-                continue
-            retokenized_rows += tokens.source == RETOKENIZED
-            batch.add(game, record, seat, tokens)
+            if status[seat] in SPILLED:
+                batch.add(game, record, seat, tokens)
         if len(batch) >= options.batch_rows:
             spill.write(batch.take())
     if len(batch):
@@ -165,15 +157,29 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
                            "(--skip-invalid converts the rest)")
     if not records:
         raise ConvertError(f"{games}: no games" + (f" ({len(errors)} invalid lines)" if errors else " (empty input)"))
-    columns = ["game_id", "instance_id", "record_group", "reward", "normalized_reward", "seat0", "seat1"]
+    columns = ["game_id", "instance_id", "record_group", "normalized_reward", "reward0", "reward1", "status0",
+               "status1", "temperature", "top_p", "termination", "best_reward"]
     facts = {"records": records, "invalid_lines": len(errors), "invalid_examples": errors[:EXAMPLES],
-             "excluded": excluded, "excluded_examples": examples, "seats_without_turns": idle_seats,
-             "retokenized_rows": retokenized_rows}
+             "excluded": excluded, "excluded_examples": examples, "seats": statuses}
     return pd.DataFrame(ledger, columns=columns), facts
 
 
+def _status(tokens, options: Options) -> str:
+    """What a seat row can be used for: SAMPLED (anything), RETOKENIZED (not GRPO: its ids were
+    not sampled), TOO_LONG (beyond --max-prompt-tokens / --max-response-tokens: not written,
+    though its game still counts in its group) or IDLE (the seat never moved)."""
+    if tokens is None:
+        return IDLE
+    if (options.max_prompt_tokens is not None and tokens.prompt_len > options.max_prompt_tokens
+            or options.max_response_tokens is not None and tokens.response_len > options.max_response_tokens):
+        return TOO_LONG
+    return tokens.source
+
+
 def _examine(record: dict, seen: set[str], options: Options) -> tuple[str | None, str, list]:
-    """Why a game cannot be trained on (None if it can) with details, and each seat's tokens."""
+    """Why a game cannot be used at all (None if it can) with details, and each seat's tokens.
+    Failed games (backend errors, broken token invariants) are never trained, nor counted in a
+    group: their rewards say nothing about the policy."""
     if record["game_id"] in seen:
         return "duplicate_game_id", "", []
     seen.add(record["game_id"])
@@ -184,50 +190,36 @@ def _examine(record: dict, seen: set[str], options: Options) -> tuple[str | None
     if termination in (BACKEND_ERROR, TOKEN_INVARIANT):
         return f"failed:{termination}", "", []
     try:
-        seats = [seat_tokens(seat, lambda: load_tokenizer(options.model)) for seat in record["players"]]
+        return None, "", [seat_tokens(seat, lambda: load_tokenizer(options.model)) for seat in record["players"]]
     except TokenInvariantError as err:
         return "token_invariant", str(err), []
-    used = [t for t in seats if t is not None]
-    longest_prompt, longest_response = (max((getattr(t, k) for t in used), default=0)
-                                        for k in ("prompt_len", "response_len"))
-    if options.max_prompt_tokens is not None and longest_prompt > options.max_prompt_tokens:
-        return "prompt_too_long", f"{longest_prompt} > {options.max_prompt_tokens} tokens", []
-    if options.max_response_tokens is not None and longest_response > options.max_response_tokens:
-        return "response_too_long", f"{longest_response} > {options.max_response_tokens} tokens", []
-    return None, "", seats
 
 
 def _plan(ledger: pd.DataFrame, options: Options) -> str:
-    """Groups, advantages, split and selection, as ledger columns (`dest`: TRAIN, VAL or DROP).
+    """Group index, split and the sft selection, as ledger columns (`dest`: TRAIN, VAL or DROP).
     Returns where the group index came from: the records' `group` where it names instances one to
-    one, else the rank of the sorted group key (e.g. files of several runs concatenated)."""
-    keys = ledger["instance_id"] if options.group_by == "instance" else ledger["game_id"]
-    ledger["group_no"] = pd.factorize(keys, sort=True)[0]
+    one, else the rank of the sorted instance id (e.g. files of several runs concatenated)."""
+    ledger["group_no"] = pd.factorize(ledger["instance_id"], sort=True)[0]
     one_to_one = (ledger.groupby("instance_id")["record_group"].nunique().max() == 1
                   and ledger.groupby("record_group")["instance_id"].nunique().max() == 1)
-    index_from = "record group" if options.group_by == "instance" and one_to_one else "sorted key"
-    ledger["index"] = ledger["record_group"] if index_from == "record group" else ledger["group_no"]
-    ledger["constant"] = groups.constant(ledger["reward"], ledger["group_no"])
-    ledger["advantage"] = groups.advantages(ledger["reward"], ledger["group_no"], options.normalize)
+    index_from = "record group" if one_to_one else "sorted key"
+    ledger["index"] = ledger["record_group"] if one_to_one else ledger["group_no"]
     val = validation_instances(ledger["instance_id"], options.val_fraction, options.seed)
     dest = np.where(ledger["instance_id"].isin(val), VAL, TRAIN)
-    if options.drop_constant_groups:
-        dest[ledger["constant"].to_numpy()] = DROP
     if options.format == "sft":
-        dest[~groups.top(ledger["reward"], ledger["group_no"], options.top_fraction).to_numpy()] = DROP
+        dest[~groups.top(ledger["normalized_reward"], ledger["group_no"], options.top_fraction).to_numpy()] = DROP
     ledger["dest"] = dest
     return index_from
 
 
 def _summary(games: Path, paths: dict, options: Options, ledger: pd.DataFrame, facts: dict, project,
              rows: dict) -> dict:
-    by_group = ledger.groupby("group_no")
-    constant_groups = int(by_group["constant"].first().sum())
-    sizes = by_group.size()
+    sizes = ledger.groupby("group_no").size()
     split = {name: {"rows": rows[name],
                     "games": int((ledger["dest"] == code).sum()),
                     "instances": int(ledger.loc[ledger["dest"] == code, "instance_id"].nunique())}
              for name, code in (("train", TRAIN), ("val", VAL))}
+    seats = facts["seats"]
     summary = {
         "input": str(games),
         "outputs": {key: str(path) for key, path in paths.items()},
@@ -238,16 +230,23 @@ def _summary(games: Path, paths: dict, options: Options, ledger: pd.DataFrame, f
         "excluded": dict(facts["excluded"]),
         "excluded_examples": facts["excluded_examples"],
         "games_used": len(ledger),
-        "seats_without_turns": facts["seats_without_turns"],
-        "retokenized_rows": facts["retokenized_rows"],
-        "groups": {"count": len(sizes), "constant": constant_groups,
-                   "dropped_constant": constant_groups if options.drop_constant_groups else 0,
-                   "games_per_group": {"min": int(sizes.min()), "mean": float(sizes.mean()), "max": int(sizes.max())},
+        "seats_without_turns": seats[IDLE],
+        "seats_too_long": seats[TOO_LONG],
+        "seats_retokenized": seats[RETOKENIZED],
+        "groups": {"instances": len(sizes),
+                   "constant_instances": int(groups.constant(ledger["normalized_reward"], ledger["group_no"])
+                                             .groupby(ledger["group_no"]).first().sum()),
+                   "games_per_instance": {"min": int(sizes.min()), "mean": float(sizes.mean()),
+                                          "max": int(sizes.max())},
                    "index_from": facts["index_from"]},
         "mean_normalized_reward": float(ledger["normalized_reward"].mean()),
-        "mean_training_reward": float(ledger["reward"].mean()),
+        "mean_training_reward": float(ledger[["reward0", "reward1"]].to_numpy().mean()),
         "split": split,
     }
+    if options.format == "grpo":
+        # rollout_n: what actor_rollout_ref.rollout.n must be when replaying these rows
+        summary["rollout_n"] = facts["grpo"]["games_per_group"]
+        summary["grpo"] = {**facts["grpo"], "rows": rows["train"] + rows["val"]}
     if options.format == "dpo":
         summary["dpo"] = {"pairs": len(project.pairs), "unpaired_groups": project.unpaired}
     return summary

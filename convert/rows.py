@@ -1,45 +1,42 @@
-"""GRPO rows: one per seat of a game, in the columns verl 0.9.1's `RLHFDataset` reads (`prompt`,
-`data_source`, `ability`, `reward_model`, `extra_info`, `agent_name`), carrying in `extra_info`
-everything the replay agent loop needs to return the stored tokens of that perspective.
+"""The row contracts: the seat rows that pass 1 spills (one per seat of a game) and the GRPO
+rows built from them (one per group), in the columns verl 0.9.1's `RLHFDataset` reads
+(`prompt`, `data_source`, `ability`, `reward_model`, `extra_info`, `agent_name`).
 
-`extra_info` contract (the `selfplay_replay` agent loop reads exactly these keys):
+A GRPO row is one group: the K games of one instance seen from one seat. verl replays it with
+`actor_rollout_ref.rollout.n=K`, the `selfplay_replay` loop hands game j to copy j, and verl's
+own GRPO normalizes the K rewards within the row's uid. Its `extra_info` (what the loop reads):
 
-    index              int     GRPO group index: the instance's (the record's `group`), or the
-                               game's with --group-by game. verl passes it through as `index`.
-    game_id            str     e.g. "seed-7/3"
-    instance_id        str     e.g. "seed-7"
-    player             int     seat of this perspective, 0 or 1
-    raw_reward         float   accepted total of the unscaled table, 0 without agreement
-    normalized_reward  float   raw / best in [0, 1]: the reward that groups are normalized on
-    advantage          float   normalized_reward made relative to its group (--normalize);
-                               the replay loop returns it as `reward_score`
-    agreed             bool
-    termination        str     how the game ended ("accepted", "max_moves", ...)
-    messages           list[{role, content}]  the player's whole conversation, from its view
-    token_ids          list[int]  the player's whole final context
-    prompt_len         int     token_ids[:prompt_len] is the initial prompt (system + first user
-                               message, = the first turn's prompt_len); the rest is the response
-    response_mask      list[int]  len(token_ids) - prompt_len entries over token_ids[prompt_len:]:
-                               1 = an id this player produced (trained), 0 = partner moves,
-                               game feedback and template ids (context)
-    logprobs           list[float] | null  same length as response_mask: the sampling logprob of
-                               each own id, 0 elsewhere; null when the backend returned none
-                               or the ids were re-encoded
-    tokens_source      str     "sampled" (ids exactly as sampled) or "retokenized" (scripted
-                               seat, or a server that returned text: off-policy)
-    num_turns          int     the player's own turns
+    index               int     the instance's group index (the records' `group`)
+    group_id            str     "<instance_id>/p<seat>", "#<chunk>" appended for the second and
+                                later K games of an instance played more than K times
+    instance_id         str
+    player              int     the seat, 0 or 1
+    temperature, top_p  float   the sampling settings every game of the group was played with
+    game_ids            list[str]    the K games: the T trained ones first, then the others
+    rewards             list[float]  K training rewards (convert.reward), what verl normalizes
+    normalized_rewards  list[float]  K game scores, raw / best in [0, 1]
+    terminations        list[str]    K ways the games ended
+    token_ids           list[list[int]]  T whole final contexts of the seat
+    prompt_len          list[int]    T: token_ids[j][:prompt_len[j]] is game j's initial prompt
+    response_mask       list[list[int]]  T, over token_ids[j][prompt_len[j]:]: 1 = an id the
+                                seat sampled (trained), 0 = partner moves, feedback, template
+    logprobs            list[list[float] | null]  T, same length as response_mask: sampling
+                                logprob of each own id, 0 elsewhere; null if the backend sent none
+    num_turns           list[int]    T: the seat's own turns
+    messages            list[list[{role, content}]]  T conversations from the seat's view
 
-So the replay loop returns prompt_ids = token_ids[:prompt_len], response_ids =
-token_ids[prompt_len:], response_mask, response_logprobs = logprobs, reward_score = advantage.
+Games j >= T count in the group's statistics but carry no tokens (their seat is too long for
+training, re-tokenized, or never moved): the loop returns a fully masked trajectory with their
+reward. `prompt` is game 0's initial chat (seat 1's differs from game to game, as it holds the
+partner's opening move); `reward_model.ground_truth` holds the instance's best reward.
 """
 from __future__ import annotations
 
 import json
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
-
-from selfplay_gen.records import OUTCOME_FIELDS
 
 from .tokens import SeatTokens, prompt_messages
 
@@ -48,22 +45,29 @@ ABILITY = "cooperative_negotiation"
 AGENT_NAME = "selfplay_replay"
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
-EXTRA_INFO = pa.struct([
-    ("index", pa.int64()), ("game_id", pa.string()), ("instance_id", pa.string()), ("player", pa.int64()),
-    ("raw_reward", pa.float64()), ("normalized_reward", pa.float64()), ("advantage", pa.float64()),
-    ("agreed", pa.bool_()), ("termination", pa.string()), ("messages", MESSAGES),
-    ("token_ids", pa.list_(pa.int32())), ("prompt_len", pa.int64()), ("response_mask", pa.list_(pa.int8())),
-    ("logprobs", pa.list_(pa.float32())), ("tokens_source", pa.string()), ("num_turns", pa.int64()),
+SEAT_INFO = pa.struct([
+    ("game_id", pa.string()), ("instance_id", pa.string()), ("player", pa.int64()),
+    ("normalized_reward", pa.float64()), ("messages", MESSAGES), ("token_ids", pa.list_(pa.int32())),
+    ("prompt_len", pa.int64()), ("response_mask", pa.list_(pa.int8())), ("logprobs", pa.list_(pa.float32())),
+    ("num_turns", pa.int64()),
 ])
+GAME = "_game"      # the game's ordinal in the conversion's ledger
+PROMPT_SIZE = "_prompt_messages"    # how many leading `messages` the seat's prompt takes
+SPILL_SCHEMA = pa.schema([("extra_info", SEAT_INFO), (GAME, pa.int64()), (PROMPT_SIZE, pa.int32())])
+
+PER_GAME = [("game_ids", pa.string()), ("rewards", pa.float64()), ("normalized_rewards", pa.float64()),
+            ("terminations", pa.string())]
+PER_TRAINED = ["token_ids", "prompt_len", "response_mask", "logprobs", "num_turns", "messages"]
+GROUP_INFO = pa.struct(
+    [("index", pa.int64()), ("group_id", pa.string()), ("instance_id", pa.string()), ("player", pa.int64()),
+     ("temperature", pa.float64()), ("top_p", pa.float64())]
+    + [(name, pa.list_(kind)) for name, kind in PER_GAME]
+    + [(name, pa.list_(SEAT_INFO.field(name).type)) for name in PER_TRAINED])
 GRPO_SCHEMA = pa.schema([
     ("prompt", MESSAGES), ("data_source", pa.string()), ("ability", pa.string()),
     ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
-    ("extra_info", EXTRA_INFO), ("agent_name", pa.string()),
+    ("extra_info", GROUP_INFO), ("agent_name", pa.string()),
 ])
-GAME = "_game"      # spill-only column: the game's ordinal in the conversion's ledger
-PROMPT_SIZE = "_prompt_messages"    # spill-only column standing for `prompt`: how many messages it takes
-SPILL_SCHEMA = pa.schema([field for field in GRPO_SCHEMA if field.name != "prompt"]
-                         + [pa.field(GAME, pa.int64()), pa.field(PROMPT_SIZE, pa.int32())])
 
 
 def _offsets(lengths: list[int]) -> pa.Array:
@@ -89,12 +93,11 @@ def _messages(chats: list[list[dict]]) -> pa.Array:
 
 
 class RowBatch:
-    """Collects seat rows and hands them over as one Arrow record batch of SPILL_SCHEMA, with
-    `index` and `advantage` still 0: they are known only once every game has been read. The
+    """Collects seat rows and hands them over as one Arrow record batch of SPILL_SCHEMA. The
     spill leaves out what pass 2 can rebuild from the rest at memcpy speed: `logprobs` holds only
     those of the seat's own ids (the zeros in between would be a third of the spill's bytes) and
-    `prompt` is the number of leading `messages` it takes. Keeps only what the rows need, so each
-    record's bulk (its id lists) is freed while still in cache."""
+    the prompt is the number of leading `messages` it takes. Keeps only what the rows need, so
+    each record's bulk (its id lists) is freed while still in cache."""
 
     def __init__(self):
         self.rows: list[tuple] = []
@@ -103,43 +106,28 @@ class RowBatch:
         return len(self.rows)
 
     def add(self, game: int, record: dict, seat: int, tokens: SeatTokens) -> None:
-        self.rows.append((game, record["game_id"], record["instance_id"], seat, record["outcome"],
+        self.rows.append((game, record["game_id"], record["instance_id"], seat, record["outcome"]["normalized_reward"],
                           record["players"][seat]["messages"], tokens))
 
     def take(self) -> pa.RecordBatch:
-        games, game_ids, instance_ids, seats, outcome, messages, tokens = zip(*self.rows)
+        games, game_ids, instance_ids, seats, rewards, messages, tokens = zip(*self.rows)
         self.rows = []
-        n = len(games)
         extra = {
-            "index": pa.array(np.zeros(n, dtype=np.int64)),
             "game_id": pa.array(game_ids, pa.string()),
             "instance_id": pa.array(instance_ids, pa.string()),
             "player": pa.array(seats, pa.int64()),
-            "raw_reward": pa.array([o["raw_reward"] for o in outcome], pa.float64()),
-            "normalized_reward": pa.array([o["normalized_reward"] for o in outcome], pa.float64()),
-            "advantage": pa.array(np.zeros(n)),
-            "agreed": pa.array([o["agreed"] for o in outcome], pa.bool_()),
-            "termination": pa.array([o["termination"] for o in outcome], pa.string()),
+            "normalized_reward": pa.array(rewards, pa.float64()),
             "messages": _messages(messages),
             "token_ids": _lists([t.token_ids for t in tokens], pa.int32()),
             "prompt_len": pa.array([t.prompt_len for t in tokens], pa.int64()),
             "response_mask": _lists([t.own for t in tokens], pa.int8()),
             "logprobs": _lists([t.own_logprobs for t in tokens], pa.float32()),
-            "tokens_source": pa.array([t.source for t in tokens], pa.string()),
             "num_turns": pa.array([t.num_turns for t in tokens], pa.int64()),
         }
-        truth = [json.dumps({k: o[k] for k in OUTCOME_FIELDS}) for o in outcome]
-        columns = {
-            PROMPT_SIZE: pa.array([len(prompt_messages(m)) for m in messages], pa.int32()),
-            "data_source": pa.array([DATA_SOURCE] * n, pa.string()),
-            "ability": pa.array([ABILITY] * n, pa.string()),
-            "reward_model": pa.StructArray.from_arrays([pa.array(["rule"] * n), pa.array(truth)],
-                                                       fields=list(GRPO_SCHEMA.field("reward_model").type)),
-            "extra_info": pa.StructArray.from_arrays([extra[f.name] for f in EXTRA_INFO], fields=list(EXTRA_INFO)),
-            "agent_name": pa.array([AGENT_NAME] * n, pa.string()),
-            GAME: pa.array(games, pa.int64()),
-        }
-        return pa.RecordBatch.from_arrays([columns[name] for name in SPILL_SCHEMA.names], schema=SPILL_SCHEMA)
+        return pa.RecordBatch.from_arrays(
+            [pa.StructArray.from_arrays([extra[f.name] for f in SEAT_INFO], fields=list(SEAT_INFO)),
+             pa.array(games, pa.int64()), pa.array([len(prompt_messages(m)) for m in messages], pa.int32())],
+            schema=SPILL_SCHEMA)
 
 
 def _spread(own_logprobs: pa.ListArray, response_mask: pa.ListArray) -> pa.ListArray:
@@ -161,15 +149,37 @@ def _leading(messages: pa.ListArray, counts: np.ndarray) -> pa.ListArray:
     return pa.ListArray.from_arrays(_offsets(counts), messages.flatten().take(taken))
 
 
-def with_group_values(batch: pa.RecordBatch, index: np.ndarray, advantage: np.ndarray) -> pa.RecordBatch:
-    """A spill batch as GRPO rows: `extra_info.index` and `.advantage` filled in, `.logprobs` spread
-    over the response, `prompt` rebuilt, the spill-only columns dropped."""
-    extra = batch.column("extra_info")
-    children = [extra.field(f.name) for f in EXTRA_INFO]
-    children[EXTRA_INFO.get_field_index("index")] = pa.array(index, pa.int64())
-    children[EXTRA_INFO.get_field_index("advantage")] = pa.array(advantage, pa.float64())
-    children[EXTRA_INFO.get_field_index("logprobs")] = _spread(extra.field("logprobs"), extra.field("response_mask"))
-    columns = {name: batch.column(name) for name in SPILL_SCHEMA.names}
-    columns["prompt"] = _leading(extra.field("messages"), batch.column(PROMPT_SIZE).to_numpy())
-    columns["extra_info"] = pa.StructArray.from_arrays(children, fields=list(EXTRA_INFO))
-    return pa.RecordBatch.from_arrays([columns[name] for name in GRPO_SCHEMA.names], schema=GRPO_SCHEMA)
+
+def seat_prompts(seats: pa.Table) -> pa.ListArray:
+    """Each spilled seat row's initial chat (its `prompt`)."""
+    return _leading(seats.column("extra_info").combine_chunks().field("messages"),
+                    seats.column(PROMPT_SIZE).to_numpy())
+
+
+def group_rows(seats: pa.Table, groups: pd.DataFrame) -> pa.Table:
+    """GRPO rows from whole groups: `seats` holds their trained seat rows (spill rows), group
+    after group in entry order, `trained` of them per group; `groups` has one row per group with
+    the columns index, group_id, instance_id, player, temperature, top_p, best_reward, trained
+    and the K-lists of PER_GAME."""
+    seats = seats.combine_chunks()
+    extra = seats.column("extra_info").combine_chunks()
+    sizes = groups["trained"].to_numpy()
+    offsets = _offsets(sizes)
+    trained = {name: extra.field(name) for name in PER_TRAINED}
+    trained["logprobs"] = _spread(extra.field("logprobs"), extra.field("response_mask"))
+    children = {name: pa.array(groups[name].tolist(), GROUP_INFO.field(name).type)
+                for name in ("index", "group_id", "instance_id", "player", "temperature", "top_p")}
+    children.update({name: pa.array(groups[name].tolist(), pa.list_(kind)) for name, kind in PER_GAME})
+    children.update({name: pa.ListArray.from_arrays(offsets, column) for name, column in trained.items()})
+    firsts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    n = len(groups)
+    truth = [json.dumps({"best_reward": int(b)}) for b in groups["best_reward"]]
+    return pa.Table.from_arrays([
+        seat_prompts(seats.take(firsts)),
+        pa.array([DATA_SOURCE] * n, pa.string()),
+        pa.array([ABILITY] * n, pa.string()),
+        pa.StructArray.from_arrays([pa.array(["rule"] * n), pa.array(truth)],
+                                   fields=list(GRPO_SCHEMA.field("reward_model").type)),
+        pa.StructArray.from_arrays([children[f.name] for f in GROUP_INFO], fields=list(GROUP_INFO)),
+        pa.array([AGENT_NAME] * n, pa.string()),
+    ], schema=GRPO_SCHEMA)

@@ -19,8 +19,9 @@ from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from convert.cli import main
-from convert.groups import EPS
-from convert.rows import AGENT_NAME, DATA_SOURCE, EXTRA_INFO
+from convert.reward import training_reward
+from convert.rows import AGENT_NAME, DATA_SOURCE, GROUP_INFO
+from convert.summary import main as summary_main
 from selfplay_gen.backends.base import Backend, BackendOptions, Generation, SamplingParams, backend_class
 from selfplay_gen.game import Limits
 from selfplay_gen.instance import Instance
@@ -30,6 +31,7 @@ from selfplay_gen.records import GameWriter, read_games
 from selfplay_gen.runner import plan_games, run_games
 
 SEEDS, K = range(6), 4
+SETTINGS = {"backend": "test", "sampling": {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 256}}
 
 
 class ProposerBackend(Backend):
@@ -52,7 +54,7 @@ class ProposerBackend(Backend):
 def play(path: Path, seat, seeds=SEEDS, k=K, max_moves=30) -> list[dict]:
     specs = plan_games([Instance.from_seed(s) for s in seeds], k, len(seeds) * k)
     with GameWriter(path) as writer:
-        asyncio.run(run_games(specs, (seat, seat), Limits(max_moves=max_moves), writer, 4, {"backend": "test"},
+        asyncio.run(run_games(specs, (seat, seat), Limits(max_moves=max_moves), writer, 4, SETTINGS,
                               progress=False))
     return list(read_games(path))
 
@@ -99,74 +101,114 @@ def rlhf_dataset(path: Path, tokenizer, tmp_path: Path) -> RLHFDataset:
     return RLHFDataset(data_files=str(path), tokenizer=tokenizer, config=config)
 
 
-def expected_advantages(records: list[dict]) -> dict[str, float]:
-    """mean-std advantages worked out per instance with numpy (population std)."""
-    by_instance = defaultdict(list)
-    for r in records:
-        by_instance[r["instance_id"]].append(r)
-    out = {}
-    for games in by_instance.values():
-        rewards = np.array([g["outcome"]["normalized_reward"] for g in games])
-        spread = rewards - rewards.mean() if rewards.max() > rewards.min() else np.zeros(len(rewards))
-        out.update({g["game_id"]: a for g, a in zip(games, spread / (rewards.std() + EPS))})
-    return out
+def group_rows_of(tmp_path: Path, split: str = "train") -> list[dict]:
+    return [r["extra_info"] for r in rows(tmp_path / f"{split}.parquet")]
 
 
-@pytest.mark.parametrize("which", ["scripted_games", "llm_games"])
-def test_grpo_rows_arrive_through_verl_rlhf_dataset(which, request, tmp_path, tokenizer):
-    records = request.getfixturevalue(which)
-    games = write(tmp_path / "games.jsonl", records)
-    convert(games, "--val-fraction", "0.34")
-    by_id = {r["game_id"]: r for r in records}
-    advantages = expected_advantages(records)
+def test_grpo_rows_are_whole_groups_through_verl_rlhf_dataset(llm_games, tmp_path, tokenizer):
+    """One row per (instance, seat) holding all K games of that instance, with the training
+    rewards (not advantages: verl's GRPO normalizes them), readable by verl's RLHFDataset."""
+    games = write(tmp_path / "games.jsonl", llm_games)
+    convert(games, "--val-fraction", "0.34", "--keep-constant-groups")
+    by_id = {r["game_id"]: r for r in llm_games}
     seen = Counter()
     for split in ("train", "val"):
         dataset = rlhf_dataset(tmp_path / f"{split}.parquet", tokenizer, tmp_path)
         for i in range(len(dataset)):
             row = dataset[i]
             info = row["extra_info"]
-            record = by_id[info["game_id"]]
-            seat = record["players"][info["player"]]
-            assert set(info) == set(EXTRA_INFO.names)
+            assert set(info) == set(GROUP_INFO.names)
             assert row["agent_name"] == AGENT_NAME and row["data_source"] == DATA_SOURCE
-            assert row["index"] == info["index"] == record["group"]
-            assert row["raw_prompt"] == seat["messages"][:2] and list(info["messages"]) == seat["messages"]
-            assert json.loads(row["reward_model"]["ground_truth"])["normalized_reward"] == \
-                info["normalized_reward"] == record["outcome"]["normalized_reward"]
-            assert info["advantage"] == pytest.approx(advantages[info["game_id"]], abs=1e-9)
-            seen[info["game_id"]] += 1
-    assert seen == Counter({game_id: 2 for game_id in by_id})        # two perspectives of every game
-    assert any(a != 0 for a in advantages.values())                  # the groups carry signal
+            assert len(info["game_ids"]) == K and len(info["token_ids"]) == K        # every seat sampled here
+            records = [by_id[g] for g in info["game_ids"]]
+            assert {r["instance_id"] for r in records} == {info["instance_id"]}
+            assert row["index"] == info["index"] == records[0]["group"]
+            assert list(info["rewards"]) == [r["outcome"]["normalized_reward"] for r in records]
+            assert (info["temperature"], info["top_p"]) == (1.0, 1.0)
+            seat = info["player"]
+            assert row["raw_prompt"] == records[0]["players"][seat]["messages"][:2]
+            for j, record in enumerate(records):
+                assert list(info["token_ids"][j]) == record["players"][seat]["token_ids"]
+                assert list(info["messages"][j]) == record["players"][seat]["messages"]
+            seen.update((g, seat) for g in info["game_ids"])
+    assert seen == Counter({(g, s): 1 for g in by_id for s in (0, 1)})     # each game once from each seat
+    summary = summary_of(games)
+    assert summary["rollout_n"] == K and summary["grpo"]["rows"] == 2 * len(SEEDS)
+
+
+def test_rollout_n_is_readable_from_the_summary(llm_games, tmp_path, capsys):
+    games = write(tmp_path / "games.jsonl", llm_games[:K * 3 - 1])      # the last instance lacks a game
+    convert(games, "--val-fraction", "0", "--keep-constant-groups")
+    summary_main([str(tmp_path / "convert_summary.json"), "rollout_n"])
+    assert capsys.readouterr().out.strip() == str(K)
+    summary = summary_of(games)
+    assert summary["grpo"]["incomplete_games"] == K - 1 and summary["grpo"]["rows"] == 2 * 2
+    with pytest.raises(SystemExit, match="no field 'grpo.nope'"):
+        summary_main([str(tmp_path / "convert_summary.json"), "grpo.nope"])
+
+
+def test_groups_larger_than_k_are_split_into_groups_of_k(llm_games, tmp_path):
+    games = write(tmp_path / "games.jsonl", llm_games)
+    convert(games, "--val-fraction", "0", "--group-size", "2", "--keep-constant-groups")
+    infos = group_rows_of(tmp_path)
+    assert len(infos) == 2 * 2 * len(SEEDS) and all(len(i["game_ids"]) == 2 for i in infos)
+    assert len({i["group_id"] for i in infos}) == len(infos)
 
 
 def test_llm_rows_hold_the_sampled_tokens(llm_games, tmp_path):
     games = write(tmp_path / "games.jsonl", llm_games)
-    convert(games, "--val-fraction", "0")
-    seats = {(r["game_id"], s): p for r in llm_games for s, p in enumerate(r["players"])}
-    for row in rows(tmp_path / "train.parquet"):
-        info = row["extra_info"]
-        seat = seats[(info["game_id"], info["player"])]
-        start = seat["turns"][0]["prompt_len"]
-        assert info["token_ids"] == seat["token_ids"] and info["prompt_len"] == start
-        response, mask = info["token_ids"][start:], np.array(info["response_mask"], bool)
-        assert [t for t, own in zip(response, mask) if own] == [t for turn in seat["turns"] for t in turn["output_ids"]]
-        assert np.array(info["logprobs"])[mask].tolist() == [-0.5] * mask.sum() and not np.array(info["logprobs"])[~mask].any()
-        assert info["tokens_source"] == "sampled" and info["num_turns"] == len(seat["turns"])
+    convert(games, "--val-fraction", "0", "--keep-constant-groups")
+    by_id = {r["game_id"]: r for r in llm_games}
+    for info in group_rows_of(tmp_path):
+        for j, game_id in enumerate(info["game_ids"]):
+            seat = by_id[game_id]["players"][info["player"]]
+            start = seat["turns"][0]["prompt_len"]
+            assert info["token_ids"][j] == seat["token_ids"] and info["prompt_len"][j] == start
+            response, mask = info["token_ids"][j][start:], np.array(info["response_mask"][j], bool)
+            assert [t for t, own in zip(response, mask) if own] == [t for turn in seat["turns"] for t in turn["output_ids"]]
+            logprobs = np.array(info["logprobs"][j])
+            assert logprobs[mask].tolist() == [-0.5] * mask.sum() and not logprobs[~mask].any()
+            assert info["num_turns"][j] == len(seat["turns"])
 
 
-def test_scripted_rows_are_retokenized_like_a_chat(scripted_games, tmp_path, tokenizer):
+def test_scripted_seats_are_retokenized_like_a_chat(scripted_games, tokenizer):
+    from convert.tokens import seat_tokens
+
+    for record in scripted_games[:4]:
+        for seat in record["players"]:
+            tokens, messages = seat_tokens(seat, lambda: tokenizer), seat["messages"]
+            ids = tokens.token_ids.tolist()
+            # the whole context is the chat template of the conversation (without the last separator)
+            assert tokenizer.decode(ids) == tokenizer.apply_chat_template(messages, tokenize=False)[:-1]
+            prompt = tokenizer.apply_chat_template(messages[:2], tokenize=False, add_generation_prompt=True)
+            assert tokenizer.decode(ids[:tokens.prompt_len]) == prompt
+            own = [t for t, m in zip(ids[tokens.prompt_len:], tokens.own) if m]
+            assert tokenizer.decode(own) == "".join(m["content"] + "<|im_end|>" for m in messages
+                                                    if m["role"] == "assistant")
+            assert tokens.source == "retokenized" and tokens.own_logprobs is None
+
+
+def test_retokenized_seats_never_become_grpo_rows(llm_games, tmp_path):
+    """A seat whose ids were re-encoded from text is off-policy: its game still counts in the
+    group (as an untrained entry), but its tokens are not replayed; sft still uses it."""
+    flat = [json.loads(json.dumps(r)) for r in llm_games]
+    flat[0]["players"][0]["turns"][0]["retokenized"] = True
+    games = write(tmp_path / "games.jsonl", flat)
+    convert(games, "--val-fraction", "0", "--keep-constant-groups")
+    group = next(i for i in group_rows_of(tmp_path) if flat[0]["game_id"] in i["game_ids"] and i["player"] == 0)
+    assert group["game_ids"][-1] == flat[0]["game_id"] and len(group["game_ids"]) == K
+    assert len(group["token_ids"]) == K - 1
+    assert summary_of(games)["seats_retokenized"] == 1
+    convert(games, "--format", "sft", "--top-fraction", "1", "--val-fraction", "0", "--overwrite")
+    assert (flat[0]["game_id"], 0) in {(r["extra_info"]["game_id"], r["extra_info"]["player"])
+                                       for r in rows(tmp_path / "train.parquet")}
+
+
+def test_scripted_games_give_no_grpo_rows(scripted_games, tmp_path):
     games = write(tmp_path / "games.jsonl", scripted_games)
-    convert(games, "--val-fraction", "0")
-    for row in rows(tmp_path / "train.parquet"):
-        info = row["extra_info"]
-        messages, ids = info["messages"], info["token_ids"]
-        # the whole context is the chat template of the conversation (without the last separator)
-        assert tokenizer.decode(ids) == tokenizer.apply_chat_template(messages, tokenize=False)[:-1]
-        prompt = tokenizer.apply_chat_template(messages[:2], tokenize=False, add_generation_prompt=True)
-        assert tokenizer.decode(ids[:info["prompt_len"]]) == prompt
-        own = [t for t, m in zip(ids[info["prompt_len"]:], info["response_mask"]) if m]
-        assert tokenizer.decode(own) == "".join(m["content"] + "<|im_end|>" for m in messages if m["role"] == "assistant")
-        assert info["tokens_source"] == "retokenized" and info["logprobs"] is None
+    assert "no training rows" in convert(games, "--val-fraction", "0", ok=False).output
+    convert(games, "--format", "sft", "--val-fraction", "0")
+    assert summary_of(games)["seats_retokenized"] == 2 * len(scripted_games)
 
 
 def test_sft_keeps_the_best_games_and_masks_exactly_the_own_turns(llm_games, tmp_path, tokenizer):
@@ -219,32 +261,32 @@ def test_split_keeps_instances_whole_and_is_deterministic(llm_games, tmp_path):
     assert {split(str(seed), f"s{seed}")[1] for seed in range(4, 7)} != {val}     # the seed matters
 
 
-def test_group_by_game_warns_and_leaves_no_signal(llm_games, tmp_path):
-    games = write(tmp_path / "games.jsonl", llm_games)
-    result = convert(games, "--group-by", "game", "--val-fraction", "0")
-    assert "zero advantage" in result.stderr
-    summary = summary_of(games)
-    assert summary["groups"]["count"] == summary["groups"]["constant"] == len(llm_games)
-    train = rows(tmp_path / "train.parquet")
-    assert {r["extra_info"]["advantage"] for r in train} == {0.0}
-    assert len({r["extra_info"]["index"] for r in train}) == len(llm_games)
-    failed = convert(games, "--group-by", "game", "--drop-constant-groups", "--overwrite", ok=False)
-    assert "no training rows" in failed.output
-
-
-def test_constant_groups_are_counted_and_dropped(llm_games, tmp_path):
+def test_constant_groups_are_dropped_unless_kept(llm_games, tmp_path):
     flat = [json.loads(json.dumps(r)) for r in llm_games]
     for r in flat:
         if r["instance_id"] in ("seed-0", "seed-1"):
             r["outcome"]["normalized_reward"] = 0.5
     games = write(tmp_path / "games.jsonl", flat)
     convert(games, "--val-fraction", "0")
-    assert summary_of(games)["groups"]["constant"] == 2
-    assert {r["extra_info"]["advantage"] for r in rows(tmp_path / "train.parquet")
-            if r["extra_info"]["instance_id"] == "seed-0"} == {0.0}
-    convert(games, "--val-fraction", "0", "--drop-constant-groups", "--overwrite")
-    assert summary_of(games)["groups"]["dropped_constant"] == 2
-    assert {r["extra_info"]["instance_id"] for r in rows(tmp_path / "train.parquet")} == {f"seed-{s}" for s in SEEDS[2:]}
+    grpo = summary_of(games)["grpo"]
+    assert grpo["constant"] == grpo["dropped_constant"] == 4          # 2 instances x 2 seats
+    assert {i["instance_id"] for i in group_rows_of(tmp_path)} == {f"seed-{s}" for s in SEEDS[2:]}
+    convert(games, "--val-fraction", "0", "--keep-constant-groups", "--overwrite")
+    assert summary_of(games)["grpo"]["dropped_constant"] == 0
+    assert {i["instance_id"] for i in group_rows_of(tmp_path)} == {f"seed-{s}" for s in SEEDS}
+
+
+def test_invalid_move_penalty_shapes_each_seat_and_breaks_constant_groups(llm_games, tmp_path):
+    flat = [json.loads(json.dumps(r)) for r in llm_games if r["instance_id"] == "seed-0"]
+    for r in flat:
+        r["outcome"]["normalized_reward"] = 0.0
+    flat[1]["events"].insert(0, {"player": 1, "kind": "invalid", "text": "x", "pairs": None, "error": "no tag"})
+    games = write(tmp_path / "games.jsonl", flat)
+    assert "no training rows" in convert(games, "--val-fraction", "0", ok=False).output
+    convert(games, "--val-fraction", "0", "--invalid-move-penalty", "0.5", "--overwrite")
+    [info] = group_rows_of(tmp_path)                       # seat 0's group is still constant
+    turns = len(flat[1]["players"][1]["turns"])
+    assert info["player"] == 1 and info["rewards"] == [0.0, -0.5 / turns, 0.0, 0.0]
 
 
 def test_group_index_stays_per_instance_when_run_files_are_concatenated(llm_games, tmp_path):
@@ -268,28 +310,47 @@ def test_unusable_games_are_excluded_and_counted_by_reason(llm_games, tmp_path):
     flat[4]["players"][0]["turns"][0]["logprobs"].pop()                         # logprobs misaligned
     flat.append(flat[5])                                                        # the same game twice
     games = write(tmp_path / "games.jsonl", flat)
-    convert(games, "--val-fraction", "0")
+    convert(games, "--val-fraction", "0", "--keep-constant-groups", "--group-size", "3")
     summary = summary_of(games)
     assert summary["excluded"] == {"failed:max_new_tokens": 1, "failed:backend_error": 1, "token_invariant": 3,
                                    "duplicate_game_id": 1}
     assert summary["games_used"] == len(llm_games) - 5 and len(summary["excluded_examples"]) == 6
-    assert len(rows(tmp_path / "train.parquet")) == 2 * (len(llm_games) - 5)
+    trained = {g for info in group_rows_of(tmp_path) for g in info["game_ids"]}
+    assert not trained & {r["game_id"] for r in flat[:5]}                      # failed games count nowhere
+    assert len(trained) == len(llm_games) - 5 - summary["grpo"]["incomplete_games"]
 
 
-def test_length_limits_exclude_whole_games(llm_games, tmp_path):
-    games = write(tmp_path / "games.jsonl", llm_games)
-    prompts = [max(p["turns"][0]["prompt_len"] for p in r["players"]) for r in llm_games]
-    responses = [max(len(p["token_ids"]) - p["turns"][0]["prompt_len"] for p in r["players"]) for r in llm_games]
-    limit_p, limit_r = int(np.median(prompts)), int(np.median(responses))
-    convert(games, "--val-fraction", "0", "--max-prompt-tokens", str(limit_p), "--max-response-tokens", str(limit_r))
-    too_long_p = sum(p > limit_p for p in prompts)
-    too_long_r = sum(p <= limit_p and r > limit_r for p, r in zip(prompts, responses))
-    assert 0 < too_long_p < len(llm_games)
-    assert summary_of(games)["excluded"] == {k: v for k, v in
-                                             {"prompt_too_long": too_long_p, "response_too_long": too_long_r}.items() if v}
-    for row in rows(tmp_path / "train.parquet"):
-        info = row["extra_info"]
-        assert info["prompt_len"] <= limit_p and len(info["token_ids"]) - info["prompt_len"] <= limit_r
+def test_too_long_seats_are_not_written_but_their_games_count_in_the_group(llm_games, tmp_path):
+    flat = [json.loads(json.dumps(r)) for r in llm_games]
+    for r in flat[::3]:
+        r["players"][0]["token_ids"] += [13] * 10        # more context after the last turn: a longer response
+    games = write(tmp_path / "games.jsonl", flat)
+    responses = {(r["game_id"], s): len(p["token_ids"]) - p["turns"][0]["prompt_len"]
+                 for r in flat for s, p in enumerate(r["players"])}
+    limit = min(n for (_, seat), n in responses.items() if seat == 0) + 5
+    convert(games, "--val-fraction", "0", "--keep-constant-groups", "--max-response-tokens", str(limit))
+    too_long = {key for key, n in responses.items() if n > limit}
+    assert 0 < len(too_long) and summary_of(games)["seats_too_long"] == len(too_long)
+    assert summary_of(games)["excluded"] == {}
+    infos = group_rows_of(tmp_path)
+    for info in infos:
+        assert len(info["game_ids"]) == K                                   # every game counts in its group
+        trained = info["game_ids"][:len(info["token_ids"])]
+        assert not {(g, info["player"]) for g in trained} & too_long
+        assert {(g, info["player"]) for g in info["game_ids"][len(trained):]} <= too_long
+        assert all(len(t) - p <= limit for t, p in zip(info["token_ids"], info["prompt_len"]))
+    assert any(0 < len(i["token_ids"]) < K for i in infos)
+    assert sum(K - len(i["token_ids"]) for i in infos) + K * summary_of(games)["grpo"]["without_sampled_seat"] \
+        == len(too_long)
+
+
+def test_games_of_a_group_must_share_sampling_settings(llm_games, tmp_path):
+    flat = [json.loads(json.dumps(r)) for r in llm_games]
+    flat[2]["settings"]["sampling"]["temperature"] = 0.7
+    games = write(tmp_path / "games.jsonl", flat)
+    message = convert(games, ok=False).output
+    assert flat[2]["game_id"] in message and "temperature=0.7" in message
+
 
 
 def _line(record: dict) -> str:
@@ -348,19 +409,18 @@ def test_local_model_games_round_trip(tmp_path, tokenizer, local_model_dir):
             seat = lambda inst, s, game_id, k: LLMPlayer(inst, s, backend, tokenizer, params, f"{game_id}#{s}")
             specs = plan_games([Instance.from_seed(0)], 2, 2)
             with GameWriter(tmp_path / "games.jsonl") as writer:
-                await run_games(specs, (seat, seat), Limits(max_moves=4), writer, 2, {"backend": "local"},
-                                progress=False)
+                await run_games(specs, (seat, seat), Limits(max_moves=4), writer, 2, SETTINGS, progress=False)
 
     asyncio.run(go())
     records = {r["game_id"]: r for r in read_games(tmp_path / "games.jsonl")}
-    convert(tmp_path / "games.jsonl", "--val-fraction", "0")
+    convert(tmp_path / "games.jsonl", "--val-fraction", "0", "--keep-constant-groups")
     summary = summary_of(tmp_path / "games.jsonl")
     failed = Counter(f"failed:{r['failure']['reason']}" for r in records.values() if r["failure"])
     assert summary["excluded"] == dict(failed) and summary["games_used"] == len(records) - sum(failed.values()) >= 1
-    for row in rows(tmp_path / "train.parquet"):
-        info = row["extra_info"]
-        seat = records[info["game_id"]]["players"][info["player"]]
-        own = [t for t, m in zip(info["token_ids"][info["prompt_len"]:], info["response_mask"]) if m]
-        assert info["token_ids"] == seat["token_ids"] and own == [t for turn in seat["turns"] for t in turn["output_ids"]]
-        assert np.allclose([lp for lp, m in zip(info["logprobs"], info["response_mask"]) if m],
-                           [lp for turn in seat["turns"] for lp in turn["logprobs"]], atol=1e-6)
+    for info in group_rows_of(tmp_path):
+        for j, ids in enumerate(info["token_ids"]):
+            seat = records[info["game_ids"][j]]["players"][info["player"]]
+            own = [t for t, m in zip(ids[info["prompt_len"][j]:], info["response_mask"][j]) if m]
+            assert ids == seat["token_ids"] and own == [t for turn in seat["turns"] for t in turn["output_ids"]]
+            assert np.allclose([lp for lp, m in zip(info["logprobs"][j], info["response_mask"][j]) if m],
+                               [lp for turn in seat["turns"] for lp in turn["logprobs"]], atol=1e-6)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import hydra
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -23,7 +24,7 @@ from verl.protocol import DataProto
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.replica import TokenOutput
 
-from convert.rows import RowBatch, with_group_values
+from convert.rows import RowBatch, group_rows
 from convert.tokens import sampled
 from selfplay_gen.backends.base import BackendOptions, SamplingParams
 from selfplay_gen.backends.local import LocalBackend
@@ -182,80 +183,98 @@ async def real_games(tokenizer, model_dir: str, count: int) -> list[dict]:
                 for k in range(count)]
 
 
-@pytest.fixture(scope="module")
-def replay_parquet(tmp_path_factory, tokenizer, local_model_dir):
-    """Rows written with selfplay-convert's own row builder from games the real model played."""
+K_REPLAY = 3
+
+
+def replay_rows(records: list[dict], masked: int = 0, temperature: float = 1.0) -> pa.Table:
+    """Seat-0 group rows built by selfplay-convert's own row builders: K_REPLAY games, the last
+    `masked` of them without tokens (as a too-long seat), rewards 0.1, 0.2, ..."""
     rows = RowBatch()
-    for k, record in enumerate(asyncio.run(real_games(tokenizer, local_model_dir, 1))):
-        for s, log in enumerate(record["players"]):
-            if log["turns"]:
-                rows.add(k, record, s, sampled(log))
-    batch = rows.take()
-    advantage = np.linspace(-0.5, 0.5, batch.num_rows)
-    path = tmp_path_factory.mktemp("replay") / "train.parquet"
-    pq.write_table(pa.Table.from_batches([with_group_values(batch, np.zeros(batch.num_rows, int), advantage)]), path)
+    trained = K_REPLAY - masked
+    for k, record in enumerate(records[:trained]):
+        rows.add(k, record, 0, sampled(record["players"][0]))
+    group = {"index": 0, "group_id": "seed-7/p0", "instance_id": "seed-7", "player": 0, "temperature": temperature,
+             "top_p": 1.0, "best_reward": 100, "trained": trained,
+             "game_ids": [r["game_id"] for r in records[:K_REPLAY]],
+             "rewards": [0.1 * (k + 1) for k in range(K_REPLAY)], "normalized_rewards": [0.0] * K_REPLAY,
+             "terminations": [r["outcome"]["termination"] for r in records[:K_REPLAY]]}
+    return group_rows(pa.Table.from_batches([rows.take()]), pd.DataFrame([group]))
+
+
+@pytest.fixture(scope="module")
+def played(tokenizer, local_model_dir) -> list[dict]:
+    records = asyncio.run(real_games(tokenizer, local_model_dir, K_REPLAY))
+    assert all(r["players"][0]["turns"] for r in records)
+    return records
+
+
+def replay_parquet(tmp_path, records, **kwargs):
+    path = tmp_path / "train.parquet"
+    pq.write_table(replay_rows(records, **kwargs), path)
     return path
 
 
+def replay_config(model_dir: str, *overrides: str):
+    return trainer_config(model_dir, f"actor_rollout_ref.rollout.n={K_REPLAY}", *overrides)
+
+
 @pytest.mark.slow
-async def test_replay_returns_exactly_the_stored_tokens(replay_parquet, tokenizer, local_model_dir):
-    cfg = trainer_config(local_model_dir)
-    ds = dataset(replay_parquet, cfg, tokenizer)
-    worker = worker_for(cfg, server_manager=None)        # replay never calls the server
-    loop = make_loop(worker, REPLAY_AGENT)
-    assert len(ds) >= 1
-    for i in range(len(ds)):
-        row = ds[i]
-        info = row["extra_info"]
-        out = await loop.run({"logprobs": True}, **row)
-        assert out.prompt_ids + out.response_ids == list(info["token_ids"])
-        assert out.prompt_ids == list(info["token_ids"][:info["prompt_len"]])
-        assert out.response_mask == list(info["response_mask"]) and 1 in out.response_mask
+async def test_replay_hands_each_game_of_the_group_to_one_session(played, tmp_path, tokenizer, local_model_dir):
+    """verl's V1 trainer runs the n sessions of a row with session_id 0..n-1."""
+    cfg = replay_config(local_model_dir)
+    row = dataset(replay_parquet(tmp_path, played, masked=1), cfg, tokenizer)[0]
+    loop = make_loop(worker_for(cfg, server_manager=None), REPLAY_AGENT)        # replay never calls the server
+    outs = [await loop.run(sampling(loop), session_id=j, **row) for j in range(K_REPLAY)]
+    assert [o.extra_fields["game_id"] for o in outs] == [r["game_id"] for r in played]
+    assert [o.reward_score for o in outs] == pytest.approx([0.1, 0.2, 0.3])
+    for out, record in zip(outs[:2], played):
+        seat = record["players"][0]
+        start = seat["turns"][0]["prompt_len"]
+        assert out.prompt_ids + out.response_ids == seat["token_ids"] and out.prompt_ids == seat["token_ids"][:start]
         own = np.asarray(out.response_mask, bool)
-        assert np.allclose(np.asarray(out.response_logprobs)[own], np.asarray(info["logprobs"])[own])
+        assert own.any() and np.allclose(np.asarray(out.response_logprobs)[own],
+                                         [lp for t in seat["turns"] for lp in t["logprobs"]])
         assert not np.asarray(out.response_logprobs)[~own].any()
-        assert out.reward_score == pytest.approx(info["advantage"])
-        tensors = out.as_dict()                          # what verl's V1 trainer stores per trajectory
-        assert tensors["rm_scores"][-1] == pytest.approx(info["advantage"]) and not tensors["rm_scores"][:-1].any()
+    masked = outs[2]                                                             # counts in the group, trains nothing
+    assert masked.response_mask == [0] and masked.prompt_ids == outs[0].prompt_ids
 
 
 @pytest.mark.slow
-async def test_replay_batch_through_the_worker(replay_parquet, tokenizer, local_model_dir):
-    cfg = trainer_config(local_model_dir)
-    ds = dataset(replay_parquet, cfg, tokenizer)
-    out = await worker_for(cfg, server_manager=None).generate_sequences(batch_of(ds, list(range(len(ds)))))
-    assert out.batch["prompts"].shape == (len(ds), PROMPT_LENGTH)
-    assert out.batch["responses"].shape == (len(ds), RESPONSE_LENGTH)
-    for i in range(len(ds)):
-        info = ds[i]["extra_info"]
-        n_prompt, n_response = info["prompt_len"], len(info["token_ids"]) - info["prompt_len"]
-        assert out.batch["prompts"][i, -n_prompt:].tolist() == list(info["token_ids"][:n_prompt])
-        assert out.batch["responses"][i, :n_response].tolist() == list(info["token_ids"][n_prompt:])
-        assert out.batch["response_mask"][i, :n_response].tolist() == list(info["response_mask"])
-        assert not out.batch["response_mask"][i, n_response:].any()
-        assert out.batch["rm_scores"][i].sum().item() == pytest.approx(info["advantage"])
-        assert out.batch["rm_scores"][i, n_response - 1].item() == pytest.approx(info["advantage"])
+async def test_replay_batch_through_the_legacy_worker_keeps_groups_whole(played, tmp_path, tokenizer,
+                                                                        local_model_dir):
+    """The legacy trainer repeats a row n times (interleaved) with identical arguments; the
+    copies must still get games 0..K-1, and verl's GRPO sees the K rewards under one index."""
+    cfg = replay_config(local_model_dir)
+    ds = dataset(replay_parquet(tmp_path, played), cfg, tokenizer)
+    ReplayAgentLoop.started.clear()
+    batch = batch_of(ds, [0]).repeat(repeat_times=K_REPLAY, interleave=True)
+    out = await worker_for(cfg, server_manager=None).generate_sequences(batch)
+    assert list(out.non_tensor_batch["game_id"]) == [r["game_id"] for r in played]
+    assert out.batch["rm_scores"].sum(-1).tolist() == pytest.approx([0.1, 0.2, 0.3])
+    for i, record in enumerate(played):
+        ids = record["players"][0]["token_ids"]
+        n_prompt = record["players"][0]["turns"][0]["prompt_len"]
+        assert out.batch["prompts"][i, -n_prompt:].tolist() == ids[:n_prompt]
+        assert out.batch["responses"][i, :len(ids) - n_prompt].tolist() == ids[n_prompt:]
 
 
 @pytest.mark.slow
-async def test_replay_refuses_rows_that_do_not_fit(replay_parquet, tokenizer, local_model_dir):
-    ds = dataset(replay_parquet, trainer_config(local_model_dir), tokenizer)
-    small = trainer_config(local_model_dir, "data.max_response_length=8")
+async def test_replay_refuses_rows_that_do_not_fit_or_were_sampled_otherwise(played, tmp_path, tokenizer,
+                                                                           local_model_dir):
+    ds = dataset(replay_parquet(tmp_path, played, temperature=0.7), replay_config(local_model_dir), tokenizer)
     row = ds[0]
-    with pytest.raises(ReplayError, match=row["extra_info"]["game_id"] + ".*max_response_length=8"):
-        await make_loop(worker_for(small, None), REPLAY_AGENT).run({}, **row)
-
-
-@pytest.mark.slow
-async def test_replay_without_logprobs_needs_calculate_log_probs_off(replay_parquet, tokenizer, local_model_dir):
-    ds = dataset(replay_parquet, trainer_config(local_model_dir), tokenizer)
-    row = ds[0]
-    row["extra_info"] = {**row["extra_info"], "logprobs": None, "tokens_source": "retokenized"}
-    with pytest.raises(ReplayError, match="calculate_log_probs=False"):
-        await make_loop(worker_for(trainer_config(local_model_dir), None), REPLAY_AGENT).run({}, **row)
-    off = trainer_config(local_model_dir, "actor_rollout_ref.rollout.calculate_log_probs=False")
-    out = await make_loop(worker_for(off, None), REPLAY_AGENT).run({}, **row)
-    assert out.response_logprobs is None and out.response_ids == list(row["extra_info"]["token_ids"][row["extra_info"]["prompt_len"]:])
+    loop = make_loop(worker_for(replay_config(local_model_dir), None), REPLAY_AGENT)
+    with pytest.raises(ReplayError, match="temperature=0.7 but verl samples with temperature=1.0"):
+        await loop.run(sampling(loop), session_id=0, **row)
+    greedy = {**sampling(loop), "temperature": 0, "top_p": 1.0}                  # validation: not trained, not checked
+    assert (await loop.run(greedy, session_id=0, **row)).response_mask
+    small = make_loop(worker_for(replay_config(local_model_dir, "actor_rollout_ref.rollout.temperature=0.7",
+                                               "data.max_response_length=8"), None), REPLAY_AGENT)
+    with pytest.raises(ReplayError, match=played[0]["game_id"] + ".*max_response_length=8"):
+        await small.run(sampling(small), session_id=0, **row)
+    wrong_n = make_loop(worker_for(trainer_config(local_model_dir), None), REPLAY_AGENT)
+    with pytest.raises(ReplayError, match=f"rollout.n={K_REPLAY}, not 1"):
+        await wrong_n.run(sampling(wrong_n), session_id=0, **row)
 
 
 # ---------------------------------------------------------------- online self-play
@@ -328,6 +347,25 @@ async def test_online_seat_that_never_moved_trains_nothing(init_dir, tokenizer, 
     assert server.calls and all(rid.endswith("/p0") for rid, *_ in server.calls)
 
 
+class AbortingServerManager(ScriptServerManager):
+    """Plays seat 0's first move, then the server aborts the next request."""
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **_):
+        if self.calls:
+            return TokenOutput(token_ids=[], log_probs=None, stop_reason="aborted")
+        return await super().generate(request_id, prompt_ids=prompt_ids, sampling_params=sampling_params)
+
+
+async def test_online_failed_game_trains_nothing(init_dir, tokenizer, local_model_dir):
+    cfg = trainer_config(local_model_dir, "+selfplay.invalid_move_penalty=0.5")
+    ds = dataset(init_dir / "train.parquet", cfg, tokenizer)
+    server = AbortingServerManager(tokenizer, {0: ["[message] Hello."], 1: []})
+    worker = worker_for(cfg, server)
+    out = await make_loop(worker, ONLINE_AGENT).run(sampling(worker), **ds[0])
+    assert out.extra_fields["failed"] and out.extra_fields["termination"] == "backend_error"
+    assert out.response_mask == [0] and out.reward_score == 0.0     # seat 0 sampled a turn, yet nothing is trained
+
+
 @pytest.mark.slow
 async def test_online_real_model_games_through_the_worker(init_dir, tokenizer, local_model_dir, local_engine):
     """verl's n sessions per row: rows (instance, seat 0) and (instance, seat 1), each repeated n=2
@@ -360,3 +398,4 @@ async def test_online_real_model_games_through_the_worker(init_dir, tokenizer, l
     scores = result.batch["rm_scores"].sum(-1).tolist()
     assert scores == pytest.approx([float(r) for r in result.non_tensor_batch["normalized_reward"]])
     assert all(0.0 <= r <= 1.0 for r in scores)
+

@@ -24,9 +24,15 @@ past its first prompt: the next turn that would not fit ends the game with termi
 `context_length` (reward 0). A seat that never sampled (its partner ended the game first) or
 whose context broke the append-only invariant returns its initial prompt and one masked
 end-of-turn id: nothing of it is trained, but its game's reward still counts in its group.
+A game that failed (the record has a `failure`: a backend error such as an aborted request, or
+a broken token invariant) is never trained either: both seats return that fully masked
+trajectory, and its reward (0: no agreement) still counts in the group's mean and std, since
+verl's GRPO cannot leave one session of a group out. The reward is `convert.reward`'s training
+reward, the same as offline (`+selfplay.invalid_move_penalty`, as `selfplay-convert`'s option).
 
 Game settings come from the optional trainer config group `selfplay` (Hydra
-`+selfplay.max_moves=30 +selfplay.max_invalid=3 +selfplay.max_new_tokens=256`); sampling
+`+selfplay.max_moves=30 +selfplay.max_invalid=3 +selfplay.max_new_tokens=256
++selfplay.invalid_move_penalty=0`); sampling
 (temperature, top_p, top_k, logprobs) is verl's, greedy during validation.
 """
 from __future__ import annotations
@@ -36,7 +42,7 @@ from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
-from convert.pipeline import training_reward
+from convert.reward import training_reward
 from convert.tokens import sampled
 from ..backends.base import Backend, BackendError, Generation, SamplingParams
 from ..game import Limits
@@ -106,7 +112,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
         self.limits = Limits(int(settings.get("max_moves", Limits.max_moves)),
                              int(settings.get("max_invalid", Limits.max_invalid)))
         self.max_new_tokens = int(settings.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
-        self.valid_move_bonus = float(settings.get("valid_move_bonus", 0.0))   # as selfplay-convert's option
+        self.invalid_move_penalty = float(settings.get("invalid_move_penalty", 0.0))   # as selfplay-convert's
         rollout = self.rollout_config
         self.max_context = (rollout.get("max_model_len") or rollout.prompt_length + rollout.response_length) - 1
 
@@ -130,17 +136,18 @@ class SelfPlayAgentLoop(AgentLoopBase):
         outcome = record["outcome"]
         return AgentLoopOutput(
             **self._trajectory(record, seat, instance),
-            reward_score=training_reward(record, self.valid_move_bonus),
+            reward_score=training_reward(record, seat, self.invalid_move_penalty),
             num_turns=len(record["players"][seat]["messages"]),
             metrics=AgentLoopMetrics(),
             extra_fields={"game_id": record["game_id"], "normalized_reward": outcome["normalized_reward"],
-                          "termination": outcome["termination"], **backend.versions()},
+                          "termination": outcome["termination"], "failed": bool(record["failure"]),
+                          **backend.versions()},
         )
 
     def _trajectory(self, record: dict, seat: int, instance: Instance) -> dict:
         """Seat `seat`'s ids split into prompt and response, cut after its last sampled id."""
         log = record["players"][seat]
-        if not log["turns"] or not log["invariant_ok"]:
+        if record["failure"] or not log["turns"] or not log["invariant_ok"]:
             return self._untrained(instance, seat)
         tokens = sampled(log)
         last = log["turns"][-1]

@@ -1,0 +1,20 @@
+"""The training reward of one seat of one game: the one definition that `selfplay-convert` and
+the online agent loop share, so offline and online GRPO optimize the same thing.
+
+It is the game's normalized reward minus an opt-in penalty for the seat's own invalid moves:
+`penalty x invalid moves / turns`, so the shaping lies in [-penalty, 0]. A seat that plays
+only valid [message] moves gets no shaping at all, so the penalty cannot be farmed; agreement
+is still the only way to a positive reward. The game's score in the records is never changed.
+"""
+from __future__ import annotations
+
+
+def training_reward(record: dict, seat: int, invalid_move_penalty: float = 0.0) -> float:
+    """`record`'s normalized reward, less the penalty for `seat`'s share of invalid turns.
+    A seat without sampled turns (a scripted player) makes no invalid moves."""
+    reward = float(record["outcome"]["normalized_reward"])
+    turns = len(record["players"][seat].get("turns") or ())
+    if not invalid_move_penalty or not turns:
+        return reward
+    invalid = sum(event["kind"] == "invalid" and event["player"] == seat for event in record["events"])
+    return reward - invalid_move_penalty * invalid / turns
