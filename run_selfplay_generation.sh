@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Generate self-play games with an SGLang server, then convert them to verl GRPO parquet.
+# Generate self-play games with an SGLang server, convert them to verl parquet, and (optionally) evaluate the
+# served model on held-out and human instances with the same server.
 set -euo pipefail
 
 usage() {
@@ -8,16 +9,22 @@ Usage: run_selfplay_generation.sh [--dry-run] [--help]
 
 Starts an SGLang server for MODEL_NAME (or uses SGLANG_URL), plays NUM_GAMES self-play games
 into OUT_DIR/games.jsonl (resumable) and converts them into OUT_DIR/*.parquet. The server is
-stopped on every exit path. --dry-run prints the commands instead of running them.
+stopped on every exit path. With EVAL_DIR set, the served model is also evaluated (selfplay-gen
+eval) on EVAL_INSTANCES held-out instances x EVAL_GAMES_PER_INSTANCE games (EVAL_DIR/heldout) and
+on the 134 human instances (EVAL_DIR/human); NUM_GAMES=0 evaluates only. --dry-run prints the
+commands instead of running them.
 
 Environment (default):
   MODEL_NAME          model directory to serve and tokenize with (required unless SGLANG_URL is set)
   SGLANG_URL          use this running server (or router) instead of starting one
   NUM_GAMES           games to play (256)
   GAMES_PER_INSTANCE  games per instance = GRPO group size (8)
-  TEMPERATURE         sampling temperature (1.0)
+  SEED                seed of the first instance (0); instances are SEED, SEED+1, ...
+  TEMPERATURE         sampling temperature (1.0), also for evaluation
   MAX_MOVES           valid moves per game (30)
-  MAX_NEW_TOKENS      new tokens per turn (256)
+  MAX_NEW_TOKENS      new tokens per turn (512)
+  MAX_RESPONSE_TOKENS tokens a seat's context may grow past its first prompt; set it to the training
+                      data.max_response_length so that longer games score 0 (unset: no limit)
   OUT_DIR             output directory (data/selfplay)
   PORT                server port (30000)
   TP                  tensor-parallel size per server (1)
@@ -31,6 +38,12 @@ Environment (default):
   SELFPLAY_CONVERT    conversion command (selfplay-convert if on PATH, else $SELFPLAY_PYTHON -m convert.cli)
   GEN_ARGS            extra arguments for the generation command ("")
   CONVERT_ARGS        extra arguments for the conversion command, e.g. "--max-response-tokens 4096" ("")
+  EVAL_DIR            evaluate the served model into EVAL_DIR/heldout and EVAL_DIR/human (unset: no evaluation)
+  EVAL_LABEL          the model's label in the reports (the model directory's name)
+  EVAL_APPEND_TO      run-level reports: EVAL_APPEND_TO/heldout and EVAL_APPEND_TO/human get this model as
+                      their next row (or replace the row with its label)
+  EVAL_INSTANCES      held-out instances (64); their seeds start at 10**9, apart from training seeds
+  EVAL_GAMES_PER_INSTANCE  games per held-out instance (8); human instances get 2 each
 EOF
 }
 
@@ -46,10 +59,17 @@ done
 MODEL_NAME=${MODEL_NAME:-}
 SGLANG_URL=${SGLANG_URL:-}
 NUM_GAMES=${NUM_GAMES:-256}
+SEED=${SEED:-0}
 GAMES_PER_INSTANCE=${GAMES_PER_INSTANCE:-8}
 TEMPERATURE=${TEMPERATURE:-1.0}
 MAX_MOVES=${MAX_MOVES:-30}
-MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-512}
+MAX_RESPONSE_TOKENS=${MAX_RESPONSE_TOKENS:-}
+EVAL_DIR=${EVAL_DIR:-}
+EVAL_LABEL=${EVAL_LABEL:-$(basename "${MODEL_NAME:-model}")}
+EVAL_APPEND_TO=${EVAL_APPEND_TO:-}
+EVAL_INSTANCES=${EVAL_INSTANCES:-64}
+EVAL_GAMES_PER_INSTANCE=${EVAL_GAMES_PER_INSTANCE:-8}
 OUT_DIR=${OUT_DIR:-data/selfplay}
 PORT=${PORT:-30000}
 TP=${TP:-1}
@@ -133,9 +153,23 @@ read -r -a gen_args <<< "$GEN_ARGS"
 read -r -a convert_args <<< "$CONVERT_ARGS"
 model=()
 [[ -z $MODEL_NAME ]] || model=(--model "$MODEL_NAME")
-run generate "${gen[@]}" --backend sglang --base-url "$URL" "${model[@]}" \
-  --num-games "$NUM_GAMES" --games-per-instance "$GAMES_PER_INSTANCE" --temperature "$TEMPERATURE" \
-  --max-moves "$MAX_MOVES" --max-new-tokens "$MAX_NEW_TOKENS" --out "$OUT_DIR/games.jsonl" --resume "${gen_args[@]}"
-run convert "${convert[@]}" "$OUT_DIR/games.jsonl" --out-dir "$OUT_DIR" --overwrite "${convert_args[@]}"
+sampling=(--backend sglang --base-url "$URL" "${model[@]}" --temperature "$TEMPERATURE" --max-moves "$MAX_MOVES"
+          --max-new-tokens "$MAX_NEW_TOKENS")
+[[ -z $MAX_RESPONSE_TOKENS ]] || sampling+=(--max-response-tokens "$MAX_RESPONSE_TOKENS")
+if ((NUM_GAMES > 0)); then
+  run generate "${gen[@]}" "${sampling[@]}" --seed "$SEED" --num-games "$NUM_GAMES" \
+    --games-per-instance "$GAMES_PER_INSTANCE" --out "$OUT_DIR/games.jsonl" --resume "${gen_args[@]}"
+  run convert "${convert[@]}" "$OUT_DIR/games.jsonl" --out-dir "$OUT_DIR" --overwrite "${convert_args[@]}"
+fi
+if [[ -n $EVAL_DIR ]]; then
+  for set in heldout human; do
+    if [[ $set == heldout ]]; then size=(--num-instances "$EVAL_INSTANCES" -k "$EVAL_GAMES_PER_INSTANCE"); else size=(-k 2); fi
+    append=()
+    [[ -z $EVAL_APPEND_TO ]] || append=(--append-to "$EVAL_APPEND_TO/$set")
+    run "evaluate ($set)" "${gen[@]}" eval "${sampling[@]}" --instances "$set" "${size[@]}" --label "$EVAL_LABEL" \
+      --out "$EVAL_DIR/$set" --resume --quiet "${append[@]}"
+  done
+fi
 STEP=finished
-echo "games: $OUT_DIR/games.jsonl, summary: $OUT_DIR/games.summary.json, parquet: $OUT_DIR"
+((NUM_GAMES == 0)) || echo "games: $OUT_DIR/games.jsonl, summary: $OUT_DIR/games.summary.json, parquet: $OUT_DIR"
+[[ -z $EVAL_DIR ]] || echo "evaluation: $EVAL_DIR/heldout/report.md, $EVAL_DIR/human/report.md"

@@ -1,33 +1,50 @@
 #!/usr/bin/env bash
-# Self-play iterations: generate with the current model -> convert -> train (offline GRPO) -> merge -> next model.
+# Self-play iterations: evaluate the initial model -> warm start if it cannot play -> per iteration,
+# generate with the current model on new instances -> convert -> train -> merge; every model is evaluated.
 set -euo pipefail
 
 usage() {
   cat <<'EOF'
 Usage: run_selfplay_iteration.sh [--dry-run] [--help] [HYDRA_OVERRIDE...]
 
-Runs NUM_ITERATIONS iterations under RUN_DIR/iter_NNN/: gen/ (games.jsonl, games.summary.json,
-train/val parquet, from run_selfplay_generation.sh serving the current model), train/
-(checkpoints/ and the merged hf/ model, from run_selfplay_training.sh MODE=offline) and report/
-(selfplay-gen eval). The next iteration serves iter_NNN/train/hf. An iteration whose DONE
-marker exists is skipped, so a stopped run resumes where it stopped. After each iteration
-RUN_DIR/summary.tsv and RUN_DIR/summary.md list iteration, games, agreement rate, mean
-normalized reward, training steps and checkpoint. Extra arguments go to verl (Hydra overrides).
---dry-run prints every command instead of running it.
+Stages under RUN_DIR, each skipped once its DONE marker exists (a stopped run resumes):
+  base/      the initial model evaluated (eval/heldout, eval/human)
+  warm/      the warm start (WARM_START): teacher games from scripted players (games.jsonl), their
+             SFT parquet (sft/), verl SFT (train/, merged model train/hf)
+  iter_NNN/  games of the current model on instances never used before (gen/: seeds NNN x 10**6 on),
+             converted and trained on (train/, merged model train/hf) with TRAINER
+Every model is evaluated with the server that plays its games, on held-out instances (seeds from
+10**9, never trained on) and on the 134 human instances; the rows go to the run-level reports
+RUN_DIR/report/heldout and RUN_DIR/report/human (base, warm, iter_1, ...: each beside the
+random-matching baseline of its instances, with paired differences). RUN_DIR/summary.md lists
+each stage's training games, their agreement and reward, and its wall time. Extra arguments go
+to verl (Hydra overrides). --dry-run prints every command instead of running it.
 
 Environment (default):
-  NUM_ITERATIONS      iterations (3)
-  GAMES_PER_ITER      games generated per iteration (256)
+  INITIAL_MODEL       Hugging Face model directory (the embedded SmolLM2-135M-Instruct, converted once)
+  NUM_ITERATIONS      RL iterations (3)
+  TRAINER             grpo (offline GRPO on whole groups) | filtered-bc (SFT on the best games of each
+                      group: filtered behaviour cloning / expert iteration) (grpo)
+  GAMES_PER_ITER      games generated per iteration (512)
+  GAMES_PER_INSTANCE  games per instance = GRPO group size (8)
   EPOCHS_PER_ITER     training epochs per iteration (1)
-  INITIAL_MODEL       Hugging Face model directory of iteration 1 (required)
+  RL_LR               learning rate of the iterations (grpo 5e-6, filtered-bc 2e-5)
+  RL_BATCH_SIZE       rows per training step (grpo: 16 groups of GAMES_PER_INSTANCE games; filtered-bc: 32)
+  TOP_FRACTION        filtered-bc: share of each group's games imitated (0.25)
+  WARM_START          auto: warm start when the initial model agrees in less than WARM_START_BELOW of
+                      its held-out games | teacher: always | none: never (auto)
+  WARM_START_BELOW    agreement rate below which auto warm-starts (0.5)
+  WARM_GAMES          teacher games for the warm start (4096)
+  WARM_EPOCHS         warm-start epochs (2)
+  WARM_LR             warm-start learning rate (1e-4)
   RUN_DIR             run directory (data/iterations)
   MAX_PROMPT_LENGTH   prompt limit for conversion and training (1024)
-  MAX_RESPONSE_LENGTH response limit for conversion and training (3072)
-  CONVERT_ARGS        conversion arguments ("--max-prompt-tokens MAX_PROMPT_LENGTH
-                      --max-response-tokens MAX_RESPONSE_LENGTH")
+  MAX_RESPONSE_LENGTH response limit for generation (a seat's budget), conversion and training (3072)
+  EVAL_INSTANCES, EVAL_GAMES_PER_INSTANCE  held-out evaluation size (64 x 8)
   SELFPLAY_PYTHON     python with selfplay_gen importable (python3)
   SELFPLAY_GEN        selfplay-gen command (selfplay-gen if on PATH, else $SELFPLAY_PYTHON -m selfplay_gen.cli)
-Everything else (GAMES_PER_INSTANCE, TEMPERATURE, MAX_MOVES, PORT, TP, DP, SGLANG_PYTHON, N_GPUS,
+  SELFPLAY_CONVERT    selfplay-convert command (likewise)
+Everything else (TEMPERATURE, MAX_MOVES, MAX_NEW_TOKENS, PORT, TP, DP, SGLANG_PYTHON, N_GPUS,
 TRAIN_BATCH_SIZE, LR, VERL_PYTHON, ...) is read by run_selfplay_generation.sh / run_selfplay_training.sh.
 EOF
 }
@@ -43,21 +60,38 @@ for arg in "$@"; do
 done
 
 NUM_ITERATIONS=${NUM_ITERATIONS:-3}
-GAMES_PER_ITER=${GAMES_PER_ITER:-256}
+TRAINER=${TRAINER:-grpo}
+case "$TRAINER" in grpo|filtered-bc) ;; *) echo "TRAINER must be grpo or filtered-bc, not '$TRAINER'" >&2; exit 2 ;; esac
+GAMES_PER_ITER=${GAMES_PER_ITER:-512}
+export GAMES_PER_INSTANCE=${GAMES_PER_INSTANCE:-8}
 EPOCHS_PER_ITER=${EPOCHS_PER_ITER:-1}
-INITIAL_MODEL=${INITIAL_MODEL:-}
+TOP_FRACTION=${TOP_FRACTION:-0.25}
+if [[ $TRAINER == grpo ]]; then RL_LR=${RL_LR:-5e-6} RL_BATCH_SIZE=${RL_BATCH_SIZE:-16}
+else RL_LR=${RL_LR:-2e-5} RL_BATCH_SIZE=${RL_BATCH_SIZE:-32}; fi
+WARM_START=${WARM_START:-auto}
+WARM_START_BELOW=${WARM_START_BELOW:-0.5}
+WARM_GAMES=${WARM_GAMES:-4096}
+WARM_EPOCHS=${WARM_EPOCHS:-2}
+WARM_LR=${WARM_LR:-1e-4}
 RUN_DIR=${RUN_DIR:-data/iterations}
 export MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-1024}
 export MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-3072}
-export CONVERT_ARGS=${CONVERT_ARGS:---max-prompt-tokens $MAX_PROMPT_LENGTH --max-response-tokens $MAX_RESPONSE_LENGTH}
+export MAX_RESPONSE_TOKENS=$MAX_RESPONSE_LENGTH
 export SELFPLAY_PYTHON=${SELFPLAY_PYTHON:-python3}
 if [[ -z ${SELFPLAY_GEN:-} ]]; then
   if command -v selfplay-gen > /dev/null; then SELFPLAY_GEN=selfplay-gen; else SELFPLAY_GEN="$SELFPLAY_PYTHON -m selfplay_gen.cli"; fi
 fi
-export SELFPLAY_GEN
+if [[ -z ${SELFPLAY_CONVERT:-} ]]; then
+  if command -v selfplay-convert > /dev/null; then SELFPLAY_CONVERT=selfplay-convert; else SELFPLAY_CONVERT="$SELFPLAY_PYTHON -m convert.cli"; fi
+fi
+export SELFPLAY_GEN SELFPLAY_CONVERT
+case "$WARM_START" in auto|teacher|none) ;; *) echo "WARM_START must be auto, teacher or none, not '$WARM_START'" >&2; exit 2 ;; esac
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+limits=(--max-prompt-tokens "$MAX_PROMPT_LENGTH" --max-response-tokens "$MAX_RESPONSE_LENGTH")
 dry=()
 [[ $DRY_RUN -eq 0 ]] || dry=(--dry-run)
+read -r -a gen_cmd <<< "$SELFPLAY_GEN"
+read -r -a convert_cmd <<< "$SELFPLAY_CONVERT"
 
 STEP=setup
 on_exit() {
@@ -80,69 +114,119 @@ stage() {
   "$@"
 }
 
-# rows FILE: rows of a parquet file (0 if it is missing).
-rows() {
-  "$SELFPLAY_PYTHON" -c 'import sys, os, pyarrow.parquet as pq
-print(pq.ParquetFile(sys.argv[1]).metadata.num_rows if os.path.exists(sys.argv[1]) else 0)' "$1"
+# serve STEP MODEL LABEL NUM_GAMES SEED OUT_DIR [CONVERT_ARGS]: one SGLang server for MODEL plays
+# NUM_GAMES training games into OUT_DIR/gen (converted with CONVERT_ARGS) and evaluates MODEL as
+# LABEL into EVAL_FOR/eval (EVAL_FOR: the stage that made MODEL).
+serve() {
+  stage "$1" env MODEL_NAME="$2" EVAL_LABEL="$3" NUM_GAMES="$4" SEED="$5" OUT_DIR="$6/gen" CONVERT_ARGS="${7:-}" \
+    EVAL_DIR="$EVAL_FOR/eval" EVAL_APPEND_TO="$RUN_DIR/report" "$HERE/run_selfplay_generation.sh" "${dry[@]}"
+  [[ $DRY_RUN -eq 1 ]] || touch "$EVAL_FOR/eval/DONE"
 }
 
-# summary_row ITER DIR: one TSV line from the generation summary and the checkpoint directory.
-summary_row() {
-  "$SELFPLAY_PYTHON" - "$1" "$2" <<'PY'
+# train STEP MODE MODEL DIR [VAR=VALUE...]: run_selfplay_training.sh on DIR/gen into DIR/train.
+train() {
+  local step=$1 mode=$2 model=$3 dir=$4
+  shift 4
+  stage "$step" env MODE="$mode" MODEL_PATH="$model" TRAIN_FILES="$dir/gen/train.parquet" \
+    VAL_FILES="$(val_file "$dir/gen")" OUT_DIR="$dir/train" EXPERIMENT="$(basename "$dir")" "$@" \
+    "$HERE/run_selfplay_training.sh" "${dry[@]}" "${overrides[@]}"
+}
+
+# val_file DIR: DIR/val.parquet, or DIR/train.parquet when the split left no validation rows.
+val_file() {
+  if [[ $DRY_RUN -eq 0 ]] && [[ $("$SELFPLAY_PYTHON" -c 'import sys, os, pyarrow.parquet as pq
+print(pq.ParquetFile(sys.argv[1]).metadata.num_rows if os.path.exists(sys.argv[1]) else 0)' "$1/val.parquet") -eq 0 ]]; then
+    echo "$1/train.parquet"
+  else
+    echo "$1/val.parquet"
+  fi
+}
+
+# done_row STAGE DIR SECONDS: mark DIR done with its summary row, and rewrite RUN_DIR/summary.{tsv,md}.
+done_row() {
+  [[ $DRY_RUN -eq 0 ]] || return 0
+  "$SELFPLAY_PYTHON" - "$1" "$2" "$3" > "$2/summary_row.tsv" <<'PY'
 import json, sys
 from pathlib import Path
-iteration, root = sys.argv[1], Path(sys.argv[2])
-gen = json.loads((root / "gen" / "games.summary.json").read_text())
-steps = (root / "train" / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip()
-print("\t".join([iteration, str(gen["games"]), f"{gen['agreement_rate']:.4f}", f"{gen['mean_normalized_reward']:.4f}",
-                 steps, str(root / "train" / "checkpoints" / f"global_step_{steps}")]))
+stage, root, seconds = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+games = next(iter(root.glob("gen/games.summary.json")), None)
+gen = json.loads(games.read_text()) if games else {}
+print("\t".join([stage, str(gen.get("games", "")), *(f"{gen[k]:.4f}" if k in gen else "" for k in
+                 ("agreement_rate", "mean_normalized_reward")), seconds]))
 PY
-}
-
-# write_summary: RUN_DIR/summary.tsv and summary.md from the rows of finished iterations (atomic).
-write_summary() {
-  local header=$'iteration\tgames\tagreement_rate\tmean_normalized_reward\ttraining_steps\tcheckpoint'
-  { echo "$header"; cat "$RUN_DIR"/iter_*/summary_row.tsv 2> /dev/null || true; } > "$RUN_DIR/summary.tsv.tmp"
-  awk -F'\t' 'NR == 1 { print "| " $1 " | " $2 " | " $3 " | " $4 " | " $5 " | " $6 " |"; print "|---|---|---|---|---|---|"; next }
-              { print "| " $1 " | " $2 " | " $3 " | " $4 " | " $5 " | " $6 " |" }' \
-    "$RUN_DIR/summary.tsv.tmp" > "$RUN_DIR/summary.md.tmp"
+  touch "$2/DONE"
+  local header=$'stage\ttraining games\tagreement\tmean normalized reward\twall time (s)'
+  { echo "$header"; cat "$RUN_DIR"/*/summary_row.tsv; } > "$RUN_DIR/summary.tsv.tmp"
+  awk -F'\t' '{ line = "|"; for (i = 1; i <= NF; i++) line = line " " $i " |"; print line }
+              NR == 1 { print "|---|---|---|---|---|" }' "$RUN_DIR/summary.tsv.tmp" > "$RUN_DIR/summary.md.tmp"
   mv "$RUN_DIR/summary.tsv.tmp" "$RUN_DIR/summary.tsv"
   mv "$RUN_DIR/summary.md.tmp" "$RUN_DIR/summary.md"
 }
 
-[[ -n $INITIAL_MODEL ]] || { echo "set INITIAL_MODEL (a Hugging Face model directory)" >&2; exit 2; }
-[[ $DRY_RUN -eq 1 ]] || mkdir -p "$RUN_DIR"
+STEP=initial-model
+if [[ -z ${INITIAL_MODEL:-} ]]; then
+  if [[ $DRY_RUN -eq 1 ]]; then INITIAL_MODEL=EMBEDDED_MODEL_DIR
+  else INITIAL_MODEL=$("$SELFPLAY_PYTHON" -c 'from selfplay_gen.models import resolve; print(resolve(None))'); fi
+fi
+[[ $DRY_RUN -eq 1 ]] || mkdir -p "$RUN_DIR"/{base,warm}
+
+EVAL_FOR=$RUN_DIR/base
+if [[ ! -e $RUN_DIR/base/DONE ]]; then
+  started=$SECONDS
+  serve "base: evaluate" "$INITIAL_MODEL" base 0 0 "$RUN_DIR/base/eval"
+  done_row base "$RUN_DIR/base" $((SECONDS - started))
+fi
+
 model=$INITIAL_MODEL
-for ((i = 1; i <= NUM_ITERATIONS; i++)); do
-  dir=$RUN_DIR/$(printf 'iter_%03d' "$i")
-  if [[ -e $dir/DONE ]]; then
-    echo "iteration $i: done already ($dir/DONE), skipped"
-    model=$dir/train/hf
-    continue
-  fi
-  echo "=== iteration $i of $NUM_ITERATIONS: model $model -> $dir"
-  [[ $DRY_RUN -eq 1 ]] || mkdir -p "$dir"
-  stage "iteration $i: generate" env MODEL_NAME="$model" NUM_GAMES="$GAMES_PER_ITER" OUT_DIR="$dir/gen" \
-    "$HERE/run_selfplay_generation.sh" "${dry[@]}"
-  val=$dir/gen/val.parquet
-  if [[ $DRY_RUN -eq 0 && $(rows "$val") -eq 0 ]]; then
-    echo "iteration $i: no validation rows in $val; validating on train.parquet" >&2
-    val=$dir/gen/train.parquet
-  fi
-  stage "iteration $i: train" env MODE=offline MODEL_PATH="$model" TRAIN_FILES="$dir/gen/train.parquet" \
-    VAL_FILES="$val" OUT_DIR="$dir/train" EPOCHS="$EPOCHS_PER_ITER" EXPERIMENT="iter_$i" \
-    "$HERE/run_selfplay_training.sh" "${dry[@]}" "${overrides[@]}"
-  read -r -a gen_cmd <<< "$SELFPLAY_GEN"
-  run "iteration $i: eval" "${gen_cmd[@]}" eval --from-games "iter_$i=$dir/gen/games.jsonl" --out "$dir/report" \
-    --append-to "$RUN_DIR/report"
-  STEP="iteration $i: summary"
-  if [[ $DRY_RUN -eq 0 ]]; then
-    summary_row "$i" "$dir" > "$dir/summary_row.tsv"
-    write_summary
-    touch "$dir/DONE"                          # written last: the iteration is complete
+label=base
+if [[ $WARM_START == auto ]]; then
+  WARM_START=none
+  if [[ $DRY_RUN -eq 1 ]] || "$SELFPLAY_PYTHON" - "$RUN_DIR/base/eval/heldout/metrics.json" "$WARM_START_BELOW" <<'PY'
+import json, sys
+metrics = json.load(open(sys.argv[1]))
+agreement = metrics["models"]["base"]["agreement_rate"]["mean"]
+print(f"initial model: held-out agreement {agreement:.3f}", file=sys.stderr)
+sys.exit(0 if agreement < float(sys.argv[2]) else 1)
+PY
+  then WARM_START=teacher; fi
+fi
+if [[ $WARM_START == teacher ]]; then
+  dir=$RUN_DIR/warm
+  if [[ ! -e $dir/DONE ]]; then
+    started=$SECONDS
+    run "warm start: teacher games" "${gen_cmd[@]}" --backend scripted --scripted-policy teacher --seed 500000000 \
+      --num-games "$WARM_GAMES" --games-per-instance 1 --out "$dir/gen/games.jsonl" --resume --quiet
+    run "warm start: convert" "${convert_cmd[@]}" "$dir/gen/games.jsonl" --format sft --top-fraction 1 \
+      --out-dir "$dir/gen" --overwrite --model "$INITIAL_MODEL" "${limits[@]}"
+    train "warm start: train" sft "$model" "$dir" EPOCHS="$WARM_EPOCHS" LR="$WARM_LR"
+    done_row warm "$dir" $((SECONDS - started))
   fi
   model=$dir/train/hf
+  label=warm
+fi
+EVAL_FOR=$RUN_DIR/$label
+
+convert_args=${limits[*]}
+[[ $TRAINER == grpo ]] || convert_args="--format sft --top-fraction $TOP_FRACTION $convert_args"
+for ((i = 1; i <= NUM_ITERATIONS; i++)); do
+  dir=$RUN_DIR/$(printf 'iter_%03d' "$i")
+  if [[ ! -e $dir/DONE ]]; then
+    echo "=== iteration $i of $NUM_ITERATIONS ($TRAINER): model $model -> $dir"
+    started=$SECONDS
+    serve "iteration $i: generate" "$model" "$label" "$GAMES_PER_ITER" $((i * 1000000)) "$dir" "$convert_args"
+    mode=offline
+    [[ $TRAINER == grpo ]] || mode=sft
+    train "iteration $i: train" "$mode" "$model" "$dir" EPOCHS="$EPOCHS_PER_ITER" LR="$RL_LR" \
+      TRAIN_BATCH_SIZE="$RL_BATCH_SIZE"
+    done_row "iter_$i" "$dir" $((SECONDS - started))
+  else
+    echo "iteration $i: done already ($dir/DONE), skipped"
+  fi
+  model=$dir/train/hf
+  label=iter_$i
+  EVAL_FOR=$dir
 done
+[[ -e $EVAL_FOR/eval/DONE ]] || serve "$label: evaluate" "$model" "$label" 0 0 "$EVAL_FOR/eval"
 STEP=finished
-[[ $DRY_RUN -eq 1 ]] || cat "$RUN_DIR/summary.md"
+if [[ $DRY_RUN -eq 0 ]]; then cat "$RUN_DIR/summary.md" "$RUN_DIR/report/heldout/report.md"; fi
 echo "final model: $model"

@@ -8,7 +8,7 @@ Usage: bench/gpu_iteration.sh [--dry-run] [--help] MODEL_DIR OUT_DIR
 
 On a GPU machine (after `source install_site.sh site_serve.tar.xz site_train.tar.xz`), with
 MODEL_DIR a Hugging Face model directory:
-  1. generate 64 games (GAMES_PER_INSTANCE=8) with SGLang serving MODEL_DIR, convert them
+  1. generate 256 games (GAMES_PER_INSTANCE=8) with SGLang serving MODEL_DIR, convert them
   2. train 3 offline GRPO steps on them (replay) and merge the checkpoint into a HF model
   3. generate 32 games with the merged model
   4. write game-initialization data and train 2 online steps (self-play loop, ROLLOUT_N=4)
@@ -44,9 +44,10 @@ export GAMES_PER_INSTANCE=8 MAX_MOVES=${MAX_MOVES:-12} MAX_NEW_TOKENS=${MAX_NEW_
 export MAX_PROMPT_LENGTH=1024 MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-2048}
 export TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-16} MICRO_BATCH_SIZE=${MICRO_BATCH_SIZE:-4} SAVE_FREQ=1000
 export GPU_MEMORY_UTILIZATION=0.4 ENFORCE_EAGER=True USE_REMOVE_PADDING=False PORT=${PORT:-30000}
-# SmolLM2-135M never agrees, so every game scores 0: the valid-move bonus gives its groups signal
-export TEMPERATURE=${TEMPERATURE:-0.7} VALID_MOVE_BONUS=${VALID_MOVE_BONUS:-1.0}
-export CONVERT_ARGS="--max-prompt-tokens $MAX_PROMPT_LENGTH --max-response-tokens $MAX_RESPONSE_LENGTH --valid-move-bonus $VALID_MOVE_BONUS"
+# the raw SmolLM2-135M never agrees, so every game scores 0: the invalid-move penalty gives its groups signal
+export TEMPERATURE=${TEMPERATURE:-0.7} INVALID_MOVE_PENALTY=${INVALID_MOVE_PENALTY:-0.5}
+export MAX_RESPONSE_TOKENS=$MAX_RESPONSE_LENGTH
+export CONVERT_ARGS="--max-prompt-tokens $MAX_PROMPT_LENGTH --max-response-tokens $MAX_RESPONSE_LENGTH --invalid-move-penalty $INVALID_MOVE_PENALTY"
 dry=()
 [[ $DRY_RUN -eq 0 ]] || dry=(--dry-run)
 
@@ -97,5 +98,5 @@ step init listing "$OUT/online" \
 step train_online checkpoint "$OUT/train_online" \
   env MODE=online MODEL_PATH="$OUT/train_offline/hf" TRAIN_FILES="$OUT/online/train.parquet" \
   VAL_FILES="$OUT/online/test.parquet" OUT_DIR="$OUT/train_online" TOTAL_STEPS=2 ROLLOUT_N=4 TRAIN_BATCH_SIZE=8 \
-  MINI_BATCH_SIZE=8 "$REPO/run_selfplay_training.sh" "${dry[@]}" "+selfplay.valid_move_bonus=$VALID_MOVE_BONUS"
+  MINI_BATCH_SIZE=8 "$REPO/run_selfplay_training.sh" "${dry[@]}" "+selfplay.invalid_move_penalty=$INVALID_MOVE_PENALTY"
 [[ $DRY_RUN -eq 1 ]] || cat "$SUMMARY"

@@ -14,7 +14,7 @@ from selfplay_gen.verl import config_path
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = ["run_selfplay_generation.sh", "run_selfplay_training.sh", "run_selfplay_iteration.sh",
-           "bench/gpu_iteration.sh"]
+           "bench/gpu_iteration.sh", "bench/gpu_learning.sh"]
 
 
 def script(name: str, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -49,11 +49,26 @@ def test_generation_dry_run_starts_a_server_generates_and_converts(tmp_path):
     assert any(line.startswith("+ /env/bin/python -m sglang.launch_server --model-path /models/m --host 127.0.0.1 "
                                "--port 31234 --tp 2 --attention-backend triton") for line in lines)
     out = tmp_path / "g"
-    assert (f"+ gen --backend sglang --base-url http://127.0.0.1:31234 --model /models/m --num-games 64 "
-            f"--games-per-instance 8 --temperature 0.7 --max-moves 12 --max-new-tokens 256 "
+    assert (f"+ gen --backend sglang --base-url http://127.0.0.1:31234 --model /models/m --temperature 0.7 "
+            f"--max-moves 12 --max-new-tokens 512 --seed 0 --num-games 64 --games-per-instance 8 "
             f"--out {out}/games.jsonl --resume") in lines
     assert f"+ conv {out}/games.jsonl --out-dir {out} --overwrite" in lines
+    assert not any("eval" in line for line in lines)      # no EVAL_DIR: no evaluation
     assert not out.exists()                               # a dry run writes nothing
+
+
+def test_generation_dry_run_evaluates_the_served_model_with_the_seat_budget(tmp_path):
+    result = script("run_selfplay_generation.sh", "--dry-run", MODEL_NAME="/models/m", NUM_GAMES="0",
+                    MAX_RESPONSE_TOKENS="2048", EVAL_DIR=str(tmp_path / "e"), EVAL_LABEL="warm",
+                    EVAL_APPEND_TO=str(tmp_path / "r"), SELFPLAY_GEN="gen")
+    assert result.returncode == 0, result.stderr
+    commands = [line for line in result.stdout.splitlines() if line.startswith("+ gen")]
+    assert len(commands) == 2                             # NUM_GAMES=0: evaluation only
+    for kind, size in (("heldout", "--num-instances 64 -k 8"), ("human", "-k 2")):
+        line = next(c for c in commands if f"--instances {kind}" in c)
+        assert line.startswith("+ gen eval --backend sglang") and "--max-response-tokens 2048" in line
+        assert f"{size} --label warm --out {tmp_path}/e/{kind}" in line
+        assert line.endswith(f"--append-to {tmp_path}/r/{kind}")
 
 
 def test_generation_dry_run_uses_the_router_for_data_parallel_and_an_existing_url():
@@ -64,14 +79,22 @@ def test_generation_dry_run_uses_the_router_for_data_parallel_and_an_existing_ur
     assert script("run_selfplay_generation.sh", "--dry-run").returncode != 0      # neither model nor URL
 
 
-def test_training_dry_run_offline_replays_with_n1_and_merges(tmp_path):
+def test_training_dry_run_offline_replays_whole_groups_and_merges(tmp_path):
+    (tmp_path / "convert_summary.json").write_text('{"rollout_n": 6}')
     result = script("run_selfplay_training.sh", "--dry-run", "trainer.foo=7", MODEL_PATH="/models/m",
-                    OUT_DIR=str(tmp_path / "t"), TRAIN_FILES="a.parquet", VAL_FILES="b.parquet", LR="2e-6")
+                    OUT_DIR=str(tmp_path / "t"), TRAIN_FILES=str(tmp_path / "a.parquet"), VAL_FILES="b.parquet",
+                    LR="2e-6", TEMPERATURE="0.7", TOP_P="0.9", ROLLOUT_IS_THRESHOLD="3.0")
     assert result.returncode == 0, result.stderr
     train, merge = [line for line in result.stdout.splitlines() if line.startswith("+ ")]
-    for override in ("-m verl.trainer.main_ppo", "algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=1 ",
+    for override in ("actor_rollout_ref.rollout.n=6 ", "actor_rollout_ref.rollout.temperature=0.7",
+                     "actor_rollout_ref.rollout.top_p=0.9", "actor_rollout_ref.rollout.calculate_log_probs=True",
+                     "algorithm.rollout_correction.rollout_is=token",
+                     "algorithm.rollout_correction.rollout_is_threshold=3.0"):
+        assert override in train, override
+    for override in ("-m verl.trainer.main_ppo", "algorithm.adv_estimator=grpo",
                      "actor_rollout_ref.rollout.mode=async", f"agent.agent_loop_config_path={config_path()}",
-                     "data.train_files=a.parquet", "data.val_files=b.parquet", "actor_rollout_ref.actor.optim.lr=2e-6",
+                     f"data.train_files={tmp_path}/a.parquet", "data.val_files=b.parquet",
+                     "actor_rollout_ref.actor.optim.lr=2e-6",
                      "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
                      "+actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton",
                      "trainer.logger=\\[\\\"console\\\"\\]", f"trainer.default_local_dir={tmp_path}/t/checkpoints"):
@@ -107,10 +130,25 @@ def test_iteration_dry_run_chains_generation_training_and_eval(tmp_path):
     run = tmp_path / "run"
     assert "--model-path /models/m0" in out and f"--model-path {run}/iter_001/train/hf" in out
     assert f"actor_rollout_ref.model.path={run}/iter_001/train/hf" in out
-    assert (f"+ gen eval --from-games iter_2={run}/iter_002/gen/games.jsonl --out {run}/iter_002/report "
-            f"--append-to {run}/report") in out
+    # every model is evaluated by the server that plays its games, into its own stage's eval/
+    for label, stage in (("base", "base"), ("warm", "warm"), ("iter_1", "iter_001"), ("iter_2", "iter_002")):
+        assert f"--label {label} --out {run}/{stage}/eval/heldout" in out, label
+    assert out.count("-m verl.trainer.sft_trainer") == 1                  # the warm start (dry run: auto = warm)
+    assert "--scripted-policy teacher" in out
+    assert "--seed 1000000 " in out and "--seed 2000000 " in out          # new instances every iteration
     assert "--max-prompt-tokens 1024 --max-response-tokens 3072" in out and "--num-games 32" in out
+    assert "--max-response-tokens 3072 --seed" in out                       # the seat budget is the training limit
     assert not run.exists()
+
+
+def test_iteration_filtered_bc_imitates_the_best_games(tmp_path):
+    result = script("run_selfplay_iteration.sh", "--dry-run", INITIAL_MODEL="/m0", NUM_ITERATIONS="1",
+                    TRAINER="filtered-bc", WARM_START="none", RUN_DIR=str(tmp_path / "run"), SELFPLAY_GEN="gen")
+    assert result.returncode == 0, result.stderr
+    assert "--format sft --top-fraction 0.25" in result.stdout
+    assert "-m verl.trainer.sft_trainer" in result.stdout and "-m verl.trainer.main_ppo" not in result.stdout
+    assert "--scripted-policy teacher" not in result.stdout
+    assert script("run_selfplay_iteration.sh", "--dry-run", TRAINER="ppo").returncode == 2
 
 
 def test_iteration_skips_finished_iterations(tmp_path):
@@ -120,4 +158,5 @@ def test_iteration_skips_finished_iterations(tmp_path):
     result = script("run_selfplay_iteration.sh", "--dry-run", INITIAL_MODEL="/m0", NUM_ITERATIONS="2",
                     RUN_DIR=str(tmp_path / "run"), SELFPLAY_GEN="gen")
     assert "iteration 1: done already" in result.stdout
-    assert "--model-path /m0" not in result.stdout and f"--model-path {finished}/train/hf" in result.stdout
+    assert "-m verl.trainer.main_ppo" in result.stdout and f"MODEL_PATH={finished}/train/hf" in result.stdout
+    assert f"MODEL_PATH={tmp_path}/run/warm/train/hf" not in result.stdout.split("iteration 1: done already")[1]

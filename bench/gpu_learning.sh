@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# GPU runbook of the efficacy benchmark (bench/results/learning/): base -> warm start -> RL iterations,
+# GRPO and filtered behaviour cloning side by side from the same warm start, through run_selfplay_iteration.sh.
+set -euo pipefail
+
+usage() {
+  cat <<'USAGE'
+Usage: bench/gpu_learning.sh [--dry-run] [--help] MODEL_DIR ROOT [PHASE...]
+
+On a GPU machine (after `source bench/gpu_setup.sh`), with MODEL_DIR the raw SmolLM2-135M-Instruct:
+  probe    verl SFT speed with a few trainer settings on 512 teacher games (TOTAL_STEPS=6 each, one after
+           the other); the fastest one's settings go to ROOT/sft_args, which later phases pass as SFT_ARGS
+  warm     the base model evaluated, then the warm start on teacher games by full fine-tuning
+           (ROOT/full; ROOT/warm_steps steps when the probe ran) and, with LORA_RANK > 0, side by side a
+           LoRA adapter of that rank (ROOT/lora; its hf/lora_adapter is the embedded default's adapter)
+  rl       from ROOT/WARM (full), NUM_ITERATIONS iterations of GRPO (ROOT/grpo) and of filtered
+           behaviour cloning (ROOT/fbc) side by side, each with its own SGLang port
+  collect  python bench/learning.py ROOT RESULTS: the table, plot and JSON of the benchmark
+Default phases: probe warm rl collect. Every phase resumes where it stopped (the iteration script's DONE
+markers). Runs that share the GPU get a share of its memory each. Logs: ROOT/logs/.
+USAGE
+}
+
+DRY_RUN=0
+args=()
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) DRY_RUN=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) args+=("$arg") ;;
+  esac
+done
+((${#args[@]} >= 2)) || { usage >&2; exit 2; }
+MODEL_DIR=${args[0]}
+ROOT=${args[1]}
+PHASES=("${args[@]:2}")
+((${#PHASES[@]})) || PHASES=(probe warm rl collect)
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+WARM=${WARM:-full}
+RESULTS=${RESULTS:-$ROOT/results}
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
+export SELFPLAY_PYTHON=${SELFPLAY_PYTHON:-python3} VERL_PYTHON=${VERL_PYTHON:-python3} SGLANG_PYTHON=${SGLANG_PYTHON:-python3}
+export SELFPLAY_GEN="$SELFPLAY_PYTHON -m selfplay_gen.cli" SELFPLAY_CONVERT="$SELFPLAY_PYTHON -m convert.cli"
+read -r -a gen_cmd <<< "$SELFPLAY_GEN"
+read -r -a convert_cmd <<< "$SELFPLAY_CONVERT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 RAY_DEDUP_LOGS=0
+export VERL_LOGGING_LEVEL=${VERL_LOGGING_LEVEL:-WARN}
+export INITIAL_MODEL=$MODEL_DIR NUM_ITERATIONS=${NUM_ITERATIONS:-3}
+# two runs share one GPU: each SGLang server and each verl rollout engine takes a share of its memory
+export EXTRA_SGLANG_ARGS="--attention-backend triton --sampling-backend pytorch --disable-cuda-graph --grammar-backend none --mem-fraction-static 0.25"
+export GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-0.2}
+LORA_RANK=${LORA_RANK:-0}
+dry=()
+[[ $DRY_RUN -eq 0 ]] || dry=(--dry-run)
+[[ $DRY_RUN -eq 1 ]] || mkdir -p "$ROOT/logs"
+
+pids=()
+# launch NAME PORT VAR=VALUE...: run_selfplay_iteration.sh under ROOT/NAME in the background.
+launch() {
+  local name=$1 port=$2
+  shift 2
+  echo "=== $name (port $port): $*"
+  if [[ $DRY_RUN -eq 1 ]]; then
+    env RUN_DIR="$ROOT/$name" PORT="$port" "$@" "$REPO/run_selfplay_iteration.sh" "${dry[@]}"
+  else
+    env RUN_DIR="$ROOT/$name" PORT="$port" "$@" "$REPO/run_selfplay_iteration.sh" > "$ROOT/logs/$name.log" 2>&1 &
+    pids+=($!)
+  fi
+}
+
+# finish: wait for every launched run; stop with their logs' ends if one failed.
+finish() {
+  local pid rc=0
+  for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+  pids=()
+  ((rc == 0)) || { tail -n 30 "$ROOT"/logs/*.log >&2; echo "gpu_learning: a run failed (exit $rc); logs: $ROOT/logs" >&2; exit "$rc"; }
+}
+
+# adopt NAME FROM STAGE...: ROOT/NAME starts from ROOT/FROM's finished STAGEs (and its reports).
+adopt() {
+  local name=$1 from=$2 stage
+  shift 2
+  [[ $DRY_RUN -eq 0 ]] || return 0
+  mkdir -p "$ROOT/$name"
+  for stage in "$@" report; do [[ -e $ROOT/$name/$stage ]] || cp -r "$ROOT/$from/$stage" "$ROOT/$name/"; done
+}
+
+# until_done FILE: wait for a run to finish a stage (or for every run to have stopped).
+until_done() {
+  [[ $DRY_RUN -eq 0 ]] || return 0
+  while [[ ! -e $1 ]]; do
+    sleep 5
+    local pid alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2> /dev/null && alive=1; done
+    ((alive)) || finish
+  done
+}
+
+# SFT trainer settings to compare: verl's defaults, and without its compile/recompute/token-budget batching
+PROBES=("defaults:"
+        "large_micro_batches:data.max_token_len_per_gpu=32768"
+        "no_recompute:engine.use_torch_compile=False model.enable_gradient_checkpointing=False data.max_token_len_per_gpu=16384")
+
+# probe: time a few SFT steps per setting; keep the fastest setting in ROOT/sft_args.
+probe() {
+  local dir=$ROOT/probe spec name rate rc best="" best_rate=0
+  run_cmd "${gen_cmd[@]}" --backend scripted --scripted-policy teacher --seed 400000000 --num-games 512 \
+    --games-per-instance 1 --out "$dir/games.jsonl" --resume --quiet
+  run_cmd "${convert_cmd[@]}" "$dir/games.jsonl" --format sft --top-fraction 1 --out-dir "$dir" --overwrite --model "$MODEL_DIR"
+  for spec in "${PROBES[@]}"; do
+    name=${spec%%:*}
+    echo "=== probe $name: ${spec#*:}"
+    [[ $DRY_RUN -eq 1 ]] && continue
+    rc=0
+    env MODE=sft MODEL_PATH="$MODEL_DIR" TRAIN_FILES="$dir/train.parquet" VAL_FILES="$dir/val.parquet" \
+      OUT_DIR="$dir/$name" TOTAL_STEPS=6 SFT_ARGS="${spec#*:}" "$REPO/run_selfplay_training.sh" \
+      > "$ROOT/logs/probe_$name.log" 2>&1 || rc=$?
+    # the training bar's last rate ("12.3s/it" or "1.5it/s") as steps per second
+    rate=$(grep -a "Epoch" "$ROOT/logs/probe_$name.log" | grep -aoE '[0-9.]+(s/it|it/s)' | tail -1 \
+           | awk '/s\/it/ { printf "%.4f", 1 / $1 } /it\/s/ { printf "%.4f", $1 }')
+    ((rc == 0)) || rate=""
+    echo "probe $name: ${rate:-failed} steps/s (${spec#*:})" | tee -a "$ROOT/probe.txt"
+    if [[ -n $rate ]] && awk -v a="$rate" -v b="$best_rate" 'BEGIN { exit !(a > b) }'; then best=${spec#*:} best_rate=$rate; fi
+  done
+  echo "$best" > "$ROOT/sft_args"
+  # warm-start steps that fit WARM_SECONDS at the best rate, between 30 and one epoch of 4096 games (128)
+  awk -v r="$best_rate" -v t="${WARM_SECONDS:-300}" 'BEGIN { s = int(r * t); print (s < 30 ? 30 : s > 128 ? 128 : s) }' \
+    > "$ROOT/warm_steps"
+}
+
+run_cmd() {
+  printf '+'; printf ' %q' "$@"; printf '\n'
+  [[ $DRY_RUN -eq 1 ]] || "$@"
+}
+
+for phase in "${PHASES[@]}"; do
+  SFT_ARGS=$(cat "$ROOT/sft_args" 2> /dev/null || echo "${SFT_ARGS:-}")
+  export SFT_ARGS
+  case "$phase" in
+    probe) probe ;;
+    warm)   # a LoRA run (LORA_RANK > 0) starts once the first has evaluated the base model
+      steps=()
+      [[ ! -f $ROOT/warm_steps ]] || steps=(TOTAL_STEPS="$(cat "$ROOT/warm_steps")")
+      launch full 30000 WARM_START=teacher NUM_ITERATIONS=0 "${steps[@]}"
+      if ((LORA_RANK > 0)); then
+        until_done "$ROOT/full/base/DONE"
+        adopt lora full base
+        launch lora 30001 WARM_START=teacher NUM_ITERATIONS=0 LORA_RANK="$LORA_RANK" WARM_LR=1e-3 "${steps[@]}"
+      fi
+      finish ;;
+    rl)
+      adopt grpo "$WARM" base warm
+      adopt fbc "$WARM" base warm
+      launch grpo 30000 TRAINER=grpo WARM_START=teacher
+      launch fbc 30001 TRAINER=filtered-bc WARM_START=teacher
+      finish ;;
+    collect)
+      echo "+ $SELFPLAY_PYTHON $REPO/bench/learning.py $ROOT $RESULTS"
+      [[ $DRY_RUN -eq 1 ]] || "$SELFPLAY_PYTHON" "$REPO/bench/learning.py" "$ROOT" "$RESULTS" ;;
+    *) echo "unknown phase '$phase' (warm, rl, collect)" >&2; exit 2 ;;
+  esac
+done

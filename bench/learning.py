@@ -1,0 +1,180 @@
+"""The efficacy benchmark's table, plot and JSON, from runs of run_selfplay_iteration.sh.
+
+    python bench/learning.py ROOT OUT
+
+ROOT holds one run directory per trainer (bench/gpu_learning.sh makes ROOT/grpo and ROOT/fbc,
+from the same base model and warm start). For every stage of every run (base, warm, iter_1,
+...) it takes the run-level evaluation rows (RUN/report/heldout and RUN/report/human) and reports
+the mean normalized reward with its 95% bootstrap interval over instances beside the random-
+matching baseline of the same instances, the paired differences against the previous stage and
+against the warm start, agreement, valid moves, grounding, and the stage's wall time. The two
+trainers' last stages are also compared with each other, paired by instance. Writes OUT/learning.md,
+OUT/learning.json and OUT/learning.png.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from selfplay_gen.evaluation.metrics import paired_difference  # noqa: E402
+
+RUNS = {"grpo": "GRPO", "fbc": "filtered BC"}
+SETS = ("heldout", "human")
+NO_TALK, HUMANS = 0.837, 0.921          # the ladder of held-out seeds and the humans' 134 games
+RESAMPLES, SEED = 2000, 0
+
+
+def interval(stat: dict | None, digits: int = 3) -> str:
+    if not stat or stat.get("mean") is None:
+        return "–"
+    lo, hi = stat["ci"]
+    return f"{stat['mean']:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def signed(stat: dict | None) -> str:
+    if not stat or stat.get("mean") is None:
+        return "–"
+    lo, hi = stat["ci"]
+    return f"{stat['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+
+def share(stat: dict | None) -> str:
+    return "–" if not stat or stat.get("mean") is None else f"{100 * stat['mean']:.1f}%"
+
+
+def stage_times(run: Path) -> dict[str, str]:
+    table = run / "summary.tsv"
+    if not table.exists():
+        return {}
+    rows = pd.read_csv(table, sep="\t", dtype=str)
+    return dict(zip(rows["stage"], rows["wall time (s)"]))
+
+
+def load(root: Path) -> dict:
+    """Per run and instance set: the stages in order with summary and per-instance rewards."""
+    runs = {}
+    for name in RUNS:
+        if not (root / name).is_dir():
+            continue
+        sets = {}
+        for kind in SETS:
+            path = root / name / "report" / kind / "metrics.json"
+            if path.exists():
+                rows = json.loads(path.read_text())["rows"]
+                sets[kind] = {r["label"]: {"summary": r["summary"], "per_instance": pd.Series(r["per_instance"], dtype=float)}
+                              for r in rows}
+        runs[name] = {"sets": sets, "times": stage_times(root / name)}
+    return runs
+
+
+def stage_rows(runs: dict, rng: np.random.Generator) -> list[dict]:
+    rows = []
+    for name, run in runs.items():
+        for kind, stages in run["sets"].items():
+            labels = list(stages)
+            for i, label in enumerate(labels):
+                stage = stages[label]
+                s = stage["summary"]
+                previous = stages[labels[i - 1]]["per_instance"] if i else None
+                warm = stages["warm"]["per_instance"] if "warm" in stages and label not in ("base", "warm") else None
+                rows.append({
+                    "trainer": RUNS[name], "set": kind, "stage": label,
+                    "reward": s.get("mean_normalized_reward"), "random": s.get("random_matching_reward"),
+                    "minus_random": s.get("minus_random"),
+                    "vs_previous": paired_difference(stage["per_instance"], previous, RESAMPLES, rng) if i else None,
+                    "vs_warm": paired_difference(stage["per_instance"], warm, RESAMPLES, rng) if warm is not None else None,
+                    "agreement": s.get("agreement_rate"), "valid": s.get("valid_move_rate"),
+                    "grounding": s.get("grounding_rate"), "games": s.get("games"),
+                    "wall_time_s": run["times"].get(label),
+                })
+    return rows
+
+
+def head_to_head(runs: dict, rng: np.random.Generator) -> list[dict]:
+    """The two trainers' last stages, paired by instance."""
+    if not all(name in runs for name in RUNS):
+        return []
+    out = []
+    for kind in SETS:
+        stages = [runs[name]["sets"].get(kind) for name in RUNS]
+        if not all(stages):
+            continue
+        (a_label, a), (b_label, b) = [list(s.items())[-1] for s in stages]
+        out.append({"set": kind, "stages": [a_label, b_label],
+                    "grpo_minus_fbc": paired_difference(a["per_instance"], b["per_instance"], RESAMPLES, rng)})
+    return out
+
+
+def markdown(rows: list[dict], versus: list[dict]) -> str:
+    lines = []
+    for kind, title in (("heldout", "Held-out instances (seeds from 10**9, never trained on)"),
+                        ("human", f"The 134 human instances (humans scored {HUMANS})")):
+        chosen = [r for r in rows if r["set"] == kind]
+        if not chosen:
+            continue
+        lines += [f"## {title}", "",
+                  "| trainer | stage | games | mean normalized reward [95% CI] | random matching (same instances) | "
+                  "− previous stage (paired) | − warm start (paired) | agreement | valid moves | grounding | "
+                  "stage wall time (s) |", "|" + "---|" * 11]
+        for r in chosen:
+            lines.append(f"| {r['trainer']} | {r['stage']} | {r['games']} | {interval(r['reward'])} | "
+                         f"{interval(r['random'])} | {signed(r['vs_previous'])} | {signed(r['vs_warm'])} | "
+                         f"{share(r['agreement'])} | {share(r['valid'])} | {share(r['grounding'])} | "
+                         f"{r['wall_time_s'] or '–'} |")
+        lines.append("")
+    for v in versus:
+        lines.append(f"GRPO ({v['stages'][0]}) − filtered BC ({v['stages'][1]}) on {v['set']} instances, paired: "
+                     f"{signed(v['grpo_minus_fbc'])}")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, kind in zip(axes, SETS):
+        chosen = [r for r in rows if r["set"] == kind and r["reward"] and r["reward"]["mean"] is not None]
+        for offset, trainer in zip((-0.06, 0.06), RUNS.values()):
+            mine = [r for r in chosen if r["trainer"] == trainer]
+            if not mine:
+                continue
+            x = np.arange(len(mine)) + offset
+            means = np.array([r["reward"]["mean"] for r in mine])
+            lo, hi = np.array([r["reward"]["ci"] for r in mine]).T
+            ax.errorbar(x, means, yerr=[means - lo, hi - means], marker="o", capsize=3, label=trainer)
+            ax.set_xticks(np.arange(len(mine)), [r["stage"] for r in mine])
+        randoms = [r["random"]["mean"] for r in chosen if r["random"] and r["random"]["mean"] is not None]
+        if randoms:
+            ax.axhline(np.mean(randoms), color="grey", linestyle=":", label="random matching")
+        ax.axhline(NO_TALK if kind == "heldout" else HUMANS, color="black", linestyle="--",
+                   label="no-talk plan (0.837)" if kind == "heldout" else "humans (0.921)")
+        ax.set_title("held-out instances" if kind == "heldout" else "human instances")
+        ax.set_ylabel("mean normalized reward")
+        ax.legend(fontsize=8)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def main(root: Path, out: Path) -> None:
+    runs = load(root)
+    if not runs:
+        sys.exit(f"no run directories ({', '.join(RUNS)}) under {root}")
+    rng = np.random.default_rng(SEED)
+    rows, versus = stage_rows(runs, rng), head_to_head(runs, rng)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "learning.md").write_text("# Efficacy benchmark\n\n" + markdown(rows, versus))
+    (out / "learning.json").write_text(json.dumps({"stages": rows, "head_to_head": versus}, indent=1, default=float))
+    plot(rows, out / "learning.png")
+    print((out / "learning.md").read_text())
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    main(Path(sys.argv[1]), Path(sys.argv[2]))
