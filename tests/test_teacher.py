@@ -1,5 +1,7 @@
 """The table as players read it, the cells a message states, and the teacher's demonstration
 protocol: valid, grounded, and good enough to be worth imitating."""
+import json
+
 import numpy as np
 
 from selfplay_gen import prompts
@@ -78,3 +80,15 @@ async def test_teacher_answers_a_proposal_and_reads_shared_cells():
     record = await play_game(GameSpec("x/0", 0, 0, instance), seats, Limits(), {})
     assert record["outcome"]["agreed"]
     assert "invalid" not in [e["kind"] for e in record["events"]]
+
+
+def test_teacher_games_evaluate_fully_grounded(tmp_path):
+    from click.testing import CliRunner
+
+    from selfplay_gen.cli import main
+
+    result = CliRunner().invoke(main, ["eval", "--backend", "scripted", "--scripted-policy", "teacher", "--instances",
+                                       "heldout", "--num-instances", "6", "-k", "1", "--out", str(tmp_path), "--quiet"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "metrics.json").read_text())["models"]["scripted-teacher"]
+    assert summary["grounding_rate"]["mean"] == 1.0 and summary["agreement_rate"]["mean"] == 1.0

@@ -88,7 +88,7 @@ async def generate_games(out_path: Path, instances: list[Instance], games_per_in
 def seat_label(seat: dict) -> str:
     """A readable default label for the model in a seat."""
     if seat["backend"] == "scripted":
-        return f"scripted-{seat['share']:g}"
+        return f"scripted-{seat['share']:g}" if seat["policy"] == "share" else f"scripted-{seat['policy']}"
     return Path(str(seat["model"]).rstrip("/")).name or seat["backend"]
 
 
