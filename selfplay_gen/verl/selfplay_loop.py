@@ -90,19 +90,6 @@ class ServerManagerBackend(Backend):
                           len(prompt_ids), int(output.extra_fields.get("num_cached_tokens") or 0))
 
 
-class BudgetedPlayer(LLMPlayer):
-    """An `LLMPlayer` whose context may grow at most `response_length` ids past its first prompt."""
-
-    def __init__(self, *args, response_length: int, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.response_length = response_length
-
-    async def respond(self) -> str:
-        if not self.ids:
-            self.context_length = min(self.context_length, len(self._extend_prompt()) + self.response_length)
-        return await super().respond()
-
-
 class SelfPlayAgentLoop(AgentLoopBase):
     """Plays one game of the row's instance and returns the row's seat (see the module docstring)."""
 
@@ -127,10 +114,9 @@ class SelfPlayAgentLoop(AgentLoopBase):
                                 self.max_new_tokens, (eos,))
 
         def player(inst: Instance, s: int, game_id: str, _k: int) -> LLMPlayer:
-            if s != seat:
-                return LLMPlayer(inst, s, backend, self.tokenizer, params, f"{game_id}/p{s}", self.max_context)
-            return BudgetedPlayer(inst, s, backend, self.tokenizer, params, f"{game_id}/p{s}", self.max_context,
-                                  response_length=self.rollout_config.response_length)
+            budget = self.rollout_config.response_length if s == seat else None   # only the trained seat's
+            return LLMPlayer(inst, s, backend, self.tokenizer, params, f"{game_id}/p{s}", self.max_context,
+                             response_length=budget)
 
         record = await play_game(spec, (player, player), self.limits, {"backend": backend.name, "model": backend.model})
         outcome = record["outcome"]
