@@ -15,7 +15,7 @@ MODE=offline  replays converted games (selfplay-convert parquet, agent selfplay_
               per group of K games, rollout.n=K (ROLLOUT_N, else rollout_n of the convert_summary.json
               next to TRAIN_FILES), verl's GRPO normalizes each group; sampled with TEMPERATURE/TOP_P
               as generated, stored logprobs as rollout logprobs with truncated importance sampling
-MODE=sft      supervised fine-tuning with verl's own SFT trainer (torchrun -m verl.trainer.sft_trainer) on
+MODE=sft      supervised fine-tuning with verl's own SFT trainer (torchrun -m selfplay_gen.verl.sft_trainer) on
               multi-turn chats (selfplay-convert --format sft parquet, column `messages`), loss on the
               assistant turns only: the warm start on teacher games, and filtered behaviour cloning on
               the best self-play games. LORA_RANK > 0 trains a LoRA adapter (merged into hf/, and
@@ -161,9 +161,10 @@ if [[ $MODE == sft ]]; then
   steps=()
   [[ -z $TOTAL_STEPS ]] || steps=(trainer.total_training_steps="$TOTAL_STEPS")
   read -r -a sft_args <<< "$SFT_ARGS"
-  # verl's SFT engine packs sequences only with flash-attn (not bundled): pad instead (use_remove_padding=False)
+  # verl's SFT engine packs sequences only with flash-attn (not bundled): pad instead (use_remove_padding=False);
+  # selfplay_gen.verl.sft_trainer is verl's trainer with chunked log-probs (selfplay_gen/verl/logprobs.py)
   run train "$VERL_PYTHON" -m torch.distributed.run --standalone --nnodes="$NNODES" --nproc_per_node="$N_GPUS" \
-    -m verl.trainer.sft_trainer \
+    -m selfplay_gen.verl.sft_trainer \
     data.train_files="$TRAIN_FILES" data.val_files="$VAL_FILES" data.messages_key=messages \
     data.max_length="$MAX_LENGTH" data.truncation=error \
     data.train_batch_size="$TRAIN_BATCH_SIZE" data.micro_batch_size_per_gpu="$MICRO_BATCH_SIZE" \
@@ -227,6 +228,7 @@ run train "$VERL_PYTHON" -m verl.trainer.main_ppo \
   trainer.n_gpus_per_node="$N_GPUS" trainer.nnodes="$NNODES" \
   trainer.save_freq="$SAVE_FREQ" trainer.test_freq="$TEST_FREQ" trainer.val_before_train=False \
   trainer.total_epochs="$EPOCHS" trainer.default_local_dir="$CKPT_DIR" \
+  +ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=selfplay_gen.verl.logprobs.install \
   "${overrides[@]}"
 
 merge

@@ -141,7 +141,7 @@ for phase in "${PHASES[@]}"; do
     warm)   # a LoRA run (LORA_RANK > 0) starts once the first has evaluated the base model
       steps=()
       [[ ! -f $ROOT/warm_steps ]] || steps=(TOTAL_STEPS="$(cat "$ROOT/warm_steps")")
-      launch full 30000 WARM_START=teacher NUM_ITERATIONS=0 "${steps[@]}"
+      launch full 30000 WARM_START=teacher NUM_ITERATIONS=0 LORA_RANK=0 "${steps[@]}"
       if ((LORA_RANK > 0)); then
         until_done "$ROOT/full/base/DONE"
         adopt lora full base

@@ -95,6 +95,7 @@ def test_training_dry_run_offline_replays_whole_groups_and_merges(tmp_path):
                      "actor_rollout_ref.rollout.mode=async", f"agent.agent_loop_config_path={config_path()}",
                      f"data.train_files={tmp_path}/a.parquet", "data.val_files=b.parquet",
                      "actor_rollout_ref.actor.optim.lr=2e-6",
+                     "runtime_env.worker_process_setup_hook=selfplay_gen.verl.logprobs.install",
                      "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
                      "+actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton",
                      "trainer.logger=\\[\\\"console\\\"\\]", f"trainer.default_local_dir={tmp_path}/t/checkpoints"):
@@ -133,7 +134,7 @@ def test_iteration_dry_run_chains_generation_training_and_eval(tmp_path):
     # every model is evaluated by the server that plays its games, into its own stage's eval/
     for label, stage in (("base", "base"), ("warm", "warm"), ("iter_1", "iter_001"), ("iter_2", "iter_002")):
         assert f"--label {label} --out {run}/{stage}/eval/heldout" in out, label
-    assert out.count("-m verl.trainer.sft_trainer") == 1                  # the warm start (dry run: auto = warm)
+    assert out.count("-m selfplay_gen.verl.sft_trainer") == 1                  # the warm start (dry run: auto = warm)
     assert "--scripted-policy teacher" in out
     assert "--seed 1000000 " in out and "--seed 2000000 " in out          # new instances every iteration
     assert "--max-prompt-tokens 1024 --max-response-tokens 3072" in out and "--num-games 32" in out
@@ -146,7 +147,7 @@ def test_iteration_filtered_bc_imitates_the_best_games(tmp_path):
                     TRAINER="filtered-bc", WARM_START="none", RUN_DIR=str(tmp_path / "run"), SELFPLAY_GEN="gen")
     assert result.returncode == 0, result.stderr
     assert "--format sft --top-fraction 0.25" in result.stdout
-    assert "-m verl.trainer.sft_trainer" in result.stdout and "-m verl.trainer.main_ppo" not in result.stdout
+    assert "-m selfplay_gen.verl.sft_trainer" in result.stdout and "-m verl.trainer.main_ppo" not in result.stdout
     assert "--scripted-policy teacher" not in result.stdout
     assert script("run_selfplay_iteration.sh", "--dry-run", TRAINER="ppo").returncode == 2
 

@@ -1,4 +1,4 @@
-"""The verl plugin: two agent loops for verl 0.9.1's agent-loop rollout.
+"""The verl plugin: two agent loops (and chunked log-probs for the trainers, `logprobs`) for verl 0.9.1's agent-loop rollout.
 
 - `selfplay_replay` (`replay_loop.ReplayAgentLoop`): trains on games already played, replaying
   one seat's stored tokens from a row written by `selfplay-convert`. Run with `rollout.n=1`.
@@ -11,7 +11,7 @@ and picks one per row by the row's `agent_name` column. The Hydra overrides that
     actor_rollout_ref.rollout.mode=async
     actor_rollout_ref.rollout.agent.agent_loop_config_path=$(python -m selfplay_gen.verl --config-path)
     algorithm.adv_estimator=grpo
-    actor_rollout_ref.rollout.n=1           # replay: the converter already normalized each group
+    actor_rollout_ref.rollout.n=K           # replay: one row holds a group of K games (convert_summary.json)
     actor_rollout_ref.rollout.n=8           # online: n games per (instance, seat) row form a group
     +selfplay.max_moves=30 +selfplay.max_invalid=3 +selfplay.max_new_tokens=256   # online, optional
 
