@@ -18,8 +18,8 @@ MODE=offline  replays converted games (selfplay-convert parquet, agent selfplay_
 MODE=sft      supervised fine-tuning with verl's own SFT trainer (torchrun -m selfplay_gen.verl.sft_trainer) on
               multi-turn chats (selfplay-convert --format sft parquet, column `messages`), loss on the
               assistant turns only: the warm start on teacher games, and filtered behaviour cloning on
-              the best self-play games. LORA_RANK > 0 trains a LoRA adapter (merged into hf/, and
-              saved apart as hf/lora_adapter/)
+              the best self-play games. LORA_RANK > 0 trains a LoRA adapter (verl saves it apart as
+              hf/lora_adapter/; selfplay_gen.verl.merge_lora folds it into hf/ so hf/ is the trained model)
 MODE=online   plays fresh games in both seats during rollout (selfplay-gen init parquet, agent
               selfplay_online, rollout.n=ROLLOUT_N games per (instance, seat) row = one GRPO group)
 
@@ -40,7 +40,8 @@ Environment (default):
   MAX_RESPONSE_LENGTH    data.max_response_length (3072)
   MAX_LENGTH             sft: tokens per chat, data.max_length (MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH)
   LORA_RANK, LORA_ALPHA  sft: LoRA rank (0: full fine-tuning) and alpha (0, 2 x LORA_RANK)
-  SFT_ARGS               sft: extra Hydra overrides for verl's SFT trainer, e.g. "engine.use_torch_compile=False" ("")
+  SFT_MICRO_TOKENS       sft: tokens per micro-batch, data.max_token_len_per_gpu (16384)
+  SFT_ARGS               sft: extra Hydra overrides for verl's SFT trainer, e.g. "model.enable_gradient_checkpointing=True" ("")
   ROLLOUT_N              games per row (online 8; offline: rollout_n from convert_summary.json)
   TOP_P                  rollout top_p, as generated (1.0)
   ROLLOUT_IS             offline: algorithm.rollout_correction.rollout_is, token | sequence (token)
@@ -96,6 +97,7 @@ MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-3072}
 MAX_LENGTH=${MAX_LENGTH:-$((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH))}
 LORA_RANK=${LORA_RANK:-0}
 LORA_ALPHA=${LORA_ALPHA:-$((2 * LORA_RANK))}
+SFT_MICRO_TOKENS=${SFT_MICRO_TOKENS:-16384}
 SFT_ARGS=${SFT_ARGS:-}
 MAX_MOVES=${MAX_MOVES:-30}
 MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
@@ -143,6 +145,8 @@ merge() {
   [[ ! -d $dir/actor ]] || dir=$dir/actor
   [[ $MODE == sft || $DRY_RUN -eq 0 ]] || dir=$dir/actor
   run merge "$VERL_PYTHON" -m verl.model_merger merge --backend fsdp --local_dir "$dir" --target_dir "$OUT_DIR/hf"
+  # a LoRA run: verl writes the base weights and the adapter apart; fold the adapter in
+  if [[ $LORA_RANK -gt 0 ]]; then run fold-lora "$VERL_PYTHON" -m selfplay_gen.verl.merge_lora "$OUT_DIR/hf"; fi
   STEP=finished
   echo "merged global_step_$last -> $OUT_DIR/hf"
 }
@@ -162,12 +166,16 @@ if [[ $MODE == sft ]]; then
   [[ -z $TOTAL_STEPS ]] || steps=(trainer.total_training_steps="$TOTAL_STEPS")
   read -r -a sft_args <<< "$SFT_ARGS"
   # verl's SFT engine packs sequences only with flash-attn (not bundled): pad instead (use_remove_padding=False);
-  # selfplay_gen.verl.sft_trainer is verl's trainer with chunked log-probs (selfplay_gen/verl/logprobs.py)
+  # selfplay_gen.verl.sft_trainer is verl's trainer with chunked log-probs (selfplay_gen/verl/logprobs.py).
+  # Step time on an H100 (bench/results/learning/): 7.1 s with verl's defaults, 4.4 s without torch.compile
+  # and recomputation, 1.45 s with 16k-token micro-batches; a 135M model needs neither to fit.
   run train "$VERL_PYTHON" -m torch.distributed.run --standalone --nnodes="$NNODES" --nproc_per_node="$N_GPUS" \
     -m selfplay_gen.verl.sft_trainer \
     data.train_files="$TRAIN_FILES" data.val_files="$VAL_FILES" data.messages_key=messages \
     data.max_length="$MAX_LENGTH" data.truncation=error \
     data.train_batch_size="$TRAIN_BATCH_SIZE" data.micro_batch_size_per_gpu="$MICRO_BATCH_SIZE" \
+    data.max_token_len_per_gpu="$SFT_MICRO_TOKENS" engine.use_torch_compile=False \
+    model.enable_gradient_checkpointing=False \
     model.path="$MODEL_PATH" model.use_remove_padding="$USE_REMOVE_PADDING" \
     +model.override_config.attn_implementation="$ATTN_IMPL" "${lora[@]}" \
     optim.lr="$LR" optim.lr_warmup_steps_ratio=0.05 optim.lr_scheduler_type=cosine \

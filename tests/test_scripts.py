@@ -161,3 +161,16 @@ def test_iteration_skips_finished_iterations(tmp_path):
     assert "iteration 1: done already" in result.stdout
     assert "-m verl.trainer.main_ppo" in result.stdout and f"MODEL_PATH={finished}/train/hf" in result.stdout
     assert f"MODEL_PATH={tmp_path}/run/warm/train/hf" not in result.stdout.split("iteration 1: done already")[1]
+
+
+def test_sft_with_lora_folds_the_adapter_into_the_served_model(tmp_path):
+    def dry(rank):
+        result = script("run_selfplay_training.sh", "--dry-run", MODE="sft", MODEL_PATH="/m", LORA_RANK=rank,
+                        OUT_DIR=str(tmp_path / "t"))
+        assert result.returncode == 0, result.stderr
+        return [line for line in result.stdout.splitlines() if line.startswith("+ ")]
+    lora = dry("8")
+    assert "model.lora_rank=8" in lora[0] and "model.lora_alpha=16" in lora[0]
+    assert lora[-1].endswith(f"-m selfplay_gen.verl.merge_lora {tmp_path}/t/hf")      # after verl's merger
+    assert "-m verl.model_merger" in lora[-2]
+    assert not any("merge_lora" in line for line in dry("0"))
