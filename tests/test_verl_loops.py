@@ -285,6 +285,12 @@ def sampling(worker) -> dict:
             "repetition_penalty": 1.0, "logprobs": rollout.calculate_log_probs}
 
 
+async def play_online(cfg, server, row: dict):
+    """One online self-play rollout of `row` through a worker whose server plays `server`'s script."""
+    worker = worker_for(cfg, server)
+    return await make_loop(worker, ONLINE_AGENT).run(sampling(worker), **row)
+
+
 @dataclass
 class Trajectory:
     prompt_ids: list[int]
@@ -312,8 +318,7 @@ async def test_online_scripted_game_trains_each_seat_on_its_own_moves(init_dir, 
     proposal = "[propose] " + render_proposal(instance.best_assignment)
     for seat in (0, 1):
         server = ScriptServerManager(tokenizer, {0: ["[message] Hello.", proposal], 1: ["[message] Hi.", "[accept]"]})
-        worker = worker_for(cfg, server)
-        out = await make_loop(worker, ONLINE_AGENT).run(sampling(worker), **ds[seat])
+        out = await play_online(cfg, server, ds[seat])
         assert out.extra_fields["termination"] == "accepted" and out.reward_score == pytest.approx(1.0)
         check_seat_trajectory(out, server.calls, seat, RESPONSE_LENGTH)
         own = np.asarray(out.response_mask, bool)
@@ -330,8 +335,7 @@ async def test_online_stops_the_game_when_the_trained_seat_would_exceed_response
     ds = dataset(init_dir / "train.parquet", cfg, tokenizer)
     proposal = "[propose] " + render_proposal(Instance.from_json(ds[0]["extra_info"]["instance"]).best_assignment)
     server = ScriptServerManager(tokenizer, {0: ["[message] Hello.", proposal], 1: ["[message] Hi.", "[accept]"]})
-    worker = worker_for(cfg, server)
-    out = await make_loop(worker, ONLINE_AGENT).run(sampling(worker), **ds[0])
+    out = await play_online(cfg, server, ds[0])
     assert out.extra_fields["termination"] == "context_length" and out.reward_score == 0.0
     check_seat_trajectory(out, server.calls, 0, 40)
 
@@ -340,8 +344,7 @@ async def test_online_seat_that_never_moved_trains_nothing(init_dir, tokenizer, 
     cfg = trainer_config(local_model_dir, "+selfplay.max_invalid=1")
     ds = dataset(init_dir / "train.parquet", cfg, tokenizer)
     server = ScriptServerManager(tokenizer, {0: ["no tag at all"], 1: []})
-    worker = worker_for(cfg, server)
-    out = await make_loop(worker, ONLINE_AGENT).run(sampling(worker), **ds[1])
+    out = await play_online(cfg, server, ds[1])
     assert out.extra_fields["termination"] == "max_invalid" and out.reward_score == 0.0
     assert out.response_mask == [0] and out.response_ids == [tokenizer.eos_token_id]
     assert server.calls and all(rid.endswith("/p0") for rid, *_ in server.calls)
@@ -360,8 +363,7 @@ async def test_online_failed_game_trains_nothing(init_dir, tokenizer, local_mode
     cfg = trainer_config(local_model_dir, "+selfplay.invalid_move_penalty=0.5")
     ds = dataset(init_dir / "train.parquet", cfg, tokenizer)
     server = AbortingServerManager(tokenizer, {0: ["[message] Hello."], 1: []})
-    worker = worker_for(cfg, server)
-    out = await make_loop(worker, ONLINE_AGENT).run(sampling(worker), **ds[0])
+    out = await play_online(cfg, server, ds[0])
     assert out.extra_fields["failed"] and out.extra_fields["termination"] == "backend_error"
     assert out.response_mask == [0] and out.reward_score == 0.0     # seat 0 sampled a turn, yet nothing is trained
 
