@@ -18,7 +18,8 @@ $(BIN)/selfplay-gen: setup.cfg pyproject.toml requirements-ci.txt
 demo: $(BIN)/selfplay-gen
 	$(BIN)/selfplay-gen --backend local --num-games $(GAMES) --games-per-instance 4 --max-moves 8 \
 	    --max-new-tokens 96 --out data/demo/games.jsonl --resume
-	$(BIN)/selfplay-convert data/demo/games.jsonl --overwrite
+	# the raw model agrees in no game, so every group scores 0: keep those constant groups to show the rows
+	$(BIN)/selfplay-convert data/demo/games.jsonl --overwrite --keep-constant-groups
 
 ## test: the whole test suite (CPU)
 test: $(BIN)/selfplay-gen
