@@ -33,6 +33,8 @@ Environment (default):
   EXTRA_SGLANG_ARGS   extra server arguments ("--attention-backend triton --sampling-backend pytorch
                       --disable-cuda-graph --grammar-backend none")
   SERVER_TIMEOUT      seconds to wait for /health (900)
+  SERVER_START_TRIES  starts of a server that stopped on "Not enough memory" (a GPU shared with a process
+                      that allocated while it started), SERVER_RETRY_WAIT seconds apart (3, 30)
   SELFPLAY_PYTHON     python with selfplay_gen importable (python3)
   SELFPLAY_GEN        generation command (selfplay-gen if on PATH, else $SELFPLAY_PYTHON -m selfplay_gen.cli)
   SELFPLAY_CONVERT    conversion command (selfplay-convert if on PATH, else $SELFPLAY_PYTHON -m convert.cli)
@@ -77,6 +79,8 @@ DP=${DP:-1}
 SGLANG_PYTHON=${SGLANG_PYTHON:-python3}
 EXTRA_SGLANG_ARGS=${EXTRA_SGLANG_ARGS:---attention-backend triton --sampling-backend pytorch --disable-cuda-graph --grammar-backend none}
 SERVER_TIMEOUT=${SERVER_TIMEOUT:-900}
+SERVER_START_TRIES=${SERVER_START_TRIES:-3}
+SERVER_RETRY_WAIT=${SERVER_RETRY_WAIT:-30}
 SELFPLAY_PYTHON=${SELFPLAY_PYTHON:-python3}
 GEN_ARGS=${GEN_ARGS:-}
 CONVERT_ARGS=${CONVERT_ARGS:-}
@@ -127,24 +131,37 @@ else
     server=("$SGLANG_PYTHON" -m sglang.launch_server --model-path "$MODEL_NAME" --host 127.0.0.1
             --port "$PORT" --tp "$TP" "${extra[@]}")
   fi
-  STEP=start-server
-  printf '+ %s > %s 2>&1 &\n' "${server[*]}" "$OUT_DIR/sglang.log"
-  if [[ $DRY_RUN -eq 0 ]]; then
-    set -m                                    # the server gets its own process group: one kill stops it all
-    "${server[@]}" > "$OUT_DIR/sglang.log" 2>&1 &
-    SERVER_PID=$!
-    set +m
-  fi
-  STEP=wait-for-health
-  echo "+ wait for $URL/health (up to ${SERVER_TIMEOUT}s)"
-  if [[ $DRY_RUN -eq 0 ]]; then
+  # SGLang sizes its KV cache from the memory that was free before it loaded the model; when another
+  # process on the GPU allocates meanwhile (a second run's server or trainer starting), it stops with
+  # "Not enough memory". That start is tried again, after the other process has settled.
+  for ((try = 1; ; try++)); do
+    STEP=start-server
+    printf '+ %s > %s 2>&1 &\n' "${server[*]}" "$OUT_DIR/sglang.log"
+    if [[ $DRY_RUN -eq 0 ]]; then
+      set -m                                  # the server gets its own process group: one kill stops it all
+      "${server[@]}" > "$OUT_DIR/sglang.log" 2>&1 &
+      SERVER_PID=$!
+      set +m
+    fi
+    STEP=wait-for-health
+    echo "+ wait for $URL/health (up to ${SERVER_TIMEOUT}s)"
+    [[ $DRY_RUN -eq 0 ]] || break
     deadline=$((SECONDS + SERVER_TIMEOUT))
     until curl -sf "$URL/health" > /dev/null; do
-      kill -0 "$SERVER_PID" 2> /dev/null || { echo "the SGLang server exited; see $OUT_DIR/sglang.log" >&2; exit 1; }
+      kill -0 "$SERVER_PID" 2> /dev/null || break
       ((SECONDS < deadline)) || { echo "no /health from $URL after ${SERVER_TIMEOUT}s; see $OUT_DIR/sglang.log" >&2; exit 1; }
       sleep 2
     done
-  fi
+    kill -0 "$SERVER_PID" 2> /dev/null && break
+    wait "$SERVER_PID" 2> /dev/null || true
+    if ((try < SERVER_START_TRIES)) && grep -q "Not enough memory" "$OUT_DIR/sglang.log"; then
+      echo "the SGLang server found too little free GPU memory (try $try of $SERVER_START_TRIES); again in ${SERVER_RETRY_WAIT}s" >&2
+      sleep "$SERVER_RETRY_WAIT"
+      continue
+    fi
+    echo "the SGLang server exited; see $OUT_DIR/sglang.log" >&2
+    exit 1
+  done
 fi
 
 read -r -a gen <<< "$SELFPLAY_GEN"

@@ -11,9 +11,9 @@ On a GPU machine (after `source bench/gpu_setup.sh`), with MODEL_DIR the raw Smo
   probe    verl SFT speed with a few trainer settings on 512 teacher games (TOTAL_STEPS=6 each, one after
            the other); the fastest one's settings go to ROOT/sft_args, which later phases pass as SFT_ARGS
   warm     the base model evaluated, then the warm start on teacher games by full fine-tuning
-           (ROOT/full; ROOT/warm_steps steps when the probe ran) and, with LORA_RANK > 0, side by side a
+           (ROOT/full; ROOT/warm_steps steps when the probe ran) and, with LORA_RANK > 0 (16), side by side a
            LoRA adapter of that rank (ROOT/lora; its hf/lora_adapter is the embedded default's adapter)
-  rl       from ROOT/WARM (full), NUM_ITERATIONS iterations of GRPO (ROOT/grpo) and of filtered
+  rl       from ROOT/WARM (lora), NUM_ITERATIONS iterations of GRPO (ROOT/grpo) and of filtered
            behaviour cloning (ROOT/fbc) side by side, each with its own SGLang port
   collect  python bench/learning.py ROOT RESULTS: the table, plot and JSON of the benchmark
 Default phases: probe warm rl collect. Every phase resumes where it stopped (the iteration script's DONE
@@ -36,7 +36,7 @@ ROOT=${args[1]}
 PHASES=("${args[@]:2}")
 ((${#PHASES[@]})) || PHASES=(probe warm rl collect)
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-WARM=${WARM:-full}
+WARM=${WARM:-lora}
 RESULTS=${RESULTS:-$ROOT/results}
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
 export SELFPLAY_PYTHON=${SELFPLAY_PYTHON:-python3} VERL_PYTHON=${VERL_PYTHON:-python3} SGLANG_PYTHON=${SGLANG_PYTHON:-python3}
@@ -47,9 +47,10 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export VERL_LOGGING_LEVEL=${VERL_LOGGING_LEVEL:-WARN}
 export INITIAL_MODEL=$MODEL_DIR NUM_ITERATIONS=${NUM_ITERATIONS:-3}
 # two runs share one GPU: each SGLang server and each verl rollout engine takes a share of its memory
-export EXTRA_SGLANG_ARGS="--attention-backend triton --sampling-backend pytorch --disable-cuda-graph --grammar-backend none --mem-fraction-static 0.25"
+# (SGLang takes its fraction of the memory free when it starts)
+export EXTRA_SGLANG_ARGS="--attention-backend triton --sampling-backend pytorch --disable-cuda-graph --grammar-backend none --mem-fraction-static ${SGLANG_MEM_FRACTION:-0.25}"
 export GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-0.2}
-LORA_RANK=${LORA_RANK:-0}
+LORA_RANK=${LORA_RANK:-16}
 dry=()
 [[ $DRY_RUN -eq 0 ]] || dry=(--dry-run)
 [[ $DRY_RUN -eq 1 ]] || mkdir -p "$ROOT/logs"
@@ -142,11 +143,11 @@ for phase in "${PHASES[@]}"; do
     warm)   # a LoRA run (LORA_RANK > 0) starts once the first has evaluated the base model
       steps=()
       [[ ! -f $ROOT/warm_steps ]] || steps=(TOTAL_STEPS="$(cat "$ROOT/warm_steps")")
-      launch full 30000 WARM_START=teacher NUM_ITERATIONS=0 LORA_RANK=0 "${steps[@]}"
+      launch full 30000 WARM_START=teacher NUM_ITERATIONS=0 WARM_LORA_RANK=0 "${steps[@]}"
       if ((LORA_RANK > 0)); then
         until_done "$ROOT/full/base/DONE"
         adopt lora full base
-        launch lora 30001 WARM_START=teacher NUM_ITERATIONS=0 LORA_RANK="$LORA_RANK" WARM_LR=1e-3 "${steps[@]}"
+        launch lora 30001 WARM_START=teacher NUM_ITERATIONS=0 WARM_LORA_RANK="$LORA_RANK" "${steps[@]}"
       fi
       finish ;;
     rl)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_sglang import free_port
 
 from selfplay_gen.verl import config_path
 
@@ -139,6 +140,10 @@ def test_iteration_dry_run_chains_generation_training_and_eval(tmp_path):
     assert "--seed 1000000 " in out and "--seed 2000000 " in out          # new instances every iteration
     assert "--max-prompt-tokens 1024 --max-response-tokens 3072" in out and "--num-games 32" in out
     assert "--max-response-tokens 3072 --seed" in out                       # the seat budget is the training limit
+    # the measured defaults: a LoRA r16 warm start at lr 1e-3; every game, evaluation and replay at 0.7
+    assert "model.lora_rank=16 model.lora_alpha=32" in out and "optim.lr=1e-3" in out
+    assert out.count("--temperature 0.7") == out.count("--temperature ") == 10   # games, held-out and human evaluations
+    assert out.count("actor_rollout_ref.rollout.temperature=0.7") == 2 and "actor.optim.lr=5e-6" in out
     assert not run.exists()
 
 
@@ -174,3 +179,38 @@ def test_sft_with_lora_folds_the_adapter_into_the_served_model(tmp_path):
     assert lora[-1].endswith(f"-m selfplay_gen.verl.merge_lora {tmp_path}/t/hf")      # after verl's merger
     assert "-m verl.model_merger" in lora[-2]
     assert not any("merge_lora" in line for line in dry("0"))
+
+
+FAKE_SERVER = """#!/usr/bin/env bash
+# a stand-in for `python -m sglang.launch_server ... --port P ...`: the first START_FAILURES starts stop
+# as SGLang does when its KV cache finds too little free GPU memory; later ones answer /health
+n=$(( $(cat "$0.starts" 2> /dev/null || echo 0) + 1 )); echo "$n" > "$0.starts"
+if (( n <= START_FAILURES )); then echo "RuntimeError: $FAILURE"; exit 1; fi
+while [[ $1 != --port ]]; do shift; done
+exec "$REAL_PYTHON" -c '
+import http.server, sys
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()' "$2"
+"""
+
+
+MEMORY = "Not enough memory. Please try to increase --mem-fraction-static."
+
+
+@pytest.mark.parametrize("failure, failed_starts, starts, ok", [
+    (MEMORY, 1, 2, True),                        # tried again, then up
+    (MEMORY, 5, 3, False),                       # SERVER_START_TRIES (3) spent
+    ("model.safetensors not found", 5, 1, False)])  # no reason to try again
+def test_a_server_start_that_found_too_little_gpu_memory_is_tried_again(tmp_path, failure, failed_starts, starts, ok):
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_SERVER)
+    fake.chmod(0o755)
+    result = script("run_selfplay_generation.sh", MODEL_NAME="/m", NUM_GAMES="0", OUT_DIR=str(tmp_path / "g"),
+                    PORT=str(free_port()), SGLANG_PYTHON=str(fake), REAL_PYTHON=sys.executable,
+                    START_FAILURES=str(failed_starts), FAILURE=failure, SERVER_RETRY_WAIT="0")
+    assert (result.returncode == 0) == ok, result.stderr
+    assert int((tmp_path / "python.starts").read_text()) == starts
+    assert result.stderr.count("too little free GPU memory") == (starts - 1 if ok or failure == MEMORY else 0)
+    assert ("the SGLang server exited; see" in result.stderr) != ok
