@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-GAMES ?= 8
+GAMES ?= 4
 
 .PHONY: demo test bench clean
 
@@ -14,11 +14,11 @@ $(BIN)/selfplay-gen: setup.cfg pyproject.toml requirements-ci.txt
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
-## demo: play self-play games with the embedded SmolLM2-135M-Instruct on CPU into data/demo/
+## demo: self-play games of the embedded SmolLM2-135M-Instruct (with its warm-start adapter) on CPU into data/demo/
 demo: $(BIN)/selfplay-gen
-	$(BIN)/selfplay-gen --backend local --num-games $(GAMES) --games-per-instance 4 --max-moves 8 \
-	    --max-new-tokens 96 --out data/demo/games.jsonl --resume
-	# the raw model agrees in no game, so every group scores 0: keep those constant groups to show the rows
+	$(BIN)/selfplay-gen --backend local --num-games $(GAMES) --games-per-instance 2 --temperature 0.7 \
+	    --out data/demo/games.jsonl --resume
+	# two games of an instance may score alike (the same plan agreed twice): keep such groups to show the rows
 	$(BIN)/selfplay-convert data/demo/games.jsonl --overwrite --keep-constant-groups
 
 ## test: the whole test suite (CPU)

@@ -35,7 +35,8 @@ def _seat_options(prefix: str, who: str):
                           f"router URL{same}."),
         click.option(f"--{prefix}model", default=None,
                      help=f"Model directory for the local backend and the tokenizer; for sglang the served model "
-                          f"is read from /get_model_info. Default: the embedded SmolLM2-135M-Instruct{same}."),
+                          f"is read from /get_model_info. Default: the embedded SmolLM2-135M-Instruct with the project's "
+                          f"warm-start adapter (SmolLM2-135M-Instruct-warm); SmolLM2-135M-Instruct is the raw model{same}."),
         click.option(f"--{prefix}tokenizer", default=None,
                      help=f"Local tokenizer directory, when --{prefix}model is not one (e.g. a model name on an "
                           f"OpenAI-compatible server){same}."),

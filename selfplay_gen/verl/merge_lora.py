@@ -12,18 +12,9 @@ from pathlib import Path
 
 import click
 
+from ..models import fold_adapter
+
 ADAPTER_DIR = "lora_adapter"
-
-
-def merge_adapter(model_dir: Path, adapter_dir: Path, out_dir: Path) -> None:
-    """Write to out_dir the model of model_dir with the adapter of adapter_dir folded in (and the tokenizer)."""
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto")
-    merged = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
-    merged.save_pretrained(out_dir)
-    AutoTokenizer.from_pretrained(model_dir).save_pretrained(out_dir)
 
 
 @click.command()
@@ -34,7 +25,7 @@ def main(hf_dir: Path) -> None:
         raise click.ClickException(f"{adapter}/adapter_config.json not found: not a LoRA run's merged directory")
     folded = hf_dir.with_name(hf_dir.name + ".folding")      # written apart, then swapped in whole
     shutil.rmtree(folded, ignore_errors=True)
-    merge_adapter(hf_dir, adapter, folded)
+    fold_adapter(hf_dir, adapter, folded)
     shutil.copytree(adapter, folded / ADAPTER_DIR)
     shutil.rmtree(hf_dir)
     folded.rename(hf_dir)
