@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from selfplay_gen.atomic import write_json_atomic
-from selfplay_gen.game import BACKEND_ERROR, TOKEN_INVARIANT
+from selfplay_gen.game import BACKEND_ERROR, INTERNAL, TOKEN_INVARIANT
 from selfplay_gen.models import load_tokenizer
 from selfplay_gen.records import read_games
 
@@ -178,7 +178,7 @@ def _status(tokens, options: Options) -> str:
 
 def _examine(record: dict, seen: set[str], options: Options) -> tuple[str | None, str, list]:
     """Why a game cannot be used at all (None if it can) with details, and each seat's tokens.
-    Failed games (backend errors, broken token invariants) are never trained, nor counted in a
+    Failed games (backend errors, broken token invariants, internal errors) are never trained, nor counted in a
     group: their rewards say nothing about the policy."""
     if record["game_id"] in seen:
         return "duplicate_game_id", "", []
@@ -187,7 +187,7 @@ def _examine(record: dict, seen: set[str], options: Options) -> tuple[str | None
     if failure:
         failure = failure if isinstance(failure, dict) else {"reason": failure}
         return f"failed:{failure.get('reason')}", failure.get("detail", ""), []
-    if termination in (BACKEND_ERROR, TOKEN_INVARIANT):
+    if termination in (BACKEND_ERROR, TOKEN_INVARIANT, INTERNAL):
         return f"failed:{termination}", "", []
     try:
         return None, "", [seat_tokens(seat, lambda: load_tokenizer(options.model)) for seat in record["players"]]

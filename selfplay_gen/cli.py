@@ -89,6 +89,10 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
     result = {**summary.to_dict(), "out": str(out), "games_in_file": len(writer.done), "backends": backends}
     write_json_atomic(out.with_name(out.stem + ".summary.json"), result)
     click.echo(json.dumps(result, indent=2))
+    if summary.failures:
+        reasons = ", ".join(f"{reason}: {n}" for reason, n in summary.failures.most_common())
+        click.echo(f"{sum(summary.failures.values())} of {summary.games} games failed ({reasons}); each record's "
+                   f"`failure` says why, and convert leaves them out", err=True)
 
 
 main.add_command(init_command)

@@ -26,9 +26,10 @@ class Limits:
 
 # Every way a game can end.
 ACCEPTED, MAX_MOVES, MAX_INVALID = "accepted", "max_moves", "max_invalid"
-MAX_NEW_TOKENS, CONTEXT_LENGTH, BACKEND_ERROR, TOKEN_INVARIANT = (
-    "max_new_tokens", "context_length", "backend_error", "token_invariant")
-TERMINATIONS = (ACCEPTED, MAX_MOVES, MAX_INVALID, MAX_NEW_TOKENS, CONTEXT_LENGTH, BACKEND_ERROR, TOKEN_INVARIANT)
+MAX_NEW_TOKENS, CONTEXT_LENGTH, BACKEND_ERROR, TOKEN_INVARIANT, INTERNAL = (
+    "max_new_tokens", "context_length", "backend_error", "token_invariant", "internal")
+TERMINATIONS = (ACCEPTED, MAX_MOVES, MAX_INVALID, MAX_NEW_TOKENS, CONTEXT_LENGTH, BACKEND_ERROR, TOKEN_INVARIANT,
+                INTERNAL)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Every game is its own asyncio task; a semaphore keeps `concurrency` games in flight so that a
 server always has that many requests to batch. Games never share state, so a failing game is
-recorded with its reason and the others go on.
+recorded with its reason and the others go on: whatever a player or a backend raises ends that
+game as a record (`failure.reason` backend_error, token_invariant, or internal for a defect).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from dataclasses import asdict, dataclass
 from tqdm.auto import tqdm
 
 from .backends.base import BackendError
-from .game import BACKEND_ERROR, TOKEN_INVARIANT, Limits, MatchingGame
+from .game import BACKEND_ERROR, INTERNAL, TOKEN_INVARIANT, Limits, MatchingGame
 from .instance import Instance
 from .players import GameStop, Player
 from .records import SCHEMA_VERSION, GameWriter
@@ -55,22 +56,24 @@ async def play_game(spec: GameSpec, seats: tuple[SeatFactory, SeatFactory], limi
         mover = game.to_move
         try:
             text = await players[mover].act()
+            step = game.step(text)
+            if step.valid:
+                players[1 - mover].partner_moved(step.move)
+                if not game.done and game.to_move == mover:
+                    players[mover].move_again()
+            else:
+                players[mover].invalid(step.error)
         except GameStop as stop:
             game.stop(stop.reason, mover, stop.detail)
             if stop.reason == TOKEN_INVARIANT:
                 failure = {"reason": stop.reason, "detail": stop.detail, "player": mover}
-            break
         except BackendError as err:
             game.stop(BACKEND_ERROR, mover, str(err))
             failure = {"reason": BACKEND_ERROR, "detail": str(err), "player": mover}
-            break
-        step = game.step(text)
-        if step.valid:
-            players[1 - mover].partner_moved(step.move)
-            if not game.done and game.to_move == mover:
-                players[mover].move_again()
-        else:
-            players[mover].invalid(step.error)
+        except Exception as err:    # a defect (in a player, a backend, the game): this game fails, the run goes on
+            detail = f"{type(err).__name__}: {err}"
+            game.stop(INTERNAL, mover, detail)
+            failure = {"reason": INTERNAL, "detail": detail, "player": mover}
     logs = [p.log() for p in players]
     turns = [t for log in logs for t in log.get("turns", [])]
     return {
@@ -106,12 +109,16 @@ class Summary:
     cached_tokens: int = 0
     wall_time_s: float = 0.0
     terminations: Counter = None
+    failures: Counter = None      # failed games by failure reason
 
     def __post_init__(self):
         self.terminations = self.terminations or Counter()
+        self.failures = self.failures or Counter()
 
     def add(self, record: dict) -> None:
         self.games += 1
+        if record["failure"]:
+            self.failures[record["failure"]["reason"]] += 1
         self.agreed += record["outcome"]["agreed"]
         self.reward_sum += record["outcome"]["normalized_reward"]
         self.terminations[record["outcome"]["termination"]] += 1
@@ -125,6 +132,7 @@ class Summary:
             "agreement_rate": self.agreed / games,
             "mean_normalized_reward": self.reward_sum / games,
             "terminations": dict(self.terminations),
+            "failures": dict(self.failures),
             "output_tokens": self.output_tokens,
             "output_tokens_per_s": self.output_tokens / self.wall_time_s if self.wall_time_s else 0.0,
             "games_per_s": self.games / self.wall_time_s if self.wall_time_s else 0.0,

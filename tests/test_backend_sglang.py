@@ -175,3 +175,17 @@ async def test_play_command_against_the_server(tokenizer, local_model_dir, tmp_p
     for record in read_games(out):
         assert record["settings"]["seat0"]["model"] == local_model_dir
         assert all(seat["kind"] == "llm" and seat["turns"] for seat in record["players"][:1])
+
+
+async def test_play_command_says_on_stderr_when_games_failed(tokenizer, local_model_dir, tmp_path):
+    from click.testing import CliRunner
+
+    from selfplay_gen.cli import main
+
+    async with FakeSGLang(tokenizer, local_model_dir) as fake:
+        fake.fail_next = [500] * 1000                  # every attempt of every request
+        result = await asyncio.to_thread(CliRunner().invoke, main, [
+            "--backend", "sglang", "--base-url", fake.url, "-n", "2", "-k", "2", "--max-new-tokens", "8",
+            "--max-retries", "1", "--out", str(tmp_path / "games.jsonl"), "-q"])
+    assert "2 of 2 games failed (backend_error: 2)" in result.stderr, result.output
+    assert '"failures": {\n    "backend_error": 2\n  }' in result.stdout
