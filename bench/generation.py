@@ -9,6 +9,7 @@ Prints a table and writes JSON (and a markdown table beside it). Example:
   python bench/generation.py --backend sglang --base-url http://127.0.0.1:30000 --num-games 256
   python bench/generation.py --backend local --num-games 8 --max-moves 4 --max-new-tokens 32
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,49 +44,84 @@ async def play(backend, tokenizer, specs, limits, params, concurrency: int, work
     turns = [t for r in records for p in r["players"] for t in p.get("turns", [])]
     output = sum(len(t["output_ids"]) for t in turns)
     prompt = sum(t["prompt_len"] for t in turns)
-    return {"concurrency": concurrency, "games": len(records), "turns": len(turns), "wall_s": round(wall, 3),
-            "games_per_s": len(records) / wall, "output_tokens": output, "output_tokens_per_s": output / wall,
-            "cache_hit_rate": sum(t["cached_tokens"] for t in turns) / prompt if prompt else 0.0,
-            "terminations": dict(Counter(r["outcome"]["termination"] for r in records)),
-            "_turn_shapes": [(p["token_ids"][:t["prompt_len"]], len(t["output_ids"]))
-                             for r in records for p in r["players"] for t in p.get("turns", [])]}
+    return {
+        "concurrency": concurrency,
+        "games": len(records),
+        "turns": len(turns),
+        "wall_s": round(wall, 3),
+        "games_per_s": len(records) / wall,
+        "output_tokens": output,
+        "output_tokens_per_s": output / wall,
+        "cache_hit_rate": sum(t["cached_tokens"] for t in turns) / prompt if prompt else 0.0,
+        "terminations": dict(Counter(r["outcome"]["termination"] for r in records)),
+        "_turn_shapes": [
+            (p["token_ids"][: t["prompt_len"]], len(t["output_ids"]))
+            for r in records
+            for p in r["players"]
+            for t in p.get("turns", [])
+        ],
+    }
 
 
 async def saturation(backend, shapes, params) -> dict:
     """Independent `/generate` requests, all at once, each forced to its recorded output length."""
+
     async def one(prompt_ids, length):
-        await backend.request("POST", f"{backend.server_for(str(len(prompt_ids)))}/generate", {
-            "input_ids": prompt_ids, "return_logprob": False,
-            "sampling_params": {"temperature": params.temperature, "top_p": params.top_p,
-                                "max_new_tokens": max(1, length), "ignore_eos": True}})
+        await backend.request(
+            "POST",
+            f"{backend.server_for(str(len(prompt_ids)))}/generate",
+            {
+                "input_ids": prompt_ids,
+                "return_logprob": False,
+                "sampling_params": {
+                    "temperature": params.temperature,
+                    "top_p": params.top_p,
+                    "max_new_tokens": max(1, length),
+                    "ignore_eos": True,
+                },
+            },
+        )
         return max(1, length)
 
     started = time.perf_counter()
     output = sum(await asyncio.gather(*(one(p, n) for p, n in shapes)))
     wall = time.perf_counter() - started
-    return {"requests": len(shapes), "wall_s": round(wall, 3), "output_tokens": output, "output_tokens_per_s": output / wall}
+    return {
+        "requests": len(shapes),
+        "wall_s": round(wall, 3),
+        "output_tokens": output,
+        "output_tokens_per_s": output / wall,
+    }
 
 
 async def main(args) -> dict:
     tokenizer = models.load_tokenizer(args.model if args.backend == "local" else args.tokenizer)
-    options = BackendOptions(base_urls=tuple(args.base_url), model=args.model, max_batch=args.concurrency,
-                             seed=args.seed)
+    options = BackendOptions(
+        base_urls=tuple(args.base_url), model=args.model, max_batch=args.concurrency, seed=args.seed
+    )
     params = SamplingParams(args.temperature, args.top_p, args.max_new_tokens, (tokenizer.eos_token_id,))
     limits = Limits(max_moves=args.max_moves)
-    instances = [Instance.from_seed(args.seed + i)
-                 for i in range(instances_needed(args.num_games, args.games_per_instance))]
+    instances = [
+        Instance.from_seed(args.seed + i) for i in range(instances_needed(args.num_games, args.games_per_instance))
+    ]
     specs = plan_games(instances, args.games_per_instance, args.num_games)
     async with backend_class(args.backend)(options, tokenizer) as backend:
         with tempfile.TemporaryDirectory() as tmp:
             sequential = await play(backend, tokenizer, specs, limits, params, 1, Path(tmp), "sequential")
-            concurrent = await play(backend, tokenizer, specs, limits, params, args.concurrency, Path(tmp), "concurrent")
+            concurrent = await play(
+                backend, tokenizer, specs, limits, params, args.concurrency, Path(tmp), "concurrent"
+            )
         shapes = concurrent.pop("_turn_shapes")
         sequential.pop("_turn_shapes")
         flood = await saturation(backend, shapes, params) if args.backend == "sglang" else None
     return {
-        "backend": args.backend, "model": backend.model, "host": platform.node(),
+        "backend": args.backend,
+        "model": backend.model,
+        "host": platform.node(),
         "settings": {k: v for k, v in vars(args).items() if k != "out"},
-        "sequential": sequential, "concurrent": concurrent, "saturation": flood,
+        "sequential": sequential,
+        "concurrent": concurrent,
+        "saturation": flood,
         "speedup_games_per_s": concurrent["games_per_s"] / sequential["games_per_s"],
         "speedup_output_tokens_per_s": concurrent["output_tokens_per_s"] / sequential["output_tokens_per_s"],
         "fraction_of_saturation": concurrent["output_tokens_per_s"] / flood["output_tokens_per_s"] if flood else None,
@@ -93,18 +129,27 @@ async def main(args) -> dict:
 
 
 def table(result: dict) -> str:
-    rows = [("one game at a time", result["sequential"]), (f"runner, {result['concurrent']['concurrency']} in flight",
-                                                            result["concurrent"])]
+    rows = [
+        ("one game at a time", result["sequential"]),
+        (f"runner, {result['concurrent']['concurrency']} in flight", result["concurrent"]),
+    ]
     lines = ["| mode | games | wall s | games/s | output tok/s | cache hit |", "|---|---:|---:|---:|---:|---:|"]
-    lines += [f"| {name} | {r['games']} | {r['wall_s']:.1f} | {r['games_per_s']:.3f} | {r['output_tokens_per_s']:.1f} "
-              f"| {r['cache_hit_rate']:.2f} |" for name, r in rows]
+    lines += [
+        f"| {name} | {r['games']} | {r['wall_s']:.1f} | {r['games_per_s']:.3f} | {r['output_tokens_per_s']:.1f} "
+        f"| {r['cache_hit_rate']:.2f} |"
+        for name, r in rows
+    ]
     if result["saturation"]:
         s = result["saturation"]
-        lines.append(f"| saturation flood ({s['requests']} requests) | - | {s['wall_s']:.1f} | - "
-                     f"| {s['output_tokens_per_s']:.1f} | - |")
+        lines.append(
+            f"| saturation flood ({s['requests']} requests) | - | {s['wall_s']:.1f} | - "
+            f"| {s['output_tokens_per_s']:.1f} | - |"
+        )
     lines.append("")
-    lines.append(f"runner / one-at-a-time: {result['speedup_games_per_s']:.2f}x games/s, "
-                 f"{result['speedup_output_tokens_per_s']:.2f}x output tokens/s")
+    lines.append(
+        f"runner / one-at-a-time: {result['speedup_games_per_s']:.2f}x games/s, "
+        f"{result['speedup_output_tokens_per_s']:.2f}x output tokens/s"
+    )
     if result["fraction_of_saturation"] is not None:
         lines.append(f"runner output tokens/s = {result['fraction_of_saturation']:.2f} of the saturation flood")
     return "\n".join(lines)
@@ -131,5 +176,8 @@ if __name__ == "__main__":
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(args.out, result)
-    write_atomic(args.out.with_suffix(".md"), f"# Generation benchmark ({args.backend}, {result['model']})\n\n"
-                                                  f"Settings: `{json.dumps(result['settings'])}`\n\n{text}\n")
+    write_atomic(
+        args.out.with_suffix(".md"),
+        f"# Generation benchmark ({args.backend}, {result['model']})\n\n"
+        f"Settings: `{json.dumps(result['settings'])}`\n\n{text}\n",
+    )

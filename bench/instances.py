@@ -4,6 +4,7 @@ same run, same seeds, one core each. Prints a table and writes bench/results/ins
 
     python bench/instances.py [--seeds 100]
 """
+
 from __future__ import annotations
 
 import os
@@ -60,9 +61,16 @@ def measure(name: str, make, seeds: range, tries_of) -> dict:
     if not all(instance.hard for instance in instances):
         raise RuntimeError(f"{name} returned an instance that is not hard")
     tries, best = tries_of(seeds), [instance.best_reward for instance in instances]
-    return {"method": name, "instances": len(seeds), "seconds": seconds, "instances_per_s": len(seeds) / seconds,
-            "candidates_per_instance": float(np.mean(tries)), "hard_per_candidate": len(seeds) / sum(tries),
-            "candidates_per_s": sum(tries) / seconds, "mean_best": float(np.mean(best))}
+    return {
+        "method": name,
+        "instances": len(seeds),
+        "seconds": seconds,
+        "instances_per_s": len(seeds) / seconds,
+        "candidates_per_instance": float(np.mean(tries)),
+        "hard_per_candidate": len(seeds) / sum(tries),
+        "candidates_per_s": sum(tries) / seconds,
+        "mean_best": float(np.mean(best)),
+    }
 
 
 def main() -> None:
@@ -72,37 +80,64 @@ def main() -> None:
     seeds = range(args.seeds)
     Instance.from_seed(0)  # warm up (DP index tables)
     reference_tries: list[int] = []
-    rows = [measure("reference (per-candidate scipy)", lambda seed: reference_instance(seed, reference_tries), seeds,
-                    lambda _: reference_tries),
-            measure("Instance.from_seed (batched DP)", Instance.from_seed, seeds,
-                    lambda seeds: [sample(seed)[3] for seed in seeds])]
+    rows = [
+        measure(
+            "reference (per-candidate scipy)",
+            lambda seed: reference_instance(seed, reference_tries),
+            seeds,
+            lambda _: reference_tries,
+        ),
+        measure(
+            "Instance.from_seed (batched DP)",
+            Instance.from_seed,
+            seeds,
+            lambda seeds: [sample(seed)[3] for seed in seeds],
+        ),
+    ]
     for row in rows:
         row["ratio"] = row["instances_per_s"] / rows[0]["instances_per_s"]
         row["candidates_per_s_ratio"] = row["candidates_per_s"] / rows[0]["candidates_per_s"]
 
-    header = ("method", "instances", "seconds", "instances/s", "candidates tried per instance",
-              "hard per candidate", "ratio (instances/s)", "ratio (candidates/s)")
+    header = (
+        "method",
+        "instances",
+        "seconds",
+        "instances/s",
+        "candidates tried per instance",
+        "hard per candidate",
+        "ratio (instances/s)",
+        "ratio (candidates/s)",
+    )
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
-        lines.append(f"| {r['method']} | {r['instances']} | {r['seconds']:.2f} | {r['instances_per_s']:.1f} | "
-                     f"{r['candidates_per_instance']:.0f} | 1/{1 / r['hard_per_candidate']:.0f} | "
-                     f"{r['ratio']:.1f}x | {r['candidates_per_s_ratio']:.1f}x |")
+        lines.append(
+            f"| {r['method']} | {r['instances']} | {r['seconds']:.2f} | {r['instances_per_s']:.1f} | "
+            f"{r['candidates_per_instance']:.0f} | 1/{1 / r['hard_per_candidate']:.0f} | "
+            f"{r['ratio']:.1f}x | {r['candidates_per_s_ratio']:.1f}x |"
+        )
     table = "\n".join(lines)
     print(table)
 
-    meta = {"python": platform.python_version(), "numpy": np.__version__, "machine": platform.processor() or
-            platform.machine(), "cpu_count": os.cpu_count(), "threads": 1, "seeds": args.seeds,
-            "load_average_1m": os.getloadavg()[0]}  # shared machines: other work slows the batched method more
-    note = ("Both methods draw the same distribution (scores 0..99, each cell seen by each player with p=0.4, "
-            "cells hidden from both set to 50, scales uniform on [1, 10)) from their own streams of the same "
-            "seeds, so their candidate counts differ by chance; `candidates/s` compares the work rate "
-            "independent of that luck. The reference solves solo1 only when solo0 passes. Both count an "
-            "instance as found at its first hard candidate; the batched sampler also evaluates the rest of "
-            "its block of 512. Solo plans break ties differently (scipy's order vs. a fixed tie-break "
-            "pattern), which can shift the hard rate.")
+    meta = {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "machine": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "threads": 1,
+        "seeds": args.seeds,
+        "load_average_1m": os.getloadavg()[0],
+    }  # shared machines: other work slows the batched method more
+    note = (
+        "Both methods draw the same distribution (scores 0..99, each cell seen by each player with p=0.4, "
+        "cells hidden from both set to 50, scales uniform on [1, 10)) from their own streams of the same "
+        "seeds, so their candidate counts differ by chance; `candidates/s` compares the work rate "
+        "independent of that luck. The reference solves solo1 only when solo0 passes. Both count an "
+        "instance as found at its first hard candidate; the batched sampler also evaluates the rest of "
+        "its block of 512. Solo plans break ties differently (scipy's order vs. a fixed tie-break "
+        "pattern), which can shift the hard rate."
+    )
     _write(RESULTS / "instances.json", json.dumps({"rows": rows, "meta": meta, "note": note}, indent=2) + "\n")
-    _write(RESULTS / "instances.md", f"# Hard-instance sampling rate\n\n{table}\n\n{note}\n\n"
-           f"Machine: {meta}\n")
+    _write(RESULTS / "instances.md", f"# Hard-instance sampling rate\n\n{table}\n\n{note}\n\nMachine: {meta}\n")
     print(f"wrote {RESULTS / 'instances.json'} and {RESULTS / 'instances.md'}")
 
 

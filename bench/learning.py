@@ -11,6 +11,7 @@ against the warm start, agreement, valid moves, grounding, and the stage's wall 
 trainers' last stages are also compared with each other, paired by instance. Writes OUT/learning.md,
 OUT/learning.json and OUT/learning.png.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,15 +21,15 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from selfplay_gen.evaluation.metrics import paired_difference  # noqa: E402
+from selfplay_gen.evaluation.metrics import paired_difference
 
 RUNS = {"grpo": "GRPO", "fbc": "filtered BC"}
 SETS = ("heldout", "human")
-NO_TALK, HUMANS = 0.837, 0.921          # the ladder of held-out seeds and the humans' 134 games
+NO_TALK, HUMANS = 0.837, 0.921  # the ladder of held-out seeds and the humans' 134 games
 RESAMPLES, SEED = 2000, 0
 
 
@@ -69,8 +70,10 @@ def load(root: Path) -> dict:
             path = root / name / "report" / kind / "metrics.json"
             if path.exists():
                 rows = json.loads(path.read_text())["rows"]
-                sets[kind] = {r["label"]: {"summary": r["summary"], "per_instance": pd.Series(r["per_instance"], dtype=float)}
-                              for r in rows}
+                sets[kind] = {
+                    r["label"]: {"summary": r["summary"], "per_instance": pd.Series(r["per_instance"], dtype=float)}
+                    for r in rows
+                }
         runs[name] = {"sets": sets, "times": stage_times(root / name)}
     return runs
 
@@ -85,16 +88,27 @@ def stage_rows(runs: dict, rng: np.random.Generator) -> list[dict]:
                 s = stage["summary"]
                 previous = stages[labels[i - 1]]["per_instance"] if i else None
                 warm = stages["warm"]["per_instance"] if "warm" in stages and label not in ("base", "warm") else None
-                rows.append({
-                    "trainer": RUNS[name], "set": kind, "stage": label,
-                    "reward": s.get("mean_normalized_reward"), "random": s.get("random_matching_reward"),
-                    "minus_random": s.get("minus_random"),
-                    "vs_previous": paired_difference(stage["per_instance"], previous, RESAMPLES, rng) if i else None,
-                    "vs_warm": paired_difference(stage["per_instance"], warm, RESAMPLES, rng) if warm is not None else None,
-                    "agreement": s.get("agreement_rate"), "valid": s.get("valid_move_rate"),
-                    "grounding": s.get("grounding_rate"), "games": s.get("games"),
-                    "wall_time_s": run["times"].get(label),
-                })
+                rows.append(
+                    {
+                        "trainer": RUNS[name],
+                        "set": kind,
+                        "stage": label,
+                        "reward": s.get("mean_normalized_reward"),
+                        "random": s.get("random_matching_reward"),
+                        "minus_random": s.get("minus_random"),
+                        "vs_previous": paired_difference(stage["per_instance"], previous, RESAMPLES, rng)
+                        if i
+                        else None,
+                        "vs_warm": paired_difference(stage["per_instance"], warm, RESAMPLES, rng)
+                        if warm is not None
+                        else None,
+                        "agreement": s.get("agreement_rate"),
+                        "valid": s.get("valid_move_rate"),
+                        "grounding": s.get("grounding_rate"),
+                        "games": s.get("games"),
+                        "wall_time_s": run["times"].get(label),
+                    }
+                )
     return rows
 
 
@@ -108,31 +122,46 @@ def head_to_head(runs: dict, rng: np.random.Generator) -> list[dict]:
         if not all(stages):
             continue
         (a_label, a), (b_label, b) = [list(s.items())[-1] for s in stages]
-        out.append({"set": kind, "stages": [a_label, b_label],
-                    "grpo_minus_fbc": paired_difference(a["per_instance"], b["per_instance"], RESAMPLES, rng)})
+        out.append(
+            {
+                "set": kind,
+                "stages": [a_label, b_label],
+                "grpo_minus_fbc": paired_difference(a["per_instance"], b["per_instance"], RESAMPLES, rng),
+            }
+        )
     return out
 
 
 def markdown(rows: list[dict], versus: list[dict]) -> str:
     lines = []
-    for kind, title in (("heldout", "Held-out instances (seeds from 10**9, never trained on)"),
-                        ("human", f"The 134 human instances (humans scored {HUMANS})")):
+    for kind, title in (
+        ("heldout", "Held-out instances (seeds from 10**9, never trained on)"),
+        ("human", f"The 134 human instances (humans scored {HUMANS})"),
+    ):
         chosen = [r for r in rows if r["set"] == kind]
         if not chosen:
             continue
-        lines += [f"## {title}", "",
-                  "| trainer | stage | games | mean normalized reward [95% CI] | random matching (same instances) | "
-                  "− previous stage (paired) | − warm start (paired) | agreement | valid moves | grounding | "
-                  "stage wall time (s) |", "|" + "---|" * 11]
+        lines += [
+            f"## {title}",
+            "",
+            "| trainer | stage | games | mean normalized reward [95% CI] | random matching (same instances) | "
+            "− previous stage (paired) | − warm start (paired) | agreement | valid moves | grounding | "
+            "stage wall time (s) |",
+            "|" + "---|" * 11,
+        ]
         for r in chosen:
-            lines.append(f"| {r['trainer']} | {r['stage']} | {r['games']} | {interval(r['reward'])} | "
-                         f"{interval(r['random'])} | {signed(r['vs_previous'])} | {signed(r['vs_warm'])} | "
-                         f"{share(r['agreement'])} | {share(r['valid'])} | {share(r['grounding'])} | "
-                         f"{r['wall_time_s'] or '–'} |")
+            lines.append(
+                f"| {r['trainer']} | {r['stage']} | {r['games']} | {interval(r['reward'])} | "
+                f"{interval(r['random'])} | {signed(r['vs_previous'])} | {signed(r['vs_warm'])} | "
+                f"{share(r['agreement'])} | {share(r['valid'])} | {share(r['grounding'])} | "
+                f"{r['wall_time_s'] or '–'} |"
+            )
         lines.append("")
     for v in versus:
-        lines.append(f"GRPO ({v['stages'][0]}) − filtered BC ({v['stages'][1]}) on {v['set']} instances, paired: "
-                     f"{signed(v['grpo_minus_fbc'])}")
+        lines.append(
+            f"GRPO ({v['stages'][0]}) − filtered BC ({v['stages'][1]}) on {v['set']} instances, paired: "
+            f"{signed(v['grpo_minus_fbc'])}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -152,8 +181,12 @@ def plot(rows: list[dict], path: Path) -> None:
         randoms = [r["random"]["mean"] for r in chosen if r["random"] and r["random"]["mean"] is not None]
         if randoms:
             ax.axhline(np.mean(randoms), color="grey", linestyle=":", label="random matching")
-        ax.axhline(NO_TALK if kind == "heldout" else HUMANS, color="black", linestyle="--",
-                   label="no-talk plan (0.837)" if kind == "heldout" else "humans (0.921)")
+        ax.axhline(
+            NO_TALK if kind == "heldout" else HUMANS,
+            color="black",
+            linestyle="--",
+            label="no-talk plan (0.837)" if kind == "heldout" else "humans (0.921)",
+        )
         ax.set_title("held-out instances" if kind == "heldout" else "human instances")
         ax.set_ylabel("mean normalized reward")
         ax.legend(fontsize=8)

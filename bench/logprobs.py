@@ -4,6 +4,7 @@ shape verl's FSDP engine hands it: one micro-batch flattened to (tokens, vocab).
     python bench/logprobs.py OUT.json [--tokens 8192] [--repeats 3]
 
 Run side by side on the same device (GPU: bench/results/learning/logprobs_gpu.json)."""
+
 import json
 import time
 
@@ -31,7 +32,9 @@ def seconds(fn, logits: torch.Tensor, labels: torch.Tensor, repeats: int) -> flo
 
 @click.command()
 @click.argument("out", type=click.Path(dir_okay=False))
-@click.option("--tokens", default=8192, show_default=True, help="Rows: tokens of one micro-batch (verl's max_token_len_per_gpu).")
+@click.option(
+    "--tokens", default=8192, show_default=True, help="Rows: tokens of one micro-batch (verl's max_token_len_per_gpu)."
+)
 @click.option("--vocab", default=49152, show_default=True, help="SmolLM2's vocabulary.")
 @click.option("--repeats", default=3, show_default=True)
 def main(out: str, tokens: int, vocab: int, repeats: int) -> None:
@@ -39,10 +42,14 @@ def main(out: str, tokens: int, vocab: int, repeats: int) -> None:
     torch.manual_seed(0)
     logits = torch.randn(tokens, vocab, device=device, dtype=torch.bfloat16, requires_grad=True)
     labels = torch.randint(0, vocab, (tokens,), device=device)
-    result = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "tokens": tokens,
-              "vocab": vocab, "dtype": "bfloat16",
-              "verl_logprobs_from_logits_v2_s": seconds(logprobs_from_logits_v2, logits, labels, repeats),
-              "chunked_logprobs_s": seconds(chunked_logprobs, logits, labels, repeats)}
+    result = {
+        "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "tokens": tokens,
+        "vocab": vocab,
+        "dtype": "bfloat16",
+        "verl_logprobs_from_logits_v2_s": seconds(logprobs_from_logits_v2, logits, labels, repeats),
+        "chunked_logprobs_s": seconds(chunked_logprobs, logits, labels, repeats),
+    }
     result["speedup"] = result["verl_logprobs_from_logits_v2_s"] / result["chunked_logprobs_s"]
     json.dump(result, open(out, "w"), indent=1)
     click.echo(json.dumps(result))

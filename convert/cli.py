@@ -1,4 +1,5 @@
 """The `selfplay-convert` command."""
+
 from __future__ import annotations
 
 import json
@@ -12,58 +13,124 @@ from .pipeline import ConvertError, Options, convert
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("games", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Where train.parquet, val.parquet and convert_summary.json go [default: next to GAMES].")
-@click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default="grpo", show_default=True,
-              help="grpo: one verl row per group of K games of one instance and seat, replayed by the "
-                   "selfplay_replay agent loop with rollout.n=K; sft: best games as multi-turn chats; dpo: best "
-                   "vs worst game per instance and seat.")
-@click.option("--group-size", type=click.IntRange(2),
-              help="grpo: K, games per group (= verl's rollout.n, written to the summary as rollout_n). An "
-                   "instance's games form groups of K; fewer left over are dropped and counted. "
-                   "[default: the most common number of games per instance]")
-@click.option("--keep-constant-groups", is_flag=True,
-              help="grpo: also write groups whose K rewards are all equal (zero advantage, no signal).")
-@click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True,
-              help="Share of instances that go to val.parquet.")
+@click.option(
+    "--out-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where train.parquet, val.parquet and convert_summary.json go [default: next to GAMES].",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(sorted(FORMATS)),
+    default="grpo",
+    show_default=True,
+    help="grpo: one verl row per group of K games of one instance and seat, replayed by the "
+    "selfplay_replay agent loop with rollout.n=K; sft: best games as multi-turn chats; dpo: best "
+    "vs worst game per instance and seat.",
+)
+@click.option(
+    "--group-size",
+    type=click.IntRange(2),
+    help="grpo: K, games per group (= verl's rollout.n, written to the summary as rollout_n). An "
+    "instance's games form groups of K; fewer left over are dropped and counted. "
+    "[default: the most common number of games per instance]",
+)
+@click.option(
+    "--keep-constant-groups",
+    is_flag=True,
+    help="grpo: also write groups whose K rewards are all equal (zero advantage, no signal).",
+)
+@click.option(
+    "--val-fraction",
+    type=click.FloatRange(0, 1, max_open=True),
+    default=0.1,
+    show_default=True,
+    help="Share of instances that go to val.parquet.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the train/val split.")
-@click.option("--top-fraction", type=click.FloatRange(0, 1, min_open=True), default=0.25, show_default=True,
-              help="sft: share of each group's games kept (those with a positive reward).")
-@click.option("--max-prompt-tokens", type=click.IntRange(1),
-              help="Leave out seat rows whose initial prompt is longer; their games still count in their groups.")
-@click.option("--max-response-tokens", type=click.IntRange(1),
-              help="Leave out seat rows with a longer response (everything after the initial prompt); their games "
-                   "still count in their groups.")
+@click.option(
+    "--top-fraction",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=0.25,
+    show_default=True,
+    help="sft: share of each group's games kept (those with a positive reward).",
+)
+@click.option(
+    "--max-prompt-tokens",
+    type=click.IntRange(1),
+    help="Leave out seat rows whose initial prompt is longer; their games still count in their groups.",
+)
+@click.option(
+    "--max-response-tokens",
+    type=click.IntRange(1),
+    help="Leave out seat rows with a longer response (everything after the initial prompt); their games "
+    "still count in their groups.",
+)
 @click.option("--model", help="Tokenizer for games with scripted seats [default: the embedded model].")
-@click.option("--invalid-move-penalty", type=click.FloatRange(min=0), default=0.0, show_default=True,
-              help="grpo: training reward = normalized reward - PENALTY x the seat's invalid moves / its turns "
-                   "(as +selfplay.invalid_move_penalty online). Gives all-zero groups of weak models a signal; "
-                   "the game score in the records is unchanged.")
+@click.option(
+    "--invalid-move-penalty",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="grpo: training reward = normalized reward - PENALTY x the seat's invalid moves / its turns "
+    "(as +selfplay.invalid_move_penalty online). Gives all-zero groups of weak models a signal; "
+    "the game score in the records is unchanged.",
+)
 @click.option("--skip-invalid", is_flag=True, help="Convert past malformed lines and report them.")
 @click.option("--overwrite", is_flag=True, help="Replace existing outputs.")
-def main(games: Path, out_dir: Path | None, fmt: str, group_size: int | None, keep_constant_groups: bool,
-         val_fraction: float, seed: int, top_fraction: float, max_prompt_tokens: int | None,
-         max_response_tokens: int | None, model: str | None, invalid_move_penalty: float, skip_invalid: bool,
-         overwrite: bool) -> None:
+def main(
+    games: Path,
+    out_dir: Path | None,
+    fmt: str,
+    group_size: int | None,
+    keep_constant_groups: bool,
+    val_fraction: float,
+    seed: int,
+    top_fraction: float,
+    max_prompt_tokens: int | None,
+    max_response_tokens: int | None,
+    model: str | None,
+    invalid_move_penalty: float,
+    skip_invalid: bool,
+    overwrite: bool,
+) -> None:
     """Convert the self-play games in GAMES (JSONL) into verl training parquet."""
     try:
-        options = Options(fmt, group_size, keep_constant_groups, val_fraction, seed, top_fraction,
-                          max_prompt_tokens, max_response_tokens, model, skip_invalid, invalid_move_penalty)
+        options = Options(
+            fmt,
+            group_size,
+            keep_constant_groups,
+            val_fraction,
+            seed,
+            top_fraction,
+            max_prompt_tokens,
+            max_response_tokens,
+            model,
+            skip_invalid,
+            invalid_move_penalty,
+        )
         summary = convert(games, out_dir, options, overwrite=overwrite)
     except (ConvertError, OSError) as err:
         raise click.ClickException(str(err)) from None
     for name in ("train", "val"):
         part = summary["split"][name]
-        click.echo(f"{name}: {part['rows']} rows from {part['games']} games of {part['instances']} instances "
-                   f"-> {summary['outputs'][name]}")
+        click.echo(
+            f"{name}: {part['rows']} rows from {part['games']} games of {part['instances']} instances "
+            f"-> {summary['outputs'][name]}"
+        )
     if summary["invalid_lines"]:
-        click.echo(f"skipped {summary['invalid_lines']} invalid lines, the first: {summary['invalid_examples'][0]}",
-                   err=True)
+        click.echo(
+            f"skipped {summary['invalid_lines']} invalid lines, the first: {summary['invalid_examples'][0]}", err=True
+        )
     if "grpo" in summary:
-        click.echo(f"grpo groups: {json.dumps(summary['grpo'])}; replay with actor_rollout_ref.rollout.n="
-                   f"{summary['rollout_n']}")
-    click.echo(f"excluded games: {json.dumps(summary['excluded'])}; seats too long: {summary['seats_too_long']}; "
-               f"summary -> {summary['outputs']['summary']}")
+        click.echo(
+            f"grpo groups: {json.dumps(summary['grpo'])}; replay with actor_rollout_ref.rollout.n="
+            f"{summary['rollout_n']}"
+        )
+    click.echo(
+        f"excluded games: {json.dumps(summary['excluded'])}; seats too long: {summary['seats_too_long']}; "
+        f"summary -> {summary['outputs']['summary']}"
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ indexed by game ordinal, with `dest`, `index`, `normalized_reward`, ...).
 
 Each projection takes a spill batch and returns (destination, rows) pieces to write.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,14 +23,36 @@ from .tokens import prompt_messages
 
 TRAIN, VAL, DROP = 0, 1, -1
 
-SFT_INFO = pa.struct([("index", pa.int64()), ("game_id", pa.string()), ("instance_id", pa.string()),
-                      ("player", pa.int64()), ("normalized_reward", pa.float64())])
+SFT_INFO = pa.struct(
+    [
+        ("index", pa.int64()),
+        ("game_id", pa.string()),
+        ("instance_id", pa.string()),
+        ("player", pa.int64()),
+        ("normalized_reward", pa.float64()),
+    ]
+)
 SFT_SCHEMA = pa.schema([("messages", MESSAGES), ("data_source", pa.string()), ("extra_info", SFT_INFO)])
-DPO_INFO = pa.struct([("index", pa.int64()), ("instance_id", pa.string()), ("player", pa.int64()),
-                      ("chosen_game_id", pa.string()), ("rejected_game_id", pa.string()),
-                      ("chosen_reward", pa.float64()), ("rejected_reward", pa.float64())])
-DPO_SCHEMA = pa.schema([("prompt", MESSAGES), ("chosen", MESSAGES), ("rejected", MESSAGES),
-                        ("data_source", pa.string()), ("extra_info", DPO_INFO)])
+DPO_INFO = pa.struct(
+    [
+        ("index", pa.int64()),
+        ("instance_id", pa.string()),
+        ("player", pa.int64()),
+        ("chosen_game_id", pa.string()),
+        ("rejected_game_id", pa.string()),
+        ("chosen_reward", pa.float64()),
+        ("rejected_reward", pa.float64()),
+    ]
+)
+DPO_SCHEMA = pa.schema(
+    [
+        ("prompt", MESSAGES),
+        ("chosen", MESSAGES),
+        ("rejected", MESSAGES),
+        ("data_source", pa.string()),
+        ("extra_info", DPO_INFO),
+    ]
+)
 
 Pieces = list[tuple[int, pa.RecordBatch | pa.Table]]
 
@@ -56,8 +79,11 @@ class GrpoRows:
 
     def __init__(self, ledger: pd.DataFrame, groups: pd.DataFrame):
         self.groups = groups
-        self.wanted = {(game, int(group.player)): (g, j) for g, group in enumerate(groups.itertuples())
-                       for j, game in enumerate(group.games[:group.trained])}
+        self.wanted = {
+            (game, int(group.player)): (g, j)
+            for g, group in enumerate(groups.itertuples())
+            for j, game in enumerate(group.games[: group.trained])
+        }
         self.pending: dict[int, list] = {}
 
     def __call__(self, batch: pa.RecordBatch) -> Pieces:
@@ -87,16 +113,22 @@ class SftRows:
         self.dest, self.index = ledger["dest"].to_numpy(), ledger["index"].to_numpy()
 
     def __call__(self, batch: pa.RecordBatch) -> Pieces:
-        return [(code, pa.Table.from_batches([self._rows(rows, games) for rows, games in runs], schema=SFT_SCHEMA))
-                for code, runs in _by_destination(batch, self.dest)]
+        return [
+            (code, pa.Table.from_batches([self._rows(rows, games) for rows, games in runs], schema=SFT_SCHEMA))
+            for code, runs in _by_destination(batch, self.dest)
+        ]
 
     def _rows(self, rows: pa.RecordBatch, games: np.ndarray) -> pa.RecordBatch:
         extra = rows.column("extra_info")
         info = [pa.array(self.index[games], pa.int64())] + [extra.field(f.name) for f in list(SFT_INFO)[1:]]
         return pa.RecordBatch.from_arrays(
-            [extra.field("messages"), pa.array([DATA_SOURCE] * rows.num_rows, pa.string()),
-             pa.StructArray.from_arrays(info, fields=list(SFT_INFO))],
-            schema=SFT_SCHEMA)
+            [
+                extra.field("messages"),
+                pa.array([DATA_SOURCE] * rows.num_rows, pa.string()),
+                pa.StructArray.from_arrays(info, fields=list(SFT_INFO)),
+            ],
+            schema=SFT_SCHEMA,
+        )
 
 
 class DpoRows:
@@ -105,8 +137,8 @@ class DpoRows:
     def __init__(self, ledger: pd.DataFrame):
         live = ledger[ledger["dest"] != DROP]
         self.pairs: list[dict] = []
-        self.wanted: dict[tuple[int, int], tuple[int, str]] = {}   # (game, seat) -> (pair, role)
-        self.unpaired = 0      # (group, seat)s whose games all scored the same
+        self.wanted: dict[tuple[int, int], tuple[int, str]] = {}  # (game, seat) -> (pair, role)
+        self.unpaired = 0  # (group, seat)s whose games all scored the same
         for seat in (0, 1):
             games = live[live[f"status{seat}"].isin(SPILLED)]
             self.unpaired += games["group_no"].nunique()
@@ -146,10 +178,15 @@ class DpoRows:
             "chosen": halves["chosen"][shared:],
             "rejected": halves["rejected"][shared:],
             "data_source": DATA_SOURCE,
-            "extra_info": {"index": int(chosen["index"]), "instance_id": chosen["instance_id"], "player": pair["seat"],
-                           "chosen_game_id": chosen["game_id"], "rejected_game_id": rejected["game_id"],
-                           "chosen_reward": float(chosen["normalized_reward"]),
-                           "rejected_reward": float(rejected["normalized_reward"])},
+            "extra_info": {
+                "index": int(chosen["index"]),
+                "instance_id": chosen["instance_id"],
+                "player": pair["seat"],
+                "chosen_game_id": chosen["game_id"],
+                "rejected_game_id": rejected["game_id"],
+                "chosen_reward": float(chosen["normalized_reward"]),
+                "rejected_reward": float(rejected["normalized_reward"]),
+            },
         }
 
 

@@ -3,6 +3,7 @@ GRPO compares them from one seat at a time, since each seat has its own training
 own tokens. verl normalizes the rewards within a group itself (`algorithm.adv_estimator=grpo`);
 the converter only decides which games form a group and which groups are worth replaying.
 """
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,8 @@ import pandas as pd
 
 from .tokens import RETOKENIZED, SAMPLED
 
-TOO_LONG, IDLE = "too_long", "idle"     # a seat row's status, besides SAMPLED and RETOKENIZED
-SPILLED = (SAMPLED, RETOKENIZED)        # seat rows that have tokens within the limits
+TOO_LONG, IDLE = "too_long", "idle"  # a seat row's status, besides SAMPLED and RETOKENIZED
+SPILLED = (SAMPLED, RETOKENIZED)  # seat rows that have tokens within the limits
 
 
 class GroupError(ValueError):
@@ -41,8 +42,13 @@ def grpo_groups(ledger: pd.DataFrame, k: int, keep_constant: bool) -> tuple[pd.D
     chunk = ledger.groupby("instance_id", sort=False).cumcount() // k
     size = chunk.groupby([ledger["instance_id"], chunk]).transform("size")
     whole = ledger.assign(chunk=chunk)[size == k]
-    counts = {"games_per_group": k, "incomplete_games": int((size < k).sum()), "constant": 0,
-              "dropped_constant": 0, "without_sampled_seat": 0}
+    counts = {
+        "games_per_group": k,
+        "incomplete_games": int((size < k).sum()),
+        "constant": 0,
+        "dropped_constant": 0,
+        "without_sampled_seat": 0,
+    }
     rows = []
     for (instance, part), games in whole.groupby(["instance_id", "chunk"], sort=False):
         _same_sampling(games)
@@ -58,15 +64,24 @@ def grpo_groups(ledger: pd.DataFrame, k: int, keep_constant: bool) -> tuple[pd.D
                 counts["without_sampled_seat"] += 1
                 continue
             ordered = pd.concat([games[sampled], games[~sampled]])
-            rows.append({
-                "index": int(games["index"].iloc[0]), "group_id": f"{instance}/p{seat}" + (f"#{part}" if part else ""),
-                "instance_id": instance, "player": seat, "temperature": float(games["temperature"].iloc[0]),
-                "top_p": float(games["top_p"].iloc[0]), "best_reward": int(games["best_reward"].iloc[0]),
-                "dest": int(games["dest"].iloc[0]), "trained": int(sampled.sum()),
-                "games": ordered.index.tolist(), "game_ids": ordered["game_id"].tolist(),
-                "rewards": ordered[f"reward{seat}"].tolist(),
-                "normalized_rewards": ordered["normalized_reward"].tolist(),
-                "terminations": ordered["termination"].tolist()})
+            rows.append(
+                {
+                    "index": int(games["index"].iloc[0]),
+                    "group_id": f"{instance}/p{seat}" + (f"#{part}" if part else ""),
+                    "instance_id": instance,
+                    "player": seat,
+                    "temperature": float(games["temperature"].iloc[0]),
+                    "top_p": float(games["top_p"].iloc[0]),
+                    "best_reward": int(games["best_reward"].iloc[0]),
+                    "dest": int(games["dest"].iloc[0]),
+                    "trained": int(sampled.sum()),
+                    "games": ordered.index.tolist(),
+                    "game_ids": ordered["game_id"].tolist(),
+                    "rewards": ordered[f"reward{seat}"].tolist(),
+                    "normalized_rewards": ordered["normalized_reward"].tolist(),
+                    "terminations": ordered["termination"].tolist(),
+                }
+            )
     return pd.DataFrame(rows), counts
 
 
@@ -76,12 +91,15 @@ def _same_sampling(games: pd.DataFrame) -> None:
     for name in ("temperature", "top_p"):
         values = games[name]
         if values.isna().any():
-            raise GroupError(f"game {games['game_id'][values.isna()].iloc[0]!r}: its record has no "
-                             f"settings.sampling.{name}")
+            raise GroupError(
+                f"game {games['game_id'][values.isna()].iloc[0]!r}: its record has no settings.sampling.{name}"
+            )
         if values.nunique() > 1:
             odd = values != values.iloc[0]
-            raise GroupError(f"game {games['game_id'][odd].iloc[0]!r} was played with {name}={values[odd].iloc[0]}, "
-                             f"game {games['game_id'].iloc[0]!r} of its group with {name}={values.iloc[0]}")
+            raise GroupError(
+                f"game {games['game_id'][odd].iloc[0]!r} was played with {name}={values[odd].iloc[0]}, "
+                f"game {games['game_id'].iloc[0]!r} of its group with {name}={values.iloc[0]}"
+            )
 
 
 def top(rewards: pd.Series, groups: pd.Series, fraction: float) -> pd.Series:

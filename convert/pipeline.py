@@ -7,6 +7,7 @@ ledger row per game. Groups, the split and the format's selection are then compu
 ledger. Pass 2 streams the spill into the outputs. Outputs are renamed into place only once
 complete.
 """
+
 from __future__ import annotations
 
 import gc
@@ -33,7 +34,7 @@ from .tokens import RETOKENIZED, TokenInvariantError, seat_tokens
 from .writer import ParquetOutput, Spill
 
 OUTPUTS = {"train": "train.parquet", "val": "val.parquet", "summary": "convert_summary.json"}
-EXAMPLES = 10       # excluded games and invalid lines quoted in the summary
+EXAMPLES = 10  # excluded games and invalid lines quoted in the summary
 
 
 class ConvertError(ValueError):
@@ -43,16 +44,16 @@ class ConvertError(ValueError):
 @dataclass(frozen=True)
 class Options:
     format: str = "grpo"
-    group_size: int | None = None       # grpo: K games per group; None = the most common per instance
+    group_size: int | None = None  # grpo: K games per group; None = the most common per instance
     keep_constant_groups: bool = False  # grpo: write groups whose K rewards are all equal
     val_fraction: float = 0.1
     seed: int = 0
-    top_fraction: float = 0.25          # sft: share of each group's games kept
+    top_fraction: float = 0.25  # sft: share of each group's games kept
     max_prompt_tokens: int | None = None
     max_response_tokens: int | None = None
-    model: str | None = None            # tokenizer for seats without ids; None = the embedded model
+    model: str | None = None  # tokenizer for seats without ids; None = the embedded model
     skip_invalid: bool = False
-    invalid_move_penalty: float = 0.0   # grpo: training reward -= penalty x the seat's share of invalid turns
+    invalid_move_penalty: float = 0.0  # grpo: training reward -= penalty x the seat's share of invalid turns
     batch_rows: int = 256
 
     def __post_init__(self):
@@ -73,8 +74,9 @@ def output_paths(games: Path, out_dir: Path | None) -> dict[str, Path]:
     return {key: out_dir / name for key, name in OUTPUTS.items()}
 
 
-def convert(games: str | Path, out_dir: str | Path | None = None, options: Options = Options(),
-            overwrite: bool = False) -> dict:
+def convert(
+    games: str | Path, out_dir: str | Path | None = None, options: Options = Options(), overwrite: bool = False
+) -> dict:
     """Convert `games` and return the summary (also written next to the outputs)."""
     games = Path(games)
     paths = output_paths(games, out_dir)
@@ -87,8 +89,9 @@ def convert(games: str | Path, out_dir: str | Path | None = None, options: Optio
         facts["index_from"] = _plan(ledger, options)
         if options.format == "grpo":
             try:
-                grpo, facts["grpo"] = groups.grpo_groups(ledger, options.group_size or groups.group_size(ledger),
-                                                         options.keep_constant_groups)
+                grpo, facts["grpo"] = groups.grpo_groups(
+                    ledger, options.group_size or groups.group_size(ledger), options.keep_constant_groups
+                )
             except GroupError as err:
                 raise ConvertError(f"{games}: {err}") from None
             project = GrpoRows(ledger, grpo)
@@ -100,8 +103,10 @@ def convert(games: str | Path, out_dir: str | Path | None = None, options: Optio
                 for code, rows in project(batch):
                     outputs[code].write(rows)
             if not train.rows:
-                raise ConvertError(f"{games}: no training rows are left (games excluded: {dict(facts['excluded'])}"
-                                   + (f", GRPO groups: {facts['grpo']})" if "grpo" in facts else ")"))
+                raise ConvertError(
+                    f"{games}: no training rows are left (games excluded: {dict(facts['excluded'])}"
+                    + (f", GRPO groups: {facts['grpo']})" if "grpo" in facts else ")")
+                )
             train.commit()
             val.commit()
     summary = _summary(games, paths, options, ledger, facts, project, {"train": train.rows, "val": val.rows})
@@ -141,10 +146,20 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
         status = [_status(tokens, options) for tokens in seats]
         statuses.update(status)
         sampling, outcome = record["settings"].get("sampling") or {}, record["outcome"]
-        ledger.append((record["game_id"], record["instance_id"], record["group"], float(outcome["normalized_reward"]),
-                       *(training_reward(record, s, options.invalid_move_penalty) for s in (0, 1)), *status,
-                       sampling.get("temperature", np.nan), sampling.get("top_p", np.nan), outcome["termination"],
-                       outcome["best_reward"]))
+        ledger.append(
+            (
+                record["game_id"],
+                record["instance_id"],
+                record["group"],
+                float(outcome["normalized_reward"]),
+                *(training_reward(record, s, options.invalid_move_penalty) for s in (0, 1)),
+                *status,
+                sampling.get("temperature", np.nan),
+                sampling.get("top_p", np.nan),
+                outcome["termination"],
+                outcome["best_reward"],
+            )
+        )
         for seat, tokens in enumerate(seats):
             if status[seat] in SPILLED:
                 batch.add(game, record, seat, tokens)
@@ -153,14 +168,33 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
     if len(batch):
         spill.write(batch.take())
     if errors and not options.skip_invalid:
-        raise ConvertError(f"{len(errors)} invalid line(s) in {games}; the first: {errors[0]} "
-                           "(--skip-invalid converts the rest)")
+        raise ConvertError(
+            f"{len(errors)} invalid line(s) in {games}; the first: {errors[0]} (--skip-invalid converts the rest)"
+        )
     if not records:
         raise ConvertError(f"{games}: no games" + (f" ({len(errors)} invalid lines)" if errors else " (empty input)"))
-    columns = ["game_id", "instance_id", "record_group", "normalized_reward", "reward0", "reward1", "status0",
-               "status1", "temperature", "top_p", "termination", "best_reward"]
-    facts = {"records": records, "invalid_lines": len(errors), "invalid_examples": errors[:EXAMPLES],
-             "excluded": excluded, "excluded_examples": examples, "seats": statuses}
+    columns = [
+        "game_id",
+        "instance_id",
+        "record_group",
+        "normalized_reward",
+        "reward0",
+        "reward1",
+        "status0",
+        "status1",
+        "temperature",
+        "top_p",
+        "termination",
+        "best_reward",
+    ]
+    facts = {
+        "records": records,
+        "invalid_lines": len(errors),
+        "invalid_examples": errors[:EXAMPLES],
+        "excluded": excluded,
+        "excluded_examples": examples,
+        "seats": statuses,
+    }
     return pd.DataFrame(ledger, columns=columns), facts
 
 
@@ -170,8 +204,12 @@ def _status(tokens, options: Options) -> str:
     though its game still counts in its group) or IDLE (the seat never moved)."""
     if tokens is None:
         return IDLE
-    if (options.max_prompt_tokens is not None and tokens.prompt_len > options.max_prompt_tokens
-            or options.max_response_tokens is not None and tokens.response_len > options.max_response_tokens):
+    if (
+        options.max_prompt_tokens is not None
+        and tokens.prompt_len > options.max_prompt_tokens
+        or options.max_response_tokens is not None
+        and tokens.response_len > options.max_response_tokens
+    ):
         return TOO_LONG
     return tokens.source
 
@@ -200,8 +238,10 @@ def _plan(ledger: pd.DataFrame, options: Options) -> str:
     Returns where the group index came from: the records' `group` where it names instances one to
     one, else the rank of the sorted instance id (e.g. files of several runs concatenated)."""
     ledger["group_no"] = pd.factorize(ledger["instance_id"], sort=True)[0]
-    one_to_one = (ledger.groupby("instance_id")["record_group"].nunique().max() == 1
-                  and ledger.groupby("record_group")["instance_id"].nunique().max() == 1)
+    one_to_one = (
+        ledger.groupby("instance_id")["record_group"].nunique().max() == 1
+        and ledger.groupby("record_group")["instance_id"].nunique().max() == 1
+    )
     index_from = "record group" if one_to_one else "sorted key"
     ledger["index"] = ledger["record_group"] if one_to_one else ledger["group_no"]
     val = validation_instances(ledger["instance_id"], options.val_fraction, options.seed)
@@ -212,13 +252,18 @@ def _plan(ledger: pd.DataFrame, options: Options) -> str:
     return index_from
 
 
-def _summary(games: Path, paths: dict, options: Options, ledger: pd.DataFrame, facts: dict, project,
-             rows: dict) -> dict:
+def _summary(
+    games: Path, paths: dict, options: Options, ledger: pd.DataFrame, facts: dict, project, rows: dict
+) -> dict:
     sizes = ledger.groupby("group_no").size()
-    split = {name: {"rows": rows[name],
-                    "games": int((ledger["dest"] == code).sum()),
-                    "instances": int(ledger.loc[ledger["dest"] == code, "instance_id"].nunique())}
-             for name, code in (("train", TRAIN), ("val", VAL))}
+    split = {
+        name: {
+            "rows": rows[name],
+            "games": int((ledger["dest"] == code).sum()),
+            "instances": int(ledger.loc[ledger["dest"] == code, "instance_id"].nunique()),
+        }
+        for name, code in (("train", TRAIN), ("val", VAL))
+    }
     seats = facts["seats"]
     summary = {
         "input": str(games),
@@ -233,12 +278,17 @@ def _summary(games: Path, paths: dict, options: Options, ledger: pd.DataFrame, f
         "seats_without_turns": seats[IDLE],
         "seats_too_long": seats[TOO_LONG],
         "seats_retokenized": seats[RETOKENIZED],
-        "groups": {"instances": len(sizes),
-                   "constant_instances": int(groups.constant(ledger["normalized_reward"], ledger["group_no"])
-                                             .groupby(ledger["group_no"]).first().sum()),
-                   "games_per_instance": {"min": int(sizes.min()), "mean": float(sizes.mean()),
-                                          "max": int(sizes.max())},
-                   "index_from": facts["index_from"]},
+        "groups": {
+            "instances": len(sizes),
+            "constant_instances": int(
+                groups.constant(ledger["normalized_reward"], ledger["group_no"])
+                .groupby(ledger["group_no"])
+                .first()
+                .sum()
+            ),
+            "games_per_instance": {"min": int(sizes.min()), "mean": float(sizes.mean()), "max": int(sizes.max())},
+            "index_from": facts["index_from"],
+        },
         "mean_normalized_reward": float(ledger["normalized_reward"].mean()),
         "mean_training_reward": float(ledger[["reward0", "reward1"]].to_numpy().mean()),
         "split": split,

@@ -6,6 +6,7 @@ It is the game's normalized reward minus an opt-in penalty for the seat's own in
 only valid [message] moves gets no shaping at all, so the penalty cannot be farmed; agreement
 is still the only way to a positive reward. The game's score in the records is never changed.
 """
+
 from __future__ import annotations
 
 

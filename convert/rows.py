@@ -30,6 +30,7 @@ training, re-tokenized, or never moved): the loop returns a fully masked traject
 reward. `prompt` is game 0's initial chat (seat 1's differs from game to game, as it holds the
 partner's opening move); `reward_model.ground_truth` holds the instance's best reward.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,29 +46,53 @@ ABILITY = "cooperative_negotiation"
 AGENT_NAME = "selfplay_replay"
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
-SEAT_INFO = pa.struct([
-    ("game_id", pa.string()), ("instance_id", pa.string()), ("player", pa.int64()),
-    ("normalized_reward", pa.float64()), ("messages", MESSAGES), ("token_ids", pa.list_(pa.int32())),
-    ("prompt_len", pa.int64()), ("response_mask", pa.list_(pa.int8())), ("logprobs", pa.list_(pa.float32())),
-    ("num_turns", pa.int64()),
-])
-GAME = "_game"      # the game's ordinal in the conversion's ledger
-PROMPT_SIZE = "_prompt_messages"    # how many leading `messages` the seat's prompt takes
+SEAT_INFO = pa.struct(
+    [
+        ("game_id", pa.string()),
+        ("instance_id", pa.string()),
+        ("player", pa.int64()),
+        ("normalized_reward", pa.float64()),
+        ("messages", MESSAGES),
+        ("token_ids", pa.list_(pa.int32())),
+        ("prompt_len", pa.int64()),
+        ("response_mask", pa.list_(pa.int8())),
+        ("logprobs", pa.list_(pa.float32())),
+        ("num_turns", pa.int64()),
+    ]
+)
+GAME = "_game"  # the game's ordinal in the conversion's ledger
+PROMPT_SIZE = "_prompt_messages"  # how many leading `messages` the seat's prompt takes
 SPILL_SCHEMA = pa.schema([("extra_info", SEAT_INFO), (GAME, pa.int64()), (PROMPT_SIZE, pa.int32())])
 
-PER_GAME = [("game_ids", pa.string()), ("rewards", pa.float64()), ("normalized_rewards", pa.float64()),
-            ("terminations", pa.string())]
+PER_GAME = [
+    ("game_ids", pa.string()),
+    ("rewards", pa.float64()),
+    ("normalized_rewards", pa.float64()),
+    ("terminations", pa.string()),
+]
 PER_TRAINED = ["token_ids", "prompt_len", "response_mask", "logprobs", "num_turns", "messages"]
 GROUP_INFO = pa.struct(
-    [("index", pa.int64()), ("group_id", pa.string()), ("instance_id", pa.string()), ("player", pa.int64()),
-     ("temperature", pa.float64()), ("top_p", pa.float64())]
+    [
+        ("index", pa.int64()),
+        ("group_id", pa.string()),
+        ("instance_id", pa.string()),
+        ("player", pa.int64()),
+        ("temperature", pa.float64()),
+        ("top_p", pa.float64()),
+    ]
     + [(name, pa.list_(kind)) for name, kind in PER_GAME]
-    + [(name, pa.list_(SEAT_INFO.field(name).type)) for name in PER_TRAINED])
-GRPO_SCHEMA = pa.schema([
-    ("prompt", MESSAGES), ("data_source", pa.string()), ("ability", pa.string()),
-    ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
-    ("extra_info", GROUP_INFO), ("agent_name", pa.string()),
-])
+    + [(name, pa.list_(SEAT_INFO.field(name).type)) for name in PER_TRAINED]
+)
+GRPO_SCHEMA = pa.schema(
+    [
+        ("prompt", MESSAGES),
+        ("data_source", pa.string()),
+        ("ability", pa.string()),
+        ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+        ("extra_info", GROUP_INFO),
+        ("agent_name", pa.string()),
+    ]
+)
 
 
 def _offsets(lengths: list[int]) -> pa.Array:
@@ -79,8 +104,11 @@ def _lists(arrays: list[np.ndarray | None], value_type: pa.DataType) -> pa.Array
     values = [a for a in arrays if a is not None]
     flat = np.concatenate(values) if values else np.zeros(0)
     nulls = np.array([a is None for a in arrays])
-    return pa.ListArray.from_arrays(_offsets([0 if a is None else len(a) for a in arrays]), pa.array(flat, value_type),
-                                    mask=pa.array(nulls) if nulls.any() else None)
+    return pa.ListArray.from_arrays(
+        _offsets([0 if a is None else len(a) for a in arrays]),
+        pa.array(flat, value_type),
+        mask=pa.array(nulls) if nulls.any() else None,
+    )
 
 
 def _messages(chats: list[list[dict]]) -> pa.Array:
@@ -88,8 +116,10 @@ def _messages(chats: list[list[dict]]) -> pa.Array:
     converting the dicts)."""
     roles = pa.array([m["role"] for chat in chats for m in chat], pa.string())
     contents = pa.array([m["content"] for chat in chats for m in chat], pa.string())
-    return pa.ListArray.from_arrays(_offsets([len(chat) for chat in chats]),
-                                    pa.StructArray.from_arrays([roles, contents], fields=list(MESSAGES.value_type)))
+    return pa.ListArray.from_arrays(
+        _offsets([len(chat) for chat in chats]),
+        pa.StructArray.from_arrays([roles, contents], fields=list(MESSAGES.value_type)),
+    )
 
 
 class RowBatch:
@@ -106,8 +136,17 @@ class RowBatch:
         return len(self.rows)
 
     def add(self, game: int, record: dict, seat: int, tokens: SeatTokens) -> None:
-        self.rows.append((game, record["game_id"], record["instance_id"], seat, record["outcome"]["normalized_reward"],
-                          record["players"][seat]["messages"], tokens))
+        self.rows.append(
+            (
+                game,
+                record["game_id"],
+                record["instance_id"],
+                seat,
+                record["outcome"]["normalized_reward"],
+                record["players"][seat]["messages"],
+                tokens,
+            )
+        )
 
     def take(self) -> pa.RecordBatch:
         games, game_ids, instance_ids, seats, rewards, messages, tokens = zip(*self.rows)
@@ -125,9 +164,13 @@ class RowBatch:
             "num_turns": pa.array([t.num_turns for t in tokens], pa.int64()),
         }
         return pa.RecordBatch.from_arrays(
-            [pa.StructArray.from_arrays([extra[f.name] for f in SEAT_INFO], fields=list(SEAT_INFO)),
-             pa.array(games, pa.int64()), pa.array([len(prompt_messages(m)) for m in messages], pa.int32())],
-            schema=SPILL_SCHEMA)
+            [
+                pa.StructArray.from_arrays([extra[f.name] for f in SEAT_INFO], fields=list(SEAT_INFO)),
+                pa.array(games, pa.int64()),
+                pa.array([len(prompt_messages(m)) for m in messages], pa.int32()),
+            ],
+            schema=SPILL_SCHEMA,
+        )
 
 
 def _spread(own_logprobs: pa.ListArray, response_mask: pa.ListArray) -> pa.ListArray:
@@ -137,8 +180,11 @@ def _spread(own_logprobs: pa.ListArray, response_mask: pa.ListArray) -> pa.ListA
     own = response_mask.flatten().to_numpy().view(np.bool_) & np.repeat(has_logprobs, np.diff(offsets))
     values = np.zeros(len(own), dtype=np.float32)
     values[own] = own_logprobs.flatten().to_numpy()
-    return pa.ListArray.from_arrays(pa.array(offsets - offsets[0], pa.int32()), pa.array(values),
-                                    mask=None if has_logprobs.all() else pa.array(~has_logprobs))
+    return pa.ListArray.from_arrays(
+        pa.array(offsets - offsets[0], pa.int32()),
+        pa.array(values),
+        mask=None if has_logprobs.all() else pa.array(~has_logprobs),
+    )
 
 
 def _leading(messages: pa.ListArray, counts: np.ndarray) -> pa.ListArray:
@@ -149,11 +195,9 @@ def _leading(messages: pa.ListArray, counts: np.ndarray) -> pa.ListArray:
     return pa.ListArray.from_arrays(_offsets(counts), messages.flatten().take(taken))
 
 
-
 def seat_prompts(seats: pa.Table) -> pa.ListArray:
     """Each spilled seat row's initial chat (its `prompt`)."""
-    return _leading(seats.column("extra_info").combine_chunks().field("messages"),
-                    seats.column(PROMPT_SIZE).to_numpy())
+    return _leading(seats.column("extra_info").combine_chunks().field("messages"), seats.column(PROMPT_SIZE).to_numpy())
 
 
 def group_rows(seats: pa.Table, groups: pd.DataFrame) -> pa.Table:
@@ -167,19 +211,25 @@ def group_rows(seats: pa.Table, groups: pd.DataFrame) -> pa.Table:
     offsets = _offsets(sizes)
     trained = {name: extra.field(name) for name in PER_TRAINED}
     trained["logprobs"] = _spread(extra.field("logprobs"), extra.field("response_mask"))
-    children = {name: pa.array(groups[name].tolist(), GROUP_INFO.field(name).type)
-                for name in ("index", "group_id", "instance_id", "player", "temperature", "top_p")}
+    children = {
+        name: pa.array(groups[name].tolist(), GROUP_INFO.field(name).type)
+        for name in ("index", "group_id", "instance_id", "player", "temperature", "top_p")
+    }
     children.update({name: pa.array(groups[name].tolist(), pa.list_(kind)) for name, kind in PER_GAME})
     children.update({name: pa.ListArray.from_arrays(offsets, column) for name, column in trained.items()})
     firsts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     n = len(groups)
     truth = [json.dumps({"best_reward": int(b)}) for b in groups["best_reward"]]
-    return pa.Table.from_arrays([
-        seat_prompts(seats.take(firsts)),
-        pa.array([DATA_SOURCE] * n, pa.string()),
-        pa.array([ABILITY] * n, pa.string()),
-        pa.StructArray.from_arrays([pa.array(["rule"] * n), pa.array(truth)],
-                                   fields=list(GRPO_SCHEMA.field("reward_model").type)),
-        pa.StructArray.from_arrays([children[f.name] for f in GROUP_INFO], fields=list(GROUP_INFO)),
-        pa.array([AGENT_NAME] * n, pa.string()),
-    ], schema=GRPO_SCHEMA)
+    return pa.Table.from_arrays(
+        [
+            seat_prompts(seats.take(firsts)),
+            pa.array([DATA_SOURCE] * n, pa.string()),
+            pa.array([ABILITY] * n, pa.string()),
+            pa.StructArray.from_arrays(
+                [pa.array(["rule"] * n), pa.array(truth)], fields=list(GRPO_SCHEMA.field("reward_model").type)
+            ),
+            pa.StructArray.from_arrays([children[f.name] for f in GROUP_INFO], fields=list(GROUP_INFO)),
+            pa.array([AGENT_NAME] * n, pa.string()),
+        ],
+        schema=GRPO_SCHEMA,
+    )

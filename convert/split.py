@@ -1,5 +1,6 @@
 """Train/validation split by instance: every game of one instance lands in the same file, so
 validation never scores a table the policy was trained on."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable

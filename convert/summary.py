@@ -1,6 +1,7 @@
 """`python -m convert.summary convert_summary.json rollout_n`: print one field of a conversion
 summary, so scripts set verl's `rollout.n` from the games per group the converter wrote
 instead of repeating it. A dotted path reaches nested fields (`groups.count`)."""
+
 from __future__ import annotations
 
 import json

@@ -7,6 +7,7 @@ without ids (a scripted player) is tokenized the way an LLM seat builds its cont
 template for the initial prompt, then own content + end-of-turn, then each user delta), so its
 rows have the same shape and round-trip through the same loaders.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -25,12 +26,12 @@ class TokenInvariantError(ValueError):
 
 @dataclass
 class SeatTokens:
-    token_ids: np.ndarray            # int32, the whole final context
-    prompt_len: int                  # ids of the initial prompt (system + first user message)
-    own: np.ndarray                  # int8 over token_ids[prompt_len:], 1 = produced by this seat
+    token_ids: np.ndarray  # int32, the whole final context
+    prompt_len: int  # ids of the initial prompt (system + first user message)
+    own: np.ndarray  # int8 over token_ids[prompt_len:], 1 = produced by this seat
     own_logprobs: np.ndarray | None  # float32, one per own id in order
     num_turns: int
-    source: str                      # SAMPLED, or RETOKENIZED (scripted seat, or re-encoded server output)
+    source: str  # SAMPLED, or RETOKENIZED (scripted seat, or re-encoded server output)
 
     @property
     def response_len(self) -> int:
@@ -71,14 +72,14 @@ def sampled(seat: dict) -> SeatTokens:
     if not 0 < start <= len(ids):
         raise TokenInvariantError(f"turn 0: prompt_len {start} is outside the {len(ids)} token_ids")
     own = np.zeros(len(ids) - start, dtype=np.int8)
-    logprobs = []       # of every turn, in order; None as soon as a turn has none
+    logprobs = []  # of every turn, in order; None as soon as a turn has none
     end, source = start, SAMPLED
     for n, turn in enumerate(turns):
         at, out, turn_logprobs = turn["prompt_len"], turn["output_ids"], turn.get("logprobs")
         stop = at + len(out)
         if at < end or ids[at:stop] != out:
             raise TokenInvariantError(f"turn {n}: its output_ids are not at offset {at} of token_ids")
-        own[at - start:stop - start] = 1
+        own[at - start : stop - start] = 1
         if turn_logprobs is None:
             logprobs = None
         elif logprobs is not None:
@@ -99,7 +100,7 @@ def retokenized(messages: list[dict], tokenizer) -> SeatTokens:
     text = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
     ids = tokenizer.encode(text, add_special_tokens=False)
     prompt_len, own, turns = len(ids), [], 0
-    for message in messages[len(prompt):]:
+    for message in messages[len(prompt) :]:
         if message["role"] == "assistant":
             piece = tokenizer.encode(message["content"], add_special_tokens=False) + [tokenizer.eos_token_id]
             turns += 1
@@ -107,5 +108,6 @@ def retokenized(messages: list[dict], tokenizer) -> SeatTokens:
             piece = tokenizer.encode(user_delta(tokenizer, message["content"]), add_special_tokens=False)
         ids += piece
         own += [message["role"] == "assistant"] * len(piece)
-    return SeatTokens(np.asarray(ids, dtype=np.int32), prompt_len, np.asarray(own, dtype=np.int8), None, turns,
-                      RETOKENIZED)
+    return SeatTokens(
+        np.asarray(ids, dtype=np.int32), prompt_len, np.asarray(own, dtype=np.int8), None, turns, RETOKENIZED
+    )

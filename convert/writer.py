@@ -1,5 +1,6 @@
 """Outputs appear whole or not at all: each is written under a temporary name in its own
 directory and renamed into place only when every output of the run is complete."""
+
 from __future__ import annotations
 
 import os
@@ -31,7 +32,7 @@ class Spill:
         with pa.OSFile(str(self.path)) as source:
             yield from pa.ipc.open_stream(source)
 
-    def __enter__(self) -> "Spill":
+    def __enter__(self) -> Spill:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -63,7 +64,7 @@ class ParquetOutput:
         self._writer.close()
         self.tmp.unlink(missing_ok=True)
 
-    def __enter__(self) -> "ParquetOutput":
+    def __enter__(self) -> ParquetOutput:
         return self
 
     def __exit__(self, exc_type, *exc) -> None:

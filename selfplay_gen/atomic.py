@@ -1,5 +1,6 @@
 """Whole-file writes that readers never see half done: a temp file beside the target, then a
 rename over it (atomic on one file system)."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """`selfplay-gen`: play self-play games into JSONL (the default command), plus `init` and `eval`."""
+
 from __future__ import annotations
 
 import asyncio
@@ -8,12 +9,12 @@ from pathlib import Path
 
 import click
 
-from .backends.base import BackendError
 from .atomic import write_json_atomic
+from .backends.base import BackendError
+from .evaluation.cli import eval_command
 from .options import generation_options, limits_from, load_instances, open_seats
 from .records import GameWriter, read_games
 from .runner import instances_needed, plan_games, run_games
-from .evaluation.cli import eval_command
 from .verl.init_data import init_command
 
 
@@ -33,8 +34,10 @@ def _check_resume(out: Path, run: dict) -> None:
         old = record["settings"].get("run", {})
         diff = {k: (old.get(k), v) for k, v in run.items() if old.get(k) != v}
         if diff:
-            raise click.UsageError(f"--resume: {out} was made with other settings "
-                                   + ", ".join(f"{k}={a!r} (now {b!r})" for k, (a, b) in diff.items()))
+            raise click.UsageError(
+                f"--resume: {out} was made with other settings "
+                + ", ".join(f"{k}={a!r} (now {b!r})" for k, (a, b) in diff.items())
+            )
         return
 
 
@@ -48,14 +51,36 @@ def main():
 
 
 @main.command()
-@click.option("--num-games", "-n", type=click.IntRange(min=1), default=64, show_default=True,
-              help="Games to play (in total, including those already in the file with --resume).")
-@click.option("--games-per-instance", "-k", type=click.IntRange(min=1), default=8, show_default=True,
-              help="Games per instance: one GRPO group. GRPO needs K >= 2 for any signal.")
-@click.option("--instances", type=click.Choice(["random", "human"]), default="random", show_default=True,
-              help="Seeded random hard instances, or the 134 instances people played.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("data/selfplay/games.jsonl"),
-              show_default=True, help="JSONL file of games; a summary lands next to it.")
+@click.option(
+    "--num-games",
+    "-n",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Games to play (in total, including those already in the file with --resume).",
+)
+@click.option(
+    "--games-per-instance",
+    "-k",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Games per instance: one GRPO group. GRPO needs K >= 2 for any signal.",
+)
+@click.option(
+    "--instances",
+    type=click.Choice(["random", "human"]),
+    default="random",
+    show_default=True,
+    help="Seeded random hard instances, or the 134 instances people played.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("data/selfplay/games.jsonl"),
+    show_default=True,
+    help="JSONL file of games; a summary lands next to it.",
+)
 @click.option("--resume", is_flag=True, help="Complete an interrupted run: keep its games, play the missing ones.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @generation_options
@@ -71,14 +96,24 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
         raise click.ClickException(str(err)) from None
     if writer.repaired_bytes:
         click.echo(f"repaired {out}: dropped a torn last line ({writer.repaired_bytes} bytes)", err=True)
-    specs = plan_games(load_instances(instances, instances_needed(num_games, games_per_instance), opts["seed"]),
-                       games_per_instance, num_games)
+    specs = plan_games(
+        load_instances(instances, instances_needed(num_games, games_per_instance), opts["seed"]),
+        games_per_instance,
+        num_games,
+    )
 
     async def go():
         async with open_seats(**opts) as seating:
             seating.settings["run"] = run
-            summary = await run_games(specs, seating.seats, limits_from(opts), writer, seating.concurrency,
-                                      seating.settings, progress=not quiet)
+            summary = await run_games(
+                specs,
+                seating.seats,
+                limits_from(opts),
+                writer,
+                seating.concurrency,
+                seating.settings,
+                progress=not quiet,
+            )
             return summary, seating.backend_stats()
 
     try:
@@ -91,8 +126,11 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
     click.echo(json.dumps(result, indent=2))
     if summary.failures:
         reasons = ", ".join(f"{reason}: {n}" for reason, n in summary.failures.most_common())
-        click.echo(f"{sum(summary.failures.values())} of {summary.games} games failed ({reasons}); each record's "
-                   f"`failure` says why, and convert leaves them out", err=True)
+        click.echo(
+            f"{sum(summary.failures.values())} of {summary.games} games failed ({reasons}); each record's "
+            f"`failure` says why, and convert leaves them out",
+            err=True,
+        )
 
 
 main.add_command(init_command)

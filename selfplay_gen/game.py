@@ -4,6 +4,7 @@ the current player's turn text, and an explicit `result`. No I/O, no model, no c
 Players, backends and the runner sit around it: they turn `StepResult`s into what each player
 sees, and report the limits only they can observe (tokens per turn, context length) via `stop`.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -16,8 +17,8 @@ from .moves import InvalidMove, Move, parse_move
 class Limits:
     """When a game ends without agreement. Recorded with every game."""
 
-    max_moves: int = 30            # valid moves, both players together
-    max_invalid: int = 3           # consecutive invalid moves by one player
+    max_moves: int = 30  # valid moves, both players together
+    max_invalid: int = 3  # consecutive invalid moves by one player
 
     def __post_init__(self):
         if self.max_moves < 1 or self.max_invalid < 1:
@@ -27,9 +28,22 @@ class Limits:
 # Every way a game can end.
 ACCEPTED, MAX_MOVES, MAX_INVALID = "accepted", "max_moves", "max_invalid"
 MAX_NEW_TOKENS, CONTEXT_LENGTH, BACKEND_ERROR, TOKEN_INVARIANT, INTERNAL = (
-    "max_new_tokens", "context_length", "backend_error", "token_invariant", "internal")
-TERMINATIONS = (ACCEPTED, MAX_MOVES, MAX_INVALID, MAX_NEW_TOKENS, CONTEXT_LENGTH, BACKEND_ERROR, TOKEN_INVARIANT,
-                INTERNAL)
+    "max_new_tokens",
+    "context_length",
+    "backend_error",
+    "token_invariant",
+    "internal",
+)
+TERMINATIONS = (
+    ACCEPTED,
+    MAX_MOVES,
+    MAX_INVALID,
+    MAX_NEW_TOKENS,
+    CONTEXT_LENGTH,
+    BACKEND_ERROR,
+    TOKEN_INVARIANT,
+    INTERNAL,
+)
 
 
 @dataclass(frozen=True)
@@ -66,7 +80,7 @@ class Event:
     """A line of the game log: a valid move, or an invalid attempt with its error."""
 
     player: int
-    kind: str                      # message | propose | accept | reject | invalid | stop
+    kind: str  # message | propose | accept | reject | invalid | stop
     text: str
     pairs: list[tuple[int, int]] | None = None
     error: str | None = None
@@ -78,12 +92,12 @@ class MatchingGame:
 
     limits: Limits = field(default_factory=Limits)
 
-    def reset(self, instance: Instance | None = None, *, seed: int | None = None) -> "MatchingGame":
+    def reset(self, instance: Instance | None = None, *, seed: int | None = None) -> MatchingGame:
         if (instance is None) == (seed is None):
             raise ValueError("reset needs exactly one of an instance or a seed")
         self.instance = instance if instance is not None else Instance.from_seed(seed)
         self.to_move = 0
-        self.pending: tuple[int, tuple[tuple[int, int], ...]] | None = None   # (proposer, pairs)
+        self.pending: tuple[int, tuple[tuple[int, int], ...]] | None = None  # (proposer, pairs)
         self.valid_moves = 0
         self.invalid_streak = 0
         self.invalid_moves = 0
@@ -137,8 +151,10 @@ class MatchingGame:
     def _check(self, move: Move) -> Move:
         responding = self.pending is not None
         if responding and move.kind not in ("accept", "reject"):
-            raise InvalidMove(f"your partner's proposal is pending: answer it with [accept] or [reject] "
-                              f"before making a {move.kind} move")
+            raise InvalidMove(
+                f"your partner's proposal is pending: answer it with [accept] or [reject] "
+                f"before making a {move.kind} move"
+            )
         if not responding and move.kind in ("accept", "reject"):
             raise InvalidMove(f"there is no pending proposal to {move.kind}")
         return move

@@ -3,18 +3,27 @@
 An instance is plain data (JSON round trip) and is fully determined by its seed: sampling draws
 candidates in fixed blocks from one `numpy.random.Generator` and keeps the first hard one.
 """
+
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from .matching import batch_best_totals, batch_planned_totals, max_matching
 
-REVIEWERS = ("Ava Li", "Daniel Nguyen", "Sofia Patel", "Andrei Petrov", "Morgan Reed",
-             "Joseph Santos", "Ethan Smith", "Noah Wilson")
+REVIEWERS = (
+    "Ava Li",
+    "Daniel Nguyen",
+    "Sofia Patel",
+    "Andrei Petrov",
+    "Morgan Reed",
+    "Joseph Santos",
+    "Ethan Smith",
+    "Noah Wilson",
+)
 PAPERS = ("BLEU", "Electra", "GloVe", "GLUE", "LLaMA", "RoBERTa", "QuAC", "SWAG")
 PAPER_TITLES = {
     "BLEU": "BLEU: a Method for Automatic Evaluation of MT",
@@ -26,7 +35,7 @@ PAPER_TITLES = {
     "QuAC": "QuAC: Question Answering in Context",
     "SWAG": "SWAG: An Adversarial Dataset for Commonsense Inference",
 }
-HUMAN_GAMES = Path(__file__).parent / "data" / "optimization_human_games.jsonl"   # DialOp's 134 games
+HUMAN_GAMES = Path(__file__).parent / "data" / "optimization_human_games.jsonl"  # DialOp's 134 games
 VISIBLE_P = 0.4
 HIDDEN_VALUE = 50
 HARD_FACTOR = 1.25
@@ -43,7 +52,7 @@ _SEEN_BY = np.array([[d % 5 < 2 for d in range(25)], [d // 5 < 2 for d in range(
 Pairs = list[tuple[int, int]]
 
 
-def score(instance: "Instance", pairs: Pairs) -> int:
+def score(instance: Instance, pairs: Pairs) -> int:
     """Raw reward of an assignment: the sum of the unscaled table over its (reviewer, paper) pairs."""
     pairs = list(pairs)
     reviewers, papers = {r for r, _ in pairs}, {p for _, p in pairs}
@@ -81,19 +90,28 @@ class Instance:
         return f"seed-{self.seed}" if self.seed is not None else self.source
 
     @classmethod
-    def from_seed(cls, seed: int, max_tries: int = MAX_TRIES) -> "Instance":
+    def from_seed(cls, seed: int, max_tries: int = MAX_TRIES) -> Instance:
         """The first hard candidate of the seed's stream, or the candidate at `max_tries`
         (recorded as not hard)."""
         table, visible, scales, _, hard = sample(seed, max_tries)
-        return cls(table.tolist(), (visible[0].astype(int).tolist(), visible[1].astype(int).tolist()),
-                   scales, seed=seed, hard=hard)
+        return cls(
+            table.tolist(),
+            (visible[0].astype(int).tolist(), visible[1].astype(int).tolist()),
+            scales,
+            seed=seed,
+            hard=hard,
+        )
 
     @classmethod
-    def from_human_record(cls, record: dict, source: str = "human") -> "Instance":
+    def from_human_record(cls, record: dict, source: str = "human") -> Instance:
         """An instance people played, from a line of `optimization_human_games.jsonl`."""
         try:
-            return cls(record["table"], (record["mask1"], record["mask2"]),
-                       (float(record["scale1"]), float(record["scale2"])), source=source)
+            return cls(
+                record["table"],
+                (record["mask1"], record["mask2"]),
+                (float(record["scale1"]), float(record["scale2"])),
+                source=source,
+            )
         except KeyError as err:
             raise ValueError(f"human game record lacks field {err}") from None
 
@@ -106,14 +124,27 @@ class Instance:
         return raw / self.best_reward if self.best_reward else 0.0
 
     def to_dict(self) -> dict:
-        return {"table": self.table, "masks": list(self.masks), "scales": list(self.scales), "seed": self.seed,
-                "hard": self.hard, "source": self.source, "best_reward": self.best_reward,
-                "best_assignment": [list(p) for p in self.best_assignment]}
+        return {
+            "table": self.table,
+            "masks": list(self.masks),
+            "scales": list(self.scales),
+            "seed": self.seed,
+            "hard": self.hard,
+            "source": self.source,
+            "best_reward": self.best_reward,
+            "best_assignment": [list(p) for p in self.best_assignment],
+        }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Instance":
-        inst = cls(data["table"], tuple(data["masks"]), tuple(data["scales"]), data.get("seed"),
-                   data.get("hard", False), data.get("source", "random"))
+    def from_dict(cls, data: dict) -> Instance:
+        inst = cls(
+            data["table"],
+            tuple(data["masks"]),
+            tuple(data["scales"]),
+            data.get("seed"),
+            data.get("hard", False),
+            data.get("source", "random"),
+        )
         if "best_reward" in data and data["best_reward"] != inst.best_reward:
             raise ValueError(f"stored best_reward {data['best_reward']} != recomputed {inst.best_reward}")
         return inst
@@ -122,7 +153,7 @@ class Instance:
         return json.dumps(self.to_dict())
 
     @classmethod
-    def from_json(cls, text: str) -> "Instance":
+    def from_json(cls, text: str) -> Instance:
         return cls.from_dict(json.loads(text))
 
 
@@ -139,7 +170,7 @@ def sample(seed: int, max_tries: int = MAX_TRIES) -> tuple[np.ndarray, np.ndarra
     while True:
         cells = rng.integers(0, _CELL_DRAWS, (8, 8, BLOCK), dtype=np.int16)  # batch last, as matching wants
         views = cells // 100
-        visible = np.take(_SEEN_BY, views, axis=1)           # (2, 8, 8, BLOCK)
+        visible = np.take(_SEEN_BY, views, axis=1)  # (2, 8, 8, BLOCK)
         table = _guess(cells - 100 * views, visible[0] | visible[1])
         usable = min(BLOCK, max_tries - tried)
         hits = np.flatnonzero(_hard(table[..., :usable], visible[..., :usable]))
@@ -147,8 +178,13 @@ def sample(seed: int, max_tries: int = MAX_TRIES) -> tuple[np.ndarray, np.ndarra
         if hits.size or tried >= max_tries:
             i = int(hits[0]) if hits.size else usable - 1
             scales = rng.uniform(1, 10, 2)
-            return (table[..., i], visible[..., i], (float(scales[0]), float(scales[1])),
-                    tried - usable + i + 1, bool(hits.size))
+            return (
+                table[..., i],
+                visible[..., i],
+                (float(scales[0]), float(scales[1])),
+                tried - usable + i + 1,
+                bool(hits.size),
+            )
 
 
 def _guess(table: np.ndarray, seen: np.ndarray) -> np.ndarray:

@@ -6,9 +6,10 @@ dynamic programme over subsets of papers (row r picks one paper not taken by row
 are "batch last", shape (8, 8, B) with `stack[..., i]` the i-th table: every step of the DP then
 works on contiguous rows of B values.
 """
+
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -24,7 +25,7 @@ def max_matching(table) -> tuple[int, list[tuple[int, int]]]:
     return int(table[rows, cols].sum()), [(int(r), int(c)) for r, c in zip(rows, cols)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _rows() -> list[tuple[int, np.ndarray, np.ndarray]]:
     """For rows 1..7, how row r completes each of the C(8, r+1) subsets of papers that rows 0..r
     take: r+1 ways, the j-th being predecessor subset `preds[j*n + s]` (a position in layer r)
@@ -47,12 +48,12 @@ def _forward(tables: np.ndarray) -> np.ndarray:
     way at once, add, and keep the best way per subset. All steps write into buffers allocated
     once, since fresh temporaries of this size cost more (page faults) than the arithmetic."""
     batch = tables.shape[2]
-    ways, gains = np.empty((2, 280, batch), tables.dtype)      # the largest rows: 70 subsets x 4 ways, 56 x 5
-    layers = np.empty((2, 70, batch), tables.dtype)             # the largest layer: C(8, 4) = 70 subsets
+    ways, gains = np.empty((2, 280, batch), tables.dtype)  # the largest rows: 70 subsets x 4 ways, 56 x 5
+    layers = np.empty((2, 70, batch), tables.dtype)  # the largest layer: C(8, 4) = 70 subsets
     values = tables[0]
     for row, (size, preds, papers) in enumerate(_rows(), start=1):
-        cand, gain = ways[:len(preds)], gains[:len(preds)]
-        values.take(preds, axis=0, out=cand, mode="clip")        # "clip": an unbuffered `out`
+        cand, gain = ways[: len(preds)], gains[: len(preds)]
+        values.take(preds, axis=0, out=cand, mode="clip")  # "clip": an unbuffered `out`
         tables[row].take(papers, axis=0, out=gain, mode="clip")
         cand += gain
         subsets = len(preds) // size

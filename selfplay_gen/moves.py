@@ -4,6 +4,7 @@ A turn may carry private text before its tag (a player's reasoning); it is never
 partner. Text after `[accept]` / `[reject]` is ignored. Everything else is strict: exactly one
 known tag, a non-empty message, and a proposal that names a perfect matching.
 """
+
 from __future__ import annotations
 
 import re
@@ -58,7 +59,7 @@ def parse_move(text: str) -> Move:
     if len(tags) > 1:
         names = ", ".join(f"[{t.group(1).lower()}]" for t in tags)
         raise InvalidMove(f"a move must contain exactly one tag, found {len(tags)}: {names}")
-    kind, body = tags[0].group(1).lower(), text[tags[0].end():].strip()
+    kind, body = tags[0].group(1).lower(), text[tags[0].end() :].strip()
     if kind == "message":
         if not body:
             raise InvalidMove("empty message: write some text after [message]")
@@ -86,15 +87,20 @@ def parse_proposal(body: str) -> tuple[tuple[int, int], ...]:
             raise InvalidMove(f"proposal line {n} '{line}' has no ':' between paper and reviewer")
         paper = _PAPER_NAMES.get(paper_text.strip().lower())
         if paper is None:
-            raise InvalidMove(f"proposal line {n}: unknown paper '{paper_text.strip()}'; papers are {', '.join(PAPERS)}")
+            raise InvalidMove(
+                f"proposal line {n}: unknown paper '{paper_text.strip()}'; papers are {', '.join(PAPERS)}"
+            )
         reviewer = _REVIEWER_NAMES.get(reviewer_text.strip().lower())
         if reviewer is None:
-            raise InvalidMove(f"proposal line {n}: unknown reviewer '{reviewer_text.strip()}'; "
-                              f"reviewers are {', '.join(REVIEWERS)}")
+            raise InvalidMove(
+                f"proposal line {n}: unknown reviewer '{reviewer_text.strip()}'; reviewers are {', '.join(REVIEWERS)}"
+            )
         if paper in paper_line:
             raise InvalidMove(f"paper {PAPERS[paper]} is assigned twice (lines {paper_line[paper]} and {n})")
         if reviewer in reviewer_line:
-            raise InvalidMove(f"reviewer {REVIEWERS[reviewer]} is assigned twice (lines {reviewer_line[reviewer]} and {n})")
+            raise InvalidMove(
+                f"reviewer {REVIEWERS[reviewer]} is assigned twice (lines {reviewer_line[reviewer]} and {n})"
+            )
         paper_line[paper], reviewer_line[reviewer] = n, n
         pairs.append((reviewer, paper))
     return tuple(sorted(pairs))

@@ -2,6 +2,7 @@
 sampling, limits, and which instances. `open_seats` turns them into seat factories for the runner,
 so `--backend` and `--partner-*` mean the same thing everywhere.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,20 +27,33 @@ def _seat_options(prefix: str, who: str):
     """--backend/--base-url/--model for seat 0, or --partner-* for seat 1 (defaulting to seat 0's)."""
     same = " (default: same as seat 0)" if prefix else ""
     return [
-        click.option(f"--{prefix}backend", type=click.Choice(BACKENDS), default=None if prefix else "local",
-                     show_default=not prefix,
-                     help=f"What plays {who}: an SGLang server, an OpenAI-compatible server, the in-process "
-                          f"model, or scripted players that need no model{same}."),
-        click.option(f"--{prefix}base-url", multiple=True,
-                     help=f"Server URL for {who}; repeat for several servers (each game sticks to one), or give a "
-                          f"router URL{same}."),
-        click.option(f"--{prefix}model", default=None,
-                     help=f"Model directory for the local backend and the tokenizer; for sglang the served model "
-                          f"is read from /get_model_info. Default: the embedded SmolLM2-135M-Instruct with the project's "
-                          f"warm-start adapter (SmolLM2-135M-Instruct-warm); SmolLM2-135M-Instruct is the raw model{same}."),
-        click.option(f"--{prefix}tokenizer", default=None,
-                     help=f"Local tokenizer directory, when --{prefix}model is not one (e.g. a model name on an "
-                          f"OpenAI-compatible server){same}."),
+        click.option(
+            f"--{prefix}backend",
+            type=click.Choice(BACKENDS),
+            default=None if prefix else "local",
+            show_default=not prefix,
+            help=f"What plays {who}: an SGLang server, an OpenAI-compatible server, the in-process "
+            f"model, or scripted players that need no model{same}.",
+        ),
+        click.option(
+            f"--{prefix}base-url",
+            multiple=True,
+            help=f"Server URL for {who}; repeat for several servers (each game sticks to one), or give a "
+            f"router URL{same}.",
+        ),
+        click.option(
+            f"--{prefix}model",
+            default=None,
+            help=f"Model directory for the local backend and the tokenizer; for sglang the served model "
+            f"is read from /get_model_info. Default: the embedded SmolLM2-135M-Instruct with the project's "
+            f"warm-start adapter (SmolLM2-135M-Instruct-warm); SmolLM2-135M-Instruct is the raw model{same}.",
+        ),
+        click.option(
+            f"--{prefix}tokenizer",
+            default=None,
+            help=f"Local tokenizer directory, when --{prefix}model is not one (e.g. a model name on an "
+            f"OpenAI-compatible server){same}.",
+        ),
     ]
 
 
@@ -48,43 +62,114 @@ def generation_options(f):
     options = [
         *_seat_options("", "both seats"),
         *_seat_options("partner-", "seat 1 (cross-play, opponent pools)"),
-        click.option("--temperature", type=click.FloatRange(min=0), default=1.0, show_default=True,
-                     help="Sampling temperature (0: greedy)."),
-        click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,
-                     help="Nucleus sampling: keep the smallest set of tokens with this much probability."),
-        click.option("--max-new-tokens", type=click.IntRange(min=1), default=512, show_default=True,
-                     help="Tokens per turn; a turn that does not end within it ends the game (max_new_tokens)."),
-        click.option("--max-response-tokens", type=click.IntRange(min=1), default=None,
-                     help="Tokens a seat's context may grow past its first prompt (what training sees as its "
-                          "response); the turn that would pass it ends the game (context_length, reward 0). Set it "
-                          "to the training data.max_response_length, so that long games score 0 instead of being "
-                          "left out of training data and baselines. Default: no limit."),
-        click.option("--max-moves", type=click.IntRange(min=1), default=30, show_default=True,
-                     help="Valid moves per game, both players together."),
-        click.option("--max-invalid", type=click.IntRange(min=1), default=3, show_default=True,
-                     help="Consecutive invalid moves by one player that end the game."),
-        click.option("--concurrency", type=click.IntRange(min=1), default=None,
-                     help="Games in flight. Default: what the backend serves at once (server's max running "
-                          "requests, local batch size)."),
-        click.option("--scripted-policy", type=click.Choice(SCRIPTED_POLICIES), default="share", show_default=True,
-                     help="Scripted players: 'share' tells the partner part of its cells (see --scripted-share) "
-                          "and proposes the best plan it knows; 'teacher' plays the demonstration protocol for "
-                          "warm starts (every cell stated exactly as shown, reviewer-by-reviewer proposal)."),
-        click.option("--scripted-share", type=click.FloatRange(0, 1), default=0.5, show_default=True,
-                     help="Scripted players (policy 'share'): share of their visible cells they tell the partner."),
-        click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
-                     help="Seconds per server request."),
-        click.option("--max-retries", type=click.IntRange(min=0), default=5, show_default=True,
-                     help="Retries per request on connection errors, 429 and 5xx before a game is recorded failed."),
-        click.option("--max-batch", type=click.IntRange(min=1), default=16, show_default=True,
-                     help="Local backend: sequences per forward pass."),
-        click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
-                     help="OpenAI backend: environment variable holding the API key."),
-        click.option("--openai-endpoint", type=click.Choice(["chat", "completions"]), default="chat",
-                     show_default=True,
-                     help="OpenAI backend: /v1/chat/completions (messages) or /v1/completions (token ids)."),
-        click.option("--seed", type=int, default=0, show_default=True,
-                     help="Seed of the instances (and of scripted players' choices)."),
+        click.option(
+            "--temperature",
+            type=click.FloatRange(min=0),
+            default=1.0,
+            show_default=True,
+            help="Sampling temperature (0: greedy).",
+        ),
+        click.option(
+            "--top-p",
+            type=click.FloatRange(0, 1, min_open=True),
+            default=1.0,
+            show_default=True,
+            help="Nucleus sampling: keep the smallest set of tokens with this much probability.",
+        ),
+        click.option(
+            "--max-new-tokens",
+            type=click.IntRange(min=1),
+            default=512,
+            show_default=True,
+            help="Tokens per turn; a turn that does not end within it ends the game (max_new_tokens).",
+        ),
+        click.option(
+            "--max-response-tokens",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Tokens a seat's context may grow past its first prompt (what training sees as its "
+            "response); the turn that would pass it ends the game (context_length, reward 0). Set it "
+            "to the training data.max_response_length, so that long games score 0 instead of being "
+            "left out of training data and baselines. Default: no limit.",
+        ),
+        click.option(
+            "--max-moves",
+            type=click.IntRange(min=1),
+            default=30,
+            show_default=True,
+            help="Valid moves per game, both players together.",
+        ),
+        click.option(
+            "--max-invalid",
+            type=click.IntRange(min=1),
+            default=3,
+            show_default=True,
+            help="Consecutive invalid moves by one player that end the game.",
+        ),
+        click.option(
+            "--concurrency",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Games in flight. Default: what the backend serves at once (server's max running "
+            "requests, local batch size).",
+        ),
+        click.option(
+            "--scripted-policy",
+            type=click.Choice(SCRIPTED_POLICIES),
+            default="share",
+            show_default=True,
+            help="Scripted players: 'share' tells the partner part of its cells (see --scripted-share) "
+            "and proposes the best plan it knows; 'teacher' plays the demonstration protocol for "
+            "warm starts (every cell stated exactly as shown, reviewer-by-reviewer proposal).",
+        ),
+        click.option(
+            "--scripted-share",
+            type=click.FloatRange(0, 1),
+            default=0.5,
+            show_default=True,
+            help="Scripted players (policy 'share'): share of their visible cells they tell the partner.",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=1),
+            default=120.0,
+            show_default=True,
+            help="Seconds per server request.",
+        ),
+        click.option(
+            "--max-retries",
+            type=click.IntRange(min=0),
+            default=5,
+            show_default=True,
+            help="Retries per request on connection errors, 429 and 5xx before a game is recorded failed.",
+        ),
+        click.option(
+            "--max-batch",
+            type=click.IntRange(min=1),
+            default=16,
+            show_default=True,
+            help="Local backend: sequences per forward pass.",
+        ),
+        click.option(
+            "--api-key-env",
+            default="OPENAI_API_KEY",
+            show_default=True,
+            help="OpenAI backend: environment variable holding the API key.",
+        ),
+        click.option(
+            "--openai-endpoint",
+            type=click.Choice(["chat", "completions"]),
+            default="chat",
+            show_default=True,
+            help="OpenAI backend: /v1/chat/completions (messages) or /v1/completions (token ids).",
+        ),
+        click.option(
+            "--seed",
+            type=int,
+            default=0,
+            show_default=True,
+            help="Seed of the instances (and of scripted players' choices).",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -92,9 +177,15 @@ def generation_options(f):
 
 
 def _backend_options(base_url, model, opts) -> BackendOptions:
-    return BackendOptions(base_urls=tuple(base_url), model=model, api_key_env=opts["api_key_env"],
-                          endpoint=opts["openai_endpoint"], timeout_s=opts["timeout"], max_retries=opts["max_retries"],
-                          max_batch=opts["max_batch"])
+    return BackendOptions(
+        base_urls=tuple(base_url),
+        model=model,
+        api_key_env=opts["api_key_env"],
+        endpoint=opts["openai_endpoint"],
+        timeout_s=opts["timeout"],
+        max_retries=opts["max_retries"],
+        max_batch=opts["max_batch"],
+    )
 
 
 def _scripted_seat(policy: str, share: float, seed: int):
@@ -103,13 +194,16 @@ def _scripted_seat(policy: str, share: float, seed: int):
             return TeacherPlayer(instance, seat)
         rng = np.random.default_rng([seed, zlib.crc32(game_id.encode()), seat])
         return ScriptedPlayer(instance, seat, share=share, rng=rng)
+
     return make
 
 
 def _llm_seat(backend, tokenizer, params: SamplingParams, response_length: int | None):
     def make(instance, seat, game_id, game_index):
-        return LLMPlayer(instance, seat, backend, tokenizer, params, session=f"{game_id}#{seat}",
-                         response_length=response_length)
+        return LLMPlayer(
+            instance, seat, backend, tokenizer, params, session=f"{game_id}#{seat}", response_length=response_length
+        )
+
     return make
 
 
@@ -124,8 +218,11 @@ class Seating:
 
     def backend_stats(self) -> dict:
         # not dataclasses.asdict: it rebuilds the errors Counter from (key, count) pairs as keys
-        return {name: {**vars(backend.stats), "errors": dict(backend.stats.errors)}
-                for name, backend in self.backends.items() if hasattr(backend, "stats")}
+        return {
+            name: {**vars(backend.stats), "errors": dict(backend.stats.errors)}
+            for name, backend in self.backends.items()
+            if hasattr(backend, "stats")
+        }
 
 
 async def _open_backend(stack, name, urls, model, tokenizer_dir, prefix, opts):
@@ -140,8 +237,10 @@ async def _open_backend(stack, name, urls, model, tokenizer_dir, prefix, opts):
         model = resolve(model)
     source = tokenizer_dir or (model if model and Path(model).is_dir() else None)
     if source is None and name == "openai":
-        raise click.UsageError(f"{flag}backend openai needs {flag}tokenizer (a local tokenizer directory) "
-                               f"unless {flag}model is a local model directory")
+        raise click.UsageError(
+            f"{flag}backend openai needs {flag}tokenizer (a local tokenizer directory) "
+            f"unless {flag}model is a local model directory"
+        )
     tokenizer = load_tokenizer(source) if source else None
     backend = backend_class(name)(_backend_options(urls, model, opts), tokenizer)
     await stack.enter_async_context(backend)
@@ -149,8 +248,10 @@ async def _open_backend(stack, name, urls, model, tokenizer_dir, prefix, opts):
         try:
             tokenizer = load_tokenizer(backend.model)
         except (OSError, ValueError) as err:
-            raise click.UsageError(f"cannot load a tokenizer for the served model {backend.model!r} ({err}); "
-                                   f"pass {flag}tokenizer with a local tokenizer directory") from None
+            raise click.UsageError(
+                f"cannot load a tokenizer for the served model {backend.model!r} ({err}); "
+                f"pass {flag}tokenizer with a local tokenizer directory"
+            ) from None
     params = SamplingParams(opts["temperature"], opts["top_p"], opts["max_new_tokens"], (tokenizer.eos_token_id,))
     return backend, tokenizer, params
 
@@ -180,11 +281,18 @@ async def open_seats(**opts):
             backend, tokenizer, params = opened[key]
             settings[f"seat{seat}"]["model"] = backend.model
             seats.append(_llm_seat(backend, tokenizer, params, opts["max_response_tokens"]))
-        settings["sampling"] = {"temperature": opts["temperature"], "top_p": opts["top_p"],
-                                "max_new_tokens": opts["max_new_tokens"],
-                                "max_response_tokens": opts["max_response_tokens"]}
-        yield Seating(tuple(seats), settings, opts["concurrency"] or min(concurrency or [64]),
-                      {f"{name} {' '.join(urls)}".strip(): entry[0] for (name, urls, _), entry in opened.items()})
+        settings["sampling"] = {
+            "temperature": opts["temperature"],
+            "top_p": opts["top_p"],
+            "max_new_tokens": opts["max_new_tokens"],
+            "max_response_tokens": opts["max_response_tokens"],
+        }
+        yield Seating(
+            tuple(seats),
+            settings,
+            opts["concurrency"] or min(concurrency or [64]),
+            {f"{name} {' '.join(urls)}".strip(): entry[0] for (name, urls, _), entry in opened.items()},
+        )
 
 
 def limits_from(opts) -> Limits:
@@ -196,8 +304,12 @@ def load_instances(kind: str, count: int, seed: int) -> list[Instance]:
     if kind == "human":
         lines = HUMAN_GAMES.read_text().splitlines()
         if count > len(lines):
-            raise click.UsageError(f"--instances human has {len(lines)} instances; ask for at most "
-                                   f"{len(lines)} x --games-per-instance games")
-        return [Instance.from_human_record(json.loads(line), source=f"human-{i:03d}")
-                for i, line in enumerate(lines[:count])]
+            raise click.UsageError(
+                f"--instances human has {len(lines)} instances; ask for at most "
+                f"{len(lines)} x --games-per-instance games"
+            )
+        return [
+            Instance.from_human_record(json.loads(line), source=f"human-{i:03d}")
+            for i, line in enumerate(lines[:count])
+        ]
     return [Instance.from_seed(seed + i) for i in range(count)]

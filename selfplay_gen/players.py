@@ -7,6 +7,7 @@ ids trained on are exactly the ids sampled, and a server's prefix cache covers e
 `ScriptedPlayer` needs no model: it shares part of what it sees and proposes the best
 assignment for what it knows.
 """
+
 from __future__ import annotations
 
 import abc
@@ -80,8 +81,9 @@ def user_delta(tokenizer, user: str) -> str:
     eot = tokenizer.eos_token
     base = [{"role": "system", "content": "s"}, {"role": "assistant", "content": "a"}]
     before = tokenizer.apply_chat_template(base, tokenize=False)
-    after = tokenizer.apply_chat_template(base + [{"role": "user", "content": user}], tokenize=False,
-                                          add_generation_prompt=True)
+    after = tokenizer.apply_chat_template(
+        base + [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
+    )
     cut = before.rindex(eot) + len(eot)
     if after[:cut] != before[:cut]:
         raise ValueError("the chat template is not append-only after an assistant turn")
@@ -92,12 +94,21 @@ class LLMPlayer(Player):
     """A seat played by a model behind a `Backend`, token in, token out: `ids` only ever grows by
     the sampled ids (verbatim) and the template delta of each new user turn."""
 
-    def __init__(self, instance: Instance, seat: int, backend: Backend, tokenizer, params: SamplingParams,
-                 session: str, context_length: int | None = None, response_length: int | None = None):
+    def __init__(
+        self,
+        instance: Instance,
+        seat: int,
+        backend: Backend,
+        tokenizer,
+        params: SamplingParams,
+        session: str,
+        context_length: int | None = None,
+        response_length: int | None = None,
+    ):
         super().__init__(instance, seat)
         self.backend, self.tokenizer, self.params, self.session = backend, tokenizer, params, session
         self.context_length = context_length or backend.context_length
-        self.response_length = response_length   # ids the context may grow past the first prompt (training limit)
+        self.response_length = response_length  # ids the context may grow past the first prompt (training limit)
         self.ids: list[int] = []
         self.turns: list[Turn] = []
         self.invariant_ok = True
@@ -106,17 +117,19 @@ class LLMPlayer(Player):
         if not self.ids:
             text = self.tokenizer.apply_chat_template(self.messages, tokenize=False, add_generation_prompt=True)
             return self.tokenizer.encode(text, add_special_tokens=False)
-        return self.ids + self.tokenizer.encode(user_delta(self.tokenizer, self.messages[-1]["content"]),
-                                                add_special_tokens=False)
+        return self.ids + self.tokenizer.encode(
+            user_delta(self.tokenizer, self.messages[-1]["content"]), add_special_tokens=False
+        )
 
     async def respond(self) -> str:
         prompt = self._extend_prompt()
-        if prompt[:len(self.ids)] != self.ids:
+        if prompt[: len(self.ids)] != self.ids:
             self.invariant_ok = False
             raise GameStop("token_invariant", "the new prompt does not extend the previous context")
         if not self.ids and self.response_length is not None:
-            self.context_length = min(self.context_length or len(prompt) + self.response_length,
-                                      len(prompt) + self.response_length)
+            self.context_length = min(
+                self.context_length or len(prompt) + self.response_length, len(prompt) + self.response_length
+            )
         self.ids = prompt
         budget = self.params.max_new_tokens
         if self.context_length is not None:
@@ -125,19 +138,29 @@ class LLMPlayer(Player):
             budget = min(budget, self.context_length - len(prompt))
         params = SamplingParams(self.params.temperature, self.params.top_p, budget, self.params.stop_token_ids)
         gen = await self.backend.generate(prompt, params, session=self.session, messages=self.messages)
-        self.turns.append(Turn(len(prompt), list(gen.output_ids), gen.logprobs, gen.finish_reason, gen.cached_tokens,
-                               gen.retokenized))
+        self.turns.append(
+            Turn(len(prompt), list(gen.output_ids), gen.logprobs, gen.finish_reason, gen.cached_tokens, gen.retokenized)
+        )
         self.ids = self.ids + list(gen.output_ids)
         text = self.tokenizer.decode(gen.output_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
         if gen.finish_reason == "length":
             self.messages.append({"role": "assistant", "content": text})  # kept for the record
-            raise GameStop("max_new_tokens" if budget == self.params.max_new_tokens else "context_length",
-                           f"the turn did not end within {budget} new tokens")
+            raise GameStop(
+                "max_new_tokens" if budget == self.params.max_new_tokens else "context_length",
+                f"the turn did not end within {budget} new tokens",
+            )
         return text
 
     def log(self) -> dict:
-        return {"kind": "llm", "model": self.backend.model, "backend": self.backend.name, "messages": self.messages,
-                "token_ids": self.ids, "turns": [t.__dict__ for t in self.turns], "invariant_ok": self.invariant_ok}
+        return {
+            "kind": "llm",
+            "model": self.backend.model,
+            "backend": self.backend.name,
+            "messages": self.messages,
+            "token_ids": self.ids,
+            "turns": [t.__dict__ for t in self.turns],
+            "invariant_ok": self.invariant_ok,
+        }
 
 
 class ScriptedPlayer(Player):
@@ -146,8 +169,14 @@ class ScriptedPlayer(Player):
     proposal once it has nothing left to share, or when the proposal is as good as its own plan.
     It only ever makes valid moves."""
 
-    def __init__(self, instance: Instance, seat: int, share: float = 0.5, rng: np.random.Generator | None = None,
-                 cells_per_message: int = 6):
+    def __init__(
+        self,
+        instance: Instance,
+        seat: int,
+        share: float = 0.5,
+        rng: np.random.Generator | None = None,
+        cells_per_message: int = 6,
+    ):
         super().__init__(instance, seat)
         rng = rng or np.random.default_rng()
         view = instance.view(seat)
@@ -180,7 +209,7 @@ class ScriptedPlayer(Player):
             value = sum(guess[r, p] for r, p in pairs)
             return "[reject]" if self.to_share and value < self._plan()[0] else "[accept]"
         if self.to_share:
-            chunk, self.to_share = self.to_share[: self.cells_per_message], self.to_share[self.cells_per_message:]
+            chunk, self.to_share = self.to_share[: self.cells_per_message], self.to_share[self.cells_per_message :]
             cells = "; ".join(f"{REVIEWERS[r]} - {PAPERS[p]}: {int(self.known[r, p])}" for r, p, _ in chunk)
             return f"[message] Scores I see (0-99): {cells}"
         return "[propose] " + render_proposal(self._plan()[1])

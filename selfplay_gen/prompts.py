@@ -3,6 +3,7 @@
 The same texts on every backend, so games from different servers are comparable. Each function
 returns plain strings; turning them into chat messages and tokens is the player's job.
 """
+
 from __future__ import annotations
 
 import re
@@ -43,8 +44,9 @@ def render_table(view: list[list[int | None]]) -> str:
     return "\n".join(render_row(r, [(p, v) for p, v in enumerate(row) if v is not None]) for r, row in enumerate(view))
 
 
-_REVIEWER = re.compile(r"\b(" + "|".join(r"\s+".join(map(re.escape, name.split())) for name in REVIEWERS) + r")\b",
-                       re.IGNORECASE)
+_REVIEWER = re.compile(
+    r"\b(" + "|".join(r"\s+".join(map(re.escape, name.split())) for name in REVIEWERS) + r")\b", re.IGNORECASE
+)
 # A paper's short name, an optional ':', '=' or '-', and an integer (not the start of a decimal).
 _CELL = re.compile(r"\b(" + "|".join(map(re.escape, PAPERS)) + r")\b\s*[:=\-]?\s*(\d+)(?!\.?\d)", re.IGNORECASE)
 _REVIEWER_INDEX = {name.lower(): r for r, name in enumerate(REVIEWERS)}
@@ -59,7 +61,7 @@ def stated_cells(text: str) -> list[tuple[int, int, int]]:
     cells = []
     for name, following in zip(names, names[1:] + [None]):
         r = _REVIEWER_INDEX[" ".join(name.group(1).split()).lower()]
-        segment = text[name.end(): following.start() if following else len(text)]
+        segment = text[name.end() : following.start() if following else len(text)]
         cells += [(r, _PAPER_INDEX[m.group(1).lower()], int(m.group(2))) for m in _CELL.finditer(segment)]
     return cells
 

@@ -1,6 +1,7 @@
 """Game records: one JSON object per finished game, one game per line, appended and fsynced as
 each game ends, so a killed run loses at most the games in flight and `--resume` completes it.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,18 @@ from pathlib import Path
 import orjson
 
 SCHEMA_VERSION = 1
-REQUIRED = ("schema_version", "game_id", "group", "instance_id", "instance", "settings", "players", "events", "outcome",
-            "stats")
+REQUIRED = (
+    "schema_version",
+    "game_id",
+    "group",
+    "instance_id",
+    "instance",
+    "settings",
+    "players",
+    "events",
+    "outcome",
+    "stats",
+)
 OUTCOME_FIELDS = ("agreed", "termination", "raw_reward", "best_reward", "normalized_reward")
 # A seat that sampled tokens carries them with its chat; each turn says where its ids sit.
 LLM_SEAT_FIELDS = ("token_ids", "turns", "invariant_ok")
@@ -74,7 +85,7 @@ def read_games(path: str | Path, skip_invalid: bool = False, errors: list[str] |
     """Stream the records of a games file. Bad lines raise `RecordError` naming file, line and
     field, or with `skip_invalid` are described in `errors` and skipped."""
     path = Path(path)
-    with path.open("rb", buffering=1 << 20) as fh:     # a game is tens of kB: read it in one piece
+    with path.open("rb", buffering=1 << 20) as fh:  # a game is tens of kB: read it in one piece
         for number, raw in enumerate(fh, 1):
             if raw.isspace():
                 continue
@@ -98,7 +109,7 @@ def repair_tail(path: Path, window: int = 1 << 23) -> int:
     with path.open("rb+") as fh:
         fh.seek(max(0, size - window))
         tail = fh.read()
-        start = tail.rfind(b"\n", 0, len(tail) - 1) + 1       # where the last line begins
+        start = tail.rfind(b"\n", 0, len(tail) - 1) + 1  # where the last line begins
         last = tail[start:]
         try:
             whole = last.endswith(b"\n") and json.loads(last) is not None
@@ -121,8 +132,9 @@ class GameWriter:
         self.repaired_bytes = 0
         if self.path.exists() and self.path.stat().st_size:
             if not resume:
-                raise FileExistsError(f"{self.path} already holds games; pass --resume to complete it or choose "
-                                      "another --out")
+                raise FileExistsError(
+                    f"{self.path} already holds games; pass --resume to complete it or choose another --out"
+                )
             self.repaired_bytes = repair_tail(self.path)
             self.done = {r["game_id"] for r in read_games(self.path)}
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -137,7 +149,7 @@ class GameWriter:
     def close(self) -> None:
         self._fh.close()
 
-    def __enter__(self) -> "GameWriter":
+    def __enter__(self) -> GameWriter:
         return self
 
     def __exit__(self, *exc) -> None:

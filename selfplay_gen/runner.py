@@ -5,6 +5,7 @@ server always has that many requests to batch. Games never share state, so a fai
 recorded with its reason and the others go on: whatever a player or a backend raises ends that
 game as a record (`failure.reason` backend_error, token_invariant, or internal for a defect).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -29,15 +30,18 @@ SeatFactory = Callable[[Instance, int, str, int], Player]
 @dataclass(frozen=True)
 class GameSpec:
     game_id: str
-    group: int          # GRPO group: the games of one instance share it
-    game_index: int     # k-th game of its instance
+    group: int  # GRPO group: the games of one instance share it
+    game_index: int  # k-th game of its instance
     instance: Instance
 
 
 def plan_games(instances: Sequence[Instance], games_per_instance: int, num_games: int) -> list[GameSpec]:
     """`num_games` games, `games_per_instance` per instance, in instance order."""
-    specs = [GameSpec(f"{inst.id}/{k}", group, k, inst)
-             for group, inst in enumerate(instances) for k in range(games_per_instance)]
+    specs = [
+        GameSpec(f"{inst.id}/{k}", group, k, inst)
+        for group, inst in enumerate(instances)
+        for k in range(games_per_instance)
+    ]
     return specs[:num_games]
 
 
@@ -45,13 +49,12 @@ def instances_needed(num_games: int, games_per_instance: int) -> int:
     return math.ceil(num_games / games_per_instance)
 
 
-async def play_game(spec: GameSpec, seats: tuple[SeatFactory, SeatFactory], limits: Limits,
-                    settings: dict) -> dict:
+async def play_game(spec: GameSpec, seats: tuple[SeatFactory, SeatFactory], limits: Limits, settings: dict) -> dict:
     """Play one game to its end and return its record."""
     started = time.perf_counter()
     game = MatchingGame(limits).reset(spec.instance)
     players = [seats[s](spec.instance, s, spec.game_id, spec.game_index) for s in (0, 1)]
-    failure = None   # only errors; a game that hit a limit ended normally with reward 0
+    failure = None  # only errors; a game that hit a limit ended normally with reward 0
     while not game.done:
         mover = game.to_move
         try:
@@ -70,7 +73,7 @@ async def play_game(spec: GameSpec, seats: tuple[SeatFactory, SeatFactory], limi
         except BackendError as err:
             game.stop(BACKEND_ERROR, mover, str(err))
             failure = {"reason": BACKEND_ERROR, "detail": str(err), "player": mover}
-        except Exception as err:    # a defect (in a player, a backend, the game): this game fails, the run goes on
+        except Exception as err:  # a defect (in a player, a backend, the game): this game fails, the run goes on
             detail = f"{type(err).__name__}: {err}"
             game.stop(INTERNAL, mover, detail)
             failure = {"reason": INTERNAL, "detail": detail, "player": mover}
@@ -109,7 +112,7 @@ class Summary:
     cached_tokens: int = 0
     wall_time_s: float = 0.0
     terminations: Counter = None
-    failures: Counter = None      # failed games by failure reason
+    failures: Counter = None  # failed games by failure reason
 
     def __post_init__(self):
         self.terminations = self.terminations or Counter()
@@ -141,8 +144,15 @@ class Summary:
         }
 
 
-async def run_games(specs: Sequence[GameSpec], seats: tuple[SeatFactory, SeatFactory], limits: Limits,
-                    writer: GameWriter, concurrency: int, settings: dict, progress: bool = True) -> Summary:
+async def run_games(
+    specs: Sequence[GameSpec],
+    seats: tuple[SeatFactory, SeatFactory],
+    limits: Limits,
+    writer: GameWriter,
+    concurrency: int,
+    settings: dict,
+    progress: bool = True,
+) -> Summary:
     """Play every spec not already in `writer`, `concurrency` at a time, writing each record."""
     todo = [s for s in specs if s.game_id not in writer.done]
     summary = Summary()
@@ -157,8 +167,12 @@ async def run_games(specs: Sequence[GameSpec], seats: tuple[SeatFactory, SeatFac
         summary.add(record)
         summary.wall_time_s = time.perf_counter() - started
         stats = summary.to_dict()
-        bar.set_postfix(agree=f"{stats['agreement_rate']:.2f}", reward=f"{stats['mean_normalized_reward']:.3f}",
-                        tok_s=f"{stats['output_tokens_per_s']:.0f}", refresh=False)
+        bar.set_postfix(
+            agree=f"{stats['agreement_rate']:.2f}",
+            reward=f"{stats['mean_normalized_reward']:.3f}",
+            tok_s=f"{stats['output_tokens_per_s']:.0f}",
+            refresh=False,
+        )
         bar.update()
 
     try:

@@ -3,6 +3,7 @@
 Backend and loop tests run the raw SmolLM2-135M-Instruct: they test plumbing (batching, budgets,
 multi-turn contexts) with short turns, which the raw model's invalid moves give; the default, warm-
 started model is tested playing in test_embedded_model.py."""
+
 import pytest
 
 from selfplay_gen import models

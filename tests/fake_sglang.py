@@ -3,6 +3,7 @@
 the local backend, so games played against it make real moves. Knobs inject the faults a real
 server shows: errors, stalls, death, malformed bodies, a slow start.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -32,31 +33,40 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 class FakeSGLang:
     """`async with FakeSGLang(tokenizer, model_dir) as fake:` serves at `fake.url`."""
 
-    def __init__(self, tokenizer, model_dir: str, max_running_requests: int = 8, context_length: int | None = None,
-                 seed: int = 0):
+    def __init__(
+        self, tokenizer, model_dir: str, max_running_requests: int = 8, context_length: int | None = None, seed: int = 0
+    ):
         self.tokenizer, self.model_dir = tokenizer, model_dir
-        self.engine = LocalBackend(BackendOptions(model=model_dir, max_batch=max_running_requests, seed=seed), tokenizer)
+        self.engine = LocalBackend(
+            BackendOptions(model=model_dir, max_batch=max_running_requests, seed=seed), tokenizer
+        )
         self.max_running_requests, self.context_length = max_running_requests, context_length
         # fault injection
-        self.fail_next: list[int] = []       # HTTP statuses for the next /generate requests
-        self.stall_next: list[float] = []    # seconds the next /generate requests hang (then answer 504)
-        self.malformed_next = 0              # next /generate answers lack `output_ids`
-        self.unhealthy_polls = 0             # /health answers 503 this many times first
-        self.die_after: int | None = None    # stop serving after this many answered /generate requests
-        self.trim_stop = False               # leave the matched stop id out of output_ids (SGLang's trimming)
+        self.fail_next: list[int] = []  # HTTP statuses for the next /generate requests
+        self.stall_next: list[float] = []  # seconds the next /generate requests hang (then answer 504)
+        self.malformed_next = 0  # next /generate answers lack `output_ids`
+        self.unhealthy_polls = 0  # /health answers 503 this many times first
+        self.die_after: int | None = None  # stop serving after this many answered /generate requests
+        self.trim_stop = False  # leave the matched stop id out of output_ids (SGLang's trimming)
         # what it saw
         self.health_polls = 0
         self.generate_requests = 0
         self.answered = 0
-        self.prompts: list[list[int]] = []   # input_ids of every answered /generate
+        self.prompts: list[list[int]] = []  # input_ids of every answered /generate
         self._contexts: list[list[int]] = []  # prompt + output of every answer: the "radix cache"
         self._dead = False
 
-    async def __aenter__(self) -> "FakeSGLang":
+    async def __aenter__(self) -> FakeSGLang:
         await self.engine.start()
         app = web.Application()
-        app.add_routes([web.get("/health", self._health), web.get("/get_model_info", self._model_info),
-                        web.get("/get_server_info", self._server_info), web.post("/generate", self._generate)])
+        app.add_routes(
+            [
+                web.get("/health", self._health),
+                web.get("/get_model_info", self._model_info),
+                web.get("/get_server_info", self._server_info),
+                web.post("/generate", self._generate),
+            ]
+        )
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
         port = free_port()
@@ -74,17 +84,23 @@ class FakeSGLang:
         return web.Response(status=503 if self.health_polls <= self.unhealthy_polls else 200)
 
     async def _model_info(self, request: web.Request) -> web.Response:
-        return web.json_response({"model_path": self.model_dir, "tokenizer_path": self.model_dir,
-                                  "is_generation": True})
+        return web.json_response(
+            {"model_path": self.model_dir, "tokenizer_path": self.model_dir, "is_generation": True}
+        )
 
     async def _server_info(self, request: web.Request) -> web.Response:
-        return web.json_response({"context_length": self.context_length, "max_running_requests": None, "dp_size": 1,
-                                  "internal_states": [{"effective_max_running_requests_per_dp":
-                                                       self.max_running_requests}]})
+        return web.json_response(
+            {
+                "context_length": self.context_length,
+                "max_running_requests": None,
+                "dp_size": 1,
+                "internal_states": [{"effective_max_running_requests_per_dp": self.max_running_requests}],
+            }
+        )
 
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         self.generate_requests += 1
-        if self._dead:                       # gone: drop the connection without an answer
+        if self._dead:  # gone: drop the connection without an answer
             request.transport.close()
             return web.Response()
         if self.fail_next:
@@ -95,9 +111,16 @@ class FakeSGLang:
         body = await request.json()
         sampling = body["sampling_params"]
         prompt = body["input_ids"]
-        gen = await self.engine.generate(prompt, SamplingParams(
-            sampling["temperature"], sampling["top_p"], sampling["max_new_tokens"],
-            tuple(sampling.get("stop_token_ids") or ())), session="fake")
+        gen = await self.engine.generate(
+            prompt,
+            SamplingParams(
+                sampling["temperature"],
+                sampling["top_p"],
+                sampling["max_new_tokens"],
+                tuple(sampling.get("stop_token_ids") or ()),
+            ),
+            session="fake",
+        )
         cached = max((common_prefix(prompt, seen) for seen in self._contexts), default=0)
         self._contexts.append(prompt + gen.output_ids)
         self.prompts.append(prompt)
@@ -108,10 +131,18 @@ class FakeSGLang:
                 output_ids = output_ids[:-1]
         else:
             finish = {"type": "length", "length": len(output_ids)}
-        answer = {"text": self.tokenizer.decode(output_ids), "output_ids": output_ids, "meta_info": {
-            "id": f"req-{self.generate_requests}", "finish_reason": finish, "prompt_tokens": len(prompt),
-            "completion_tokens": len(gen.output_ids), "cached_tokens": cached,
-            "output_token_logprobs": [[lp, t, None] for lp, t in zip(gen.logprobs, gen.output_ids)]}}
+        answer = {
+            "text": self.tokenizer.decode(output_ids),
+            "output_ids": output_ids,
+            "meta_info": {
+                "id": f"req-{self.generate_requests}",
+                "finish_reason": finish,
+                "prompt_tokens": len(prompt),
+                "completion_tokens": len(gen.output_ids),
+                "cached_tokens": cached,
+                "output_token_logprobs": [[lp, t, None] for lp, t in zip(gen.logprobs, gen.output_ids)],
+            },
+        }
         if self.malformed_next:
             self.malformed_next -= 1
             del answer["output_ids"]

@@ -1,4 +1,5 @@
 """The embedded local backend: batching across concurrent requests, stops, budgets, logprobs."""
+
 import asyncio
 import math
 
@@ -10,8 +11,11 @@ pytestmark = pytest.mark.slow
 
 
 def prompt(tokenizer, text):
-    return list(tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                              tokenize=True)["input_ids"])
+    return list(
+        tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)[
+            "input_ids"
+        ]
+    )
 
 
 async def test_concurrent_requests_share_one_batch(tokenizer, local_model_dir):
@@ -22,12 +26,13 @@ async def test_concurrent_requests_share_one_batch(tokenizer, local_model_dir):
         assert backend.context_length == 8192 and backend.max_concurrency == 4
         said_hello, cut_short = await asyncio.gather(
             backend.generate(prompt(tokenizer, "Reply with one word: yes or no?"), long_turn, session="a"),
-            backend.generate(prompt(tokenizer, "Write a story."), short_turn, session="b"))
+            backend.generate(prompt(tokenizer, "Write a story."), short_turn, session="b"),
+        )
         assert (backend.batches, backend.largest_batch) == (1, 2)
         alone = await backend.generate(prompt(tokenizer, "Reply with one word: yes or no?"), long_turn, session="a")
     assert said_hello.finish_reason == "stop" and said_hello.output_ids[-1] == eot
     assert eot not in said_hello.output_ids[:-1]
-    assert alone.output_ids == said_hello.output_ids      # greedy: batching and padding change nothing
+    assert alone.output_ids == said_hello.output_ids  # greedy: batching and padding change nothing
     assert cut_short.finish_reason == "length" and len(cut_short.output_ids) == 3
     for gen in (said_hello, cut_short):
         assert len(gen.logprobs) == len(gen.output_ids) and all(math.isfinite(lp) and lp <= 0 for lp in gen.logprobs)
@@ -41,8 +46,11 @@ async def test_sampling_settings_split_batches_and_seed_repeats(tokenizer, local
     runs = []
     for _ in range(2):
         async with backend_class("local")(options, tokenizer) as backend:
-            runs.append(await asyncio.gather(
-                backend.generate(ids, SamplingParams(1.0, 0.9, 6, (eot,)), session="a"),
-                backend.generate(ids, SamplingParams(0.0, 1.0, 6, (eot,)), session="b")))
+            runs.append(
+                await asyncio.gather(
+                    backend.generate(ids, SamplingParams(1.0, 0.9, 6, (eot,)), session="a"),
+                    backend.generate(ids, SamplingParams(0.0, 1.0, 6, (eot,)), session="b"),
+                )
+            )
             assert (backend.batches, backend.largest_batch) == (2, 1)
     assert [g.output_ids for g in runs[0]] == [g.output_ids for g in runs[1]]

@@ -1,10 +1,11 @@
 """The openai backend against a small in-test OpenAI-compatible server (canned answers, no model)."""
+
 import math
 
 import pytest
 from aiohttp import web
-
 from fake_sglang import free_port
+
 from selfplay_gen.backends.base import BackendError, BackendOptions, SamplingParams, backend_class
 from selfplay_gen.game import Limits
 from selfplay_gen.instance import Instance
@@ -27,24 +28,37 @@ async def server():
                 return web.json_response({"error": "invalid api key"}, status=401)
             seen.append(await request.json() if request.method == "POST" else {})
             return web.json_response(answer(seen[-1]))
+
         return handle
 
     def completion(body):
         assert all(isinstance(i, int) for i in body["prompt"])
-        return {"choices": [{"text": MOVE, "finish_reason": "stop", "logprobs": {"token_logprobs": None}}],
-                "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": 9}}
+        return {
+            "choices": [{"text": MOVE, "finish_reason": "stop", "logprobs": {"token_logprobs": None}}],
+            "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": 9},
+        }
 
     def chat(body):
         assert body["messages"][0]["role"] == "system" and body["messages"][-1]["role"] == "user"
-        return {"choices": [{"message": {"role": "assistant", "content": MOVE}, "finish_reason": "stop",
-                             "logprobs": {"content": [{"token": "x", "logprob": -0.5}] * 99}}],
-                "usage": {"prompt_tokens": 321, "prompt_tokens_details": {"cached_tokens": 300}}}
+        return {
+            "choices": [
+                {
+                    "message": {"role": "assistant", "content": MOVE},
+                    "finish_reason": "stop",
+                    "logprobs": {"content": [{"token": "x", "logprob": -0.5}] * 99},
+                }
+            ],
+            "usage": {"prompt_tokens": 321, "prompt_tokens_details": {"cached_tokens": 300}},
+        }
 
     app = web.Application()
-    app.add_routes([
-        web.get("/v1/models", guarded(lambda _: {"data": [{"id": "served-model", "object": "model"}]})),
-        web.post("/v1/completions", guarded(completion)),
-        web.post("/v1/chat/completions", guarded(chat))])
+    app.add_routes(
+        [
+            web.get("/v1/models", guarded(lambda _: {"data": [{"id": "served-model", "object": "model"}]})),
+            web.post("/v1/completions", guarded(completion)),
+            web.post("/v1/chat/completions", guarded(chat)),
+        ]
+    )
     runner = web.AppRunner(app)
     await runner.setup()
     port = free_port()
@@ -54,8 +68,9 @@ async def server():
 
 
 def openai(url, endpoint, tokenizer):
-    options = BackendOptions(base_urls=(url,), endpoint=endpoint, api_key_env="TEST_OPENAI_KEY", max_retries=1,
-                             retry_backoff_s=0.01)
+    options = BackendOptions(
+        base_urls=(url,), endpoint=endpoint, api_key_env="TEST_OPENAI_KEY", max_retries=1, retry_backoff_s=0.01
+    )
     return backend_class("openai")(options, tokenizer)
 
 
@@ -71,8 +86,15 @@ async def test_games_through_openai_endpoints(server, tokenizer, tmp_path, monke
             return LLMPlayer(instance, s, backend, tokenizer, params, session=f"{game_id}/{s}")
 
         with GameWriter(tmp_path / "games.jsonl") as writer:
-            await run_games(plan_games([Instance.from_seed(1)], 1, 1), (seat, seat), Limits(max_moves=4), writer,
-                            concurrency=1, settings={"backend": "openai"}, progress=False)
+            await run_games(
+                plan_games([Instance.from_seed(1)], 1, 1),
+                (seat, seat),
+                Limits(max_moves=4),
+                writer,
+                concurrency=1,
+                settings={"backend": "openai"},
+                progress=False,
+            )
     assert len(seen) == 1 + 4 and all(body["model"] == "served-model" for body in seen[1:])
     text = (tmp_path / "games.jsonl").read_text()
     assert KEY not in text
@@ -82,8 +104,8 @@ async def test_games_through_openai_endpoints(server, tokenizer, tmp_path, monke
     for seat in record["players"]:
         for turn in seat["turns"]:
             assert turn["output_ids"] == expected_ids and turn["retokenized"] and turn["finish_reason"] == "stop"
-            assert seat["token_ids"][turn["prompt_len"]:turn["prompt_len"] + len(expected_ids)] == expected_ids
-            assert turn["logprobs"] is None   # none sent (completions) or not one per token (chat): dropped
+            assert seat["token_ids"][turn["prompt_len"] : turn["prompt_len"] + len(expected_ids)] == expected_ids
+            assert turn["logprobs"] is None  # none sent (completions) or not one per token (chat): dropped
             assert turn["cached_tokens"] == (300 if endpoint == "chat" else 0)
 
 
@@ -91,8 +113,12 @@ async def test_logprobs_kept_when_they_match_the_tokens(server, tokenizer, monke
     monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
     backend = openai(server[0], "chat", tokenizer)
     n = len(tokenizer.encode(MOVE, add_special_tokens=False))
-    body = {"choices": [{"message": {"content": MOVE}, "finish_reason": "stop",
-                         "logprobs": {"content": [{"logprob": -0.25}] * n}}], "usage": {"prompt_tokens": 10}}
+    body = {
+        "choices": [
+            {"message": {"content": MOVE}, "finish_reason": "stop", "logprobs": {"content": [{"logprob": -0.25}] * n}}
+        ],
+        "usage": {"prompt_tokens": 10},
+    }
     gen = backend._parse(body, SamplingParams(stop_token_ids=(tokenizer.eos_token_id,)), "test")
     assert gen.logprobs == [-0.25] * n + [0.0] and len(gen.output_ids) == n + 1
     assert all(math.isfinite(lp) for lp in gen.logprobs)
@@ -120,13 +146,34 @@ async def test_play_command_with_a_served_model_name(server, local_model_dir, tm
     url, seen = server
     monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
     out = tmp_path / "games.jsonl"
-    result = await asyncio.to_thread(CliRunner().invoke, main, [
-        "--backend", "openai", "--base-url", url, "--model", "served-model", "--tokenizer", local_model_dir,
-        "--openai-endpoint", endpoint, "--api-key-env", "TEST_OPENAI_KEY", "-n", "1", "--max-moves", "2",
-        "--out", str(out), "-q"])
+    result = await asyncio.to_thread(
+        CliRunner().invoke,
+        main,
+        [
+            "--backend",
+            "openai",
+            "--base-url",
+            url,
+            "--model",
+            "served-model",
+            "--tokenizer",
+            local_model_dir,
+            "--openai-endpoint",
+            endpoint,
+            "--api-key-env",
+            "TEST_OPENAI_KEY",
+            "-n",
+            "1",
+            "--max-moves",
+            "2",
+            "--out",
+            str(out),
+            "-q",
+        ],
+    )
     assert result.exit_code == 0, result.output
     (record,) = read_games(out)
     assert record["settings"]["seat0"]["model"] == "served-model"
-    assert record["outcome"]["termination"] == "max_moves"          # two valid [message] moves
+    assert record["outcome"]["termination"] == "max_moves"  # two valid [message] moves
     assert all(turn["retokenized"] for seat in record["players"] for turn in seat["turns"])
     assert len(seen) >= 2 and KEY not in out.read_text()

@@ -1,11 +1,12 @@
 """The sglang backend against a stand-in SGLang server driven by the real embedded model."""
+
 import asyncio
 import math
 import zlib
 
 import pytest
-
 from fake_sglang import FakeSGLang, free_port
+
 from selfplay_gen.backends.base import BackendError, BackendOptions, SamplingParams, backend_class
 from selfplay_gen.game import Limits
 from selfplay_gen.instance import Instance
@@ -36,14 +37,24 @@ async def play(backend, tokenizer, path, num_games=2):
         return LLMPlayer(instance, s, backend, tokenizer, params, session=f"{game_id}/{s}")
 
     with GameWriter(path) as writer:
-        summary = await run_games(plan_games([Instance.from_seed(1)], num_games, num_games), (seat, seat), LIMITS,
-                                  writer, concurrency=num_games, settings={"backend": "sglang"}, progress=False)
+        summary = await run_games(
+            plan_games([Instance.from_seed(1)], num_games, num_games),
+            (seat, seat),
+            LIMITS,
+            writer,
+            concurrency=num_games,
+            settings={"backend": "sglang"},
+            progress=False,
+        )
     return summary, list(read_games(path))
 
 
 def prompt_ids(tokenizer, text="Reply with one word: yes or no?"):
-    return list(tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                              tokenize=True)["input_ids"])
+    return list(
+        tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)[
+            "input_ids"
+        ]
+    )
 
 
 async def test_games_end_to_end(tokenizer, local_model_dir, tmp_path):
@@ -61,8 +72,10 @@ async def test_games_end_to_end(tokenizer, local_model_dir, tmp_path):
             assert seat["invariant_ok"] and seat["backend"] == "sglang" and seat["model"] == local_model_dir
             for turn in turns:
                 out = turn["output_ids"]
-                assert ids[turn["prompt_len"]:turn["prompt_len"] + len(out)] == out
-                assert len(turn["logprobs"]) == len(out) and all(math.isfinite(lp) and lp <= 0 for lp in turn["logprobs"])
+                assert ids[turn["prompt_len"] : turn["prompt_len"] + len(out)] == out
+                assert len(turn["logprobs"]) == len(out) and all(
+                    math.isfinite(lp) and lp <= 0 for lp in turn["logprobs"]
+                )
                 assert turn["cached_tokens"] <= turn["prompt_len"]
                 if turn["finish_reason"] == "stop":
                     assert out[-1] == eot
@@ -103,11 +116,13 @@ async def test_timeouts_are_retried(tokenizer, local_model_dir):
 
 async def test_server_dying_mid_run_ends_games_as_backend_errors(tokenizer, local_model_dir, tmp_path):
     async with FakeSGLang(tokenizer, local_model_dir) as fake, sglang(fake.url) as backend:
-        fake.die_after = 1          # the server is gone after its first answer; every game needs two
+        fake.die_after = 1  # the server is gone after its first answer; every game needs two
         summary, records = await play(backend, tokenizer, tmp_path / "games.jsonl")
     assert summary.games == 2 and summary.terminations == {"backend_error": 2}
     for record in records:
-        assert record["failure"]["reason"] == "backend_error" and "failed after 3 attempts" in record["failure"]["detail"]
+        assert (
+            record["failure"]["reason"] == "backend_error" and "failed after 3 attempts" in record["failure"]["detail"]
+        )
         assert len(record["players"][0]["turns"]) <= 1
 
 
@@ -116,7 +131,7 @@ async def test_stop_id_left_out_by_the_server_is_restored(tokenizer, local_model
         fake.trim_stop = True
         gen = await backend.generate(prompt_ids(tokenizer), greedy(tokenizer, 8), session="s")
     assert gen.finish_reason == "stop" and gen.output_ids[-1] == tokenizer.eos_token_id
-    assert len(gen.logprobs) == len(gen.output_ids) and gen.logprobs[-1] < 0   # its real logprob, from the triples
+    assert len(gen.logprobs) == len(gen.output_ids) and gen.logprobs[-1] < 0  # its real logprob, from the triples
 
 
 async def test_unreachable_server_fails_fast():
@@ -147,7 +162,7 @@ async def test_each_session_sticks_to_one_server(tokenizer, local_model_dir, tmp
         for s, seat in enumerate(record["players"]):
             home = servers[zlib.crc32(f"{record['game_id']}/{s}".encode()) % 2]
             for turn in seat["turns"]:
-                assert seat["token_ids"][:turn["prompt_len"]] in home.prompts
+                assert seat["token_ids"][: turn["prompt_len"]] in home.prompts
     assert one.prompts and two.prompts
 
 
@@ -164,9 +179,29 @@ async def test_play_command_against_the_server(tokenizer, local_model_dir, tmp_p
     out = tmp_path / "games.jsonl"
     async with FakeSGLang(tokenizer, local_model_dir) as fake:
         fake.fail_next = [500]
-        result = await asyncio.to_thread(CliRunner().invoke, main, [
-            "--backend", "sglang", "--base-url", fake.url, "-n", "2", "-k", "2", "--max-moves", "2",
-            "--max-new-tokens", "16", "--temperature", "0", "--out", str(out), "-q"])
+        result = await asyncio.to_thread(
+            CliRunner().invoke,
+            main,
+            [
+                "--backend",
+                "sglang",
+                "--base-url",
+                fake.url,
+                "-n",
+                "2",
+                "-k",
+                "2",
+                "--max-moves",
+                "2",
+                "--max-new-tokens",
+                "16",
+                "--temperature",
+                "0",
+                "--out",
+                str(out),
+                "-q",
+            ],
+        )
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "games.summary.json").read_text())
     assert summary["games"] == 2 and summary["output_tokens"] > 0
@@ -183,9 +218,27 @@ async def test_play_command_says_on_stderr_when_games_failed(tokenizer, local_mo
     from selfplay_gen.cli import main
 
     async with FakeSGLang(tokenizer, local_model_dir) as fake:
-        fake.fail_next = [500] * 1000                  # every attempt of every request
-        result = await asyncio.to_thread(CliRunner().invoke, main, [
-            "--backend", "sglang", "--base-url", fake.url, "-n", "2", "-k", "2", "--max-new-tokens", "8",
-            "--max-retries", "1", "--out", str(tmp_path / "games.jsonl"), "-q"])
+        fake.fail_next = [500] * 1000  # every attempt of every request
+        result = await asyncio.to_thread(
+            CliRunner().invoke,
+            main,
+            [
+                "--backend",
+                "sglang",
+                "--base-url",
+                fake.url,
+                "-n",
+                "2",
+                "-k",
+                "2",
+                "--max-new-tokens",
+                "8",
+                "--max-retries",
+                "1",
+                "--out",
+                str(tmp_path / "games.jsonl"),
+                "-q",
+            ],
+        )
     assert "2 of 2 games failed (backend_error: 2)" in result.stderr, result.output
     assert '"failures": {\n    "backend_error": 2\n  }' in result.stdout

@@ -1,5 +1,6 @@
 """The efficacy benchmark's collector (bench/learning.py) on two small runs evaluated like
 run_selfplay_iteration.sh evaluates its stages (scripted players stand in for checkpoints)."""
+
 import json
 import subprocess
 import sys
@@ -15,23 +16,46 @@ REPO = Path(__file__).resolve().parents[1]
 def test_stages_sit_beside_random_matching_with_paired_differences(tmp_path):
     for run in ("grpo", "fbc"):
         for label, share in (("base", "0"), ("warm", "0.3"), ("iter_1", "1" if run == "grpo" else "0.3")):
-            result = CliRunner().invoke(main, [
-                "eval", "--backend", "scripted", "--scripted-share", share, "--instances", "heldout",
-                "--num-instances", "10", "-k", "2", "--label", label, "--out", str(tmp_path / run / label),
-                "--append-to", str(tmp_path / run / "report" / "heldout"), "--quiet"])
+            result = CliRunner().invoke(
+                main,
+                [
+                    "eval",
+                    "--backend",
+                    "scripted",
+                    "--scripted-share",
+                    share,
+                    "--instances",
+                    "heldout",
+                    "--num-instances",
+                    "10",
+                    "-k",
+                    "2",
+                    "--label",
+                    label,
+                    "--out",
+                    str(tmp_path / run / label),
+                    "--append-to",
+                    str(tmp_path / run / "report" / "heldout"),
+                    "--quiet",
+                ],
+            )
             assert result.exit_code == 0, result.output
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "learning.py"), str(tmp_path), str(out)],
-                          capture_output=True, text=True, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "learning.py"), str(tmp_path), str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stderr
     stages = json.loads((out / "learning.json").read_text())
     rows = {(r["trainer"], r["stage"]): r for r in stages["stages"]}
     assert len(rows) == 6 and (out / "learning.png").stat().st_size > 0
-    for (trainer, stage), row in rows.items():
-        assert row["random"]["mean"] < 0.65 < row["reward"]["mean"]          # scripted play beats random matching
+    for (_trainer, stage), row in rows.items():
+        assert row["random"]["mean"] < 0.65 < row["reward"]["mean"]  # scripted play beats random matching
         assert (row["vs_warm"] is None) == (stage in ("base", "warm"))
         assert (row["vs_previous"] is None) == (stage == "base")
-    assert rows["GRPO", "iter_1"]["vs_warm"]["ci"][0] > 0                    # sharing everything beats 30%
+    assert rows["GRPO", "iter_1"]["vs_warm"]["ci"][0] > 0  # sharing everything beats 30%
     (versus,) = stages["head_to_head"]
     assert versus["grpo_minus_fbc"]["mean"] > 0 and versus["stages"] == ["iter_1", "iter_1"]
     assert "− warm start (paired)" in (out / "learning.md").read_text()

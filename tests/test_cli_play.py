@@ -1,4 +1,5 @@
 """The `selfplay-gen` play command as a user runs it: scripted games, resume, bad arguments."""
+
 import json
 import signal
 import subprocess
@@ -26,7 +27,7 @@ def test_scripted_games_are_written_with_summary(tmp_path):
     records = list(read_games(out))
     assert len(records) == 20
     groups = Counter(r["group"] for r in records)
-    assert sorted(groups.values()) == [4] * 5          # K games per instance share the group
+    assert sorted(groups.values()) == [4] * 5  # K games per instance share the group
     assert all(len({r["instance_id"] for r in records if r["group"] == g}) == 1 for g in groups)
     summary = json.loads((tmp_path / "g.summary.json").read_text())
     assert summary["games"] == 20 and 0 < summary["mean_normalized_reward"] <= 1
@@ -52,16 +53,19 @@ def test_resume_with_other_settings_is_refused(tmp_path):
     assert again.exit_code != 0 and "seed" in again.output
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--backend", "nope"], "nope"),
-    (["--num-games", "-3"], "-3"),
-    (["--games-per-instance", "0"], "games-per-instance"),
-    (["--backend", "sglang"], "--base-url"),
-    (["--backend", "sglang", "--base-url", "http://127.0.0.1:9"], "127.0.0.1:9"),
-    (["--instances", "human", "-n", "1000", "-k", "1"], "134"),
-    (["--backend", "openai", "--base-url", "http://127.0.0.1:9", "--model", "gpt-x"], "--tokenizer"),
-    (["--partner-backend", "sglang"], "--partner-base-url"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--backend", "nope"], "nope"),
+        (["--num-games", "-3"], "-3"),
+        (["--games-per-instance", "0"], "games-per-instance"),
+        (["--backend", "sglang"], "--base-url"),
+        (["--backend", "sglang", "--base-url", "http://127.0.0.1:9"], "127.0.0.1:9"),
+        (["--instances", "human", "-n", "1000", "-k", "1"], "134"),
+        (["--backend", "openai", "--base-url", "http://127.0.0.1:9", "--model", "gpt-x"], "--tokenizer"),
+        (["--partner-backend", "sglang"], "--partner-base-url"),
+    ],
+)
 def test_bad_arguments_fail_clearly(tmp_path, args, words):
     result = play(*args, "--out", str(tmp_path / "g.jsonl"), "--timeout", "2")
     assert result.exit_code != 0
@@ -86,7 +90,7 @@ def test_resume_after_sigkill_completes_exactly(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
-    with out.open("ab") as fh:                     # a write cut short by the crash
+    with out.open("ab") as fh:  # a write cut short by the crash
         fh.write(b'{"schema_version": 1, "game_id": "torn')
     before = {r["game_id"] for r in read_games(out, skip_invalid=True)}
     assert 0 < len(before) < 3000

@@ -1,12 +1,13 @@
 """selfplay-convert end to end: games played by the runner (scripted seats, LLM seats behind a
 stand-in backend, the real local model) converted by the command, and the outputs read back by
 verl 0.9.1's own `RLHFDataset` and `MultiTurnSFTDataset`."""
+
 from __future__ import annotations
 
 import asyncio
 import json
 import random
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,6 @@ from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from convert.cli import main
-from convert.reward import training_reward
 from convert.rows import AGENT_NAME, DATA_SOURCE, GROUP_INFO
 from convert.summary import main as summary_main
 from selfplay_gen.backends.base import Backend, BackendOptions, Generation, SamplingParams, backend_class
@@ -54,8 +54,7 @@ class ProposerBackend(Backend):
 def play(path: Path, seat, seeds=SEEDS, k=K, max_moves=30) -> list[dict]:
     specs = plan_games([Instance.from_seed(s) for s in seeds], k, len(seeds) * k)
     with GameWriter(path) as writer:
-        asyncio.run(run_games(specs, (seat, seat), Limits(max_moves=max_moves), writer, 4, SETTINGS,
-                              progress=False))
+        asyncio.run(run_games(specs, (seat, seat), Limits(max_moves=max_moves), writer, 4, SETTINGS, progress=False))
     return list(read_games(path))
 
 
@@ -95,9 +94,16 @@ def rows(path: Path) -> list[dict]:
 
 
 def rlhf_dataset(path: Path, tokenizer, tmp_path: Path) -> RLHFDataset:
-    config = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 4096, "filter_overlong_prompts": True,
-                               "filter_overlong_prompts_workers": 1, "truncation": "error",
-                               "cache_dir": str(tmp_path / "verl-cache")})
+    config = OmegaConf.create(
+        {
+            "prompt_key": "prompt",
+            "max_prompt_length": 4096,
+            "filter_overlong_prompts": True,
+            "filter_overlong_prompts_workers": 1,
+            "truncation": "error",
+            "cache_dir": str(tmp_path / "verl-cache"),
+        }
+    )
     return RLHFDataset(data_files=str(path), tokenizer=tokenizer, config=config)
 
 
@@ -119,7 +125,7 @@ def test_grpo_rows_are_whole_groups_through_verl_rlhf_dataset(llm_games, tmp_pat
             info = row["extra_info"]
             assert set(info) == set(GROUP_INFO.names)
             assert row["agent_name"] == AGENT_NAME and row["data_source"] == DATA_SOURCE
-            assert len(info["game_ids"]) == K and len(info["token_ids"]) == K        # every seat sampled here
+            assert len(info["game_ids"]) == K and len(info["token_ids"]) == K  # every seat sampled here
             records = [by_id[g] for g in info["game_ids"]]
             assert {r["instance_id"] for r in records} == {info["instance_id"]}
             assert row["index"] == info["index"] == records[0]["group"]
@@ -131,13 +137,13 @@ def test_grpo_rows_are_whole_groups_through_verl_rlhf_dataset(llm_games, tmp_pat
                 assert list(info["token_ids"][j]) == record["players"][seat]["token_ids"]
                 assert list(info["messages"][j]) == record["players"][seat]["messages"]
             seen.update((g, seat) for g in info["game_ids"])
-    assert seen == Counter({(g, s): 1 for g in by_id for s in (0, 1)})     # each game once from each seat
+    assert seen == Counter({(g, s): 1 for g in by_id for s in (0, 1)})  # each game once from each seat
     summary = summary_of(games)
     assert summary["rollout_n"] == K and summary["grpo"]["rows"] == 2 * len(SEEDS)
 
 
 def test_rollout_n_is_readable_from_the_summary(llm_games, tmp_path, capsys):
-    games = write(tmp_path / "games.jsonl", llm_games[:K * 3 - 1])      # the last instance lacks a game
+    games = write(tmp_path / "games.jsonl", llm_games[: K * 3 - 1])  # the last instance lacks a game
     convert(games, "--val-fraction", "0", "--keep-constant-groups")
     summary_main([str(tmp_path / "convert_summary.json"), "rollout_n"])
     assert capsys.readouterr().out.strip() == str(K)
@@ -165,7 +171,9 @@ def test_llm_rows_hold_the_sampled_tokens(llm_games, tmp_path):
             start = seat["turns"][0]["prompt_len"]
             assert info["token_ids"][j] == seat["token_ids"] and info["prompt_len"][j] == start
             response, mask = info["token_ids"][j][start:], np.array(info["response_mask"][j], bool)
-            assert [t for t, own in zip(response, mask) if own] == [t for turn in seat["turns"] for t in turn["output_ids"]]
+            assert [t for t, own in zip(response, mask) if own] == [
+                t for turn in seat["turns"] for t in turn["output_ids"]
+            ]
             logprobs = np.array(info["logprobs"][j])
             assert logprobs[mask].tolist() == [-0.5] * mask.sum() and not logprobs[~mask].any()
             assert info["num_turns"][j] == len(seat["turns"])
@@ -181,10 +189,11 @@ def test_scripted_seats_are_retokenized_like_a_chat(scripted_games, tokenizer):
             # the whole context is the chat template of the conversation (without the last separator)
             assert tokenizer.decode(ids) == tokenizer.apply_chat_template(messages, tokenize=False)[:-1]
             prompt = tokenizer.apply_chat_template(messages[:2], tokenize=False, add_generation_prompt=True)
-            assert tokenizer.decode(ids[:tokens.prompt_len]) == prompt
-            own = [t for t, m in zip(ids[tokens.prompt_len:], tokens.own) if m]
-            assert tokenizer.decode(own) == "".join(m["content"] + "<|im_end|>" for m in messages
-                                                    if m["role"] == "assistant")
+            assert tokenizer.decode(ids[: tokens.prompt_len]) == prompt
+            own = [t for t, m in zip(ids[tokens.prompt_len :], tokens.own) if m]
+            assert tokenizer.decode(own) == "".join(
+                m["content"] + "<|im_end|>" for m in messages if m["role"] == "assistant"
+            )
             assert tokens.source == "retokenized" and tokens.own_logprobs is None
 
 
@@ -200,8 +209,9 @@ def test_retokenized_seats_never_become_grpo_rows(llm_games, tmp_path):
     assert len(group["token_ids"]) == K - 1
     assert summary_of(games)["seats_retokenized"] == 1
     convert(games, "--format", "sft", "--top-fraction", "1", "--val-fraction", "0", "--overwrite")
-    assert (flat[0]["game_id"], 0) in {(r["extra_info"]["game_id"], r["extra_info"]["player"])
-                                       for r in rows(tmp_path / "train.parquet")}
+    assert (flat[0]["game_id"], 0) in {
+        (r["extra_info"]["game_id"], r["extra_info"]["player"]) for r in rows(tmp_path / "train.parquet")
+    }
 
 
 def test_scripted_games_give_no_grpo_rows(scripted_games, tmp_path):
@@ -216,11 +226,14 @@ def test_sft_keeps_the_best_games_and_masks_exactly_the_own_turns(llm_games, tmp
     convert(games, "--format", "sft", "--top-fraction", "0.5", "--val-fraction", "0")
     kept = {r["extra_info"]["game_id"] for r in rows(tmp_path / "train.parquet")}
     for instance in {r["instance_id"] for r in llm_games}:
-        games_of = sorted((r for r in llm_games if r["instance_id"] == instance),
-                          key=lambda r: -r["outcome"]["normalized_reward"])
+        games_of = sorted(
+            (r for r in llm_games if r["instance_id"] == instance), key=lambda r: -r["outcome"]["normalized_reward"]
+        )
         best = {r["game_id"] for r in games_of[:2] if r["outcome"]["normalized_reward"] > 0}
         assert {g["game_id"] for g in games_of} & kept == best
-    config = OmegaConf.create({"max_length": 4096, "truncation": "error", "pad_mode": "no_padding", "messages_key": "messages"})
+    config = OmegaConf.create(
+        {"max_length": 4096, "truncation": "error", "pad_mode": "no_padding", "messages_key": "messages"}
+    )
     dataset = MultiTurnSFTDataset(str(tmp_path / "train.parquet"), tokenizer, config)
     assert len(dataset) == 2 * len(kept)
     for i in range(len(dataset)):
@@ -234,15 +247,21 @@ def test_dpo_pairs_best_against_worst_per_instance_and_seat(llm_games, tmp_path)
     games = write(tmp_path / "games.jsonl", llm_games)
     convert(games, "--format", "dpo", "--val-fraction", "0")
     pairs = rows(tmp_path / "train.parquet")
-    rewards = pd.DataFrame([(r["instance_id"], r["outcome"]["normalized_reward"]) for r in llm_games],
-                           columns=["instance", "reward"]).groupby("instance")["reward"]
+    rewards = pd.DataFrame(
+        [(r["instance_id"], r["outcome"]["normalized_reward"]) for r in llm_games], columns=["instance", "reward"]
+    ).groupby("instance")["reward"]
     differing = set(rewards.max()[rewards.max() > rewards.min()].index)
-    assert {(p["extra_info"]["instance_id"], p["extra_info"]["player"]) for p in pairs} == \
-        {(i, s) for i in differing for s in (0, 1)} and len(pairs) == 2 * len(differing)
+    assert {(p["extra_info"]["instance_id"], p["extra_info"]["player"]) for p in pairs} == {
+        (i, s) for i in differing for s in (0, 1)
+    } and len(pairs) == 2 * len(differing)
     for pair in pairs:
         info = pair["extra_info"]
-        assert info["chosen_reward"] == rewards.max()[info["instance_id"]] > info["rejected_reward"] == \
-            rewards.min()[info["instance_id"]]
+        assert (
+            info["chosen_reward"]
+            == rewards.max()[info["instance_id"]]
+            > info["rejected_reward"]
+            == rewards.min()[info["instance_id"]]
+        )
         assert pair["prompt"][0]["role"] == "system" and pair["chosen"] and pair["rejected"]
         assert pair["chosen"][-1]["role"] == pair["rejected"][-1]["role"] == "assistant"
 
@@ -252,13 +271,15 @@ def test_split_keeps_instances_whole_and_is_deterministic(llm_games, tmp_path):
 
     def split(seed: str, out: str) -> tuple[set, set]:
         convert(games, "--seed", seed, "--val-fraction", "0.34", "--out-dir", str(tmp_path / out))
-        return tuple(frozenset(r["extra_info"]["instance_id"] for r in rows(tmp_path / out / f"{s}.parquet"))
-                     for s in ("train", "val"))
+        return tuple(
+            frozenset(r["extra_info"]["instance_id"] for r in rows(tmp_path / out / f"{s}.parquet"))
+            for s in ("train", "val")
+        )
 
     train, val = split("3", "a")
     assert not train & val and train | val == {f"seed-{s}" for s in SEEDS} and len(val) == 2
     assert split("3", "b") == (train, val)
-    assert {split(str(seed), f"s{seed}")[1] for seed in range(4, 7)} != {val}     # the seed matters
+    assert {split(str(seed), f"s{seed}")[1] for seed in range(4, 7)} != {val}  # the seed matters
 
 
 def test_constant_groups_are_dropped_unless_kept(llm_games, tmp_path):
@@ -269,7 +290,7 @@ def test_constant_groups_are_dropped_unless_kept(llm_games, tmp_path):
     games = write(tmp_path / "games.jsonl", flat)
     convert(games, "--val-fraction", "0")
     grpo = summary_of(games)["grpo"]
-    assert grpo["constant"] == grpo["dropped_constant"] == 4          # 2 instances x 2 seats
+    assert grpo["constant"] == grpo["dropped_constant"] == 4  # 2 instances x 2 seats
     assert {i["instance_id"] for i in group_rows_of(tmp_path)} == {f"seed-{s}" for s in SEEDS[2:]}
     convert(games, "--val-fraction", "0", "--keep-constant-groups", "--overwrite")
     assert summary_of(games)["grpo"]["dropped_constant"] == 0
@@ -284,7 +305,7 @@ def test_invalid_move_penalty_shapes_each_seat_and_breaks_constant_groups(llm_ga
     games = write(tmp_path / "games.jsonl", flat)
     assert "no training rows" in convert(games, "--val-fraction", "0", ok=False).output
     convert(games, "--val-fraction", "0", "--invalid-move-penalty", "0.5", "--overwrite")
-    [info] = group_rows_of(tmp_path)                       # seat 0's group is still constant
+    [info] = group_rows_of(tmp_path)  # seat 0's group is still constant
     turns = len(flat[1]["players"][1]["turns"])
     assert info["player"] == 1 and info["rewards"] == [0.0, -0.5 / turns, 0.0, 0.0]
 
@@ -292,7 +313,7 @@ def test_invalid_move_penalty_shapes_each_seat_and_breaks_constant_groups(llm_ga
 def test_group_index_stays_per_instance_when_run_files_are_concatenated(llm_games, tmp_path):
     flat = [json.loads(json.dumps(r)) for r in llm_games]
     for r in flat:
-        r["group"] %= 3                     # a second run numbered its instances from 0 again
+        r["group"] %= 3  # a second run numbered its instances from 0 again
     games = write(tmp_path / "games.jsonl", flat)
     convert(games, "--val-fraction", "0")
     assert summary_of(games)["groups"]["index_from"] == "sorted key"
@@ -306,27 +327,34 @@ def test_unusable_games_are_excluded_and_counted_by_reason(llm_games, tmp_path):
     flat[1]["outcome"]["termination"] = "backend_error"
     flat[2]["players"][1]["invariant_ok"] = False
     turn = flat[3]["players"][0]["turns"][0]
-    flat[3]["players"][0]["token_ids"][turn["prompt_len"]] += 1                 # sampled id not at its offset
-    flat[4]["players"][0]["turns"][0]["logprobs"].pop()                         # logprobs misaligned
-    flat.append(flat[5])                                                        # the same game twice
+    flat[3]["players"][0]["token_ids"][turn["prompt_len"]] += 1  # sampled id not at its offset
+    flat[4]["players"][0]["turns"][0]["logprobs"].pop()  # logprobs misaligned
+    flat.append(flat[5])  # the same game twice
     games = write(tmp_path / "games.jsonl", flat)
     convert(games, "--val-fraction", "0", "--keep-constant-groups", "--group-size", "3")
     summary = summary_of(games)
-    assert summary["excluded"] == {"failed:max_new_tokens": 1, "failed:backend_error": 1, "token_invariant": 3,
-                                   "duplicate_game_id": 1}
+    assert summary["excluded"] == {
+        "failed:max_new_tokens": 1,
+        "failed:backend_error": 1,
+        "token_invariant": 3,
+        "duplicate_game_id": 1,
+    }
     assert summary["games_used"] == len(llm_games) - 5 and len(summary["excluded_examples"]) == 6
     trained = {g for info in group_rows_of(tmp_path) for g in info["game_ids"]}
-    assert not trained & {r["game_id"] for r in flat[:5]}                      # failed games count nowhere
+    assert not trained & {r["game_id"] for r in flat[:5]}  # failed games count nowhere
     assert len(trained) == len(llm_games) - 5 - summary["grpo"]["incomplete_games"]
 
 
 def test_too_long_seats_are_not_written_but_their_games_count_in_the_group(llm_games, tmp_path):
     flat = [json.loads(json.dumps(r)) for r in llm_games]
     for r in flat[::3]:
-        r["players"][0]["token_ids"] += [13] * 10        # more context after the last turn: a longer response
+        r["players"][0]["token_ids"] += [13] * 10  # more context after the last turn: a longer response
     games = write(tmp_path / "games.jsonl", flat)
-    responses = {(r["game_id"], s): len(p["token_ids"]) - p["turns"][0]["prompt_len"]
-                 for r in flat for s, p in enumerate(r["players"])}
+    responses = {
+        (r["game_id"], s): len(p["token_ids"]) - p["turns"][0]["prompt_len"]
+        for r in flat
+        for s, p in enumerate(r["players"])
+    }
     limit = min(n for (_, seat), n in responses.items() if seat == 0) + 5
     convert(games, "--val-fraction", "0", "--keep-constant-groups", "--max-response-tokens", str(limit))
     too_long = {key for key, n in responses.items() if n > limit}
@@ -334,14 +362,15 @@ def test_too_long_seats_are_not_written_but_their_games_count_in_the_group(llm_g
     assert summary_of(games)["excluded"] == {}
     infos = group_rows_of(tmp_path)
     for info in infos:
-        assert len(info["game_ids"]) == K                                   # every game counts in its group
-        trained = info["game_ids"][:len(info["token_ids"])]
+        assert len(info["game_ids"]) == K  # every game counts in its group
+        trained = info["game_ids"][: len(info["token_ids"])]
         assert not {(g, info["player"]) for g in trained} & too_long
-        assert {(g, info["player"]) for g in info["game_ids"][len(trained):]} <= too_long
+        assert {(g, info["player"]) for g in info["game_ids"][len(trained) :]} <= too_long
         assert all(len(t) - p <= limit for t, p in zip(info["token_ids"], info["prompt_len"]))
     assert any(0 < len(i["token_ids"]) < K for i in infos)
-    assert sum(K - len(i["token_ids"]) for i in infos) + K * summary_of(games)["grpo"]["without_sampled_seat"] \
-        == len(too_long)
+    assert sum(K - len(i["token_ids"]) for i in infos) + K * summary_of(games)["grpo"]["without_sampled_seat"] == len(
+        too_long
+    )
 
 
 def test_games_of_a_group_must_share_sampling_settings(llm_games, tmp_path):
@@ -352,19 +381,25 @@ def test_games_of_a_group_must_share_sampling_settings(llm_games, tmp_path):
     assert flat[2]["game_id"] in message and "temperature=0.7" in message
 
 
-
 def _line(record: dict) -> str:
     return json.dumps(record)
 
 
-@pytest.mark.parametrize("damage, words", [
-    (lambda r: "{not json", ["games.jsonl:3", "not valid JSON"]),
-    (lambda r: _line({**r, "schema_version": 99}), ["games.jsonl:3", "schema_version", "99"]),
-    (lambda r: _line({k: v for k, v in r.items() if k != "outcome"}), ["games.jsonl:3", "'outcome'"]),
-    (lambda r: _line({**r, "players": [r["players"][0], {k: v for k, v in r["players"][1].items() if k != "token_ids"}]}),
-     ["games.jsonl:3", "players[1].token_ids"]),
-    (lambda r: "[1, 2]", ["games.jsonl:3", "JSON object"]),
-])
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        (lambda r: "{not json", ["games.jsonl:3", "not valid JSON"]),
+        (lambda r: _line({**r, "schema_version": 99}), ["games.jsonl:3", "schema_version", "99"]),
+        (lambda r: _line({k: v for k, v in r.items() if k != "outcome"}), ["games.jsonl:3", "'outcome'"]),
+        (
+            lambda r: _line(
+                {**r, "players": [r["players"][0], {k: v for k, v in r["players"][1].items() if k != "token_ids"}]}
+            ),
+            ["games.jsonl:3", "players[1].token_ids"],
+        ),
+        (lambda r: "[1, 2]", ["games.jsonl:3", "JSON object"]),
+    ],
+)
 def test_bad_lines_name_file_line_and_field(llm_games, tmp_path, damage, words):
     lines = [_line(r) for r in llm_games]
     lines[2] = lines[5] = damage(llm_games[2])
@@ -374,7 +409,7 @@ def test_bad_lines_name_file_line_and_field(llm_games, tmp_path, damage, words):
     message = result.output.strip()
     assert message.startswith("Error:") and "\n" not in message and "Traceback" not in message
     assert all(w in message for w in words) and "2 invalid line(s)" in message
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["games.jsonl"]         # nothing written, no temp files
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["games.jsonl"]  # nothing written, no temp files
     result = convert(games, "--skip-invalid")
     assert summary_of(games)["invalid_lines"] == 2 and summary_of(games)["games_used"] == len(llm_games) - 2
     assert "skipped 2 invalid lines" in result.stderr
@@ -394,8 +429,12 @@ def test_outputs_are_never_replaced_without_overwrite(llm_games, tmp_path):
     assert "already exists" in refused.output and "--overwrite" in refused.output
     assert (tmp_path / "train.parquet").read_bytes() == before
     convert(games, "--seed", "9", "--overwrite")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["convert_summary.json", "games.jsonl", "train.parquet",
-                                                          "val.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "convert_summary.json",
+        "games.jsonl",
+        "train.parquet",
+        "val.parquet",
+    ]
 
 
 @pytest.mark.slow
@@ -420,7 +459,10 @@ def test_local_model_games_round_trip(tmp_path, tokenizer, local_model_dir):
     for info in group_rows_of(tmp_path):
         for j, ids in enumerate(info["token_ids"]):
             seat = records[info["game_ids"][j]]["players"][info["player"]]
-            own = [t for t, m in zip(ids[info["prompt_len"][j]:], info["response_mask"][j]) if m]
+            own = [t for t, m in zip(ids[info["prompt_len"][j] :], info["response_mask"][j]) if m]
             assert ids == seat["token_ids"] and own == [t for turn in seat["turns"] for t in turn["output_ids"]]
-            assert np.allclose([lp for lp, m in zip(info["logprobs"][j], info["response_mask"][j]) if m],
-                               [lp for turn in seat["turns"] for lp in turn["logprobs"]], atol=1e-6)
+            assert np.allclose(
+                [lp for lp, m in zip(info["logprobs"][j], info["response_mask"][j]) if m],
+                [lp for turn in seat["turns"] for lp in turn["logprobs"]],
+                atol=1e-6,
+            )

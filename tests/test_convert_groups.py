@@ -1,9 +1,7 @@
 """Group normalization, constant groups, expert selection, preference pairs and the split, on
 hand-made groups whose values are worked out by hand."""
-import math
 
 import pandas as pd
-import pytest
 
 from convert.groups import constant, extremes, top
 from convert.reward import training_reward
@@ -34,10 +32,10 @@ def test_split_keeps_instances_whole_and_is_seeded():
     ids = [f"seed-{i}" for i in range(40)]
     val = validation_instances(ids * 3, 0.25, seed=7)
     assert len(val) == 10 and val <= set(ids)
-    assert validation_instances(list(reversed(ids)), 0.25, seed=7) == val      # order of games does not matter
+    assert validation_instances(list(reversed(ids)), 0.25, seed=7) == val  # order of games does not matter
     assert validation_instances(ids, 0.25, seed=8) != val
     assert validation_instances(ids, 0.0, seed=7) == set()
-    assert len(validation_instances(ids[:2], 0.01, seed=0)) == 1              # both sides non-empty
+    assert len(validation_instances(ids[:2], 0.01, seed=0)) == 1  # both sides non-empty
     assert validation_instances(ids[:1], 0.5, seed=0) == set()
 
 
@@ -45,12 +43,15 @@ def test_invalid_move_penalty_is_the_seats_share_of_invalid_turns():
     def record(reward, invalid_by_seat, turns=(4, 2)):
         events = [{"player": s, "kind": "invalid"} for s, n in enumerate(invalid_by_seat) for _ in range(n)]
         events.append({"player": 0, "kind": "message"})
-        return {"outcome": {"normalized_reward": reward}, "events": events,
-                "players": [{"turns": [{}] * turns[0]}, {"turns": [{}] * turns[1]}]}
+        return {
+            "outcome": {"normalized_reward": reward},
+            "events": events,
+            "players": [{"turns": [{}] * turns[0]}, {"turns": [{}] * turns[1]}],
+        }
 
     game = record(0.0, (1, 2))
     assert [training_reward(game, s, 0.0) for s in (0, 1)] == [0.0, 0.0]
-    assert [training_reward(game, s, 1.0) for s in (0, 1)] == [-0.25, -1.0]     # 1 of 4 turns, 2 of 2
-    assert training_reward(record(0.9, (0, 0)), 0, 1.0) == 0.9                 # all valid: no shaping at all
+    assert [training_reward(game, s, 1.0) for s in (0, 1)] == [-0.25, -1.0]  # 1 of 4 turns, 2 of 2
+    assert training_reward(record(0.9, (0, 0)), 0, 1.0) == 0.9  # all valid: no shaping at all
     scripted = {"outcome": {"normalized_reward": 0.5}, "events": [], "players": [{"kind": "scripted"}] * 2}
     assert training_reward(scripted, 1, 1.0) == 0.5

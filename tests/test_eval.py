@@ -1,4 +1,5 @@
 """Evaluation: metrics with known answers, ratings, the report, the command end to end."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,7 +13,14 @@ from click.testing import CliRunner
 from selfplay_gen.cli import main
 from selfplay_gen.evaluation.cli import generate_games
 from selfplay_gen.evaluation.metrics import (
-    distinct_n, game_table, human_table, mean_interval, paired_difference, repeated_share, summarize)
+    distinct_n,
+    game_table,
+    human_table,
+    mean_interval,
+    paired_difference,
+    repeated_share,
+    summarize,
+)
 from selfplay_gen.evaluation.ratings import bradley_terry, rate
 from selfplay_gen.game import Limits
 from selfplay_gen.instance import Instance
@@ -24,20 +32,39 @@ MASKS = [[[1] * 8 for _ in range(8)], [[0] * 8 for _ in range(8)]]
 BEST = Instance(TABLE, tuple(MASKS), (1.0, 1.0)).best_reward
 
 
-def record(instance: str, reward: float, optimal: bool = False, moves: int = 4, invalid: int = 0,
-           messages: tuple[str, ...] = ("hello there",), game: int = 0) -> dict:
+def record(
+    instance: str,
+    reward: float,
+    optimal: bool = False,
+    moves: int = 4,
+    invalid: int = 0,
+    messages: tuple[str, ...] = ("hello there",),
+    game: int = 0,
+) -> dict:
     """A minimal valid record: only what the metrics read."""
     agreed = reward > 0
     events = [{"player": 0, "kind": "message", "text": m, "pairs": None, "error": None} for m in messages]
     return {
-        "schema_version": 1, "game_id": f"{instance}/{game}", "group": 0, "game_index": game,
-        "instance_id": instance, "instance": {"table": TABLE, "masks": MASKS, "scales": [1.0, 1.0]},
+        "schema_version": 1,
+        "game_id": f"{instance}/{game}",
+        "group": 0,
+        "game_index": game,
+        "instance_id": instance,
+        "instance": {"table": TABLE, "masks": MASKS, "scales": [1.0, 1.0]},
         "settings": {},
-        "players": [{"kind": "scripted", "messages": [{"role": "assistant", "content": "[message] " + m}
-                                                      for m in messages]}, {"kind": "scripted", "messages": []}],
-        "events": events, "failure": None,
-        "outcome": {"agreed": agreed, "termination": "accepted" if agreed else "max_moves",
-                    "raw_reward": BEST if optimal else BEST - 10, "best_reward": BEST, "normalized_reward": reward},
+        "players": [
+            {"kind": "scripted", "messages": [{"role": "assistant", "content": "[message] " + m} for m in messages]},
+            {"kind": "scripted", "messages": []},
+        ],
+        "events": events,
+        "failure": None,
+        "outcome": {
+            "agreed": agreed,
+            "termination": "accepted" if agreed else "max_moves",
+            "raw_reward": BEST if optimal else BEST - 10,
+            "best_reward": BEST,
+            "normalized_reward": reward,
+        },
         "stats": {"valid_moves": moves, "invalid_moves": invalid},
     }
 
@@ -49,6 +76,7 @@ def write_jsonl(path, records):
 
 # ---------------------------------------------------------------- metrics
 
+
 def test_summary_has_known_means_and_instance_level_intervals():
     rng = np.random.default_rng(0)
     # instance a: games 1.0 and 0.0 (mean 0.5); instance b: one game 0.9: mean of instance means 0.7
@@ -59,7 +87,7 @@ def test_summary_has_known_means_and_instance_level_intervals():
     assert s["optimal_share"]["mean"] == pytest.approx(0.25)
     assert s["terminations"] == {"accepted": {"games": 2, "share": 2 / 3}, "max_moves": {"games": 1, "share": 1 / 3}}
     lo, hi = s["mean_normalized_reward"]["ci"]
-    assert 0.5 <= lo <= 0.7 <= hi <= 0.9       # resampling instances: only 0.5/0.9 instance means exist
+    assert 0.5 <= lo <= 0.7 <= hi <= 0.9  # resampling instances: only 0.5/0.9 instance means exist
     assert s["instances"] == 2 and s["games"] == 3
 
 
@@ -71,7 +99,7 @@ def test_invalid_move_rate_counts_all_attempts():
 def test_intervals_contain_the_mean_and_shrink_with_more_instances():
     rng = np.random.default_rng(1)
     small = rng.uniform(0, 1, 20)
-    large = np.tile(small, 25)                   # same distribution, 25 times the instances
+    large = np.tile(small, 25)  # same distribution, 25 times the instances
     a, b = mean_interval(small, 2000, rng), mean_interval(large, 2000, rng)
     for stat in (a, b):
         assert stat["ci"][0] < stat["mean"] < stat["ci"][1]
@@ -89,8 +117,8 @@ def test_paired_difference_uses_shared_instances_only():
 
 def test_distinct_n_and_repeated_messages_on_hand_made_text():
     assert distinct_n(["a b a b"], 1) == pytest.approx(2 / 4)
-    assert distinct_n(["a b a b"], 2) == pytest.approx(2 / 3)          # (a b), (b a), (a b)
-    assert distinct_n(["a b", "c d"], 2) == pytest.approx(1.0)          # n-grams never cross messages
+    assert distinct_n(["a b a b"], 2) == pytest.approx(2 / 3)  # (a b), (b a), (a b)
+    assert distinct_n(["a b", "c d"], 2) == pytest.approx(1.0)  # n-grams never cross messages
     assert distinct_n(["one"], 2) is None
     # "hi there" occurs in games 0 and 1 (case and spacing aside); "x" only in game 0; game 2 repeats itself
     assert repeated_share([["hi there", "x"], ["Hi  there"], ["y", "y"]]) == pytest.approx(2 / 5)
@@ -109,11 +137,17 @@ def test_human_games_match_the_published_figures():
 
 # ---------------------------------------------------------------- ratings
 
+
 def test_model_that_wins_paired_comparisons_rates_higher():
     rng = np.random.default_rng(0)
     base = rng.uniform(0.3, 0.7, 40)
-    scores = pd.DataFrame({"weak": base, "strong": base + np.where(np.arange(40) < 30, 0.2, -0.1),
-                           "middle": base + np.where(np.arange(40) < 25, 0.05, -0.05)})
+    scores = pd.DataFrame(
+        {
+            "weak": base,
+            "strong": base + np.where(np.arange(40) < 30, 0.2, -0.1),
+            "middle": base + np.where(np.arange(40) < 25, 0.05, -0.05),
+        }
+    )
     ratings = rate(scores, 300, rng)
     assert ratings["weak"]["rating"] == 0.0
     assert ratings["strong"]["rating"] > ratings["middle"]["rating"] > ratings["weak"]["rating"]
@@ -127,10 +161,11 @@ def test_bradley_terry_stays_finite_when_one_model_wins_everything_and_skips_unr
     theta = bradley_terry(wins)
     assert theta[0] == 0 and np.isfinite(theta[1]) and theta[1] < 0
     assert np.isnan(theta[2])
-    assert theta[1] == pytest.approx(-np.log(50.5 / 0.5))   # MLE with one virtual draw
+    assert theta[1] == pytest.approx(-np.log(50.5 / 0.5))  # MLE with one virtual draw
 
 
 # ---------------------------------------------------------------- the command
+
 
 def invoke(args):
     return CliRunner().invoke(main, ["eval", *args], catch_exceptions=False)
@@ -138,14 +173,15 @@ def invoke(args):
 
 def test_human_benchmark_end_to_end_with_scripted_players(tmp_path):
     out = tmp_path / "report"
-    result = invoke(["--backend", "scripted", "--limit-instances", "3", "-k", "1", "--out", str(out), "-q",
-                     "--bootstrap", "200"])
+    result = invoke(
+        ["--backend", "scripted", "--limit-instances", "3", "-k", "1", "--out", str(out), "-q", "--bootstrap", "200"]
+    )
     assert result.exit_code == 0, result.output
     metrics = json.loads((out / "metrics.json").read_text())
     model = metrics["models"]["scripted-0.5"]
     assert model["games"] == 3 and model["instances"] == 3
-    assert model["agreement_rate"]["mean"] == 1.0          # scripted players always agree
-    assert metrics["humans"]["games"] == 3                  # the people who played the same 3 instances
+    assert model["agreement_rate"]["mean"] == 1.0  # scripted players always agree
+    assert metrics["humans"]["games"] == 3  # the people who played the same 3 instances
     assert metrics["minus_humans"]["scripted-0.5"]["instances"] == 3
     assert set(metrics["per_instance"]["scripted-0.5"]) == {"human-000", "human-001", "human-002"}
     assert "| humans | 3 | 3 |" in (out / "report.md").read_text()
@@ -156,8 +192,23 @@ def test_human_benchmark_end_to_end_with_scripted_players(tmp_path):
 
 
 def test_heldout_instances_use_the_heldout_seed_range(tmp_path):
-    result = invoke(["--backend", "scripted", "--instances", "heldout", "--limit-instances", "2", "-k", "1",
-                     "--out", str(tmp_path), "-q", "--bootstrap", "100"])
+    result = invoke(
+        [
+            "--backend",
+            "scripted",
+            "--instances",
+            "heldout",
+            "--limit-instances",
+            "2",
+            "-k",
+            "1",
+            "--out",
+            str(tmp_path),
+            "-q",
+            "--bootstrap",
+            "100",
+        ]
+    )
     assert result.exit_code == 0, result.output
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert set(metrics["per_instance"]["scripted-0.5"]) == {"seed-1000000000", "seed-1000000001"}
@@ -176,21 +227,41 @@ def cross_play_files(tmp_path_factory):
     seats = {"low": seat(0.1), "high": seat(0.9)}
     files = {}
     for a, b in (("low", "low"), ("high", "high"), ("low", "high"), ("high", "low")):
-        files[a, b] = asyncio.run(generate_games(folder / f"{a}-{b}.jsonl", instances, 2, (seats[a], seats[b]),
-                                                 Limits(max_moves=30), 4, {}, progress=False))
+        files[a, b] = asyncio.run(
+            generate_games(
+                folder / f"{a}-{b}.jsonl",
+                instances,
+                2,
+                (seats[a], seats[b]),
+                Limits(max_moves=30),
+                4,
+                {},
+                progress=False,
+            )
+        )
     return files
 
 
 def test_cross_play_and_ratings_from_games(tmp_path, cross_play_files):
     args = [f"{a}={f}" if a == b else f"{a},{b}={f}" for (a, b), f in cross_play_files.items()]
-    result = invoke([x for spec in args for x in ("--from-games", spec)] + ["--out", str(tmp_path), "--bootstrap", "200"])
+    result = invoke(
+        [x for spec in args for x in ("--from-games", spec)] + ["--out", str(tmp_path), "--bootstrap", "200"]
+    )
     assert result.exit_code == 0, result.output
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert list(metrics["models"]) == ["low", "high"]
-    assert metrics["models"]["high"]["mean_normalized_reward"]["mean"] > metrics["models"]["low"]["mean_normalized_reward"]["mean"]
+    assert (
+        metrics["models"]["high"]["mean_normalized_reward"]["mean"]
+        > metrics["models"]["low"]["mean_normalized_reward"]["mean"]
+    )
     (cross,) = metrics["cross_play"]
     assert cross["models"] == ["low", "high"] and cross["instances"] == 6
-    assert [p["seats"] for p in cross["pairings"]] == [["low", "low"], ["high", "high"], ["low", "high"], ["high", "low"]]
+    assert [p["seats"] for p in cross["pairings"]] == [
+        ["low", "low"],
+        ["high", "high"],
+        ["low", "high"],
+        ["high", "low"],
+    ]
     assert cross["cross_minus_self"]["low"]["instances"] == 6
     assert metrics["ratings"]["low"]["rating"] == 0.0 and metrics["ratings"]["high"]["rating"] > 0
     assert [e["iteration"] for e in metrics["iterations"]] == [0, 1]
@@ -205,8 +276,9 @@ def test_append_to_builds_a_run_level_report(tmp_path, cross_play_files):
     run = tmp_path / "run"
     for i, name in enumerate(("low", "high")):
         spec = f"iter{i}={cross_play_files[name, name]}"
-        result = invoke(["--from-games", spec, "--out", str(tmp_path / f"it{i}"), "--append-to", str(run),
-                         "--bootstrap", "200"])
+        result = invoke(
+            ["--from-games", spec, "--out", str(tmp_path / f"it{i}"), "--append-to", str(run), "--bootstrap", "200"]
+        )
         assert result.exit_code == 0, result.output
     metrics = json.loads((run / "metrics.json").read_text())
     assert [r["label"] for r in metrics["rows"]] == ["iter0", "iter1"]
@@ -219,9 +291,20 @@ def test_append_to_builds_a_run_level_report(tmp_path, cross_play_files):
 
 
 def test_append_to_takes_one_model(tmp_path, cross_play_files):
-    result = CliRunner().invoke(main, ["eval", "--from-games", f"a={cross_play_files['low', 'low']}", "--from-games",
-                                       f"b={cross_play_files['high', 'high']}", "--out", str(tmp_path / "e"),
-                                       "--append-to", str(tmp_path / "run")])
+    result = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            "--from-games",
+            f"a={cross_play_files['low', 'low']}",
+            "--from-games",
+            f"b={cross_play_files['high', 'high']}",
+            "--out",
+            str(tmp_path / "e"),
+            "--append-to",
+            str(tmp_path / "run"),
+        ],
+    )
     assert result.exit_code != 0 and "adds one iteration" in result.output
 
 
@@ -237,7 +320,10 @@ def test_bad_inputs_fail_with_a_clear_error(tmp_path, case):
         bad = record("b", 1.0)
         del bad["outcome"]["normalized_reward"]
         write_jsonl(tmp_path / "bad.jsonl", [record("a", 1.0), bad])
-        args, expected = ["--from-games", str(tmp_path / "bad.jsonl")], "bad.jsonl:2: missing field 'outcome.normalized_reward'"
+        args, expected = (
+            ["--from-games", str(tmp_path / "bad.jsonl")],
+            "bad.jsonl:2: missing field 'outcome.normalized_reward'",
+        )
     else:
         args, expected = ["--from-games", f"A={good}", "--from-games", f"A,C={good}"], "unknown model label 'C'"
     result = CliRunner().invoke(main, ["eval", *args, "--out", str(tmp_path / "out")])

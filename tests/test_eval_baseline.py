@@ -1,4 +1,5 @@
 """The random-matching baseline, the outcome columns of the report, and idempotent run reports."""
+
 from __future__ import annotations
 
 import asyncio
@@ -17,7 +18,7 @@ from selfplay_gen.instance import Instance
 from selfplay_gen.players import ScriptedPlayer
 from selfplay_gen.records import read_games
 
-PERMUTATIONS = np.array(list(permutations(range(8))))      # all 8! = 40,320 assignments
+PERMUTATIONS = np.array(list(permutations(range(8))))  # all 8! = 40,320 assignments
 
 
 @pytest.mark.parametrize("table", [Instance.from_seed(1).table, np.random.default_rng(7).integers(0, 100, (8, 8))])
@@ -36,10 +37,15 @@ def games_files(tmp_path_factory):
     instances = [Instance.from_seed(s) for s in range(5)]
     files = {}
     for name, share in (("low", 0.1), ("high", 0.9)):
+
         def seat(inst, s, gid, k, share=share):
             return ScriptedPlayer(inst, s, share=share, rng=np.random.default_rng([k, s]))
-        files[name] = asyncio.run(generate_games(folder / f"{name}.jsonl", instances, 2, (seat, seat),
-                                                 Limits(max_moves=30), 4, {}, progress=False))
+
+        files[name] = asyncio.run(
+            generate_games(
+                folder / f"{name}.jsonl", instances, 2, (seat, seat), Limits(max_moves=30), 4, {}, progress=False
+            )
+        )
     return files
 
 
@@ -53,14 +59,14 @@ def test_summary_reports_the_baseline_and_the_paired_difference(games_files):
     reward = games.groupby("instance_id")["normalized_reward"].mean()
     assert s["random_matching_reward"]["mean"] == pytest.approx(floor.mean())
     assert s["minus_random"]["mean"] == pytest.approx((reward - floor).mean()) and s["minus_random"]["instances"] == 5
-    assert s["valid_move_rate"]["mean"] == 1.0 and s["invalid_move_rate"] == 0.0   # scripted players never err
+    assert s["valid_move_rate"]["mean"] == 1.0 and s["invalid_move_rate"] == 0.0  # scripted players never err
 
 
 def test_humans_baseline_is_below_their_score():
     s = summarize(human_table(), 300, np.random.default_rng(0))
     assert 0.5 < s["random_matching_reward"]["mean"] < s["mean_normalized_reward"]["mean"]
     assert s["minus_random"]["ci"][0] > 0 and s["minus_random"]["instances"] == 134
-    assert s["valid_move_rate"] == {"mean": None, "ci": None}        # people could make no invalid moves
+    assert s["valid_move_rate"] == {"mean": None, "ci": None}  # people could make no invalid moves
 
 
 def invoke(args):
@@ -70,15 +76,30 @@ def invoke(args):
 
 
 def test_report_shows_the_baseline_beside_every_reward(tmp_path, games_files):
-    invoke(["--from-games", f"low={games_files['low']}", "--from-games", f"high={games_files['high']}",
-            "--out", str(tmp_path)])
+    invoke(
+        [
+            "--from-games",
+            f"low={games_files['low']}",
+            "--from-games",
+            f"high={games_files['high']}",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     for entry in metrics["iterations"]:
         for key in ("random_matching_reward", "minus_random", "agreement_rate", "valid_move_rate", "grounding_rate"):
             assert entry[key] is not None, key
     report = (tmp_path / "report.md").read_text()
-    for column in ("mean normalized reward [95% CI]", "random matching (same instances)", "model − random (paired)",
-                   "valid moves", "cells stated/game", "grounding [95% CI]", "− initial (paired)"):
+    for column in (
+        "mean normalized reward [95% CI]",
+        "random matching (same instances)",
+        "model − random (paired)",
+        "valid moves",
+        "cells stated/game",
+        "grounding [95% CI]",
+        "− initial (paired)",
+    ):
         assert column in report, column
 
 
@@ -89,9 +110,11 @@ def test_appending_the_same_label_again_replaces_its_row_in_place(tmp_path, game
         invoke(["--from-games", f"{label}={games_files[name]}", "--out", str(tmp_path / out), "--append-to", str(run)])
     metrics = json.loads((run / "metrics.json").read_text())
     assert [(r["iteration"], r["label"], r["source"]) for r in metrics["rows"]] == [
-        (0, "it0", str(tmp_path / "d")), (1, "it1", str(tmp_path / "c"))]
+        (0, "it0", str(tmp_path / "d")),
+        (1, "it1", str(tmp_path / "c")),
+    ]
     (_, second) = metrics["iterations"]
-    assert second["vs_initial"]["mean"] == pytest.approx(0.0)          # it0 is now the same games as it1
+    assert second["vs_initial"]["mean"] == pytest.approx(0.0)  # it0 is now the same games as it1
     assert second["vs_previous"]["instances"] == 5
     report = (run / "report.md").read_text()
     # once in each table: iterations, outcomes, dialogue, endings

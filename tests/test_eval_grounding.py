@@ -1,4 +1,5 @@
 """Grounding: parsing stated table cells from messages, and checking them against the speaker's view."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,16 +24,21 @@ def test_prompt_form_and_older_form_are_parsed():
     text = "My scores: Ava Li: GLUE 421, QuAC 779; Daniel Nguyen: BLEU 120"
     assert stated_cells(text) == [(AVA, GLUE, 421), (AVA, QUAC, 779), (DANIEL, BLEU, 120)]
     assert stated_cells("Scores I see (0-99): Ava Li - GLUE: 57; Noah Wilson - SWAG: 3") == [
-        (AVA, GLUE, 57), (NOAH, SWAG, 3)]
+        (AVA, GLUE, 57),
+        (NOAH, SWAG, 3),
+    ]
 
 
 def test_parsing_ignores_case_separators_and_things_that_are_not_cells():
     assert stated_cells("ava  LI: glue=421, glove - 5, Electra:7") == [
-        (AVA, GLUE, 421), (AVA, GLOVE, 5), (AVA, ELECTRA, 7)]
+        (AVA, GLUE, 421),
+        (AVA, GLOVE, 5),
+        (AVA, ELECTRA, 7),
+    ]
     assert stated_cells("GLUE 421 before any reviewer is named") == []
     assert stated_cells("Ava Li is great for GLUE, maybe 4.5 times better") == []
-    assert stated_cells("Ava Li: GLUE 4.5") == []                        # a decimal is no table value
-    assert stated_cells("Ava: GLUE 421") == []                           # first names alone do not count
+    assert stated_cells("Ava Li: GLUE 4.5") == []  # a decimal is no table value
+    assert stated_cells("Ava: GLUE 421") == []  # first names alone do not count
     assert stated_cells("Proposal:\nGLUE: Ava Li\nBLEU: Daniel Nguyen") == []
 
 
@@ -41,8 +47,10 @@ def test_stated_cells_are_grounded_only_in_the_speakers_own_view():
     own = inst.view(0)
     (r, p), (r2, p2) = [(r, p) for r in range(8) for p in range(8) if own[r][p] is not None][:2]
     hidden = next((r, p) for r in range(8) for p in range(8) if own[r][p] is None)
-    text = (f"My scores: {REVIEWERS[r]}: {PAPERS[p]} {own[r][p]}; {REVIEWERS[r2]}: {PAPERS[p2]} {own[r2][p2] + 1}; "
-            f"{REVIEWERS[hidden[0]]}: {PAPERS[hidden[1]]} 100")
+    text = (
+        f"My scores: {REVIEWERS[r]}: {PAPERS[p]} {own[r][p]}; {REVIEWERS[r2]}: {PAPERS[p2]} {own[r2][p2] + 1}; "
+        f"{REVIEWERS[hidden[0]]}: {PAPERS[hidden[1]]} 100"
+    )
     # right value, wrong value, a cell the speaker cannot see
     assert count_grounded(inst, [(0, text)]) == (3, 1)
     partner = inst.view(1)
@@ -68,7 +76,7 @@ def test_scripted_players_state_normalized_values_that_are_mostly_ungrounded(scr
         messages = [e["text"] for e in rec["events"] if e["kind"] == "message"]
         stated, grounded = grounding(rec)
         assert stated == sum(len(stated_cells(m)) for m in messages) == sum(m.count(" - ") for m in messages) > 0
-        assert grounded < stated / 2          # 0-99 relative values rarely equal the scaled ones
+        assert grounded < stated / 2  # 0-99 relative values rarely equal the scaled ones
 
 
 def test_grounding_in_game_rows_and_summaries(scripted_records):
@@ -78,7 +86,7 @@ def test_grounding_in_game_rows_and_summaries(scripted_records):
     assert s["grounding_rate"]["mean"] == pytest.approx(grounded / stated)
     lo, hi = s["grounding_rate"]["ci"]
     assert lo <= grounded / stated <= hi
-    assert s["cells_stated_per_game"]["mean"] == pytest.approx(stated / len(games))   # one game per instance
+    assert s["cells_stated_per_game"]["mean"] == pytest.approx(stated / len(games))  # one game per instance
 
 
 def test_nothing_stated_gives_no_grounding_rate():

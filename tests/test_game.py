@@ -1,10 +1,10 @@
 """Turn rules, limits and rewards of the game state machine."""
+
 import copy
 
 import pytest
 
-from selfplay_gen.game import (ACCEPTED, MAX_INVALID, MAX_MOVES, MAX_NEW_TOKENS, TERMINATIONS, Limits,
-                               MatchingGame)
+from selfplay_gen.game import ACCEPTED, MAX_INVALID, MAX_MOVES, MAX_NEW_TOKENS, TERMINATIONS, Limits, MatchingGame
 from selfplay_gen.instance import Instance, score
 from selfplay_gen.moves import render_proposal
 
@@ -57,7 +57,7 @@ def test_after_a_reject_the_responder_keeps_the_turn_and_the_proposal_is_gone():
     game = new_game()
     play(game, propose(DIAGONAL), REJECT)
     assert game.to_move == 1 and game.pending is None and not game.done
-    assert not game.step(ACCEPT).valid                      # nothing left to accept
+    assert not game.step(ACCEPT).valid  # nothing left to accept
     counter = [(i, (i + 1) % 8) for i in range(8)]
     assert game.step(propose(counter)).valid and game.to_move == 0
     assert game.step(ACCEPT).player == 0 and game.done
@@ -67,11 +67,16 @@ def test_after_a_reject_the_responder_keeps_the_turn_and_the_proposal_is_gone():
 def test_accept_ends_the_game_with_the_shared_reward():
     game = new_game()
     steps = play(game, MESSAGE, propose(DIAGONAL), ACCEPT)
-    assert steps[-1].player == 0 and steps[-1].done and game.to_move == 0   # the responder kept the turn
+    assert steps[-1].player == 0 and steps[-1].done and game.to_move == 0  # the responder kept the turn
     raw = score(INSTANCE, DIAGONAL)
-    assert game.result.to_dict() == {"agreed": True, "termination": ACCEPTED, "proposal": DIAGONAL,
-                                     "raw_reward": raw, "best_reward": INSTANCE.best_reward,
-                                     "normalized_reward": raw / INSTANCE.best_reward}
+    assert game.result.to_dict() == {
+        "agreed": True,
+        "termination": ACCEPTED,
+        "proposal": DIAGONAL,
+        "raw_reward": raw,
+        "best_reward": INSTANCE.best_reward,
+        "normalized_reward": raw / INSTANCE.best_reward,
+    }
     assert 0 < game.result.normalized_reward < 1
     with pytest.raises(RuntimeError, match="game is over"):
         game.step(MESSAGE)
@@ -101,8 +106,13 @@ def test_max_moves_ends_without_agreement_even_with_a_pending_proposal():
     game = new_game(max_moves=3)
     steps = play(game, MESSAGE, MESSAGE, propose(DIAGONAL))
     assert [s.done for s in steps] == [False, False, True]
-    assert (game.result.agreed, game.result.termination, game.result.raw_reward,
-            game.result.normalized_reward, game.result.proposal) == (False, MAX_MOVES, 0, 0.0, None)
+    assert (
+        game.result.agreed,
+        game.result.termination,
+        game.result.raw_reward,
+        game.result.normalized_reward,
+        game.result.proposal,
+    ) == (False, MAX_MOVES, 0, 0.0, None)
 
 
 def test_an_accept_on_the_last_allowed_move_still_counts():
@@ -125,7 +135,7 @@ def test_stop_ends_the_game_for_limits_only_players_see():
     play(game, propose(DIAGONAL))
     outcome = game.stop(MAX_NEW_TOKENS)
     assert game.done and (outcome.agreed, outcome.termination, outcome.raw_reward) == (False, MAX_NEW_TOKENS, 0)
-    assert game.stop("context_length") is outcome             # the first ending stands
+    assert game.stop("context_length") is outcome  # the first ending stands
 
 
 def test_stop_refuses_unknown_reasons_and_accepted():
@@ -159,7 +169,6 @@ def test_limits_must_be_positive():
 def test_event_log():
     game = new_game()
     play(game, "thinking [message] hi", "junk", propose(DIAGONAL), REJECT)
-    assert [(e.player, e.kind) for e in game.events] == [(0, "message"), (1, "invalid"), (1, "propose"),
-                                                         (0, "reject")]
+    assert [(e.player, e.kind) for e in game.events] == [(0, "message"), (1, "invalid"), (1, "propose"), (0, "reject")]
     assert game.events[0].text == "hi" and game.events[2].pairs == [list(p) for p in DIAGONAL]
     assert game.events[1].text == "junk" and "no move tag" in game.events[1].error

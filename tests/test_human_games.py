@@ -1,5 +1,6 @@
 """The 134 games people played (DialOp's release): our instances and scoring reproduce their
 recorded optimum and the reward of their final proposal, and our proposal texts round-trip."""
+
 import json
 from importlib import resources
 
@@ -8,8 +9,10 @@ import pytest
 from selfplay_gen.instance import Instance, score
 from selfplay_gen.moves import InvalidMove, parse_move, render_proposal
 
-RECORDS = [json.loads(line) for line in
-           resources.files("selfplay_gen").joinpath("data/optimization_human_games.jsonl").read_text().splitlines()]
+RECORDS = [
+    json.loads(line)
+    for line in resources.files("selfplay_gen").joinpath("data/optimization_human_games.jsonl").read_text().splitlines()
+]
 
 
 def last_proposal(record: dict) -> dict:
@@ -25,7 +28,7 @@ def test_human_game(index):
     record = RECORDS[index]
     instance = Instance.from_human_record(record, source=f"human-{index:03d}")
     assert instance.best_reward == record["best_assignment_reward"]
-    pairs = [tuple(pair) for pair in last_proposal(record)["proposal_ids"]]   # [reviewer, paper]
+    pairs = [tuple(pair) for pair in last_proposal(record)["proposal_ids"]]  # [reviewer, paper]
     assert score(instance, pairs) == record["proposal_reward"]
     move = parse_move("[propose] " + render_proposal(pairs))
     assert move.kind == "propose" and sorted(move.pairs) == sorted(pairs)
@@ -46,4 +49,3 @@ def test_the_web_interface_proposal_texts_parse_to_their_ids():
             continue
         assert sorted(move.pairs) == sorted(tuple(pair) for pair in proposal["proposal_ids"])
     assert len(other_roster) == 1
-

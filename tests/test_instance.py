@@ -1,5 +1,6 @@
 """Instances and matchings: exact optima against brute force over all 8! assignments, the
 seed -> instance contract, and the statistics of sampled hard instances."""
+
 import hashlib
 import itertools
 import json
@@ -36,6 +37,7 @@ def batch_last(tables: np.ndarray) -> np.ndarray:
 
 
 # --- optimal matchings -------------------------------------------------------------------------
+
 
 def test_best_reward_is_the_brute_force_maximum():
     tables = random_tables(0, 40)
@@ -74,7 +76,7 @@ def test_planning_on_the_true_table_gets_the_best():
 
 def test_batch_functions_reject_bad_stacks():
     with pytest.raises(ValueError, match=r"\(8, 8, B\) stack.*\(3, 8, 8\)"):
-        batch_best_totals(np.zeros((3, 8, 8), dtype=int))   # batch first instead of last
+        batch_best_totals(np.zeros((3, 8, 8), dtype=int))  # batch first instead of last
     with pytest.raises(ValueError, match=r"0\.\.99, got 0\.\.100"):
         batch_best_totals(np.full((8, 8, 2), 100) * np.eye(8, dtype=int)[:, :, None])
     with pytest.raises(ValueError, match="integer scores, got dtype float64"):
@@ -85,8 +87,9 @@ def test_batch_functions_reject_bad_stacks():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.integers(0, 99), min_size=8, max_size=8), min_size=8, max_size=8),
-       st.permutations(range(8)))
+@given(
+    st.lists(st.lists(st.integers(0, 99), min_size=8, max_size=8), min_size=8, max_size=8), st.permutations(range(8))
+)
 def test_no_assignment_beats_the_best_and_the_hungarian_one_reaches_it(table, papers):
     instance = Instance(table, (ALL_SEEN, ALL_SEEN), (1.0, 1.0))
     assert score(instance, list(enumerate(papers))) <= instance.best_reward
@@ -104,18 +107,27 @@ def test_score_rejects_what_is_not_a_perfect_matching():
 
 # --- the seed -> instance contract -------------------------------------------------------------
 
+
 def digest(instance: Instance) -> str:
     return hashlib.sha256(json.dumps([instance.table, instance.masks]).encode()).hexdigest()[:16]
 
 
-@pytest.mark.parametrize("seed, table_digest, best, scales", [
-    (0, "a1349d50e5c1dea7", 557, (1.5992669210873371, 9.781129602018062)),
-    (1, "9c2e7ee968da7fef", 615, (7.619020227319178, 6.414217152222219)),
-])
+@pytest.mark.parametrize(
+    "seed, table_digest, best, scales",
+    [
+        (0, "a1349d50e5c1dea7", 557, (1.5992669210873371, 9.781129602018062)),
+        (1, "9c2e7ee968da7fef", 615, (7.619020227319178, 6.414217152222219)),
+    ],
+)
 def test_golden_instances(seed, table_digest, best, scales):
     """Pins the seed -> instance contract: a change here changes every instance ever sampled."""
     instance = Instance.from_seed(seed)
-    assert (digest(instance), instance.best_reward, instance.scales, instance.hard) == (table_digest, best, scales, True)
+    assert (digest(instance), instance.best_reward, instance.scales, instance.hard) == (
+        table_digest,
+        best,
+        scales,
+        True,
+    )
 
 
 def test_same_seed_same_instance_and_json_round_trip():
@@ -147,7 +159,7 @@ def test_instance_invariants():
 
 def test_statistics_over_500_seeds_match_the_original():
     instances = [Instance.from_seed(seed) for seed in range(500)]
-    masks = np.array([inst.masks for inst in instances])          # (500, 2, 8, 8)
+    masks = np.array([inst.masks for inst in instances])  # (500, 2, 8, 8)
     assert all(inst.hard for inst in instances)
     assert abs(np.mean([inst.best_reward for inst in instances]) - 612) < 6
     assert abs(masks.sum(axis=(2, 3)).mean() - 24.4) < 1
@@ -169,6 +181,7 @@ def test_max_tries_caps_the_search_and_only_cuts_the_stream_short():
 
 
 # --- construction errors -----------------------------------------------------------------------
+
 
 def test_bad_instances_are_refused_with_a_clear_error():
     with pytest.raises(ValueError, match="8x8"):

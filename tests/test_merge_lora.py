@@ -1,5 +1,6 @@
 """Folding a LoRA run's adapter into the directory verl's merger writes (base weights + lora_adapter/)
 gives the model that peft computes with the adapter, and refuses a directory without one."""
+
 import shutil
 
 import pytest
@@ -16,9 +17,10 @@ def test_folded_model_computes_what_the_adapter_does(tmp_path, local_model_dir, 
     hf = tmp_path / "hf"
     shutil.copytree(local_model_dir, hf)
     torch.manual_seed(0)
-    peft_model = get_peft_model(AutoModelForCausalLM.from_pretrained(local_model_dir),
-                                LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"],
-                                           init_lora_weights=False))      # random B: the adapter changes outputs
+    peft_model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(local_model_dir),
+        LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"], init_lora_weights=False),
+    )  # random B: the adapter changes outputs
     peft_model.save_pretrained(hf / ADAPTER_DIR)
     ids = torch.tensor([tokenizer.encode("Ava Li: GLUE 421, QuAC 779")])
     with torch.no_grad():

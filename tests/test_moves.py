@@ -1,4 +1,5 @@
 """The move parser: what is accepted, and that every rejection says exactly what is wrong."""
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -22,24 +23,28 @@ def rejected(text: str) -> str:
 
 # --- accepted forms ----------------------------------------------------------------------------
 
+
 def test_canonical_proposal():
     move = parse_move(proposal(LINES))
     assert (move.kind, move.pairs) == ("propose", DIAGONAL)
     assert move.public == "[propose] " + render_proposal(list(DIAGONAL))
 
 
-@pytest.mark.parametrize("text", [
-    proposal([line.upper() for line in LINES], head="PROPOSAL:"),                      # case
-    proposal([f"  {PAPERS[i].lower()} :  {REVIEWERS[i].lower()}  " for i in range(8)]),  # spaces
-    proposal(LINES, sep="<br/>"),                                                      # <br/>
-    proposal(LINES, sep="<BR>") + "\n",                                                # <br>, trailing newline
-    proposal([f"&emsp; - {line}" for line in LINES], sep="<br/>"),                     # the web interface's form
-    proposal([f"* {line}" for line in LINES]),                                         # * bullets
-    proposal([f"- {line}" for line in LINES], sep="\n\n"),                             # - bullets, blank lines
-    proposal([f"{PAPER_TITLES[PAPERS[i]]}: {REVIEWERS[i]}" for i in range(8)]),         # full titles
-    proposal(LINES[::-1]),                                                             # any order
-    "[Propose]\nProposal: " + "\n".join(LINES),                                        # first line after the head
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        proposal([line.upper() for line in LINES], head="PROPOSAL:"),  # case
+        proposal([f"  {PAPERS[i].lower()} :  {REVIEWERS[i].lower()}  " for i in range(8)]),  # spaces
+        proposal(LINES, sep="<br/>"),  # <br/>
+        proposal(LINES, sep="<BR>") + "\n",  # <br>, trailing newline
+        proposal([f"&emsp; - {line}" for line in LINES], sep="<br/>"),  # the web interface's form
+        proposal([f"* {line}" for line in LINES]),  # * bullets
+        proposal([f"- {line}" for line in LINES], sep="\n\n"),  # - bullets, blank lines
+        proposal([f"{PAPER_TITLES[PAPERS[i]]}: {REVIEWERS[i]}" for i in range(8)]),  # full titles
+        proposal(LINES[::-1]),  # any order
+        "[Propose]\nProposal: " + "\n".join(LINES),  # first line after the head
+    ],
+)
 def test_proposal_variants_parse_to_the_same_pairs(text):
     assert parse_move(text).pairs == DIAGONAL
 
@@ -51,8 +56,9 @@ def test_message_keeps_every_line_and_hides_private_text():
     assert "share my best" not in move.public
 
 
-@pytest.mark.parametrize("text, kind", [("[accept]", "accept"), ("[REJECT]", "reject"),
-                                        ("private thought [Accept] sounds good", "accept")])
+@pytest.mark.parametrize(
+    "text, kind", [("[accept]", "accept"), ("[REJECT]", "reject"), ("private thought [Accept] sounds good", "accept")]
+)
 def test_responses_ignore_surrounding_text(text, kind):
     move = parse_move(text)
     assert (move.kind, move.public) == (kind, f"[{kind}]")
@@ -71,6 +77,7 @@ def test_render_then_parse_is_the_identity(papers):
 
 
 # --- rejections --------------------------------------------------------------------------------
+
 
 def test_duplicate_paper_names_it_and_both_lines():
     lines = LINES[:4] + [f"BLEU: {REVIEWERS[4]}"] + LINES[5:]

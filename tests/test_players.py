@@ -1,4 +1,5 @@
 """LLM seats: the per-seat token budget that keeps every game inside the training limits."""
+
 import pytest
 
 from selfplay_gen.backends.base import BackendOptions, SamplingParams, backend_class
@@ -15,8 +16,10 @@ async def test_a_seat_past_its_response_budget_ends_the_game_with_reward_zero(to
     instance = Instance.from_seed(3)
     params = SamplingParams(1.0, 1.0, 24, (tokenizer.eos_token_id,))
     async with backend_class("local")(BackendOptions(model=local_model_dir, seed=1), tokenizer) as backend:
+
         def seat(inst, s, game_id, k):
             return LLMPlayer(inst, s, backend, tokenizer, params, f"{game_id}#{s}", response_length=budget)
+
         record = await play_game(GameSpec("b/0", 0, 0, instance), (seat, seat), Limits(max_moves=2), {})
     first = record["players"][0]
     grown = len(first["token_ids"]) - first["turns"][0]["prompt_len"]

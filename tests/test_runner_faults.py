@@ -1,5 +1,6 @@
 """A defect in one game (any exception from a player) ends that game as a failed record; the other
 games of the run finish and are written, and the summary counts the failure."""
+
 import numpy as np
 import pytest
 
@@ -28,19 +29,33 @@ class Broken(ScriptedPlayer):
         super().partner_moved(move)
 
 
-@pytest.mark.parametrize("where, error, mover", [
-    ("act", "ValueError: a player's bug", 1),                         # seat 1 raises on its own turn
-    ("partner_moved", "KeyError: 'a bug in bookkeeping'", 0)])        # seat 1 raises on seat 0's move
+@pytest.mark.parametrize(
+    "where, error, mover",
+    [
+        ("act", "ValueError: a player's bug", 1),  # seat 1 raises on its own turn
+        ("partner_moved", "KeyError: 'a bug in bookkeeping'", 0),
+    ],
+)  # seat 1 raises on seat 0's move
 async def test_one_broken_game_fails_alone(tmp_path, where, error, mover):
     def seat(instance, s, game_id, k):
         broken = game_id == "seed-1/1" and s == 1
-        return Broken(instance, s, where) if broken else ScriptedPlayer(instance, s, share=0.5,
-                                                                        rng=np.random.default_rng([k, s]))
+        return (
+            Broken(instance, s, where)
+            if broken
+            else ScriptedPlayer(instance, s, share=0.5, rng=np.random.default_rng([k, s]))
+        )
 
     path = tmp_path / "games.jsonl"
     with GameWriter(path) as writer:
-        summary = await run_games(plan_games([Instance.from_seed(1), Instance.from_seed(2)], 4, 8), (seat, seat),
-                                  Limits(), writer, concurrency=8, settings={}, progress=False)
+        summary = await run_games(
+            plan_games([Instance.from_seed(1), Instance.from_seed(2)], 4, 8),
+            (seat, seat),
+            Limits(),
+            writer,
+            concurrency=8,
+            settings={},
+            progress=False,
+        )
     records = {r["game_id"]: r for r in read_games(path)}
     assert summary.games == len(records) == 8
     failed = records.pop("seed-1/1")

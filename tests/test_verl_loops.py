@@ -4,6 +4,7 @@ loops instantiated from the registration YAML the way the worker does, and the w
 post-processing into a padded batch. Only the LLM server is a stand-in: the real local
 SmolLM2 model (through the local backend) or a script of fixed moves.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,8 +19,7 @@ import pytest
 from click.testing import CliRunner
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
-from verl.experimental.agent_loop.agent_loop import (AgentLoopWorker, DictConfigWrap, ToolListWrap,
-                                                     _agent_loop_registry)
+from verl.experimental.agent_loop.agent_loop import AgentLoopWorker, DictConfigWrap, ToolListWrap, _agent_loop_registry
 from verl.protocol import DataProto
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.replica import TokenOutput
@@ -43,11 +43,19 @@ PROMPT_LENGTH, RESPONSE_LENGTH, MAX_NEW_TOKENS = 640, 512, 48
 
 def trainer_config(model_dir: str, *overrides: str, max_new_tokens: int = MAX_NEW_TOKENS):
     with initialize_config_module("verl.trainer.config", version_base=None):
-        return compose("ppo_trainer", overrides=[
-            f"actor_rollout_ref.model.path={model_dir}", "actor_rollout_ref.rollout.name=sglang",
-            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={config_path()}",
-            f"data.max_prompt_length={PROMPT_LENGTH}", f"data.max_response_length={RESPONSE_LENGTH}",
-            f"+selfplay.max_new_tokens={max_new_tokens}", "+selfplay.max_moves=4", *overrides])
+        return compose(
+            "ppo_trainer",
+            overrides=[
+                f"actor_rollout_ref.model.path={model_dir}",
+                "actor_rollout_ref.rollout.name=sglang",
+                f"actor_rollout_ref.rollout.agent.agent_loop_config_path={config_path()}",
+                f"data.max_prompt_length={PROMPT_LENGTH}",
+                f"data.max_response_length={RESPONSE_LENGTH}",
+                f"+selfplay.max_new_tokens={max_new_tokens}",
+                "+selfplay.max_moves=4",
+                *overrides,
+            ],
+        )
 
 
 class LocalServerManager:
@@ -58,12 +66,19 @@ class LocalServerManager:
         self.engine, self.calls = engine, []
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, **_):
-        params = SamplingParams(sampling_params["temperature"], sampling_params["top_p"], sampling_params["max_tokens"],
-                                tuple(sampling_params.get("stop_token_ids", ())))
+        params = SamplingParams(
+            sampling_params["temperature"],
+            sampling_params["top_p"],
+            sampling_params["max_tokens"],
+            tuple(sampling_params.get("stop_token_ids", ())),
+        )
         gen = await self.engine.generate(list(prompt_ids), params, session=request_id)
         self.calls.append((request_id, list(prompt_ids), list(gen.output_ids)))
-        return TokenOutput(token_ids=gen.output_ids, log_probs=gen.logprobs if sampling_params["logprobs"] else None,
-                           stop_reason=gen.finish_reason)
+        return TokenOutput(
+            token_ids=gen.output_ids,
+            log_probs=gen.logprobs if sampling_params["logprobs"] else None,
+            stop_reason=gen.finish_reason,
+        )
 
 
 class ScriptServerManager:
@@ -74,8 +89,8 @@ class ScriptServerManager:
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, **_):
         text = self.script[int(request_id[-1])].pop(0)
-        ids = (self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id])
-        ids = ids[:sampling_params["max_tokens"]]
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        ids = ids[: sampling_params["max_tokens"]]
         self.calls.append((request_id, list(prompt_ids), ids))
         return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids), stop_reason="stop")
 
@@ -98,10 +113,16 @@ def worker_for(cfg, server_manager) -> AgentLoopWorker:
 def make_loop(worker: AgentLoopWorker, agent_name: str):
     """Instantiate a registered loop exactly as `AgentLoopWorker._run_agent_loop` does."""
     return hydra.utils.instantiate(
-        config=_agent_loop_registry[agent_name], trainer_config=DictConfigWrap(config=worker.config),
-        server_manager=worker.llm_client, tokenizer=worker.tokenizer, processor=worker.processor,
-        hf_model_type=worker.hf_model_type, dataset_cls=worker.dataset_cls, data_config=DictConfigWrap(worker.config.data),
-        tools=ToolListWrap(worker.tools))
+        config=_agent_loop_registry[agent_name],
+        trainer_config=DictConfigWrap(config=worker.config),
+        server_manager=worker.llm_client,
+        tokenizer=worker.tokenizer,
+        processor=worker.processor,
+        hf_model_type=worker.hf_model_type,
+        dataset_cls=worker.dataset_cls,
+        data_config=DictConfigWrap(worker.config.data),
+        tools=ToolListWrap(worker.tools),
+    )
 
 
 def dataset(path, cfg, tokenizer) -> RLHFDataset:
@@ -118,13 +139,17 @@ def own_spans(calls, session_suffix: str, full_ids: list[int]) -> np.ndarray:
     """1 where `full_ids` holds an id that the server sampled for that seat's session."""
     own = np.zeros(len(full_ids), dtype=np.int8)
     for request_id, prompt, out in calls:
-        if request_id.endswith(session_suffix) and full_ids[:len(prompt)] == prompt \
-                and full_ids[len(prompt):len(prompt) + len(out)] == out:
-            own[len(prompt):len(prompt) + len(out)] = 1
+        if (
+            request_id.endswith(session_suffix)
+            and full_ids[: len(prompt)] == prompt
+            and full_ids[len(prompt) : len(prompt) + len(out)] == out
+        ):
+            own[len(prompt) : len(prompt) + len(out)] = 1
     return own
 
 
 # ---------------------------------------------------------------- registration and init data
+
 
 def test_registration_yaml_resolves_both_loops():
     entries = OmegaConf.load(config_path())
@@ -142,15 +167,19 @@ def test_config_path_helper_prints_the_installed_yaml():
 @pytest.fixture(scope="module")
 def init_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("init")
-    result = CliRunner().invoke(init_command, ["--num-train", "3", "--num-test", "2", "--seed", "40",
-                                               "--out-dir", str(out)])
+    result = CliRunner().invoke(
+        init_command, ["--num-train", "3", "--num-test", "2", "--seed", "40", "--out-dir", str(out)]
+    )
     assert result.exit_code == 0, result.output
     return out
 
 
 def test_init_writes_one_row_per_instance_and_seat_with_disjoint_splits(init_dir, tokenizer, local_model_dir):
     cfg = trainer_config(local_model_dir)
-    train, test = dataset(init_dir / "train.parquet", cfg, tokenizer), dataset(init_dir / "test.parquet", cfg, tokenizer)
+    train, test = (
+        dataset(init_dir / "train.parquet", cfg, tokenizer),
+        dataset(init_dir / "test.parquet", cfg, tokenizer),
+    )
     assert (len(train), len(test)) == (6, 4)
     rows = [train[i] for i in range(len(train))]
     assert [r["extra_info"]["player"] for r in rows] == [0, 1] * 3
@@ -171,16 +200,20 @@ def test_init_refuses_to_overwrite_without_flag(init_dir):
 
 # ---------------------------------------------------------------- replay
 
+
 async def real_games(tokenizer, model_dir: str, count: int) -> list[dict]:
     """Records of games the real model played through `ServerManagerBackend`."""
     async with local_backend(tokenizer, model_dir) as engine:
-        backend = ServerManagerBackend(LocalServerManager(engine), {"logprobs": True, "top_k": -1},
-                                       tokenizer.eos_token_id)
+        backend = ServerManagerBackend(
+            LocalServerManager(engine), {"logprobs": True, "top_k": -1}, tokenizer.eos_token_id
+        )
         params = SamplingParams(1.0, 1.0, MAX_NEW_TOKENS, (tokenizer.eos_token_id,))
         seat = lambda inst, s, gid, k: LLMPlayer(inst, s, backend, tokenizer, params, f"{gid}/p{s}")
         instance = Instance.from_seed(7)
-        return [await play_game(GameSpec(f"{instance.id}/{k}", 0, k, instance), (seat, seat), Limits(max_moves=4), {})
-                for k in range(count)]
+        return [
+            await play_game(GameSpec(f"{instance.id}/{k}", 0, k, instance), (seat, seat), Limits(max_moves=4), {})
+            for k in range(count)
+        ]
 
 
 K_REPLAY = 3
@@ -193,11 +226,20 @@ def replay_rows(records: list[dict], masked: int = 0, temperature: float = 1.0) 
     trained = K_REPLAY - masked
     for k, record in enumerate(records[:trained]):
         rows.add(k, record, 0, sampled(record["players"][0]))
-    group = {"index": 0, "group_id": "seed-7/p0", "instance_id": "seed-7", "player": 0, "temperature": temperature,
-             "top_p": 1.0, "best_reward": 100, "trained": trained,
-             "game_ids": [r["game_id"] for r in records[:K_REPLAY]],
-             "rewards": [0.1 * (k + 1) for k in range(K_REPLAY)], "normalized_rewards": [0.0] * K_REPLAY,
-             "terminations": [r["outcome"]["termination"] for r in records[:K_REPLAY]]}
+    group = {
+        "index": 0,
+        "group_id": "seed-7/p0",
+        "instance_id": "seed-7",
+        "player": 0,
+        "temperature": temperature,
+        "top_p": 1.0,
+        "best_reward": 100,
+        "trained": trained,
+        "game_ids": [r["game_id"] for r in records[:K_REPLAY]],
+        "rewards": [0.1 * (k + 1) for k in range(K_REPLAY)],
+        "normalized_rewards": [0.0] * K_REPLAY,
+        "terminations": [r["outcome"]["termination"] for r in records[:K_REPLAY]],
+    }
     return group_rows(pa.Table.from_batches([rows.take()]), pd.DataFrame([group]))
 
 
@@ -223,7 +265,7 @@ async def test_replay_hands_each_game_of_the_group_to_one_session(played, tmp_pa
     """verl's V1 trainer runs the n sessions of a row with session_id 0..n-1."""
     cfg = replay_config(local_model_dir)
     row = dataset(replay_parquet(tmp_path, played, masked=1), cfg, tokenizer)[0]
-    loop = make_loop(worker_for(cfg, server_manager=None), REPLAY_AGENT)        # replay never calls the server
+    loop = make_loop(worker_for(cfg, server_manager=None), REPLAY_AGENT)  # replay never calls the server
     outs = [await loop.run(sampling(loop), session_id=j, **row) for j in range(K_REPLAY)]
     assert [o.extra_fields["game_id"] for o in outs] == [r["game_id"] for r in played]
     assert [o.reward_score for o in outs] == pytest.approx([0.1, 0.2, 0.3])
@@ -232,16 +274,16 @@ async def test_replay_hands_each_game_of_the_group_to_one_session(played, tmp_pa
         start = seat["turns"][0]["prompt_len"]
         assert out.prompt_ids + out.response_ids == seat["token_ids"] and out.prompt_ids == seat["token_ids"][:start]
         own = np.asarray(out.response_mask, bool)
-        assert own.any() and np.allclose(np.asarray(out.response_logprobs)[own],
-                                         [lp for t in seat["turns"] for lp in t["logprobs"]])
+        assert own.any() and np.allclose(
+            np.asarray(out.response_logprobs)[own], [lp for t in seat["turns"] for lp in t["logprobs"]]
+        )
         assert not np.asarray(out.response_logprobs)[~own].any()
-    masked = outs[2]                                                             # counts in the group, trains nothing
+    masked = outs[2]  # counts in the group, trains nothing
     assert masked.response_mask == [0] and masked.prompt_ids == outs[0].prompt_ids
 
 
 @pytest.mark.slow
-async def test_replay_batch_through_the_legacy_worker_keeps_groups_whole(played, tmp_path, tokenizer,
-                                                                        local_model_dir):
+async def test_replay_batch_through_the_legacy_worker_keeps_groups_whole(played, tmp_path, tokenizer, local_model_dir):
     """The legacy trainer repeats a row n times (interleaved) with identical arguments; the
     copies must still get games 0..K-1, and verl's GRPO sees the K rewards under one index."""
     cfg = replay_config(local_model_dir)
@@ -255,21 +297,27 @@ async def test_replay_batch_through_the_legacy_worker_keeps_groups_whole(played,
         ids = record["players"][0]["token_ids"]
         n_prompt = record["players"][0]["turns"][0]["prompt_len"]
         assert out.batch["prompts"][i, -n_prompt:].tolist() == ids[:n_prompt]
-        assert out.batch["responses"][i, :len(ids) - n_prompt].tolist() == ids[n_prompt:]
+        assert out.batch["responses"][i, : len(ids) - n_prompt].tolist() == ids[n_prompt:]
 
 
 @pytest.mark.slow
-async def test_replay_refuses_rows_that_do_not_fit_or_were_sampled_otherwise(played, tmp_path, tokenizer,
-                                                                           local_model_dir):
+async def test_replay_refuses_rows_that_do_not_fit_or_were_sampled_otherwise(
+    played, tmp_path, tokenizer, local_model_dir
+):
     ds = dataset(replay_parquet(tmp_path, played, temperature=0.7), replay_config(local_model_dir), tokenizer)
     row = ds[0]
     loop = make_loop(worker_for(replay_config(local_model_dir), None), REPLAY_AGENT)
     with pytest.raises(ReplayError, match="temperature=0.7 but verl samples with temperature=1.0"):
         await loop.run(sampling(loop), session_id=0, **row)
-    greedy = {**sampling(loop), "temperature": 0, "top_p": 1.0}                  # validation: not trained, not checked
+    greedy = {**sampling(loop), "temperature": 0, "top_p": 1.0}  # validation: not trained, not checked
     assert (await loop.run(greedy, session_id=0, **row)).response_mask
-    small = make_loop(worker_for(replay_config(local_model_dir, "actor_rollout_ref.rollout.temperature=0.7",
-                                               "data.max_response_length=8"), None), REPLAY_AGENT)
+    small = make_loop(
+        worker_for(
+            replay_config(local_model_dir, "actor_rollout_ref.rollout.temperature=0.7", "data.max_response_length=8"),
+            None,
+        ),
+        REPLAY_AGENT,
+    )
     with pytest.raises(ReplayError, match=played[0]["game_id"] + ".*max_response_length=8"):
         await small.run(sampling(small), session_id=0, **row)
     wrong_n = make_loop(worker_for(trainer_config(local_model_dir), None), REPLAY_AGENT)
@@ -279,10 +327,16 @@ async def test_replay_refuses_rows_that_do_not_fit_or_were_sampled_otherwise(pla
 
 # ---------------------------------------------------------------- online self-play
 
+
 def sampling(worker) -> dict:
     rollout = worker.rollout_config
-    return {"temperature": rollout.temperature, "top_p": rollout.top_p, "top_k": rollout.top_k,
-            "repetition_penalty": 1.0, "logprobs": rollout.calculate_log_probs}
+    return {
+        "temperature": rollout.temperature,
+        "top_p": rollout.top_p,
+        "top_k": rollout.top_k,
+        "repetition_penalty": 1.0,
+        "logprobs": rollout.calculate_log_probs,
+    }
 
 
 async def play_online(cfg, server, row: dict):
@@ -302,13 +356,13 @@ def check_seat_trajectory(out, calls, seat: int, response_length: int) -> None:
     """The mask is 1 exactly where the seat's own sampled ids sit, and the prompt is its first prompt."""
     full = out.prompt_ids + out.response_ids
     own = own_spans(calls, f"/p{seat}", full)
-    assert own[:len(out.prompt_ids)].sum() == 0
-    assert out.response_mask == own[len(out.prompt_ids):].tolist()
+    assert own[: len(out.prompt_ids)].sum() == 0
+    assert out.response_mask == own[len(out.prompt_ids) :].tolist()
     assert len(out.response_ids) <= response_length
     first_prompts = [p for rid, p, _ in calls if rid.endswith(f"/p{seat}")]
     if first_prompts:
         assert out.prompt_ids == first_prompts[0]
-        assert out.response_mask[-1] == 1                # cut after the seat's last sampled id
+        assert out.response_mask[-1] == 1  # cut after the seat's last sampled id
 
 
 async def test_online_scripted_game_trains_each_seat_on_its_own_moves(init_dir, tokenizer, local_model_dir):
@@ -329,8 +383,9 @@ async def test_online_scripted_game_trains_each_seat_on_its_own_moves(init_dir, 
         assert not np.asarray(out.response_logprobs)[~own].any()
 
 
-async def test_online_stops_the_game_when_the_trained_seat_would_exceed_response_length(init_dir, tokenizer,
-                                                                                      local_model_dir):
+async def test_online_stops_the_game_when_the_trained_seat_would_exceed_response_length(
+    init_dir, tokenizer, local_model_dir
+):
     cfg = trainer_config(local_model_dir, "data.max_response_length=40", max_new_tokens=160)
     ds = dataset(init_dir / "train.parquet", cfg, tokenizer)
     proposal = "[propose] " + render_proposal(Instance.from_json(ds[0]["extra_info"]["instance"]).best_assignment)
@@ -365,7 +420,7 @@ async def test_online_failed_game_trains_nothing(init_dir, tokenizer, local_mode
     server = AbortingServerManager(tokenizer, {0: ["[message] Hello."], 1: []})
     out = await play_online(cfg, server, ds[0])
     assert out.extra_fields["failed"] and out.extra_fields["termination"] == "backend_error"
-    assert out.response_mask == [0] and out.reward_score == 0.0     # seat 0 sampled a turn, yet nothing is trained
+    assert out.response_mask == [0] and out.reward_score == 0.0  # seat 0 sampled a turn, yet nothing is trained
 
 
 @pytest.mark.slow
@@ -380,24 +435,23 @@ async def test_online_real_model_games_through_the_worker(init_dir, tokenizer, l
     assert result.batch["responses"].shape == (4, RESPONSE_LENGTH)
     assert result.batch["prompts"].shape == (4, PROMPT_LENGTH)
     game_ids = list(result.non_tensor_batch["game_id"])
-    assert len({g.rsplit("/", 1)[0] for g in game_ids}) == 1 and len(set(game_ids)) == 4   # 4 games, 1 instance
+    assert len({g.rsplit("/", 1)[0] for g in game_ids}) == 1 and len(set(game_ids)) == 4  # 4 games, 1 instance
     assert list(result.non_tensor_batch["extra_info"][i]["player"] for i in range(4)) == [0, 0, 1, 1]
     for i, game_id in enumerate(game_ids):
         seat = i // 2
         attention = result.batch["attention_mask"][i].bool()
         prompt = result.batch["prompts"][i][attention[:PROMPT_LENGTH]].tolist()
         response = result.batch["responses"][i][attention[PROMPT_LENGTH:]].tolist()
-        mask = result.batch["response_mask"][i][:len(response)].tolist()
+        mask = result.batch["response_mask"][i][: len(response)].tolist()
         calls = [c for c in server.calls if c[0].startswith(game_id + "/")]
         assert result.non_tensor_batch["termination"][i] in TERMINATIONS
         if any(rid.endswith(f"/p{seat}") for rid, *_ in calls):
             check_seat_trajectory(Trajectory(prompt, response, mask), calls, seat, RESPONSE_LENGTH)
             own = np.asarray(mask, bool)
-            logprobs = result.batch["rollout_log_probs"][i][:len(response)].numpy()
+            logprobs = result.batch["rollout_log_probs"][i][: len(response)].numpy()
             assert np.all(logprobs[own] <= 0) and not logprobs[~own].any()
         else:
             assert mask == [0]
     scores = result.batch["rm_scores"].sum(-1).tolist()
     assert scores == pytest.approx([float(r) for r in result.non_tensor_batch["normalized_reward"]])
     assert all(0.0 <= r <= 1.0 for r in scores)
-

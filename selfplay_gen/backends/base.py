@@ -4,6 +4,7 @@ One small abstract class, typed results, implementations registered by name (lik
 loops). A backend is opened once per run (`async with`), shared by every game in flight, and
 owns its retries: callers see either a `Generation` or a `BackendError`.
 """
+
 from __future__ import annotations
 
 import abc
@@ -23,18 +24,18 @@ class SamplingParams:
 class BackendOptions:
     """Everything a backend may need, straight from the command line."""
 
-    base_urls: tuple[str, ...] = ()      # sglang / openai servers (several, or one router URL)
-    model: str | None = None             # local model dir (local), tokenizer source, or served model name
+    base_urls: tuple[str, ...] = ()  # sglang / openai servers (several, or one router URL)
+    model: str | None = None  # local model dir (local), tokenizer source, or served model name
     api_key_env: str = "OPENAI_API_KEY"  # openai: environment variable holding the key
-    endpoint: str = "chat"               # openai: "chat" or "completions"
-    timeout_s: float = 120.0             # per request
-    max_retries: int = 5                 # retries after the first attempt (connection errors, timeouts, 429, 5xx)
-    retry_backoff_s: float = 0.5         # first retry delay, doubled each time (capped at 30 s)
-    health_timeout_s: float = 300.0      # how long start() waits for /health
-    unreachable_s: float = 10.0          # start() gives up early on a server that refuses connections this long
-    max_batch: int = 16                  # local: sequences per forward pass
-    device: str = "cpu"                  # local: torch device
-    seed: int | None = None              # local: sampling seed (batch n uses seed + n)
+    endpoint: str = "chat"  # openai: "chat" or "completions"
+    timeout_s: float = 120.0  # per request
+    max_retries: int = 5  # retries after the first attempt (connection errors, timeouts, 429, 5xx)
+    retry_backoff_s: float = 0.5  # first retry delay, doubled each time (capped at 30 s)
+    health_timeout_s: float = 300.0  # how long start() waits for /health
+    unreachable_s: float = 10.0  # start() gives up early on a server that refuses connections this long
+    max_batch: int = 16  # local: sequences per forward pass
+    device: str = "cpu"  # local: torch device
+    seed: int | None = None  # local: sampling seed (batch n uses seed + n)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Generation:
     finish_reason: str
     prompt_tokens: int
     cached_tokens: int = 0
-    retokenized: bool = False    # output_ids re-encoded from returned text (OpenAI-style servers): off-policy
+    retokenized: bool = False  # output_ids re-encoded from returned text (OpenAI-style servers): off-policy
 
 
 class BackendError(RuntimeError):
@@ -57,11 +58,11 @@ class Backend(abc.ABC):
     """Generates continuations of token-id prompts. Constructed as `cls(options, tokenizer)`."""
 
     name: str = ""
-    model: str = ""              # model name as reported by the server (or the local path)
+    model: str = ""  # model name as reported by the server (or the local path)
     context_length: int | None = None
-    max_concurrency: int = 1     # how many requests the backend wants in flight
+    max_concurrency: int = 1  # how many requests the backend wants in flight
 
-    async def __aenter__(self) -> "Backend":
+    async def __aenter__(self) -> Backend:
         await self.start()
         return self
 
@@ -75,8 +76,9 @@ class Backend(abc.ABC):
         """Release sessions, threads, servers."""
 
     @abc.abstractmethod
-    async def generate(self, prompt_ids: list[int], params: SamplingParams, *, session: str,
-                       messages: list[dict] | None = None) -> Generation:
+    async def generate(
+        self, prompt_ids: list[int], params: SamplingParams, *, session: str, messages: list[dict] | None = None
+    ) -> Generation:
         """Continue `prompt_ids`. `session` names the game and seat; every request of one session
         should reach the same server so that its prefix cache is reused. `messages` is the same
         prompt as chat messages, for servers that only take chat (the OpenAI chat endpoint)."""
@@ -114,7 +116,7 @@ class BackendStats:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     output_tokens: int = 0
-    errors: Counter = field(default_factory=Counter)   # kind of failed attempt -> count
+    errors: Counter = field(default_factory=Counter)  # kind of failed attempt -> count
 
     def add(self, gen: Generation) -> None:
         self.requests += 1

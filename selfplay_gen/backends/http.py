@@ -6,6 +6,7 @@ timeouts, 429 and 5xx, i.e. what a busy or restarting server answers. Anything e
 a body that is not JSON, a missing field) is a `BackendError` at once: trying again would get
 the same answer.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,8 +27,10 @@ def field(body: dict, path: str, kind: type | tuple[type, ...], where: str):
             raise BackendError(f"malformed response from {where}: missing field '{path}'")
         value = value[key]
     if not isinstance(value, kind):
-        raise BackendError(f"malformed response from {where}: field '{path}' is {type(value).__name__} "
-                           f"{str(value)[:80]!r}, expected {getattr(kind, '__name__', kind)}")
+        raise BackendError(
+            f"malformed response from {where}: field '{path}' is {type(value).__name__} "
+            f"{str(value)[:80]!r}, expected {getattr(kind, '__name__', kind)}"
+        )
     return value
 
 
@@ -48,8 +51,11 @@ class HttpBackend(Backend):
 
     async def start(self) -> None:
         timeout = httpx.Timeout(self.options.timeout_s, connect=min(10.0, self.options.timeout_s))
-        self._client = httpx.AsyncClient(timeout=timeout, headers=self.headers(),
-                                         limits=httpx.Limits(max_connections=None, max_keepalive_connections=512))
+        self._client = httpx.AsyncClient(
+            timeout=timeout,
+            headers=self.headers(),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
+        )
 
     async def close(self) -> None:
         if self._client is not None:
@@ -66,10 +72,10 @@ class HttpBackend(Backend):
             raise RuntimeError(f"the {self.name} backend is not started: use `async with backend:`")
         attempts = self.options.max_retries + 1
         for attempt in range(attempts):
-            delay = min(MAX_BACKOFF_S, self.options.retry_backoff_s * 2 ** attempt)
+            delay = min(MAX_BACKOFF_S, self.options.retry_backoff_s * 2**attempt)
             try:
                 response = await self._client.request(method, url, json=payload)
-            except httpx.TransportError as err:    # refused, reset, timed out
+            except httpx.TransportError as err:  # refused, reset, timed out
                 problem = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
                 self.stats.errors[type(err).__name__] += 1
             else:
@@ -77,10 +83,13 @@ class HttpBackend(Backend):
                     try:
                         body = response.json()
                     except ValueError:
-                        raise BackendError(f"malformed response from {url}: not JSON: {response.text[:200]!r}") from None
+                        raise BackendError(
+                            f"malformed response from {url}: not JSON: {response.text[:200]!r}"
+                        ) from None
                     if not isinstance(body, dict):
-                        raise BackendError(f"malformed response from {url}: expected a JSON object, "
-                                           f"got {type(body).__name__}")
+                        raise BackendError(
+                            f"malformed response from {url}: expected a JSON object, got {type(body).__name__}"
+                        )
                     return body
                 problem = f"HTTP {response.status_code}: {response.text[:300]}"
                 self.stats.errors[f"http_{response.status_code}"] += 1

@@ -7,6 +7,7 @@ It batches across games: every `generate` call queues its request, and one worke
 each row at its first stop id (kept, as a server would sample it) or at its own token budget.
 Logprobs are those of the sampled ids under the processed (temperature, top-p) distribution.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -43,8 +44,8 @@ class LocalBackend(Backend):
         self.model = models.resolve(options.model)
         self.max_concurrency = options.max_batch
         self.stats = BackendStats()
-        self.batches = 0              # model.generate calls so far
-        self.largest_batch = 0        # most requests served by one call
+        self.batches = 0  # model.generate calls so far
+        self.largest_batch = 0  # most requests served by one call
         self._pending: deque[_Request] = deque()
         self._wakeup: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
@@ -65,8 +66,9 @@ class LocalBackend(Backend):
         while self._pending:
             _settle(self._pending.popleft().future, error=BackendError("the local backend was closed"))
 
-    async def generate(self, prompt_ids: list[int], params: SamplingParams, *, session: str,
-                       messages: list[dict] | None = None) -> Generation:
+    async def generate(
+        self, prompt_ids: list[int], params: SamplingParams, *, session: str, messages: list[dict] | None = None
+    ) -> Generation:
         if self._worker is None:
             raise RuntimeError("the local backend is not started: use `async with backend:`")
         request = _Request(list(prompt_ids), params, asyncio.get_running_loop().create_future())
@@ -81,11 +83,11 @@ class LocalBackend(Backend):
             if not self._pending:
                 self._wakeup.clear()
                 await self._wakeup.wait()
-                await asyncio.sleep(0)     # let the other games that are ready queue their turns too
+                await asyncio.sleep(0)  # let the other games that are ready queue their turns too
             batch = self._take_batch()
             try:
                 results = await asyncio.to_thread(self._run, batch, self.batches)
-            except Exception as err:       # a failed forward pass fails its requests, not the worker
+            except Exception as err:  # a failed forward pass fails its requests, not the worker
                 for request in batch:
                     _settle(request.future, error=BackendError(f"local generation failed: {err!r}"))
             else:
@@ -100,7 +102,9 @@ class LocalBackend(Backend):
         batch, rest = [], deque()
         while self._pending:
             request = self._pending.popleft()
-            (batch if len(batch) < self.options.max_batch and _batch_key(request.params) == key else rest).append(request)
+            (batch if len(batch) < self.options.max_batch and _batch_key(request.params) == key else rest).append(
+                request
+            )
         self._pending = rest
         return batch
 
@@ -111,16 +115,25 @@ class LocalBackend(Backend):
         width = max(len(r.prompt_ids) for r in batch)
         input_ids = torch.tensor([[pad] * (width - len(r.prompt_ids)) + r.prompt_ids for r in batch])
         attention_mask = torch.tensor([[0] * (width - len(r.prompt_ids)) + [1] * len(r.prompt_ids) for r in batch])
-        sampling = {"do_sample": True, "temperature": params.temperature, "top_p": params.top_p, "top_k": None} \
-            if params.temperature > 0 else {"do_sample": False}
+        sampling = (
+            {"do_sample": True, "temperature": params.temperature, "top_p": params.top_p, "top_k": None}
+            if params.temperature > 0
+            else {"do_sample": False}
+        )
         if self.options.seed is not None:
             torch.manual_seed(self.options.seed + batch_index)
         device = self._model.device
         with torch.inference_mode():
             out = self._model.generate(
-                input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
-                max_new_tokens=max(r.params.max_new_tokens for r in batch), eos_token_id=stops, pad_token_id=pad,
-                return_dict_in_generate=True, output_scores=True, **sampling)
+                input_ids=input_ids.to(device),
+                attention_mask=attention_mask.to(device),
+                max_new_tokens=max(r.params.max_new_tokens for r in batch),
+                eos_token_id=stops,
+                pad_token_id=pad,
+                return_dict_in_generate=True,
+                output_scores=True,
+                **sampling,
+            )
             logprobs = self._model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
         sampled = out.sequences[:, width:].tolist()
         results = []

@@ -14,6 +14,7 @@ Logprobs are kept only when the server returned one per re-encoded token.
 The API key is read from the environment variable named by `options.api_key_env` and is only
 ever sent in the Authorization header: never logged, recorded or put in an error message.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,13 +48,18 @@ class OpenAIBackend(HttpBackend):
             raise BackendError(f"{where} lists no models")
         self.model = self.options.model if self.options.model in served else served[0]
 
-    async def generate(self, prompt_ids: list[int], params: SamplingParams, *, session: str,
-                       messages: list[dict] | None = None) -> Generation:
+    async def generate(
+        self, prompt_ids: list[int], params: SamplingParams, *, session: str, messages: list[dict] | None = None
+    ) -> Generation:
         url = self.server_for(session) + ENDPOINTS[self.options.endpoint]
-        payload = {"model": self.model, "max_tokens": params.max_new_tokens, "temperature": params.temperature,
-                   "top_p": params.top_p}
+        payload = {
+            "model": self.model,
+            "max_tokens": params.max_new_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+        }
         if params.stop_token_ids:
-            payload["stop_token_ids"] = list(params.stop_token_ids)   # vLLM/SGLang extension
+            payload["stop_token_ids"] = list(params.stop_token_ids)  # vLLM/SGLang extension
         if self.options.endpoint == "chat":
             if messages is None:
                 raise ValueError("the OpenAI chat endpoint needs the prompt as messages")
@@ -81,7 +87,7 @@ class OpenAIBackend(HttpBackend):
             output_ids.append((params.stop_token_ids or (self.tokenizer.eos_token_id,))[0])
         logprobs = _logprobs(choice.get("logprobs"), chat)
         if finish == "stop" and logprobs is not None and len(logprobs) == len(output_ids) - 1:
-            logprobs.append(0.0)       # the end-of-turn token the server stopped on, not reported
+            logprobs.append(0.0)  # the end-of-turn token the server stopped on, not reported
         if logprobs is not None and len(logprobs) != len(output_ids):
             logprobs = None
         return Generation(output_ids, logprobs, finish, prompt_tokens, cached, retokenized=True)
@@ -91,6 +97,9 @@ def _logprobs(block: dict | None, chat: bool) -> list[float] | None:
     """The sampled tokens' logprobs: `logprobs.content[].logprob` (chat) or `logprobs.token_logprobs`."""
     if not isinstance(block, dict):
         return None
-    values = [t.get("logprob") for t in block.get("content") or [] if isinstance(t, dict)] if chat \
+    values = (
+        [t.get("logprob") for t in block.get("content") or [] if isinstance(t, dict)]
+        if chat
         else block.get("token_logprobs") or []
+    )
     return [float(v) for v in values] if values and all(isinstance(v, (int, float)) for v in values) else None

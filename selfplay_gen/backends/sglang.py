@@ -9,6 +9,7 @@ The end-of-turn token: when a turn ends on a stop token, SGLang may leave the ma
 context must contain it, and the server did sample it, so it is appended: with its logprob when
 `output_token_logprobs` has an entry for it, else with logprob 0.0.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,7 +19,7 @@ import httpx
 from .base import BackendError, Generation, SamplingParams, register
 from .http import HttpBackend, field
 
-DEFAULT_CONCURRENCY_PER_SERVER = 64   # when a server does not report its running-request limit
+DEFAULT_CONCURRENCY_PER_SERVER = 64  # when a server does not report its running-request limit
 
 
 def server_capacity(info: dict) -> int | None:
@@ -42,8 +43,11 @@ class SGLangBackend(HttpBackend):
             server_info = await self.request("GET", f"{url}/get_server_info")
             models.add(field(model_info, "model_path", str, f"{url}/get_model_info"))
             capacities.append(server_capacity(server_info) or DEFAULT_CONCURRENCY_PER_SERVER)
-            context = (server_info.get("context_length") or model_info.get("max_context_length")
-                       or model_info.get("context_length"))
+            context = (
+                server_info.get("context_length")
+                or model_info.get("max_context_length")
+                or model_info.get("context_length")
+            )
             if isinstance(context, int):
                 self.context_length = min(context, self.context_length or context)
         if len(models) > 1:
@@ -66,23 +70,35 @@ class SGLangBackend(HttpBackend):
             except httpx.TransportError as err:
                 problem = type(err).__name__
                 if not reached and loop.time() - started >= self.options.unreachable_s:
-                    raise BackendError(f"cannot reach SGLang at {url} ({problem} for "
-                                       f"{self.options.unreachable_s:g} s): is the server running?") from None
+                    raise BackendError(
+                        f"cannot reach SGLang at {url} ({problem} for "
+                        f"{self.options.unreachable_s:g} s): is the server running?"
+                    ) from None
             if loop.time() - started >= self.options.health_timeout_s:
-                raise BackendError(f"SGLang at {url} not healthy after {self.options.health_timeout_s:g} s "
-                                   f"(last answer: {problem})")
+                raise BackendError(
+                    f"SGLang at {url} not healthy after {self.options.health_timeout_s:g} s (last answer: {problem})"
+                )
             await asyncio.sleep(min(1.0, self.options.retry_backoff_s))
 
-    async def generate(self, prompt_ids: list[int], params: SamplingParams, *, session: str,
-                       messages: list[dict] | None = None) -> Generation:
+    async def generate(
+        self, prompt_ids: list[int], params: SamplingParams, *, session: str, messages: list[dict] | None = None
+    ) -> Generation:
         url = f"{self.server_for(session)}/generate"
-        body = await self.request("POST", url, {
-            "input_ids": list(prompt_ids),
-            "sampling_params": {"temperature": params.temperature, "top_p": params.top_p,
-                                "max_new_tokens": params.max_new_tokens,
-                                "stop_token_ids": list(params.stop_token_ids), "no_stop_trim": True},
-            "return_logprob": True,
-        })
+        body = await self.request(
+            "POST",
+            url,
+            {
+                "input_ids": list(prompt_ids),
+                "sampling_params": {
+                    "temperature": params.temperature,
+                    "top_p": params.top_p,
+                    "max_new_tokens": params.max_new_tokens,
+                    "stop_token_ids": list(params.stop_token_ids),
+                    "no_stop_trim": True,
+                },
+                "return_logprob": True,
+            },
+        )
         gen = parse_generation(body, params, url, default_stop=getattr(self.tokenizer, "eos_token_id", None))
         self.stats.add(gen)
         return gen
@@ -98,23 +114,33 @@ def parse_generation(body: dict, params: SamplingParams, where: str, default_sto
     cached_tokens = field(body, "meta_info.cached_tokens", int, where)
     if not all(isinstance(i, int) for i in output_ids):
         raise BackendError(f"malformed response from {where}: field 'output_ids' holds non-integers")
-    if not all(isinstance(t, list) and len(t) >= 2 and isinstance(t[0], (int, float)) and isinstance(t[1], int)
-               for t in triples):
-        raise BackendError(f"malformed response from {where}: field 'meta_info.output_token_logprobs' "
-                           "must hold [logprob, token_id, text] entries")
+    if not all(
+        isinstance(t, list) and len(t) >= 2 and isinstance(t[0], (int, float)) and isinstance(t[1], int)
+        for t in triples
+    ):
+        raise BackendError(
+            f"malformed response from {where}: field 'meta_info.output_token_logprobs' "
+            "must hold [logprob, token_id, text] entries"
+        )
     if kind not in ("stop", "length"):
         raise BackendError(f"{where} ended the request with finish_reason {finish}")
-    logprobs = [float(t[0]) for t in triples[:len(output_ids)]]
+    logprobs = [float(t[0]) for t in triples[: len(output_ids)]]
     matched = finish.get("matched")
     if kind == "stop" and not (output_ids and output_ids[-1] in {matched, default_stop, *params.stop_token_ids}):
         extra = triples[len(output_ids)] if len(triples) > len(output_ids) else None
-        stop_id = matched if isinstance(matched, int) else extra[1] if extra else (params.stop_token_ids or [default_stop])[0]
+        stop_id = (
+            matched if isinstance(matched, int) else extra[1] if extra else (params.stop_token_ids or [default_stop])[0]
+        )
         if stop_id is None:
-            raise BackendError(f"malformed response from {where}: a 'stop' finish without the stop id "
-                               "(field 'meta_info.finish_reason.matched')")
+            raise BackendError(
+                f"malformed response from {where}: a 'stop' finish without the stop id "
+                "(field 'meta_info.finish_reason.matched')"
+            )
         output_ids = [*output_ids, stop_id]
         logprobs.append(float(extra[0]) if extra and extra[1] == stop_id else 0.0)
     if len(logprobs) != len(output_ids):
-        raise BackendError(f"malformed response from {where}: field 'meta_info.output_token_logprobs' has "
-                           f"{len(triples)} entries for {len(output_ids)} output ids")
+        raise BackendError(
+            f"malformed response from {where}: field 'meta_info.output_token_logprobs' has "
+            f"{len(triples)} entries for {len(output_ids)} output ids"
+        )
     return Generation(output_ids, logprobs, kind, prompt_tokens, cached_tokens)

@@ -5,6 +5,7 @@ Held-out instances use seeds from HELDOUT_SEED (10**9) + --seed on; training gen
 starts at --seed (default 0), so the two ranges never meet unless a run plays a billion
 instances.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -16,9 +17,9 @@ import click
 import pandas as pd
 
 from ..backends.base import BackendError
-from ..options import generation_options, limits_from, load_instances, open_seats
 from ..game import Limits
 from ..instance import Instance
+from ..options import generation_options, limits_from, load_instances, open_seats
 from ..records import GameWriter, RecordError, read_games
 from ..runner import SeatFactory, plan_games, run_games
 from .metrics import game_table
@@ -57,8 +58,10 @@ def read_inputs(inputs: list[GamesInput]) -> tuple[pd.DataFrame, list[str], list
     for given in inputs:
         unknown = [s for s in given.seats if s not in models]
         if unknown:
-            raise click.UsageError(f"--from-games {given.path}: unknown model label {unknown[0]!r}: cross-play labels "
-                                   f"must name models that have self-play games (known: {', '.join(models) or 'none'})")
+            raise click.UsageError(
+                f"--from-games {given.path}: unknown model label {unknown[0]!r}: cross-play labels "
+                f"must name models that have self-play games (known: {', '.join(models) or 'none'})"
+            )
         if not given.path.is_file():
             raise click.UsageError(f"--from-games: no such file: {given.path}")
         try:
@@ -74,9 +77,17 @@ def read_inputs(inputs: list[GamesInput]) -> tuple[pd.DataFrame, list[str], list
     return pd.concat(tables, ignore_index=True), models, described
 
 
-async def generate_games(out_path: Path, instances: list[Instance], games_per_instance: int,
-                         seats: tuple[SeatFactory, SeatFactory], limits: Limits, concurrency: int,
-                         settings: dict, resume: bool = False, progress: bool = True) -> Path:
+async def generate_games(
+    out_path: Path,
+    instances: list[Instance],
+    games_per_instance: int,
+    seats: tuple[SeatFactory, SeatFactory],
+    limits: Limits,
+    concurrency: int,
+    settings: dict,
+    resume: bool = False,
+    progress: bool = True,
+) -> Path:
     """Play `games_per_instance` games on every instance into `out_path` with the runner."""
     specs = plan_games(instances, games_per_instance, len(instances) * games_per_instance)
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -96,8 +107,15 @@ def file_name(seats: tuple[str, str]) -> str:
     return re.sub(r"[^\w.+-]+", "_", "__".join(seats)) + ".jsonl"
 
 
-async def play_pairings(games_dir: Path, instances: list[Instance], games_per_instance: int, labels: tuple,
-                        resume: bool, progress: bool, opts: dict) -> list[GamesInput]:
+async def play_pairings(
+    games_dir: Path,
+    instances: list[Instance],
+    games_per_instance: int,
+    labels: tuple,
+    resume: bool,
+    progress: bool,
+    opts: dict,
+) -> list[GamesInput]:
     """Self-play of the seat-0 model; with a different partner also the partner's self-play and
     cross-play in both seat orders, all on the same instances."""
     async with open_seats(**opts) as seating:
@@ -106,45 +124,107 @@ async def play_pairings(games_dir: Path, instances: list[Instance], games_per_in
         names = [labels[0] or seat_label(sides[0]), labels[1] or seat_label(sides[1])]
         pairings = [(0, 0)] if sides[0] == sides[1] else [(0, 0), (1, 1), (0, 1), (1, 0)]
         if len(pairings) > 1 and names[0] == names[1]:
-            raise click.UsageError(f"both seats would be labeled {names[0]!r}; name them with --label and "
-                                   "--partner-label")
+            raise click.UsageError(
+                f"both seats would be labeled {names[0]!r}; name them with --label and --partner-label"
+            )
         inputs = []
         for a, b in pairings:
             seats = (names[a], names[b])
             path = games_dir / file_name(seats)
-            pairing_settings = {"seat0": sides[a], "seat1": sides[b], "sampling": settings["sampling"],
-                                "eval": {"seats": list(seats)}}
-            await generate_games(path, instances, games_per_instance, (factories[a], factories[b]),
-                                 limits_from(opts), concurrency, pairing_settings, resume, progress)
+            pairing_settings = {
+                "seat0": sides[a],
+                "seat1": sides[b],
+                "sampling": settings["sampling"],
+                "eval": {"seats": list(seats)},
+            }
+            await generate_games(
+                path,
+                instances,
+                games_per_instance,
+                (factories[a], factories[b]),
+                limits_from(opts),
+                concurrency,
+                pairing_settings,
+                resume,
+                progress,
+            )
             inputs.append(GamesInput(path, seats))
         return inputs
 
 
 @click.command("eval")
-@click.option("--from-games", "from_games", multiple=True, metavar="[NAME=]FILE",
-              help="Evaluate games already played instead of playing. Repeat for several models, in iteration "
-                   "order. NAME=FILE labels a model's self-play; A,B=FILE holds cross-play with A in seat 0 and "
-                   "B in seat 1 (A and B need self-play files too). Default label: the file path.")
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Report directory: metrics.json, report.md, PNG plots (and games/ when playing).")
-@click.option("--append-to", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Run-level report directory: add this evaluation as its next iteration row.")
-@click.option("--instances", type=click.Choice(["human", "heldout"]), default="human", show_default=True,
-              help=f"The {HUMAN_INSTANCES} instances people played (compared with them), or held-out random "
-                   f"instances (seeds {HELDOUT_SEED} + --seed on, never used for training by default).")
-@click.option("--limit-instances", "--num-instances", "num_instances", type=click.IntRange(min=1), default=None,
-              help=f"Instances to play (default: all {HUMAN_INSTANCES} human ones, or 128 held-out ones).")
-@click.option("--games-per-instance", "-k", type=click.IntRange(min=1), default=4, show_default=True,
-              help="Games per instance and seat pairing.")
+@click.option(
+    "--from-games",
+    "from_games",
+    multiple=True,
+    metavar="[NAME=]FILE",
+    help="Evaluate games already played instead of playing. Repeat for several models, in iteration "
+    "order. NAME=FILE labels a model's self-play; A,B=FILE holds cross-play with A in seat 0 and "
+    "B in seat 1 (A and B need self-play files too). Default label: the file path.",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Report directory: metrics.json, report.md, PNG plots (and games/ when playing).",
+)
+@click.option(
+    "--append-to",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Run-level report directory: add this evaluation as its next iteration row.",
+)
+@click.option(
+    "--instances",
+    type=click.Choice(["human", "heldout"]),
+    default="human",
+    show_default=True,
+    help=f"The {HUMAN_INSTANCES} instances people played (compared with them), or held-out random "
+    f"instances (seeds {HELDOUT_SEED} + --seed on, never used for training by default).",
+)
+@click.option(
+    "--limit-instances",
+    "--num-instances",
+    "num_instances",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"Instances to play (default: all {HUMAN_INSTANCES} human ones, or 128 held-out ones).",
+)
+@click.option(
+    "--games-per-instance",
+    "-k",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Games per instance and seat pairing.",
+)
 @click.option("--label", default=None, help="Label of the seat-0 model (default: its model directory name).")
 @click.option("--partner-label", default=None, help="Label of the partner model in cross-play.")
-@click.option("--bootstrap", "resamples", type=click.IntRange(min=100), default=2000, show_default=True,
-              help="Bootstrap resamples (of instances) per interval.")
+@click.option(
+    "--bootstrap",
+    "resamples",
+    type=click.IntRange(min=100),
+    default=2000,
+    show_default=True,
+    help="Bootstrap resamples (of instances) per interval.",
+)
 @click.option("--resume", is_flag=True, help="Complete interrupted games files under OUT/games.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @generation_options
-def eval_command(from_games, out, append_to, instances, num_instances, games_per_instance, label, partner_label,
-                 resamples, resume, quiet, **opts):
+def eval_command(
+    from_games,
+    out,
+    append_to,
+    instances,
+    num_instances,
+    games_per_instance,
+    label,
+    partner_label,
+    resamples,
+    resume,
+    quiet,
+    **opts,
+):
     """Evaluate models: reward with intervals, agreement, optimal share, moves, words, invalid
     moves, endings, diversity, cross-play and ratings, side by side with humans on their
     instances. Writes OUT/metrics.json, OUT/report.md and plots."""
@@ -154,11 +234,17 @@ def eval_command(from_games, out, append_to, instances, num_instances, games_per
         count = num_instances or (HUMAN_INSTANCES if instances == "human" else 128)
         if instances == "human" and count > HUMAN_INSTANCES:
             raise click.UsageError(f"--limit-instances: there are {HUMAN_INSTANCES} human instances, not {count}")
-        chosen = (load_instances("human", count, opts["seed"]) if instances == "human"
-                  else load_instances("random", count, HELDOUT_SEED + opts["seed"]))
+        chosen = (
+            load_instances("human", count, opts["seed"])
+            if instances == "human"
+            else load_instances("random", count, HELDOUT_SEED + opts["seed"])
+        )
         try:
-            inputs = asyncio.run(play_pairings(out / "games", chosen, games_per_instance, (label, partner_label),
-                                               resume, not quiet, opts))
+            inputs = asyncio.run(
+                play_pairings(
+                    out / "games", chosen, games_per_instance, (label, partner_label), resume, not quiet, opts
+                )
+            )
         except (BackendError, FileExistsError) as err:
             raise click.ClickException(str(err)) from None
     games, models, described = read_inputs(inputs)

@@ -4,6 +4,7 @@ A model that learns to share information should state its visible cells as it se
 values); values that are not in its table are made up. Which cells a message states is read by
 `prompts.stated_cells`, the owner of the table's line format.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -9,6 +9,7 @@ A learning claim needs a floor: the random-matching baseline of an instance is t
 normalized reward of a uniformly random perfect matching. Each cell lies in exactly 1/8 of the
 8! matchings, so that expectation is sum(T) / 8 / best, exact and per instance.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,16 @@ from .grounding import count_grounded, grounding
 
 LEVEL = 0.95
 # Per-game means reported with an interval.
-INTERVAL_COLUMNS = ("normalized_reward", "random_matching_reward", "agreed", "optimal", "moves", "messages", "words",
-                    "stated_cells")
+INTERVAL_COLUMNS = (
+    "normalized_reward",
+    "random_matching_reward",
+    "agreed",
+    "optimal",
+    "moves",
+    "messages",
+    "words",
+    "stated_cells",
+)
 
 
 def instance_key(table, masks) -> str:
@@ -87,18 +96,30 @@ def human_table(path: Path = HUMAN_GAMES) -> pd.DataFrame:
             stated, grounded = count_grounded(Instance.from_human_record(game), said)
             agreed = any(a["type"] == "proposal_response" and a["response"]["accept"] for a in log)
             raw, best = game["proposal_reward"], game["best_assignment_reward"]
-            rows.append({
-                "game_id": f"human-{i:03d}/0", "instance_id": f"human-{i:03d}",
-                "instance_key": instance_key(game["table"], [game["mask1"], game["mask2"]]),
-                "seat0": "humans", "seat1": "humans",
-                "normalized_reward": raw / best if agreed else 0.0,
-                "random_matching_reward": random_matching_reward(game["table"], best), "agreed": agreed,
-                "optimal": agreed and raw == best, "moves": len(log), "invalid": np.nan,
-                "messages": len(messages), "words": sum(len(m.split()) for m in messages),
-                "stated_cells": stated, "grounded_cells": grounded, "termination": "accepted" if agreed else "none",
-                "failed": False, "message_texts": messages,
-                "response_words": [len(m.split()) for m in messages], "response_tokens": [],
-            })
+            rows.append(
+                {
+                    "game_id": f"human-{i:03d}/0",
+                    "instance_id": f"human-{i:03d}",
+                    "instance_key": instance_key(game["table"], [game["mask1"], game["mask2"]]),
+                    "seat0": "humans",
+                    "seat1": "humans",
+                    "normalized_reward": raw / best if agreed else 0.0,
+                    "random_matching_reward": random_matching_reward(game["table"], best),
+                    "agreed": agreed,
+                    "optimal": agreed and raw == best,
+                    "moves": len(log),
+                    "invalid": np.nan,
+                    "messages": len(messages),
+                    "words": sum(len(m.split()) for m in messages),
+                    "stated_cells": stated,
+                    "grounded_cells": grounded,
+                    "termination": "accepted" if agreed else "none",
+                    "failed": False,
+                    "message_texts": messages,
+                    "response_words": [len(m.split()) for m in messages],
+                    "response_tokens": [],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -127,8 +148,7 @@ def mean_interval(per_instance: np.ndarray, resamples: int, rng: np.random.Gener
     return {"mean": float(values.mean()), "ci": [float(lo), float(hi)]}
 
 
-def ratio_interval(numerator: np.ndarray, denominator: np.ndarray, resamples: int,
-                   rng: np.random.Generator) -> dict:
+def ratio_interval(numerator: np.ndarray, denominator: np.ndarray, resamples: int, rng: np.random.Generator) -> dict:
     """Pooled sum(numerator) / sum(denominator) of per-instance counts and its percentile
     bootstrap interval over instances; mean None when the denominator is 0."""
     num, den = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
@@ -156,8 +176,9 @@ def paired_difference(a: pd.Series, b: pd.Series, resamples: int, rng: np.random
 
 def distinct_n(messages: list[str], n: int) -> float | None:
     """Distinct n-grams / all n-grams over messages (lower-cased words, n-grams within a message)."""
-    grams = [tuple(words[i:i + n]) for m in messages for words in [m.lower().split()]
-             for i in range(len(words) - n + 1)]
+    grams = [
+        tuple(words[i : i + n]) for m in messages for words in [m.lower().split()] for i in range(len(words) - n + 1)
+    ]
     return len(set(grams)) / len(grams) if grams else None
 
 
@@ -191,16 +212,20 @@ def summarize(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> 
     attempts = games["moves"].sum() + games["invalid"].sum()
     invalid_rate = None if games["invalid"].isna().all() else float(games["invalid"].sum() / max(attempts, 1))
     sums = games.groupby("instance_id")[["moves", "invalid", "stated_cells", "grounded_cells"]].sum(min_count=1)
-    valid_rate = (ratio_interval(sums["moves"], sums["moves"] + sums["invalid"], resamples, rng)
-                  if invalid_rate is not None else {"mean": None, "ci": None})
+    valid_rate = (
+        ratio_interval(sums["moves"], sums["moves"] + sums["invalid"], resamples, rng)
+        if invalid_rate is not None
+        else {"mean": None, "ci": None}
+    )
     terminations = games["termination"].value_counts()
     return {
         "games": len(games),
         "instances": int(games["instance_id"].nunique()),
         "mean_normalized_reward": intervals["normalized_reward"],
         "random_matching_reward": intervals["random_matching_reward"],
-        "minus_random": paired_difference(per_instance(games), per_instance(games, "random_matching_reward"),
-                                          resamples, rng),
+        "minus_random": paired_difference(
+            per_instance(games), per_instance(games, "random_matching_reward"), resamples, rng
+        ),
         "agreement_rate": intervals["agreed"],
         "optimal_share": intervals["optimal"],
         "moves_per_game": intervals["moves"],

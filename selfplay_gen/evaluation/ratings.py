@@ -7,6 +7,7 @@ on the Elo scale (400 points = 10:1 odds of winning a comparison) with the first
 One virtual drawn comparison per pair of compared models keeps ratings finite when one model
 wins every comparison. Intervals resample instances, like every interval in this report.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,7 +30,7 @@ def bradley_terry(wins: np.ndarray, iterations: int = 10_000, tol: float = 1e-10
     """Log-strengths from wins[i, j] (comparisons i won against j), the first model at 0;
     NaN for models with no comparisons."""
     compared = (wins + wins.T) > 0
-    wins = wins + 0.5 * compared                  # the virtual draw of every compared pair
+    wins = wins + 0.5 * compared  # the virtual draw of every compared pair
     games = wins + wins.T
     rated = compared.any(axis=1)
     strength = np.where(rated, 1.0, np.nan)
@@ -54,12 +55,24 @@ def rate(scores: pd.DataFrame, resamples: int, rng: np.random.Generator) -> dict
     models = list(scores.columns)
     point = bradley_terry(per_instance.sum(axis=0)) * ELO
     flat = per_instance.reshape(len(values), -1)
-    boots = np.array([bradley_terry((c @ flat).reshape(len(models), len(models)))
-                      for c in bootstrap_counts(len(values), resamples, rng)]) * ELO
+    boots = (
+        np.array(
+            [
+                bradley_terry((c @ flat).reshape(len(models), len(models)))
+                for c in bootstrap_counts(len(values), resamples, rng)
+            ]
+        )
+        * ELO
+    )
     lo, hi = np.nanquantile(boots, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], axis=0)
     wins = per_instance.sum(axis=(0, 2))
     compared = (per_instance + per_instance.transpose(0, 2, 1)).sum(axis=(0, 2))
-    return {m: {"rating": None if np.isnan(point[i]) else float(point[i]),
-                "ci": None if np.isnan(point[i]) else [float(lo[i]), float(hi[i])],
-                "wins": float(wins[i]), "comparisons": float(compared[i])}
-            for i, m in enumerate(models)}
+    return {
+        m: {
+            "rating": None if np.isnan(point[i]) else float(point[i]),
+            "ci": None if np.isnan(point[i]) else [float(lo[i]), float(hi[i])],
+            "wins": float(wins[i]),
+            "comparisons": float(compared[i]),
+        }
+        for i, m in enumerate(models)
+    }

@@ -6,6 +6,7 @@ per-instance rewards, so paired differences and ratings across iterations are re
 them every time a row is added. Adding an evaluation under a label the run already has (a resumed
 iteration) replaces that row in place, so appending is idempotent.
 """
+
 from __future__ import annotations
 
 import io
@@ -16,31 +17,38 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from ..atomic import write_atomic  # noqa: E402
-from .metrics import human_games_on, mean_interval, paired_difference, per_instance, summarize  # noqa: E402
-from .ratings import rate  # noqa: E402
+from ..atomic import write_atomic
+from .metrics import human_games_on, mean_interval, paired_difference, per_instance, summarize
+from .ratings import rate
 
 SCHEMA = "selfplay-gen-eval/1"
 RUN_SCHEMA = "selfplay-gen-run/1"
 HUMANS = "humans"
-BOOTSTRAP_NOTE = ("Intervals are 95% percentile bootstrap intervals over instances ({resamples} resamples): "
-                  "instances are drawn with replacement, not games, because the games of one instance are "
-                  "correlated. Means are means of per-instance means.")
+BOOTSTRAP_NOTE = (
+    "Intervals are 95% percentile bootstrap intervals over instances ({resamples} resamples): "
+    "instances are drawn with replacement, not games, because the games of one instance are "
+    "correlated. Means are means of per-instance means."
+)
 
-SUMMARY_NOTE = ("Random matching: the exact mean normalized reward of a uniformly random assignment of the same "
-                "instances (sum of the table / 8 / best); model − random is paired by instance. Optimal: agreed on a "
-                "best assignment (raw reward == best). Valid moves: share of all attempted moves that were valid. "
-                "Cells stated: table cells named with a value in messages (`Ava Li: GLUE 421`); grounding: share of "
-                "them whose value is in the speaker's own table.")
-DIALOGUE_NOTE = ("Distinct-n: distinct word n-grams / all n-grams of the messages; repeated msgs: share of messages "
-                 "whose text also occurs in another game.")
+SUMMARY_NOTE = (
+    "Random matching: the exact mean normalized reward of a uniformly random assignment of the same "
+    "instances (sum of the table / 8 / best); model − random is paired by instance. Optimal: agreed on a "
+    "best assignment (raw reward == best). Valid moves: share of all attempted moves that were valid. "
+    "Cells stated: table cells named with a value in messages (`Ava Li: GLUE 421`); grounding: share of "
+    "them whose value is in the speaker's own table."
+)
+DIALOGUE_NOTE = (
+    "Distinct-n: distinct word n-grams / all n-grams of the messages; repeated msgs: share of messages "
+    "whose text also occurs in another game."
+)
 
 
 # ---------------------------------------------------------------- what is compared
+
 
 def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) -> dict:
     """All metrics of a set of games whose `seat0`/`seat1` columns hold model labels. `models`:
@@ -49,8 +57,7 @@ def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) 
     selfplay = {m: games[(games["seat0"] == m) & (games["seat1"] == m)] for m in models}
     summaries = {m: summarize(g, resamples, rng) for m, g in selfplay.items()}
     humans = human_games_on(games)
-    took_part = pd.DataFrame({m: per_instance(games[(games["seat0"] == m) | (games["seat1"] == m)])
-                              for m in models})
+    took_part = pd.DataFrame({m: per_instance(games[(games["seat0"] == m) | (games["seat1"] == m)]) for m in models})
     ratings = rate(took_part, resamples, rng) if len(models) > 1 else {}
     selfplay_rewards = [per_instance(selfplay[m]) for m in models]
     return {
@@ -58,10 +65,14 @@ def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) 
         "bootstrap": {"resamples": resamples, "unit": "instance", "level": 0.95, "seed": seed},
         "models": summaries,
         HUMANS: summarize(humans, resamples, rng) if len(humans) else None,
-        "minus_humans": {m: paired_difference(r, per_instance(humans), resamples, rng)
-                         for m, r in zip(models, selfplay_rewards)} if len(humans) else {},
-        "iterations": iteration_entries(models, selfplay_rewards, [summaries[m] for m in models],
-                                        [ratings.get(m) for m in models], resamples, rng),
+        "minus_humans": {
+            m: paired_difference(r, per_instance(humans), resamples, rng) for m, r in zip(models, selfplay_rewards)
+        }
+        if len(humans)
+        else {},
+        "iterations": iteration_entries(
+            models, selfplay_rewards, [summaries[m] for m in models], [ratings.get(m) for m in models], resamples, rng
+        ),
         "cross_play": cross_play(games, models, resamples, rng),
         "ratings": ratings,
         "per_instance": {m: {k: float(v) for k, v in r.items()} for m, r in zip(models, selfplay_rewards)},
@@ -69,19 +80,38 @@ def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) 
 
 
 # What an iteration entry copies from its model's summary (absent from summaries of older versions).
-ITERATION_KEYS = ("mean_normalized_reward", "random_matching_reward", "minus_random", "agreement_rate",
-                  "valid_move_rate", "cells_stated_per_game", "grounding_rate")
+ITERATION_KEYS = (
+    "mean_normalized_reward",
+    "random_matching_reward",
+    "minus_random",
+    "agreement_rate",
+    "valid_move_rate",
+    "cells_stated_per_game",
+    "grounding_rate",
+)
 
 
-def iteration_entries(labels: list[str], rewards: list[pd.Series], summaries: list[dict],
-                      ratings: list[dict | None], resamples: int, rng: np.random.Generator) -> list[dict]:
+def iteration_entries(
+    labels: list[str],
+    rewards: list[pd.Series],
+    summaries: list[dict],
+    ratings: list[dict | None],
+    resamples: int,
+    rng: np.random.Generator,
+) -> list[dict]:
     """Each model (checkpoint) in order with its reward beside the random-matching floor, paired
     against the previous one and the initial one (the warm start)."""
-    return [{"iteration": i, "label": label, **{k: summaries[i].get(k) for k in ITERATION_KEYS},
-             "vs_previous": paired_difference(rewards[i], rewards[i - 1], resamples, rng) if i else None,
-             "vs_initial": paired_difference(rewards[i], rewards[0], resamples, rng) if i else None,
-             "rating": ratings[i]}
-            for i, label in enumerate(labels)]
+    return [
+        {
+            "iteration": i,
+            "label": label,
+            **{k: summaries[i].get(k) for k in ITERATION_KEYS},
+            "vs_previous": paired_difference(rewards[i], rewards[i - 1], resamples, rng) if i else None,
+            "vs_initial": paired_difference(rewards[i], rewards[0], resamples, rng) if i else None,
+            "rating": ratings[i],
+        }
+        for i, label in enumerate(labels)
+    ]
 
 
 def cross_play(games: pd.DataFrame, models: list[str], resamples: int, rng: np.random.Generator) -> list[dict]:
@@ -89,8 +119,10 @@ def cross_play(games: pd.DataFrame, models: list[str], resamples: int, rng: np.r
     share, and cross-play minus each model's self-play, paired by instance."""
     results = []
     for a, b in combinations(models, 2):
-        pairings = {(s0, s1): per_instance(games[(games["seat0"] == s0) & (games["seat1"] == s1)])
-                    for s0, s1 in ((a, a), (b, b), (a, b), (b, a))}
+        pairings = {
+            (s0, s1): per_instance(games[(games["seat0"] == s0) & (games["seat1"] == s1)])
+            for s0, s1 in ((a, a), (b, b), (a, b), (b, a))
+        }
         seats = list(zip(games["seat0"], games["seat1"]))
         cross = games[[s in ((a, b), (b, a)) for s in seats]]
         if cross.empty:
@@ -98,18 +130,25 @@ def cross_play(games: pd.DataFrame, models: list[str], resamples: int, rng: np.r
         shared = pairings[a, a].index.intersection(pairings[b, b].index).intersection(per_instance(cross).index)
         cross_rewards = per_instance(cross[cross["instance_id"].isin(shared)])
         floor = per_instance(cross[cross["instance_id"].isin(shared)], "random_matching_reward")
-        results.append({
-            "models": [a, b], "instances": len(shared),
-            "random_matching_reward": mean_interval(floor.to_numpy(), resamples, rng),
-            "pairings": [{"seats": [s0, s1], **mean_interval(r[r.index.intersection(shared)].to_numpy(), resamples, rng)}
-                         for (s0, s1), r in pairings.items()],
-            "cross_minus_self": {m: paired_difference(cross_rewards, pairings[m, m][shared], resamples, rng)
-                                 for m in (a, b)},
-        })
+        results.append(
+            {
+                "models": [a, b],
+                "instances": len(shared),
+                "random_matching_reward": mean_interval(floor.to_numpy(), resamples, rng),
+                "pairings": [
+                    {"seats": [s0, s1], **mean_interval(r[r.index.intersection(shared)].to_numpy(), resamples, rng)}
+                    for (s0, s1), r in pairings.items()
+                ],
+                "cross_minus_self": {
+                    m: paired_difference(cross_rewards, pairings[m, m][shared], resamples, rng) for m in (a, b)
+                },
+            }
+        )
     return results
 
 
 # ---------------------------------------------------------------- writing
+
 
 def save_figure(fig, path: Path) -> None:
     buffer = io.BytesIO()
@@ -122,8 +161,14 @@ def plot_histograms(groups: dict[str, np.ndarray], bins, xlabel: str, path: Path
     """Overlaid step histograms, one per model, as shares of its games."""
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for label, values in groups.items():
-        ax.hist(values, bins=bins, histtype="step", linewidth=1.6, label=f"{label} (n={len(values)})",
-                weights=np.full(len(values), 1 / max(len(values), 1)))
+        ax.hist(
+            values,
+            bins=bins,
+            histtype="step",
+            linewidth=1.6,
+            label=f"{label} (n={len(values)})",
+            weights=np.full(len(values), 1 / max(len(values), 1)),
+        )
     ax.set_xlabel(xlabel)
     ax.set_ylabel("share of games")
     ax.legend(fontsize=8)
@@ -161,8 +206,9 @@ def _number(value, digits: int = 3, percent: bool = False) -> str:
 
 
 def _table(head: list[str], rows: list[list[str]]) -> str:
-    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] +
-                     ["| " + " | ".join(row) + " |" for row in rows])
+    return "\n".join(
+        ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(row) + " |" for row in rows]
+    )
 
 
 def _paired(d: dict | None) -> str:
@@ -172,26 +218,71 @@ def _paired(d: dict | None) -> str:
 def summary_table(summaries: dict[str, dict]) -> str:
     """Outcomes: reward beside the random-matching floor of the same instances, agreement,
     valid moves and grounding (`.get`: run reports keep summaries of older versions)."""
-    head = ["model", "games", "instances", "mean normalized reward [95% CI]", "random matching (same instances)",
-            "model − random (paired)", "agreement", "optimal", "valid moves", "cells stated/game",
-            "grounding [95% CI]"]
-    return _table(head, [[
-        label, str(s["games"]), str(s["instances"]), _interval(s["mean_normalized_reward"]),
-        _interval(s.get("random_matching_reward")), _paired(s.get("minus_random")),
-        _interval(s["agreement_rate"], percent=True), _interval(s["optimal_share"], percent=True),
-        _interval(s.get("valid_move_rate"), percent=True), _interval(s.get("cells_stated_per_game"), digits=1),
-        _interval(s.get("grounding_rate"), percent=True)] for label, s in summaries.items()])
+    head = [
+        "model",
+        "games",
+        "instances",
+        "mean normalized reward [95% CI]",
+        "random matching (same instances)",
+        "model − random (paired)",
+        "agreement",
+        "optimal",
+        "valid moves",
+        "cells stated/game",
+        "grounding [95% CI]",
+    ]
+    return _table(
+        head,
+        [
+            [
+                label,
+                str(s["games"]),
+                str(s["instances"]),
+                _interval(s["mean_normalized_reward"]),
+                _interval(s.get("random_matching_reward")),
+                _paired(s.get("minus_random")),
+                _interval(s["agreement_rate"], percent=True),
+                _interval(s["optimal_share"], percent=True),
+                _interval(s.get("valid_move_rate"), percent=True),
+                _interval(s.get("cells_stated_per_game"), digits=1),
+                _interval(s.get("grounding_rate"), percent=True),
+            ]
+            for label, s in summaries.items()
+        ],
+    )
 
 
 def dialogue_table(summaries: dict[str, dict]) -> str:
     """How the games were played: length, wording and signs of mode collapse."""
-    head = ["model", "moves/game", "messages/game", "words/game", "distinct-1", "distinct-2", "repeated msgs",
-            "words/response", "tokens/response"]
-    return _table(head, [[
-        label, _number(s["moves_per_game"]["mean"], 1), _number(s["messages_per_game"]["mean"], 1),
-        _number(s["words_per_game"]["mean"], 1), _number(d["distinct_1"]), _number(d["distinct_2"]),
-        _number(d["repeated_message_share"], percent=True), _number(d["response_words"], 1),
-        _number(d["response_tokens"], 1)] for label, s in summaries.items() for d in [s["diversity"]]])
+    head = [
+        "model",
+        "moves/game",
+        "messages/game",
+        "words/game",
+        "distinct-1",
+        "distinct-2",
+        "repeated msgs",
+        "words/response",
+        "tokens/response",
+    ]
+    return _table(
+        head,
+        [
+            [
+                label,
+                _number(s["moves_per_game"]["mean"], 1),
+                _number(s["messages_per_game"]["mean"], 1),
+                _number(s["words_per_game"]["mean"], 1),
+                _number(d["distinct_1"]),
+                _number(d["distinct_2"]),
+                _number(d["repeated_message_share"], percent=True),
+                _number(d["response_words"], 1),
+                _number(d["response_tokens"], 1),
+            ]
+            for label, s in summaries.items()
+            for d in [s["diversity"]]
+        ],
+    )
 
 
 def terminations_table(summaries: dict[str, dict]) -> str:
@@ -204,24 +295,53 @@ def terminations_table(summaries: dict[str, dict]) -> str:
 
 
 def iterations_table(entries: list[dict]) -> str:
-    head = ["iteration", "model", "mean normalized reward [95% CI]", "random matching (same instances)",
-            "− random (paired)", "− previous (paired)", "− initial (paired)", "agreement", "valid moves",
-            "grounding", "rating (Elo) [95% CI]"]
-    return _table(head, [[
-        str(e["iteration"]), e["label"], _interval(e["mean_normalized_reward"]), _interval(e["random_matching_reward"]),
-        _paired(e["minus_random"]), _paired(e["vs_previous"]), _paired(e["vs_initial"]),
-        _interval(e["agreement_rate"], percent=True), _interval(e["valid_move_rate"], percent=True),
-        _interval(e["grounding_rate"], percent=True), _interval(e["rating"], digits=0)] for e in entries])
+    head = [
+        "iteration",
+        "model",
+        "mean normalized reward [95% CI]",
+        "random matching (same instances)",
+        "− random (paired)",
+        "− previous (paired)",
+        "− initial (paired)",
+        "agreement",
+        "valid moves",
+        "grounding",
+        "rating (Elo) [95% CI]",
+    ]
+    return _table(
+        head,
+        [
+            [
+                str(e["iteration"]),
+                e["label"],
+                _interval(e["mean_normalized_reward"]),
+                _interval(e["random_matching_reward"]),
+                _paired(e["minus_random"]),
+                _paired(e["vs_previous"]),
+                _paired(e["vs_initial"]),
+                _interval(e["agreement_rate"], percent=True),
+                _interval(e["valid_move_rate"], percent=True),
+                _interval(e["grounding_rate"], percent=True),
+                _interval(e["rating"], digits=0),
+            ]
+            for e in entries
+        ],
+    )
 
 
 def cross_play_table(results: list[dict]) -> str:
-    lines = ["| models | instances | seats: reward [95% CI] | random matching (same instances) | "
-             "cross-play − self-play (paired) |", "|---|---|---|---|---|"]
+    lines = [
+        "| models | instances | seats: reward [95% CI] | random matching (same instances) | "
+        "cross-play − self-play (paired) |",
+        "|---|---|---|---|---|",
+    ]
     for r in results:
         pairings = "<br>".join(f"{s0} \\| {s1}: {_interval(p)}" for p in r["pairings"] for s0, s1 in [p["seats"]])
         minus = "<br>".join(f"− {m} \\| {m}: {_interval(d)}" for m, d in r["cross_minus_self"].items())
-        lines.append(f"| {r['models'][0]} vs {r['models'][1]} | {r['instances']} | {pairings} | "
-                     f"{_interval(r['random_matching_reward'])} | {minus} |")
+        lines.append(
+            f"| {r['models'][0]} vs {r['models'][1]} | {r['instances']} | {pairings} | "
+            f"{_interval(r['random_matching_reward'])} | {minus} |"
+        )
     return "\n".join(lines)
 
 
@@ -233,29 +353,68 @@ def write_report(out_dir: Path, metrics: dict, games: pd.DataFrame, inputs: list
     if metrics[HUMANS]:
         groups[HUMANS] = human_games_on(games)
     plots = {"reward_distribution.png": "Normalized reward per game", "moves_per_game.png": "Valid moves per game"}
-    plot_histograms({m: g["normalized_reward"].to_numpy() for m, g in groups.items()}, np.linspace(0, 1, 21),
-                    "normalized reward", out_dir / "reward_distribution.png")
+    plot_histograms(
+        {m: g["normalized_reward"].to_numpy() for m, g in groups.items()},
+        np.linspace(0, 1, 21),
+        "normalized reward",
+        out_dir / "reward_distribution.png",
+    )
     top = max(int(g["moves"].max()) for g in groups.values())
-    plot_histograms({m: g["moves"].to_numpy() for m, g in groups.items()}, np.arange(0, top + 2) - 0.5,
-                    "valid moves per game", out_dir / "moves_per_game.png")
+    plot_histograms(
+        {m: g["moves"].to_numpy() for m, g in groups.items()},
+        np.arange(0, top + 2) - 0.5,
+        "valid moves per game",
+        out_dir / "moves_per_game.png",
+    )
     entries = metrics["iterations"]
     if len(entries) > 1:
-        plot_series(models, [e["mean_normalized_reward"] for e in entries], "mean normalized reward",
-                    out_dir / "reward_by_iteration.png")
+        plot_series(
+            models,
+            [e["mean_normalized_reward"] for e in entries],
+            "mean normalized reward",
+            out_dir / "reward_by_iteration.png",
+        )
         plot_series(models, [e["rating"] for e in entries], "rating (Elo, first = 0)", out_dir / "rating.png")
         plots.update({"reward_by_iteration.png": "Reward by iteration", "rating.png": "Rating per checkpoint"})
 
     summaries = {**metrics["models"], **({HUMANS: metrics[HUMANS]} if metrics[HUMANS] else {})}
-    sections = ["# Evaluation", "", "Inputs:", "",
-                *[f"- `{i['file']}`: seats {i['seats'][0]} | {i['seats'][1]}, {i['games']} games" for i in inputs],
-                "", BOOTSTRAP_NOTE.format(resamples=metrics["bootstrap"]["resamples"]), "",
-                "## Summary", "", summary_table(summaries), "", SUMMARY_NOTE +
-                (" Humans: the people who played the same instances (one game each)." if metrics[HUMANS] else ""),
-                *(["", "Model minus humans, paired by instance: " + "; ".join(
-                    f"{m}: {_interval(d)} (n={d['instances']})" for m, d in metrics["minus_humans"].items() if d)]
-                  if metrics["minus_humans"] else []),
-                "", "## Dialogue", "", dialogue_table(summaries), "", DIALOGUE_NOTE,
-                "", "## How games ended", "", terminations_table(summaries)]
+    sections = [
+        "# Evaluation",
+        "",
+        "Inputs:",
+        "",
+        *[f"- `{i['file']}`: seats {i['seats'][0]} | {i['seats'][1]}, {i['games']} games" for i in inputs],
+        "",
+        BOOTSTRAP_NOTE.format(resamples=metrics["bootstrap"]["resamples"]),
+        "",
+        "## Summary",
+        "",
+        summary_table(summaries),
+        "",
+        SUMMARY_NOTE
+        + (" Humans: the people who played the same instances (one game each)." if metrics[HUMANS] else ""),
+        *(
+            [
+                "",
+                "Model minus humans, paired by instance: "
+                + "; ".join(
+                    f"{m}: {_interval(d)} (n={d['instances']})" for m, d in metrics["minus_humans"].items() if d
+                ),
+            ]
+            if metrics["minus_humans"]
+            else []
+        ),
+        "",
+        "## Dialogue",
+        "",
+        dialogue_table(summaries),
+        "",
+        DIALOGUE_NOTE,
+        "",
+        "## How games ended",
+        "",
+        terminations_table(summaries),
+    ]
     if len(entries) > 1:
         sections += ["", "## Iterations", "", iterations_table(entries)]
     if metrics["cross_play"]:
@@ -269,47 +428,88 @@ def write_report(out_dir: Path, metrics: dict, games: pd.DataFrame, inputs: list
 
 # ---------------------------------------------------------------- run-level report
 
+
 def append_to_run(run_dir: Path, metrics: dict, source: str) -> dict:
     """Add an evaluation of one self-play model as the next iteration of a run-level report (or
     replace the row with its label) and rewrite that report. Returns the run's metrics."""
     models = list(metrics["models"])
     if len(models) != 1:
-        raise ValueError(f"--append-to adds one iteration; this evaluation has {len(models)} self-play models "
-                         f"({', '.join(models)})")
+        raise ValueError(
+            f"--append-to adds one iteration; this evaluation has {len(models)} self-play models ({', '.join(models)})"
+        )
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / "metrics.json"
     run = json.loads(path.read_text()) if path.exists() else {"schema": RUN_SCHEMA, "rows": []}
     if run.get("schema") != RUN_SCHEMA:
         raise ValueError(f"{path}: not a run-level report (schema {run.get('schema')!r}, expected {RUN_SCHEMA!r})")
     label = models[0]
-    row = {"label": label, "source": source, "summary": metrics["models"][label],
-           "per_instance": metrics["per_instance"][label]}
+    row = {
+        "label": label,
+        "source": source,
+        "summary": metrics["models"][label],
+        "per_instance": metrics["per_instance"][label],
+    }
     labels = [r["label"] for r in run["rows"]]
     at = labels.index(label) if label in labels else len(labels)
-    run["rows"][at:at + 1] = [{"iteration": at, **row}]
+    run["rows"][at : at + 1] = [{"iteration": at, **row}]
     rows, resamples, seed = run["rows"], metrics["bootstrap"]["resamples"], metrics["bootstrap"]["seed"]
     rng = np.random.default_rng(seed)
     rewards = [pd.Series(r["per_instance"], dtype=float) for r in rows]
     ratings = rate(pd.DataFrame(dict(enumerate(rewards))), resamples, rng) if len(rows) > 1 else {}
     labels = [f"{r['iteration']}: {r['label']}" for r in rows]
-    run["iterations"] = iteration_entries(labels, rewards, [r["summary"] for r in rows],
-                                          [ratings.get(i) for i in range(len(rows))], resamples, rng)
-    plot_series(labels, [r["summary"]["mean_normalized_reward"] for r in rows], "mean normalized reward",
-                run_dir / "reward_by_iteration.png")
-    plot_series(labels, [r["summary"]["moves_per_game"] for r in rows], "valid moves per game",
-                run_dir / "moves_by_iteration.png")
+    run["iterations"] = iteration_entries(
+        labels, rewards, [r["summary"] for r in rows], [ratings.get(i) for i in range(len(rows))], resamples, rng
+    )
+    plot_series(
+        labels,
+        [r["summary"]["mean_normalized_reward"] for r in rows],
+        "mean normalized reward",
+        run_dir / "reward_by_iteration.png",
+    )
+    plot_series(
+        labels,
+        [r["summary"]["moves_per_game"] for r in rows],
+        "valid moves per game",
+        run_dir / "moves_by_iteration.png",
+    )
     plots = {"reward_by_iteration.png": "Reward by iteration", "moves_by_iteration.png": "Moves per game"}
     if ratings:
-        plot_series(labels, [e["rating"] for e in run["iterations"]], "rating (Elo, iteration 0 = 0)",
-                    run_dir / "rating.png")
+        plot_series(
+            labels, [e["rating"] for e in run["iterations"]], "rating (Elo, iteration 0 = 0)", run_dir / "rating.png"
+        )
         plots["rating.png"] = "Rating per checkpoint"
     summaries = {lab: r["summary"] for lab, r in zip(labels, rows)}
-    write_atomic(run_dir / "report.md", "\n".join([
-        "# Run report", "", BOOTSTRAP_NOTE.format(resamples=resamples) +
-        " Paired differences and ratings use the instances two iterations share.", "",
-        "## Iterations", "", iterations_table(run["iterations"]), "",
-        "## Metrics per iteration", "", summary_table(summaries), "", SUMMARY_NOTE, "", dialogue_table(summaries), "",
-        "## How games ended", "", terminations_table(summaries), "",
-        "## Plots", "", *[f"![{title}]({name})" for name, title in plots.items()], ""]))
+    write_atomic(
+        run_dir / "report.md",
+        "\n".join(
+            [
+                "# Run report",
+                "",
+                BOOTSTRAP_NOTE.format(resamples=resamples)
+                + " Paired differences and ratings use the instances two iterations share.",
+                "",
+                "## Iterations",
+                "",
+                iterations_table(run["iterations"]),
+                "",
+                "## Metrics per iteration",
+                "",
+                summary_table(summaries),
+                "",
+                SUMMARY_NOTE,
+                "",
+                dialogue_table(summaries),
+                "",
+                "## How games ended",
+                "",
+                terminations_table(summaries),
+                "",
+                "## Plots",
+                "",
+                *[f"![{title}]({name})" for name, title in plots.items()],
+                "",
+            ]
+        ),
+    )
     write_atomic(path, json.dumps(run, indent=1) + "\n")
     return run

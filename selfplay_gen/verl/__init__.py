@@ -1,4 +1,5 @@
-"""The verl plugin: two agent loops (and chunked log-probs for the trainers, `logprobs`) for verl 0.9.1's agent-loop rollout.
+"""The verl plugin: two agent loops for verl 0.9.1's agent-loop rollout (and, in `logprobs`,
+chunked log-probs for its trainers).
 
 - `selfplay_replay` (`replay_loop.ReplayAgentLoop`): trains on games already played, replaying
   one seat's stored tokens from a row written by `selfplay-convert`. Run with `rollout.n=1`.
@@ -18,6 +19,7 @@ and picks one per row by the row's `agent_name` column. The Hydra overrides that
 `data.return_raw_chat` is not needed: verl's dataset always hands `raw_prompt` to agent loops.
 This module imports nothing from verl, so the path helper works in any environment.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

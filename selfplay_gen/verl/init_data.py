@@ -8,6 +8,7 @@ user message is its partner's opening move, known only in play), `data_source`, 
 Train instances use seeds SEED, SEED+1, ...; test instances the seeds right after them, so the
 two never share an instance.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,9 +20,11 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from convert.rows import ABILITY, DATA_SOURCE
+
 from .. import prompts
 from ..instance import Instance
 from . import ONLINE_AGENT
+
 
 def initial_messages(instance: Instance, seat: int) -> list[dict]:
     """The chat a seat starts from, before any move."""
@@ -33,15 +36,25 @@ def init_rows(instances: list[Instance]) -> pd.DataFrame:
     rows = []
     for ordinal, instance in enumerate(instances):
         for seat in (0, 1):
-            rows.append({
-                "prompt": initial_messages(instance, seat),
-                "data_source": DATA_SOURCE,
-                "ability": ABILITY,
-                "reward_model": {"style": "rule", "ground_truth": json.dumps({"best_reward": instance.best_reward})},
-                "extra_info": {"index": 2 * ordinal + seat, "game_id": instance.id, "instance_id": instance.id,
-                               "player": seat, "instance": instance.to_json()},
-                "agent_name": ONLINE_AGENT,
-            })
+            rows.append(
+                {
+                    "prompt": initial_messages(instance, seat),
+                    "data_source": DATA_SOURCE,
+                    "ability": ABILITY,
+                    "reward_model": {
+                        "style": "rule",
+                        "ground_truth": json.dumps({"best_reward": instance.best_reward}),
+                    },
+                    "extra_info": {
+                        "index": 2 * ordinal + seat,
+                        "game_id": instance.id,
+                        "instance_id": instance.id,
+                        "player": seat,
+                        "instance": instance.to_json(),
+                    },
+                    "agent_name": ONLINE_AGENT,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -52,13 +65,28 @@ def write_parquet_atomic(frame: pd.DataFrame, path: Path) -> None:
 
 
 @click.command("init")
-@click.option("--num-train", type=click.IntRange(min=1), default=1000, show_default=True,
-              help="Training instances (two rows each, one per seat).")
-@click.option("--num-test", type=click.IntRange(min=0), default=100, show_default=True,
-              help="Validation instances, from seeds after the training ones.")
+@click.option(
+    "--num-train",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Training instances (two rows each, one per seat).",
+)
+@click.option(
+    "--num-test",
+    type=click.IntRange(min=0),
+    default=100,
+    show_default=True,
+    help="Validation instances, from seeds after the training ones.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the first training instance.")
-@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("data/online"),
-              show_default=True, help="Where train.parquet and test.parquet go.")
+@click.option(
+    "--out-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("data/online"),
+    show_default=True,
+    help="Where train.parquet and test.parquet go.",
+)
 @click.option("--overwrite", is_flag=True, help="Replace existing parquet files.")
 def init_command(num_train: int, num_test: int, seed: int, out_dir: Path, overwrite: bool) -> None:
     """Write game-initialization parquet for online self-play training (agent `selfplay_online`)."""
@@ -71,5 +99,7 @@ def init_command(num_train: int, num_test: int, seed: int, out_dir: Path, overwr
     for name, path in targets.items():
         instances = [Instance.from_seed(s) for s in tqdm(splits[name], desc=f"{name} instances", unit="inst")]
         write_parquet_atomic(init_rows(instances), path)
-        click.echo(f"{path}: {2 * len(instances)} rows from {len(instances)} instances "
-                   f"(seeds {splits[name].start}..{splits[name].stop - 1})")
+        click.echo(
+            f"{path}: {2 * len(instances)} rows from {len(instances)} instances "
+            f"(seeds {splits[name].start}..{splits[name].stop - 1})"
+        )

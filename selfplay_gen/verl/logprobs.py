@@ -10,6 +10,7 @@ replaces it with the same computation over chunks of rows; the result is unchang
 `python -m selfplay_gen.verl.sft_trainer` installs it in the SFT trainer; GRPO's Ray workers run
 `install` as their `worker_process_setup_hook`.
 """
+
 from __future__ import annotations
 
 import torch
@@ -22,8 +23,10 @@ def chunked_logprobs(logits: torch.Tensor, labels: torch.Tensor, chunk_rows: int
     peak extra memory stays one chunk's log-softmax while the launches stay few."""
     rows = logits.reshape(-1, logits.shape[-1])
     targets = labels.reshape(-1, 1)
-    parts = [torch.log_softmax(chunk, dim=-1).gather(-1, ids).squeeze(-1)
-             for chunk, ids in zip(rows.split(chunk_rows), targets.split(chunk_rows))]
+    parts = [
+        torch.log_softmax(chunk, dim=-1).gather(-1, ids).squeeze(-1)
+        for chunk, ids in zip(rows.split(chunk_rows), targets.split(chunk_rows))
+    ]
     return torch.cat(parts).view(labels.shape)
 
 

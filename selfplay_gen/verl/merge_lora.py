@@ -5,6 +5,7 @@ HF_DIR/lora_adapter. A server given HF_DIR then plays the untrained model: the f
 start scored 0.000 on held-out games, like the raw base, at a training loss of 0.10. peft folds
 the adapter in here, so HF_DIR is the trained model; the adapter stays beside it.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -23,7 +24,7 @@ def main(hf_dir: Path) -> None:
     adapter = hf_dir / ADAPTER_DIR
     if not (adapter / "adapter_config.json").exists():
         raise click.ClickException(f"{adapter}/adapter_config.json not found: not a LoRA run's merged directory")
-    folded = hf_dir.with_name(hf_dir.name + ".folding")      # written apart, then swapped in whole
+    folded = hf_dir.with_name(hf_dir.name + ".folding")  # written apart, then swapped in whole
     shutil.rmtree(folded, ignore_errors=True)
     fold_adapter(hf_dir, adapter, folded)
     shutil.copytree(adapter, folded / ADAPTER_DIR)

@@ -33,6 +33,7 @@ verl's rollout correction (`algorithm.rollout_correction.rollout_is`) can weigh 
 tokens. Nothing is truncated: a game that does not fit `data.max_prompt_length` /
 `data.max_response_length` is an error naming it, since the converter enforces the limits.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,7 +50,7 @@ class ReplayError(ValueError):
 class ReplayAgentLoop(AgentLoopBase):
     """Returns one stored game of a group (see the module docstring)."""
 
-    started: Counter = Counter()   # legacy trainer: trajectories started per group, in this process
+    started: Counter = Counter()  # legacy trainer: trajectories started per group, in this process
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         info = kwargs["extra_info"]
@@ -59,11 +60,15 @@ class ReplayAgentLoop(AgentLoopBase):
             trained = len(info["token_ids"])
             stored = (float(info["temperature"]), float(info["top_p"]))
         except (KeyError, TypeError) as err:
-            raise ReplayError(f"group {group!r}: extra_info lacks a valid replay field ({err!r}); "
-                              "was this row written by selfplay-convert --format grpo?") from None
+            raise ReplayError(
+                f"group {group!r}: extra_info lacks a valid replay field ({err!r}); "
+                "was this row written by selfplay-convert --format grpo?"
+            ) from None
         if len(game_ids) != self.rollout_config.n:
-            raise ReplayError(f"group {group!r} holds {len(game_ids)} games; replay it with "
-                              f"actor_rollout_ref.rollout.n={len(game_ids)}, not {self.rollout_config.n}")
+            raise ReplayError(
+                f"group {group!r} holds {len(game_ids)} games; replay it with "
+                f"actor_rollout_ref.rollout.n={len(game_ids)}, not {self.rollout_config.n}"
+            )
         self._check_sampling(sampling_params, stored, group)
         j = self._game_number(kwargs, group) % len(game_ids)
         where = f"group {group!r} game {game_ids[j]!r}"
@@ -72,11 +77,18 @@ class ReplayAgentLoop(AgentLoopBase):
         else:
             tokens = self._masked(info)
         return AgentLoopOutput(
-            **tokens, reward_score=rewards[j], num_turns=int(info["num_turns"][j]) if j < trained else 0,
+            **tokens,
+            reward_score=rewards[j],
+            num_turns=int(info["num_turns"][j]) if j < trained else 0,
             metrics=AgentLoopMetrics(),
             # Stored games were played before this run's first update: weight version 0.
-            extra_fields={"game_id": game_ids[j], "normalized_reward": float(info["normalized_rewards"][j]),
-                          "min_global_steps": 0, "max_global_steps": 0})
+            extra_fields={
+                "game_id": game_ids[j],
+                "normalized_reward": float(info["normalized_rewards"][j]),
+                "min_global_steps": 0,
+                "max_global_steps": 0,
+            },
+        )
 
     def _game_number(self, kwargs: dict, group: str) -> int:
         if "session_id" in kwargs:
@@ -96,8 +108,10 @@ class ReplayAgentLoop(AgentLoopBase):
         for name, played in zip(("temperature", "top_p"), stored):
             used = float(sampling_params[name])
             if not math.isclose(used, played):
-                raise ReplayError(f"group {group!r} was played with {name}={played} but verl samples with "
-                                  f"{name}={used}; set actor_rollout_ref.rollout.{name}={played}")
+                raise ReplayError(
+                    f"group {group!r} was played with {name}={played} but verl samples with "
+                    f"{name}={used}; set actor_rollout_ref.rollout.{name}={played}"
+                )
 
     def _stored(self, info: dict, j: int, where: str) -> dict:
         token_ids = [int(t) for t in info["token_ids"][j]]
@@ -107,20 +121,31 @@ class ReplayAgentLoop(AgentLoopBase):
         if len(mask) != len(response_ids):
             raise ReplayError(f"{where}: response_mask has {len(mask)} entries for {len(response_ids)} response ids")
         if prompt_len > self.rollout_config.prompt_length:
-            raise ReplayError(f"{where}: prompt of {prompt_len} tokens exceeds data.max_prompt_length="
-                              f"{self.rollout_config.prompt_length}; raise it or convert with a smaller prompt limit")
+            raise ReplayError(
+                f"{where}: prompt of {prompt_len} tokens exceeds data.max_prompt_length="
+                f"{self.rollout_config.prompt_length}; raise it or convert with a smaller prompt limit"
+            )
         if len(response_ids) > self.rollout_config.response_length:
-            raise ReplayError(f"{where}: response of {len(response_ids)} tokens exceeds data.max_response_length="
-                              f"{self.rollout_config.response_length}; raise it or convert with a smaller "
-                              "response limit")
-        return {"prompt_ids": token_ids[:prompt_len], "response_ids": response_ids, "response_mask": mask,
-                "response_logprobs": self._logprobs(info["logprobs"][j], mask, where)}
+            raise ReplayError(
+                f"{where}: response of {len(response_ids)} tokens exceeds data.max_response_length="
+                f"{self.rollout_config.response_length}; raise it or convert with a smaller "
+                "response limit"
+            )
+        return {
+            "prompt_ids": token_ids[:prompt_len],
+            "response_ids": response_ids,
+            "response_mask": mask,
+            "response_logprobs": self._logprobs(info["logprobs"][j], mask, where),
+        }
 
     def _masked(self, info: dict) -> dict:
         """A trajectory that trains nothing: game 0's prompt and one masked end-of-turn id."""
-        return {"prompt_ids": [int(t) for t in info["token_ids"][0][:int(info["prompt_len"][0])]],
-                "response_ids": [self.tokenizer.eos_token_id], "response_mask": [0],
-                "response_logprobs": [0.0] if self.rollout_config.calculate_log_probs else None}
+        return {
+            "prompt_ids": [int(t) for t in info["token_ids"][0][: int(info["prompt_len"][0])]],
+            "response_ids": [self.tokenizer.eos_token_id],
+            "response_mask": [0],
+            "response_logprobs": [0.0] if self.rollout_config.calculate_log_probs else None,
+        }
 
     def _logprobs(self, stored, mask: list[int], where: str) -> list[float] | None:
         """Stored sampling logprobs (0 on context ids) when verl wants rollout logprobs, else None,
@@ -128,8 +153,9 @@ class ReplayAgentLoop(AgentLoopBase):
         if not self.rollout_config.calculate_log_probs:
             return None
         if stored is None:
-            raise ReplayError(f"{where}: no stored logprobs; replay it with "
-                              "actor_rollout_ref.rollout.calculate_log_probs=False")
+            raise ReplayError(
+                f"{where}: no stored logprobs; replay it with actor_rollout_ref.rollout.calculate_log_probs=False"
+            )
         if len(stored) != len(mask):
             raise ReplayError(f"{where}: {len(stored)} logprobs for {len(mask)} response ids")
         return [float(lp) if own and lp is not None else 0.0 for lp, own in zip(stored, mask)]

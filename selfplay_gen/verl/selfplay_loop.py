@@ -35,6 +35,7 @@ Game settings come from the optional trainer config group `selfplay` (Hydra
 +selfplay.invalid_move_penalty=0`); sampling
 (temperature, top_p, top_k, logprobs) is verl's, greedy during validation.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -44,6 +45,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from convert.reward import training_reward
 from convert.tokens import sampled
+
 from ..backends.base import Backend, BackendError, Generation, SamplingParams
 from ..game import Limits
 from ..instance import Instance
@@ -65,29 +67,44 @@ class ServerManagerBackend(Backend):
 
     def __init__(self, server_manager, verl_params: dict[str, Any], eos_token_id: int, model: str = ""):
         self.server_manager, self.verl_params, self.eos_token_id, self.model = (
-            server_manager, verl_params, eos_token_id, model)
-        self.weight_versions: list[int] = []   # trainer steps of the weights that served each turn
+            server_manager,
+            verl_params,
+            eos_token_id,
+            model,
+        )
+        self.weight_versions: list[int] = []  # trainer steps of the weights that served each turn
 
     def versions(self) -> dict[str, int | None]:
         """verl's V1 trainer measures staleness from the weight versions a trajectory spans."""
-        seen = self.weight_versions or [0]   # a server that reports none served the initial weights
+        seen = self.weight_versions or [0]  # a server that reports none served the initial weights
         return {"min_global_steps": min(seen), "max_global_steps": max(seen)}
 
-    async def generate(self, prompt_ids: list[int], params: SamplingParams, *, session: str,
-                       messages: list[dict] | None = None) -> Generation:
-        request = {**self.verl_params, "temperature": params.temperature, "top_p": params.top_p,
-                   "max_tokens": params.max_new_tokens}
+    async def generate(
+        self, prompt_ids: list[int], params: SamplingParams, *, session: str, messages: list[dict] | None = None
+    ) -> Generation:
+        request = {
+            **self.verl_params,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_tokens": params.max_new_tokens,
+        }
         if params.stop_token_ids:
             request["stop_token_ids"] = list(params.stop_token_ids)
         output = await self.server_manager.generate(request_id=session, prompt_ids=prompt_ids, sampling_params=request)
         if output.stop_reason in ("abort", "aborted"):
             raise BackendError(f"{session}: the rollout server aborted the request")
-        self.weight_versions += [v for key in ("min_global_steps", "max_global_steps")
-                                 if (v := output.extra_fields.get(key)) is not None]
+        self.weight_versions += [
+            v for key in ("min_global_steps", "max_global_steps") if (v := output.extra_fields.get(key)) is not None
+        ]
         ids = list(output.token_ids)
         ended = bool(ids) and (ids[-1] == self.eos_token_id or ids[-1] in params.stop_token_ids)
-        return Generation(ids, list(output.log_probs) if output.log_probs else None, "stop" if ended else "length",
-                          len(prompt_ids), int(output.extra_fields.get("num_cached_tokens") or 0))
+        return Generation(
+            ids,
+            list(output.log_probs) if output.log_probs else None,
+            "stop" if ended else "length",
+            len(prompt_ids),
+            int(output.extra_fields.get("num_cached_tokens") or 0),
+        )
 
 
 class SelfPlayAgentLoop(AgentLoopBase):
@@ -96,10 +113,11 @@ class SelfPlayAgentLoop(AgentLoopBase):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         settings = self.config.get("selfplay") or {}
-        self.limits = Limits(int(settings.get("max_moves", Limits.max_moves)),
-                             int(settings.get("max_invalid", Limits.max_invalid)))
+        self.limits = Limits(
+            int(settings.get("max_moves", Limits.max_moves)), int(settings.get("max_invalid", Limits.max_invalid))
+        )
         self.max_new_tokens = int(settings.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
-        self.invalid_move_penalty = float(settings.get("invalid_move_penalty", 0.0))   # as selfplay-convert's
+        self.invalid_move_penalty = float(settings.get("invalid_move_penalty", 0.0))  # as selfplay-convert's
         rollout = self.rollout_config
         self.max_context = (rollout.get("max_model_len") or rollout.prompt_length + rollout.response_length) - 1
 
@@ -109,14 +127,21 @@ class SelfPlayAgentLoop(AgentLoopBase):
         seat = int(info["player"])
         spec = GameSpec(f"{info['game_id']}/{uuid4().hex[:12]}", int(info.get("index", 0)), 0, instance)
         eos = self.tokenizer.eos_token_id
-        backend = ServerManagerBackend(self.server_manager, sampling_params, eos, self.config.actor_rollout_ref.model.path)
-        params = SamplingParams(float(sampling_params.get("temperature", 1.0)), float(sampling_params.get("top_p", 1.0)),
-                                self.max_new_tokens, (eos,))
+        backend = ServerManagerBackend(
+            self.server_manager, sampling_params, eos, self.config.actor_rollout_ref.model.path
+        )
+        params = SamplingParams(
+            float(sampling_params.get("temperature", 1.0)),
+            float(sampling_params.get("top_p", 1.0)),
+            self.max_new_tokens,
+            (eos,),
+        )
 
         def player(inst: Instance, s: int, game_id: str, _k: int) -> LLMPlayer:
-            budget = self.rollout_config.response_length if s == seat else None   # only the trained seat's
-            return LLMPlayer(inst, s, backend, self.tokenizer, params, f"{game_id}/p{s}", self.max_context,
-                             response_length=budget)
+            budget = self.rollout_config.response_length if s == seat else None  # only the trained seat's
+            return LLMPlayer(
+                inst, s, backend, self.tokenizer, params, f"{game_id}/p{s}", self.max_context, response_length=budget
+            )
 
         record = await play_game(spec, (player, player), self.limits, {"backend": backend.name, "model": backend.model})
         outcome = record["outcome"]
@@ -125,9 +150,13 @@ class SelfPlayAgentLoop(AgentLoopBase):
             reward_score=training_reward(record, seat, self.invalid_move_penalty),
             num_turns=len(record["players"][seat]["messages"]),
             metrics=AgentLoopMetrics(),
-            extra_fields={"game_id": record["game_id"], "normalized_reward": outcome["normalized_reward"],
-                          "termination": outcome["termination"], "failed": bool(record["failure"]),
-                          **backend.versions()},
+            extra_fields={
+                "game_id": record["game_id"],
+                "normalized_reward": outcome["normalized_reward"],
+                "termination": outcome["termination"],
+                "failed": bool(record["failure"]),
+                **backend.versions(),
+            },
         )
 
     def _trajectory(self, record: dict, seat: int, instance: Instance) -> dict:
@@ -139,21 +168,30 @@ class SelfPlayAgentLoop(AgentLoopBase):
         last = log["turns"][-1]
         end = last["prompt_len"] + len(last["output_ids"]) - tokens.prompt_len
         if tokens.prompt_len > self.rollout_config.prompt_length:
-            raise ValueError(f"{record['game_id']} seat {seat}: first prompt of {tokens.prompt_len} tokens exceeds "
-                             f"data.max_prompt_length={self.rollout_config.prompt_length}; it needs the system prompt "
-                             f"plus one partner move (selfplay.max_new_tokens={self.max_new_tokens})")
+            raise ValueError(
+                f"{record['game_id']} seat {seat}: first prompt of {tokens.prompt_len} tokens exceeds "
+                f"data.max_prompt_length={self.rollout_config.prompt_length}; it needs the system prompt "
+                f"plus one partner move (selfplay.max_new_tokens={self.max_new_tokens})"
+            )
         logprobs = None
         if self.rollout_config.calculate_log_probs:
             if tokens.logprobs is None:
                 raise ValueError(f"{record['game_id']}: the rollout server returned no logprobs")
             logprobs = tokens.logprobs[:end].tolist()
-        return {"prompt_ids": tokens.token_ids[:tokens.prompt_len].tolist(),
-                "response_ids": tokens.token_ids[tokens.prompt_len:tokens.prompt_len + end].tolist(),
-                "response_mask": tokens.own[:end].tolist(), "response_logprobs": logprobs}
+        return {
+            "prompt_ids": tokens.token_ids[: tokens.prompt_len].tolist(),
+            "response_ids": tokens.token_ids[tokens.prompt_len : tokens.prompt_len + end].tolist(),
+            "response_mask": tokens.own[:end].tolist(),
+            "response_logprobs": logprobs,
+        }
 
     def _untrained(self, instance: Instance, seat: int) -> dict:
-        prompt = self.tokenizer.apply_chat_template(initial_messages(instance, seat), tokenize=False,
-                                                    add_generation_prompt=True)
-        return {"prompt_ids": self.tokenizer.encode(prompt, add_special_tokens=False),
-                "response_ids": [self.tokenizer.eos_token_id], "response_mask": [0],
-                "response_logprobs": [0.0] if self.rollout_config.calculate_log_probs else None}
+        prompt = self.tokenizer.apply_chat_template(
+            initial_messages(instance, seat), tokenize=False, add_generation_prompt=True
+        )
+        return {
+            "prompt_ids": self.tokenizer.encode(prompt, add_special_tokens=False),
+            "response_ids": [self.tokenizer.eos_token_id],
+            "response_mask": [0],
+            "response_logprobs": [0.0] if self.rollout_config.calculate_log_probs else None,
+        }
