@@ -21,8 +21,10 @@ demo: $(BIN)/selfplay-gen
 	# two games of an instance may score alike (the same plan agreed twice): keep such groups to show the rows
 	$(BIN)/selfplay-convert data/demo/games.jsonl --overwrite --keep-constant-groups
 
-## test: the whole test suite (CPU)
+## test: lint and format checks (ruff), then the whole test suite (CPU)
 test: $(BIN)/selfplay-gen
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
 
 bench: $(BIN)/selfplay-gen
