@@ -21,10 +21,11 @@ demo: $(BIN)/selfplay-gen
 	# two games of an instance may score alike (the same plan agreed twice): keep such groups to show the rows
 	$(BIN)/selfplay-convert data/demo/games.jsonl --overwrite --keep-constant-groups
 
-## test: lint and format checks (ruff), then the whole test suite (CPU)
+## test: lint and format checks (ruff), type checks (mypy, setup.cfg), then the whole test suite (CPU)
 test: $(BIN)/selfplay-gen
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 bench: $(BIN)/selfplay-gen

@@ -79,7 +79,7 @@ def convert(
 ) -> dict:
     """Convert `games` and return the summary (also written next to the outputs)."""
     games = Path(games)
-    paths = output_paths(games, out_dir)
+    paths = output_paths(games, Path(out_dir) if out_dir is not None else None)
     existing = [str(p) for p in paths.values() if p.exists()]
     if existing and not overwrite:
         raise ConvertError(f"{', '.join(existing)} already exists; pass --overwrite to replace it")
@@ -130,7 +130,10 @@ def _collector_paused():
 def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, dict]:
     """Pass 1: check every game, spill the seat rows that fit, return the ledger."""
     errors: list[str] = []
-    excluded, examples, seen, statuses = Counter(), [], set(), Counter()
+    excluded: Counter[str] = Counter()
+    statuses: Counter[str] = Counter()
+    examples: list[str] = []
+    seen: set[str] = set()
     ledger: list[tuple] = []
     records = 0
     batch = RowBatch()

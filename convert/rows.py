@@ -34,6 +34,7 @@ partner's opening move); `reward_model.ground_truth` holds the instance's best r
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -95,7 +96,7 @@ GRPO_SCHEMA = pa.schema(
 )
 
 
-def _offsets(lengths: list[int]) -> pa.Array:
+def _offsets(lengths: Sequence[int] | np.ndarray) -> pa.Array:
     return pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32())
 
 
@@ -111,7 +112,7 @@ def _lists(arrays: list[np.ndarray | None], value_type: pa.DataType) -> pa.Array
     )
 
 
-def _messages(chats: list[list[dict]]) -> pa.Array:
+def _messages(chats: Sequence[list[dict]]) -> pa.Array:
     """A MESSAGES column, built from flat role and content columns (several times faster than
     converting the dicts)."""
     roles = pa.array([m["role"] for chat in chats for m in chat], pa.string())

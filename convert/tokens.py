@@ -72,7 +72,7 @@ def sampled(seat: dict) -> SeatTokens:
     if not 0 < start <= len(ids):
         raise TokenInvariantError(f"turn 0: prompt_len {start} is outside the {len(ids)} token_ids")
     own = np.zeros(len(ids) - start, dtype=np.int8)
-    logprobs = []  # of every turn, in order; None as soon as a turn has none
+    logprobs: list[float] | None = []  # of every turn, in order; None as soon as a turn has none
     end, source = start, SAMPLED
     for n, turn in enumerate(turns):
         at, out, turn_logprobs = turn["prompt_len"], turn["output_ids"], turn.get("logprobs")
@@ -89,9 +89,8 @@ def sampled(seat: dict) -> SeatTokens:
         if turn.get("retokenized"):
             source = RETOKENIZED
         end = stop
-    if logprobs is not None:
-        logprobs = np.fromiter(logprobs, np.float32, len(logprobs))
-    return SeatTokens(np.fromiter(ids, np.int32, len(ids)), start, own, logprobs, len(turns), source)
+    stored = None if logprobs is None else np.fromiter(logprobs, np.float32, len(logprobs))
+    return SeatTokens(np.fromiter(ids, np.int32, len(ids)), start, own, stored, len(turns), source)
 
 
 def retokenized(messages: list[dict], tokenizer) -> SeatTokens:

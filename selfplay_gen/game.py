@@ -82,7 +82,7 @@ class Event:
     player: int
     kind: str  # message | propose | accept | reject | invalid | stop
     text: str
-    pairs: list[tuple[int, int]] | None = None
+    pairs: list[list[int]] | None = None  # [reviewer, paper] lists, as JSON holds them
     error: str | None = None
 
 
@@ -93,9 +93,11 @@ class MatchingGame:
     limits: Limits = field(default_factory=Limits)
 
     def reset(self, instance: Instance | None = None, *, seed: int | None = None) -> MatchingGame:
-        if (instance is None) == (seed is None):
+        if instance is None and seed is not None:
+            instance = Instance.from_seed(seed)
+        elif instance is None or seed is not None:
             raise ValueError("reset needs exactly one of an instance or a seed")
-        self.instance = instance if instance is not None else Instance.from_seed(seed)
+        self.instance = instance
         self.to_move = 0
         self.pending: tuple[int, tuple[tuple[int, int], ...]] | None = None  # (proposer, pairs)
         self.valid_moves = 0
@@ -127,6 +129,7 @@ class MatchingGame:
         self.valid_moves += 1
         self.events.append(Event(player, move.kind, move.text, [list(p) for p in move.pairs] or None))
         if move.kind == "accept":
+            assert self.pending is not None  # _check lets an accept through only when a proposal is pending
             self._end(ACCEPTED, list(self.pending[1]))
         elif move.kind == "reject":
             self.pending = None
@@ -146,6 +149,7 @@ class MatchingGame:
         if not self.done:
             self.events.append(Event(self.to_move if player is None else player, "stop", "", error=detail or reason))
             self._end(reason)
+        assert self.result is not None
         return self.result
 
     def _check(self, move: Move) -> Move:

@@ -7,6 +7,7 @@ candidates in fixed blocks from one `numpy.random.Generator` and keeps the first
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,7 +50,7 @@ BLOCK = 512
 _CELL_DRAWS = 100 * 5 * 5
 _SEEN_BY = np.array([[d % 5 < 2 for d in range(25)], [d // 5 < 2 for d in range(25)]])  # [player, d]
 
-Pairs = list[tuple[int, int]]
+Pairs = Sequence[tuple[int, int]]
 
 
 def score(instance: Instance, pairs: Pairs) -> int:

@@ -13,7 +13,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from tqdm.auto import tqdm
 
@@ -60,12 +60,12 @@ async def play_game(spec: GameSpec, seats: tuple[SeatFactory, SeatFactory], limi
         try:
             text = await players[mover].act()
             step = game.step(text)
-            if step.valid:
+            if step.move is not None:
                 players[1 - mover].partner_moved(step.move)
                 if not game.done and game.to_move == mover:
                     players[mover].move_again()
             else:
-                players[mover].invalid(step.error)
+                players[mover].invalid(step.error or "")
         except GameStop as stop:
             game.stop(stop.reason, mover, stop.detail)
             if stop.reason == TOKEN_INVARIANT:
@@ -77,6 +77,7 @@ async def play_game(spec: GameSpec, seats: tuple[SeatFactory, SeatFactory], limi
             detail = f"{type(err).__name__}: {err}"
             game.stop(INTERNAL, mover, detail)
             failure = {"reason": INTERNAL, "detail": detail, "player": mover}
+    assert game.result is not None  # the loop runs until the game has ended
     logs = [p.log() for p in players]
     turns = [t for log in logs for t in log.get("turns", [])]
     return {
@@ -111,12 +112,8 @@ class Summary:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     wall_time_s: float = 0.0
-    terminations: Counter = None
-    failures: Counter = None  # failed games by failure reason
-
-    def __post_init__(self):
-        self.terminations = self.terminations or Counter()
-        self.failures = self.failures or Counter()
+    terminations: Counter = field(default_factory=Counter)
+    failures: Counter = field(default_factory=Counter)  # failed games by failure reason
 
     def add(self, record: dict) -> None:
         self.games += 1

@@ -27,7 +27,8 @@ def load_model(path: str, device: str):
     """One copy of the weights per process, shared by every backend instance."""
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device).eval()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    return model.to(device).eval()  # type: ignore[arg-type]  # transformers types `to` as unbound
 
 
 @dataclass
@@ -47,7 +48,6 @@ class LocalBackend(Backend):
         self.batches = 0  # model.generate calls so far
         self.largest_batch = 0  # most requests served by one call
         self._pending: deque[_Request] = deque()
-        self._wakeup: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -99,7 +99,8 @@ class LocalBackend(Backend):
     def _take_batch(self) -> list[_Request]:
         """Up to `max_batch` queued requests that can share one `model.generate` call."""
         key = _batch_key(self._pending[0].params)
-        batch, rest = [], deque()
+        batch: list[_Request] = []
+        rest: deque[_Request] = deque()
         while self._pending:
             request = self._pending.popleft()
             (batch if len(batch) < self.options.max_batch and _batch_key(request.params) == key else rest).append(

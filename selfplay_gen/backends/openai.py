@@ -43,7 +43,7 @@ class OpenAIBackend(HttpBackend):
         await super().start()
         where = f"{self.base_urls[0]}/v1/models"
         listed = field(await self.request("GET", where), "data", list, where)
-        served = [m.get("id") for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        served: list[str] = [m["id"] for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
         if not served:
             raise BackendError(f"{where} lists no models")
         self.model = self.options.model if self.options.model in served else served[0]
@@ -102,4 +102,5 @@ def _logprobs(block: dict | None, chat: bool) -> list[float] | None:
         if chat
         else block.get("token_logprobs") or []
     )
-    return [float(v) for v in values] if values and all(isinstance(v, (int, float)) for v in values) else None
+    numbers = [float(v) for v in values if isinstance(v, (int, float))]
+    return numbers if values and len(numbers) == len(values) else None

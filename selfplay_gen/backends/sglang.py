@@ -58,6 +58,7 @@ class SGLangBackend(HttpBackend):
     async def _wait_healthy(self, url: str) -> None:
         """Poll `/health` until it answers 200. A server that refuses connections for the first
         `unreachable_s` is taken to be absent (wrong URL, not started) rather than still loading."""
+        assert self._client is not None, "start() opens the client first"
         loop = asyncio.get_running_loop()
         started, reached, problem = loop.time(), False, ""
         while True:

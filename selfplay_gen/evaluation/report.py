@@ -13,6 +13,7 @@ import io
 import json
 from itertools import combinations
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -177,9 +178,10 @@ def plot_histograms(groups: dict[str, np.ndarray], bins, xlabel: str, path: Path
 
 def plot_series(labels: list[str], points: list[dict | None], ylabel: str, path: Path) -> None:
     """Means (or ratings) with their intervals, in iteration order."""
-    xs = [i for i, p in enumerate(points) if p and p.get("mean", p.get("rating")) is not None]
-    ys = np.array([points[i].get("mean", points[i].get("rating")) for i in xs], dtype=float)
-    ci = np.array([points[i]["ci"] for i in xs], dtype=float).reshape(-1, 2)
+    shown = [(i, p) for i, p in enumerate(points) if p and p.get("mean", p.get("rating")) is not None]
+    xs = [i for i, _ in shown]
+    ys = np.array([p.get("mean", p.get("rating")) for _, p in shown], dtype=np.float64)
+    ci = np.array([p["ci"] for _, p in shown], dtype=np.float64).reshape(-1, 2)
     fig, ax = plt.subplots(figsize=(max(4.8, 0.9 * len(labels) + 2), 3.6))
     ax.errorbar(xs, ys, yerr=[ys - ci[:, 0], ci[:, 1] - ys], marker="o", capsize=4)
     tilt = len(labels) > 3
@@ -191,9 +193,9 @@ def plot_series(labels: list[str], points: list[dict | None], ylabel: str, path:
 
 
 def _interval(stat: dict | None, percent: bool = False, digits: int = 3) -> str:
-    if not stat or stat.get("mean", stat.get("rating")) is None:
+    value = stat.get("mean", stat.get("rating")) if stat else None
+    if stat is None or value is None:
         return "–"
-    value = stat.get("mean", stat.get("rating"))
     scale, unit, digits = (100, "%", 1) if percent else (1, "", digits)
     lo, hi = (c * scale for c in stat["ci"])
     return f"{value * scale:.{digits}f}{unit} [{lo:.{digits}f}, {hi:.{digits}f}]"
@@ -439,7 +441,7 @@ def append_to_run(run_dir: Path, metrics: dict, source: str) -> dict:
         )
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / "metrics.json"
-    run = json.loads(path.read_text()) if path.exists() else {"schema": RUN_SCHEMA, "rows": []}
+    run: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"schema": RUN_SCHEMA, "rows": []}
     if run.get("schema") != RUN_SCHEMA:
         raise ValueError(f"{path}: not a run-level report (schema {run.get('schema')!r}, expected {RUN_SCHEMA!r})")
     label = models[0]
