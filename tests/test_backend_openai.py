@@ -177,3 +177,41 @@ async def test_play_command_with_a_served_model_name(server, local_model_dir, tm
     assert record["outcome"]["termination"] == "max_moves"  # two valid [message] moves
     assert all(turn["retokenized"] for seat in record["players"] for turn in seat["turns"])
     assert len(seen) >= 2 and KEY not in out.read_text()
+
+
+@pytest.fixture
+async def echoing_server():
+    """A server that quotes the request's headers in its 400 answers, and sends an undecodable gzip body."""
+
+    async def echo(request):
+        return web.Response(status=400, text=f"bad request; headers were {dict(request.headers)}")
+
+    async def broken_gzip(request):
+        return web.Response(body=b"not gzip at all", headers={"Content-Encoding": "gzip"})
+
+    app = web.Application()
+    async def models(request):
+        return web.json_response({"data": [{"id": "served-model"}]})
+
+    app.add_routes([web.get("/v1/models", models), web.post("/echo", echo), web.get("/gzip", broken_gzip)])
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    yield f"http://127.0.0.1:{port}"
+    await runner.cleanup()
+
+
+async def test_errors_never_carry_the_api_key(echoing_server, tokenizer, monkeypatch):
+    monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
+    backend = openai(echoing_server, "completions", tokenizer)
+    await backend.start()
+    try:
+        with pytest.raises(BackendError) as echoed:
+            await backend.request("POST", f"{echoing_server}/echo", {"prompt": [1]})
+        assert "HTTP 400" in str(echoed.value) and KEY not in str(echoed.value) and "[redacted]" in str(echoed.value)
+        with pytest.raises(BackendError, match="DecodingError") as undecodable:  # not retried, not an internal error
+            await backend.request("GET", f"{echoing_server}/gzip")
+        assert backend.stats.retries == 0 and KEY not in str(undecodable.value)
+    finally:
+        await backend.close()

@@ -1,15 +1,18 @@
 """What the server backends share: one httpx client per run, each session pinned to one server,
 and the one place where requests are retried.
 
-Retried (with exponential backoff, at most `options.max_retries` times): connection errors,
-timeouts, 429 and 5xx, i.e. what a busy or restarting server answers. Anything else (another 4xx,
-a body that is not JSON, a missing field) is a `BackendError` at once: trying again would get
-the same answer.
+Retried (with exponential backoff, jittered so that many games do not retry in step, at most
+`options.max_retries` times): connection errors, timeouts, 429 and 5xx, i.e. what a busy or
+restarting server answers. Anything else (another 4xx, a body that is not JSON or not decodable, a
+missing field) is a `BackendError` at once: trying again would get the same answer. Error texts
+quote the server, which can echo a request's headers: the values of `headers()` (an API key) are
+replaced by "[redacted]" before any text leaves this module.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import zlib
 
 import httpx
@@ -49,6 +52,14 @@ class HttpBackend(Backend):
         """Headers sent with every request (e.g. authorization)."""
         return {}
 
+    def redact(self, text: str) -> str:
+        """`text` without the secrets of `headers()`: each value, and its last word ("Bearer KEY")."""
+        for value in self.headers().values():
+            for secret in {value, value.split()[-1] if value.split() else value}:
+                if len(secret) >= 8:
+                    text = text.replace(secret, "[redacted]")
+        return text
+
     async def start(self) -> None:
         timeout = httpx.Timeout(self.options.timeout_s, connect=min(10.0, self.options.timeout_s))
         self._client = httpx.AsyncClient(
@@ -72,26 +83,29 @@ class HttpBackend(Backend):
             raise RuntimeError(f"the {self.name} backend is not started: use `async with backend:`")
         attempts = self.options.max_retries + 1
         for attempt in range(attempts):
-            delay = min(MAX_BACKOFF_S, self.options.retry_backoff_s * 2**attempt)
+            delay = min(MAX_BACKOFF_S, self.options.retry_backoff_s * 2**attempt) * random.uniform(0.5, 1.0)
             try:
                 response = await self._client.request(method, url, json=payload)
             except httpx.TransportError as err:  # refused, reset, timed out
                 problem = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
                 self.stats.errors[type(err).__name__] += 1
+            except httpx.HTTPError as err:  # e.g. a body that cannot be decoded: the same on every try
+                self.stats.errors[type(err).__name__] += 1
+                raise BackendError(self.redact(f"{method} {url} failed: {type(err).__name__}: {err}")) from None
             else:
                 if response.status_code < 400:
                     try:
                         body = response.json()
                     except ValueError:
                         raise BackendError(
-                            f"malformed response from {url}: not JSON: {response.text[:200]!r}"
+                            self.redact(f"malformed response from {url}: not JSON: {response.text[:200]!r}")
                         ) from None
                     if not isinstance(body, dict):
                         raise BackendError(
                             f"malformed response from {url}: expected a JSON object, got {type(body).__name__}"
                         )
                     return body
-                problem = f"HTTP {response.status_code}: {response.text[:300]}"
+                problem = self.redact(f"HTTP {response.status_code}: {response.text[:300]}")
                 self.stats.errors[f"http_{response.status_code}"] += 1
                 if response.status_code != 429 and response.status_code < 500:
                     raise BackendError(f"{method} {url} failed: {problem}")
