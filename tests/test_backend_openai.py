@@ -190,6 +190,7 @@ async def echoing_server():
         return web.Response(body=b"not gzip at all", headers={"Content-Encoding": "gzip"})
 
     app = web.Application()
+
     async def models(request):
         return web.json_response({"data": [{"id": "served-model"}]})
 

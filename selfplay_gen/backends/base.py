@@ -8,6 +8,7 @@ owns its retries: callers see either a `Generation` or a `BackendError`.
 from __future__ import annotations
 
 import abc
+import importlib
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -85,6 +86,9 @@ class Backend(abc.ABC):
 
 
 _REGISTRY: dict[str, type[Backend]] = {}
+# name -> the module that registers it, imported only when that backend is used: `local` needs
+# torch and transformers, the server backends need neither
+MODULES = {"local": "local", "sglang": "sglang", "openai": "openai"}
 
 
 def register(name: str):
@@ -99,12 +103,10 @@ def register(name: str):
 
 
 def backend_class(name: str) -> type[Backend]:
-    from . import local, openai, sglang  # noqa: F401  (registration side effects)
-
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown backend {name!r}; choose one of {sorted(_REGISTRY)}") from None
+    if name not in MODULES:
+        raise ValueError(f"unknown backend {name!r}; choose one of {sorted(MODULES)}")
+    importlib.import_module(f"{__package__}.{MODULES[name]}")  # registers it
+    return _REGISTRY[name]
 
 
 @dataclass
