@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -11,19 +12,29 @@ import click
 
 from .atomic import write_json_atomic
 from .backends.base import BackendError
-from .evaluation.cli import eval_command
 from .options import generation_options, limits_from, load_instances, open_seats
 from .records import GameWriter, read_games
 from .runner import instances_needed, plan_games, run_games
-from .verl.init_data import init_command
 
 
 class DefaultGroup(click.Group):
     """A group whose first argument, when not a subcommand, goes to the default command, so
-    `selfplay-gen --num-games 200` plays games while `selfplay-gen init ...` runs `init`."""
+    `selfplay-gen --num-games 200` plays games while `selfplay-gen init ...` runs `init`. The other
+    subcommands are imported when named (`LAZY`), so playing games loads neither pandas nor matplotlib."""
+
+    LAZY = {"eval": "selfplay_gen.evaluation.cli:eval_command", "init": "selfplay_gen.verl.init_data:init_command"}
+
+    def list_commands(self, ctx):
+        return sorted({*self.commands, *self.LAZY})
+
+    def get_command(self, ctx, name):
+        if name in self.LAZY and name not in self.commands:
+            module, attribute = self.LAZY[name].split(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return super().get_command(ctx, name)
 
     def parse_args(self, ctx, args):
-        if not args or args[0] not in self.commands and args[0] not in ("--help", "-h"):
+        if not args or args[0] not in self.list_commands(ctx) and args[0] not in ("--help", "-h"):
             args = ["play", *args]
         return super().parse_args(ctx, args)
 
@@ -132,9 +143,6 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
             err=True,
         )
 
-
-main.add_command(init_command)
-main.add_command(eval_command)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -111,3 +111,15 @@ def test_resumed_games_use_identical_instances(tmp_path):
     a = {r["game_id"]: r["instance"] for r in read_games(whole)}
     b = {r["game_id"]: r["instance"] for r in read_games(part)}
     assert a == b
+
+
+def test_playing_loads_no_analysis_libraries():
+    """`eval` and `init` are imported when named: starting the play command loads neither pandas nor
+    matplotlib, and every subcommand is still listed and runs."""
+    probe = (
+        "import sys, selfplay_gen.cli; print(sorted(m for m in ('pandas', 'matplotlib', 'torch') if m in sys.modules))"
+    )
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout == "[]\n"
+    listed = CliRunner().invoke(main, ["--help"]).output
+    assert all(f"  {name} " in listed for name in ("eval", "init", "play"))
+    assert CliRunner().invoke(main, ["eval", "--help"]).exit_code == 0
