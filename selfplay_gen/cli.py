@@ -14,7 +14,7 @@ from .atomic import write_json_atomic
 from .backends.base import BackendError
 from .options import generation_options, limits_from, load_instances, open_seats
 from .records import GameWriter, read_games
-from .runner import instances_needed, plan_games, run_games
+from .runner import Summary, instances_needed, plan_games, run_games, until_signalled
 
 
 class DefaultGroup(click.Group):
@@ -113,10 +113,12 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
         num_games,
     )
 
+    summary = Summary()
+
     async def go():
         async with open_seats(**opts) as seating:
             seating.settings["run"] = run
-            summary = await run_games(
+            await run_games(
                 specs,
                 seating.seats,
                 limits_from(opts),
@@ -124,17 +126,27 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
                 seating.concurrency,
                 seating.settings,
                 progress=not quiet,
+                summary=summary,
             )
-            return summary, seating.backend_stats()
+            return seating.backend_stats()
 
     try:
         with writer:
-            summary, backends = asyncio.run(go())
+            backends, caught = asyncio.run(until_signalled(go()))
     except BackendError as err:
         raise click.ClickException(str(err)) from None
-    result = {**summary.to_dict(), "out": str(out), "games_in_file": len(writer.done), "backends": backends}
+    result = {**summary.to_dict(), "out": str(out), "games_in_file": len(writer.done), "backends": backends or {}}
+    if caught:
+        result["interrupted"] = caught.name
     write_json_atomic(out.with_name(out.stem + ".summary.json"), result)
     click.echo(json.dumps(result, indent=2))
+    if caught:
+        click.echo(
+            f"stopped by {caught.name}: {summary.games} games of this run are in {out} "
+            f"({len(writer.done)} in all); --resume plays the rest",
+            err=True,
+        )
+        sys.exit(128 + caught.value)
     if summary.failures:
         reasons = ", ".join(f"{reason}: {n}" for reason, n in summary.failures.most_common())
         click.echo(

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+import signal
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import TypeVar
 
 from tqdm.auto import tqdm
 
@@ -22,6 +25,8 @@ from .game import BACKEND_ERROR, INTERNAL, TOKEN_INVARIANT, Limits, MatchingGame
 from .instance import Instance
 from .players import GameStop, Player
 from .records import SCHEMA_VERSION, GameWriter
+
+T = TypeVar("T")
 
 # (instance, seat, game_id, game_index) -> the player for that seat of that game
 SeatFactory = Callable[[Instance, int, str, int], Player]
@@ -57,6 +62,7 @@ async def play_game(spec: GameSpec, seats: tuple[SeatFactory, SeatFactory], limi
     failure = None  # only errors; a game that hit a limit ended normally with reward 0
     while not game.done:
         mover = game.to_move
+        await asyncio.sleep(0)  # a turn for the loop (signals, other games) even when players answer at once
         try:
             text = await players[mover].act()
             step = game.step(text)
@@ -149,10 +155,13 @@ async def run_games(
     concurrency: int,
     settings: dict,
     progress: bool = True,
+    summary: Summary | None = None,
 ) -> Summary:
-    """Play every spec not already in `writer`, `concurrency` at a time, writing each record."""
+    """Play every spec not already in `writer`, `concurrency` at a time, writing each record.
+    `summary` (a new one if not given) counts the games as they end, so a caller whose run is
+    cancelled still has the count of what was written."""
     todo = [s for s in specs if s.game_id not in writer.done]
-    summary = Summary()
+    summary = summary if summary is not None else Summary()
     gate = asyncio.Semaphore(max(1, concurrency))
     bar = tqdm(total=len(specs), initial=len(specs) - len(todo), desc="games", unit="game", disable=not progress)
     started = time.perf_counter()
@@ -176,5 +185,34 @@ async def run_games(
         await asyncio.gather(*(one(s) for s in todo))
     finally:
         bar.close()
-    summary.wall_time_s = time.perf_counter() - started
+        summary.wall_time_s = time.perf_counter() - started
     return summary
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+async def until_signalled(work: Awaitable[T]) -> tuple[T | None, signal.Signals | None]:
+    """Await `work`; SIGINT or SIGTERM cancels it within moments (games in flight end unrecorded,
+    backends close, every finished game is already in its file). (result, None), or (None, the signal).
+    Signals reach only the main thread: elsewhere (a CLI invoked from a worker thread) `work` just runs."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(work)
+    caught: list[signal.Signals] = []
+
+    def stop(sig: signal.Signals) -> None:
+        caught.append(sig)
+        task.cancel()
+
+    handled = threading.current_thread() is threading.main_thread()
+    for sig in STOP_SIGNALS if handled else ():
+        loop.add_signal_handler(sig, stop, sig)
+    try:
+        return await task, None
+    except asyncio.CancelledError:
+        if not caught:
+            raise
+        return None, caught[0]
+    finally:
+        for sig in STOP_SIGNALS if handled else ():
+            loop.remove_signal_handler(sig)
