@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,17 @@ from .players import LLMPlayer, ScriptedPlayer, TeacherPlayer
 
 BACKENDS = ("local", "sglang", "openai", "scripted")
 SCRIPTED_POLICIES = ("share", "teacher")
+
+
+class FiniteRange(click.FloatRange):
+    """A FloatRange that also refuses nan and inf: nan passes every bound, and either would be
+    written into every record of the run."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def _seat_options(prefix: str, who: str):
@@ -64,14 +76,14 @@ def generation_options(f):
         *_seat_options("partner-", "seat 1 (cross-play, opponent pools)"),
         click.option(
             "--temperature",
-            type=click.FloatRange(min=0),
+            type=FiniteRange(min=0),
             default=1.0,
             show_default=True,
             help="Sampling temperature (0: greedy).",
         ),
         click.option(
             "--top-p",
-            type=click.FloatRange(0, 1, min_open=True),
+            type=FiniteRange(0, 1, min_open=True),
             default=1.0,
             show_default=True,
             help="Nucleus sampling: keep the smallest set of tokens with this much probability.",
@@ -165,7 +177,7 @@ def generation_options(f):
         ),
         click.option(
             "--seed",
-            type=int,
+            type=click.IntRange(min=0),
             default=0,
             show_default=True,
             help="Seed of the instances (and of scripted players' choices).",

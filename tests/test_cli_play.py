@@ -144,3 +144,13 @@ def test_a_signal_stops_the_run_cleanly_and_resume_finishes_it(tmp_path, sig):
     done = subprocess.run([*args, "--resume"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert len({r["game_id"] for r in read_games(out)}) == 3000
+
+
+@pytest.mark.parametrize(
+    "option, value", [("--seed", "-1"), ("--temperature", "nan"), ("--temperature", "inf"), ("--top-p", "nan")]
+)
+def test_values_that_would_poison_every_record_are_refused(tmp_path, option, value):
+    out = tmp_path / "g.jsonl"
+    result = play("--backend", "scripted", "-n", "2", option, value, "--out", str(out))
+    assert result.exit_code == 2 and f"Invalid value for '{option}'" in result.output
+    assert not out.exists()
