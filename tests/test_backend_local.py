@@ -6,6 +6,7 @@ import math
 import pytest
 
 from selfplay_gen.backends.base import BackendOptions, SamplingParams, backend_class
+from selfplay_gen.backends.local import _Request
 
 pytestmark = pytest.mark.slow
 
@@ -54,3 +55,21 @@ async def test_sampling_settings_split_batches_and_seed_repeats(tokenizer, local
             )
             assert (backend.batches, backend.largest_batch) == (2, 1)
     assert [g.output_ids for g in runs[0]] == [g.output_ids for g in runs[1]]
+
+
+async def test_closing_stops_a_generation_in_flight(tokenizer, local_model_dir):
+    """A thread cannot be cancelled: closing the backend makes a running `model.generate` stop at its
+    next token, so Ctrl-C does not wait for a long turn to run to its budget."""
+    never = tokenizer.convert_tokens_to_ids("<|endoftext|>")  # a stop id this prompt does not produce
+    request = _Request(
+        prompt(tokenizer, "Write a long story."),
+        SamplingParams(1.0, 1.0, 4000, (never,)),
+        asyncio.get_running_loop().create_future(),
+    )
+    backend = backend_class("local")(BackendOptions(model=local_model_dir, seed=0), tokenizer)
+    await backend.start()
+    running = asyncio.create_task(asyncio.to_thread(backend._run, [request], 0))
+    await asyncio.sleep(2)  # generating, in its thread
+    await backend.close()
+    (generation,) = await running
+    assert 0 < len(generation.output_ids) < 4000 and generation.finish_reason == "length"

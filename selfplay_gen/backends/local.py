@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
 
 import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
 
 from .. import models
 from .base import Backend, BackendError, BackendOptions, BackendStats, Generation, SamplingParams, register
@@ -49,6 +51,9 @@ class LocalBackend(Backend):
         self.largest_batch = 0  # most requests served by one call
         self._pending: deque[_Request] = deque()
         self._worker: asyncio.Task | None = None
+        # set by close(): a `model.generate` running in its thread stops at its next token instead of
+        # running to its budget (Ctrl-C took 99 s), since a thread cannot be cancelled
+        self._closing = threading.Event()
 
     async def start(self) -> None:
         if self.options.device == "cpu":
@@ -56,9 +61,11 @@ class LocalBackend(Backend):
         self._model = await asyncio.to_thread(load_model, self.model, self.options.device)
         self.context_length = self._model.config.max_position_embeddings
         self._wakeup = asyncio.Event()
+        self._closing.clear()
         self._worker = asyncio.create_task(self._serve())
 
     async def close(self) -> None:
+        self._closing.set()
         if self._worker is not None:
             self._worker.cancel()
             await asyncio.gather(self._worker, return_exceptions=True)
@@ -133,6 +140,7 @@ class LocalBackend(Backend):
                 pad_token_id=pad,
                 return_dict_in_generate=True,
                 output_scores=True,
+                stopping_criteria=StoppingCriteriaList([_UntilSet(self._closing)]),
                 **sampling,
             )
             logprobs = self._model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
@@ -145,6 +153,16 @@ class LocalBackend(Backend):
             end = end or min(budget, len(ids))
             results.append(Generation(ids[:end], row_logprobs[:end], finish, len(request.prompt_ids)))
         return results
+
+
+class _UntilSet(StoppingCriteria):
+    """Stops every row of a generation once `event` is set."""
+
+    def __init__(self, event: threading.Event):
+        self.event = event
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs) -> torch.Tensor:
+        return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool, device=input_ids.device)
 
 
 def _batch_key(params: SamplingParams) -> tuple:
