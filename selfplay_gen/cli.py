@@ -98,6 +98,11 @@ def main():
 def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
     """Play games and write each one to OUT as it ends."""
     run = {"instances": instances, "seed": opts["seed"], "games_per_instance": games_per_instance}
+    specs = plan_games(
+        load_instances(instances, instances_needed(num_games, games_per_instance), opts["seed"]),
+        games_per_instance,
+        num_games,
+    )
     if out.exists() and out.stat().st_size and resume:
         _check_resume(out, run)
     try:
@@ -105,13 +110,15 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
         writer = GameWriter(out, resume=resume)
     except (FileExistsError, OSError) as err:
         raise click.ClickException(str(err)) from None
+    unplanned = writer.done - {spec.game_id for spec in specs}
+    if unplanned:
+        writer.close()
+        raise click.UsageError(
+            f"--resume: {out} holds {len(writer.done)} games, {len(unplanned)} of them beyond this run's "
+            f"--num-games {num_games} (e.g. {min(unplanned)}); ask for at least {len(writer.done)} games"
+        )
     if writer.repaired_bytes:
         click.echo(f"repaired {out}: dropped a torn last line ({writer.repaired_bytes} bytes)", err=True)
-    specs = plan_games(
-        load_instances(instances, instances_needed(num_games, games_per_instance), opts["seed"]),
-        games_per_instance,
-        num_games,
-    )
 
     summary = Summary()
 

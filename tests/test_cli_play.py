@@ -154,3 +154,12 @@ def test_values_that_would_poison_every_record_are_refused(tmp_path, option, val
     result = play("--backend", "scripted", "-n", "2", option, value, "--out", str(out))
     assert result.exit_code == 2 and f"Invalid value for '{option}'" in result.output
     assert not out.exists()
+
+
+def test_resume_with_fewer_games_than_the_file_holds_is_refused(tmp_path):
+    out = tmp_path / "g.jsonl"
+    assert play("--backend", "scripted", "-n", "8", "-k", "2", "--out", str(out)).exit_code == 0
+    fewer = play("--backend", "scripted", "-n", "4", "-k", "2", "--out", str(out), "--resume")
+    assert fewer.exit_code == 2 and "holds 8 games, 4 of them beyond this run's --num-games 4" in fewer.output
+    assert len(list(read_games(out))) == 8  # nothing lost
+    assert play("--backend", "scripted", "-n", "8", "-k", "2", "--out", str(out), "--resume").exit_code == 0
