@@ -1,13 +1,16 @@
 """The sglang backend against a stand-in SGLang server driven by the real embedded model."""
 
 import asyncio
+import json
 import math
 import zlib
 
 import pytest
+from click.testing import CliRunner
 from fake_sglang import FakeSGLang, free_port
 
 from selfplay_gen.backends.base import BackendError, BackendOptions, SamplingParams, backend_class
+from selfplay_gen.cli import main
 from selfplay_gen.game import Limits
 from selfplay_gen.instance import Instance
 from selfplay_gen.players import LLMPlayer
@@ -166,41 +169,21 @@ async def test_each_session_sticks_to_one_server(tokenizer, local_model_dir, tmp
     assert one.prompts and two.prompts
 
 
+async def play_command(fake: FakeSGLang, fail_next: list[int], *args: str):
+    """`selfplay-gen --backend sglang` against `fake` as a user runs it (in a thread: the fake serves
+    on this loop), with the first requests answered by the statuses of `fail_next`."""
+    fake.fail_next = fail_next
+    return await asyncio.to_thread(
+        CliRunner().invoke, main, ["--backend", "sglang", "--base-url", fake.url, "-n", "2", "-k", "2", *args, "-q"]
+    )
+
+
 async def test_play_command_against_the_server(tokenizer, local_model_dir, tmp_path):
-    """`selfplay-gen --backend sglang` as a user runs it: the model and limits come from the
-    server, a 500 is retried, and the summary reports it."""
-    import json
-
-    from click.testing import CliRunner
-
-    from selfplay_gen.cli import main
-    from selfplay_gen.records import read_games
-
+    """The model and limits come from the server, a 500 is retried, and the summary reports it."""
     out = tmp_path / "games.jsonl"
     async with FakeSGLang(tokenizer, local_model_dir) as fake:
-        fake.fail_next = [500]
-        result = await asyncio.to_thread(
-            CliRunner().invoke,
-            main,
-            [
-                "--backend",
-                "sglang",
-                "--base-url",
-                fake.url,
-                "-n",
-                "2",
-                "-k",
-                "2",
-                "--max-moves",
-                "2",
-                "--max-new-tokens",
-                "16",
-                "--temperature",
-                "0",
-                "--out",
-                str(out),
-                "-q",
-            ],
+        result = await play_command(
+            fake, [500], "--max-moves", "2", "--max-new-tokens", "16", "--temperature", "0", "--out", str(out)
         )
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "games.summary.json").read_text())
@@ -213,32 +196,9 @@ async def test_play_command_against_the_server(tokenizer, local_model_dir, tmp_p
 
 
 async def test_play_command_says_on_stderr_when_games_failed(tokenizer, local_model_dir, tmp_path):
-    from click.testing import CliRunner
-
-    from selfplay_gen.cli import main
-
-    async with FakeSGLang(tokenizer, local_model_dir) as fake:
-        fake.fail_next = [500] * 1000  # every attempt of every request
-        result = await asyncio.to_thread(
-            CliRunner().invoke,
-            main,
-            [
-                "--backend",
-                "sglang",
-                "--base-url",
-                fake.url,
-                "-n",
-                "2",
-                "-k",
-                "2",
-                "--max-new-tokens",
-                "8",
-                "--max-retries",
-                "1",
-                "--out",
-                str(tmp_path / "games.jsonl"),
-                "-q",
-            ],
+    async with FakeSGLang(tokenizer, local_model_dir) as fake:  # every attempt of every request fails
+        result = await play_command(
+            fake, [500] * 1000, "--max-new-tokens", "8", "--max-retries", "1", "--out", str(tmp_path / "games.jsonl")
         )
     assert "2 of 2 games failed (backend_error: 2)" in result.stderr, result.output
     assert '"failures": {\n    "backend_error": 2\n  }' in result.stdout

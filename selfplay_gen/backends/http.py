@@ -55,7 +55,7 @@ class HttpBackend(Backend):
     def redact(self, text: str) -> str:
         """`text` without the secrets of `headers()`: each value, and its last word ("Bearer KEY")."""
         for value in self.headers().values():
-            for secret in {value, value.split()[-1] if value.split() else value}:
+            for secret in {value, *value.split()[-1:]}:
                 if len(secret) >= 8:
                     text = text.replace(secret, "[redacted]")
         return text
