@@ -4,16 +4,17 @@
 #   source bench/gpu_setup.sh [PART_DIR]
 #
 # The bundles of shared/gpu/ (site_serve, site_train, the SmolLM2 GGUF and the install scripts)
-# travel as one tar split into three parts that arrive in separate calls; each call copies its
-# part from PART_DIR (default .gpu/p*) into /tmp/gpu-parts, which survives while the machine is
-# warm. Once all three are there, this joins and checks them, unpacks them into /tmp/gpu, sources
-# install_site.sh (serve + train), converts the model to /tmp/smollm2 (once) and exports
-# MODEL=/tmp/smollm2 and PYTHONPATH with this repository, so `python3 -m selfplay_gen.cli` works.
+# travel as one tar split into parts that arrive in separate calls (a call carries 64 MiB with
+# the repository); each part's directory also holds all.sha256 and `parts`, their number. Each
+# call copies its part from PART_DIR (default .gpu/p*) into /tmp/gpu-parts, which survives while
+# the machine is warm. Once all of them are there, this joins and checks them, unpacks them into
+# /tmp/gpu, sources install_site.sh (serve + train), converts the model to /tmp/smollm2 (once) and
+# exports MODEL=/tmp/smollm2 and PYTHONPATH with this repository, so `python3 -m selfplay_gen.cli` works.
 _gpu_here=$(pwd)
 mkdir -p /tmp/gpu-parts
 for _p in "${1:-.gpu}"/p*/*; do [ -f "$_p" ] && cp -f "$_p" /tmp/gpu-parts/; done
-if [ "$(find /tmp/gpu-parts -name 'part-*' | wc -l)" -lt 3 ]; then
-  echo "gpu_setup: have $(find /tmp/gpu-parts -name 'part-*' | wc -l) of 3 parts; carry the rest" >&2
+if [ "$(find /tmp/gpu-parts -name 'part-*' | wc -l)" -lt "$(cat /tmp/gpu-parts/parts 2> /dev/null || echo 3)" ]; then
+  echo "gpu_setup: have $(find /tmp/gpu-parts -name 'part-*' | wc -l) of $(cat /tmp/gpu-parts/parts) parts; carry the rest" >&2
   return 0 2>/dev/null || exit 0
 fi
 if [ ! -f /tmp/gpu/.ok ]; then
