@@ -2,18 +2,19 @@
 
     python bench/learning.py ROOT OUT
 
-ROOT holds one run directory per trainer (bench/gpu_learning.sh makes ROOT/grpo and ROOT/fbc,
-from the same base model and warm start). For every stage of every run (base, warm, iter_1,
-...) it takes the run-level evaluation rows (RUN/report/heldout and RUN/report/human) and reports
-the mean normalized reward with its 95% bootstrap interval over instances beside the random-
-matching baseline of the same instances, the paired differences against the previous stage and
-against the warm start, agreement, valid moves, grounding, and the stage's wall time. The two
-trainers' last stages are also compared with each other, paired by instance. Writes OUT/learning.md,
-OUT/learning.json and OUT/learning.png.
+ROOT holds one run directory per trainer or setting (bench/gpu_learning.sh makes ROOT/grpo and
+ROOT/fbc from the same base model and warm start; any ROOT/NAME with a report/ is read). For every
+stage of every run (base, warm, iter_1, ...) it takes the run-level evaluation rows (RUN/report/heldout
+and RUN/report/human) and reports the mean normalized reward with its 95% bootstrap interval over
+instances beside the random-matching baseline of the same instances, the paired differences against
+the previous stage and against the warm start, agreement, valid moves, grounding, and the stage's wall
+time. The runs' last stages are also compared with each other, pair by pair, paired by instance.
+Writes OUT/learning.md, OUT/learning.json and OUT/learning.png.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ import pandas as pd
 
 from selfplay_gen.evaluation.metrics import paired_difference
 
-RUNS = {"grpo": "GRPO", "fbc": "filtered BC"}
+RUNS = {"grpo": "GRPO", "fbc": "filtered BC"}  # names of gpu_learning.sh's runs; others are shown as named
 SETS = ("heldout", "human")
 NO_TALK, HUMANS = 0.837, 0.921  # the ladder of held-out seeds and the humans' 134 games
 RESAMPLES, SEED = 2000, 0
@@ -62,9 +63,7 @@ def stage_times(run: Path) -> dict[str, str]:
 def load(root: Path) -> dict:
     """Per run and instance set: the stages in order with summary and per-instance rewards."""
     runs = {}
-    for name in RUNS:
-        if not (root / name).is_dir():
-            continue
+    for name in sorted(p.name for p in root.iterdir() if (p / "report").is_dir()):
         sets = {}
         for kind in SETS:
             path = root / name / "report" / kind / "metrics.json"
@@ -90,7 +89,7 @@ def stage_rows(runs: dict, rng: np.random.Generator) -> list[dict]:
                 warm = stages["warm"]["per_instance"] if "warm" in stages and label not in ("base", "warm") else None
                 rows.append(
                     {
-                        "trainer": RUNS[name],
+                        "trainer": RUNS.get(name, name),
                         "set": kind,
                         "stage": label,
                         "reward": s.get("mean_normalized_reward"),
@@ -113,22 +112,22 @@ def stage_rows(runs: dict, rng: np.random.Generator) -> list[dict]:
 
 
 def head_to_head(runs: dict, rng: np.random.Generator) -> list[dict]:
-    """The two trainers' last stages, paired by instance."""
-    if not all(name in runs for name in RUNS):
-        return []
+    """Every pair of runs: their last stages, paired by instance."""
     out = []
-    for kind in SETS:
-        stages = [runs[name]["sets"].get(kind) for name in RUNS]
-        if not all(stages):
-            continue
-        (a_label, a), (b_label, b) = [list(s.items())[-1] for s in stages]
-        out.append(
-            {
-                "set": kind,
-                "stages": [a_label, b_label],
-                "grpo_minus_fbc": paired_difference(a["per_instance"], b["per_instance"], RESAMPLES, rng),
-            }
-        )
+    for first, second in itertools.combinations(runs, 2):
+        for kind in SETS:
+            stages = [runs[name]["sets"].get(kind) for name in (first, second)]
+            if not all(stages):
+                continue
+            (a_label, a), (b_label, b) = [list(s.items())[-1] for s in stages]
+            out.append(
+                {
+                    "set": kind,
+                    "runs": [RUNS.get(first, first), RUNS.get(second, second)],
+                    "stages": [a_label, b_label],
+                    "difference": paired_difference(a["per_instance"], b["per_instance"], RESAMPLES, rng),
+                }
+            )
     return out
 
 
@@ -158,10 +157,8 @@ def markdown(rows: list[dict], versus: list[dict]) -> str:
             )
         lines.append("")
     for v in versus:
-        lines.append(
-            f"GRPO ({v['stages'][0]}) − filtered BC ({v['stages'][1]}) on {v['set']} instances, paired: "
-            f"{signed(v['grpo_minus_fbc'])}"
-        )
+        (a, b), (a_stage, b_stage) = v["runs"], v["stages"]
+        lines.append(f"{a} ({a_stage}) − {b} ({b_stage}) on {v['set']} instances, paired: {signed(v['difference'])}")
     return "\n".join(lines) + "\n"
 
 
@@ -169,7 +166,8 @@ def plot(rows: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for ax, kind in zip(axes, SETS):
         chosen = [r for r in rows if r["set"] == kind and r["reward"] and r["reward"]["mean"] is not None]
-        for offset, trainer in zip((-0.06, 0.06), RUNS.values()):
+        trainers = list(dict.fromkeys(r["trainer"] for r in chosen))
+        for offset, trainer in zip(np.linspace(-0.1, 0.1, len(trainers)), trainers):
             mine = [r for r in chosen if r["trainer"] == trainer]
             if not mine:
                 continue
@@ -197,7 +195,7 @@ def plot(rows: list[dict], path: Path) -> None:
 def main(root: Path, out: Path) -> None:
     runs = load(root)
     if not runs:
-        sys.exit(f"no run directories ({', '.join(RUNS)}) under {root}")
+        sys.exit(f"no run directories (NAME/report/) under {root}")
     rng = np.random.default_rng(SEED)
     rows, versus = stage_rows(runs, rng), head_to_head(runs, rng)
     out.mkdir(parents=True, exist_ok=True)

@@ -56,6 +56,7 @@ def test_stages_sit_beside_random_matching_with_paired_differences(tmp_path):
         assert (row["vs_warm"] is None) == (stage in ("base", "warm"))
         assert (row["vs_previous"] is None) == (stage == "base")
     assert rows["GRPO", "iter_1"]["vs_warm"]["ci"][0] > 0  # sharing everything beats 30%
-    (versus,) = stages["head_to_head"]
-    assert versus["grpo_minus_fbc"]["mean"] > 0 and versus["stages"] == ["iter_1", "iter_1"]
+    (versus,) = stages["head_to_head"]  # runs in name order: fbc, grpo
+    assert versus["runs"] == ["filtered BC", "GRPO"] and versus["stages"] == ["iter_1", "iter_1"]
+    assert versus["difference"]["ci"][1] < 0
     assert "− warm start (paired)" in (out / "learning.md").read_text()
