@@ -1,0 +1,49 @@
+"""bench/proposer_lines.py: the teacher's own games have no faulty reasoning line and score what
+the teacher scores; a line whose pick is not the largest of its list, or that lists a taken
+paper, is counted as such."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from selfplay_gen.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+from proposer_lines import analyse, check_lines  # noqa: E402
+
+
+def test_teacher_games_have_no_faulty_line(tmp_path):
+    games = tmp_path / "games.jsonl"
+    args = ["--backend", "scripted", "--scripted-policy", "teacher", "--seed", "1000000000", "--num-games", "8"]
+    result = CliRunner().invoke(main, [*args, "-k", "1", "--out", str(games), "--quiet"])
+    assert result.exit_code == 0, result.output
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "proposer_lines.py"), str(games), str(tmp_path / "out.json")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert report == analyse(str(games))
+    assert report["games_with_a_proposal_turn"] == 8 and report["reasoning_lines"] == 64
+    assert report["line_errors"] == {}
+    assert report["model_reward_accepted"] == report["teacher_on_same_dialogues"] > 0.6
+
+
+def test_faulty_lines_are_counted_by_kind():
+    own = [[None] * 8 for _ in range(8)]
+    own[0][0], own[0][1] = 50, 70  # Ava Li: BLEU 50, Electra 70
+    own[1][1], own[1][2] = 90, 10  # Daniel Nguyen: Electra 90, GloVe 10
+    told: dict = {r: {} for r in range(8)}
+    good = "Ava Li: BLEU 50, Electra 70 -> Electra\nDaniel Nguyen: GloVe 10 -> GloVe"
+    assert sum(v for k, v in check_lines(good, own, told).items() if k != "lines") == 0
+    errors = check_lines("Ava Li: BLEU 50, Electra 70 -> BLEU\nDaniel Nguyen: GloVe 10 -> GloVe", own, told)
+    assert errors["picks other than the largest of its list"] == 1
+    assert errors["picks other than the best free paper"] == 2  # Daniel Nguyen's best free paper is then Electra
+    errors = check_lines("Ava Li: BLEU 50, Electra 70 -> Electra\nDaniel Nguyen: Electra 90 -> Electra", own, told)
+    assert errors["lists a taken paper"] == 1 and errors["misses a free cell"] == 1
