@@ -229,7 +229,9 @@ def test_iteration_dry_run_chains_generation_training_and_eval(tmp_path):
     # the measured defaults: a LoRA r16 warm start at lr 1e-3; every game, evaluation and replay at 0.7
     assert "model.lora_rank=16 model.lora_alpha=32" in out and "optim.lr=1e-3" in out
     assert out.count("--temperature 0.7") == out.count("--temperature ") == 10  # games, held-out and human evaluations
-    assert out.count("actor_rollout_ref.rollout.temperature=0.7") == 2 and "actor.optim.lr=5e-6" in out
+    assert out.count("actor_rollout_ref.rollout.temperature=0.7") == 2 and "actor.optim.lr=1e-5" in out
+    # GRPO's measured defaults: two PPO updates per step of 16 groups, so the second is clipped
+    assert "ppo_mini_batch_size=8" in out and "data.train_batch_size=16" in out
     assert not run.exists()
 
 
@@ -245,8 +247,12 @@ def test_iteration_filtered_bc_imitates_the_best_games(tmp_path):
         SELFPLAY_GEN="gen",
     )
     assert result.returncode == 0, result.stderr
-    assert "--format sft --top-fraction 0.25" in result.stdout
-    assert "-m selfplay_gen.verl.sft_trainer" in result.stdout and "-m verl.trainer.main_ppo" not in result.stdout
+    out = result.stdout
+    # the measured defaults: the best of 8 games of 2048, two epochs of a LoRA r16 adapter at lr 1e-3, folded in
+    assert "--format sft --top-fraction 0.125" in out and "--num-games 2048" in out
+    assert "model.lora_rank=16" in out and "optim.lr=1e-3" in out and "trainer.total_epochs=2" in out
+    assert "-m selfplay_gen.verl.merge_lora" in out
+    assert "-m selfplay_gen.verl.sft_trainer" in out and "-m verl.trainer.main_ppo" not in out
     assert "--scripted-policy teacher" not in result.stdout
     assert script("run_selfplay_iteration.sh", "--dry-run", TRAINER="ppo").returncode == 2
 
