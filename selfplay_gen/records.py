@@ -16,7 +16,7 @@ import sys
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Literal, TypedDict, cast
+from typing import Annotated, BinaryIO, Literal, TypedDict, cast
 
 import orjson
 
@@ -248,24 +248,40 @@ def read_games(path: str | Path, skip_invalid: bool = False, errors: list[str] |
                     errors.append(str(err))
 
 
-def repair_tail(path: Path, window: int = 1 << 23) -> int:
+def repair_tail(path: Path) -> int:
     """Cut a torn last line (a write interrupted by a crash) and return how many bytes went."""
-    size = path.stat().st_size
     with path.open("rb+") as fh:
-        fh.seek(max(0, size - window))
-        tail = fh.read()
-        start = tail.rfind(b"\n", 0, len(tail) - 1) + 1  # where the last line begins
-        last = tail[start:]
-        try:
-            whole = last.endswith(b"\n") and json.loads(last) is not None
-        except json.JSONDecodeError:
-            whole = False
-        if whole:
+        size = fh.seek(0, os.SEEK_END)
+        start = _last_line_start(fh, size)
+        fh.seek(start)
+        last = fh.read()
+        if last.endswith(b"\n") and _decodes(last):
             return 0
-        keep = size - len(tail) + start
-        fh.truncate(keep)
+        fh.truncate(start)
         os.fsync(fh.fileno())
-    return size - keep
+    return size - start
+
+
+def _last_line_start(fh: BinaryIO, size: int, chunk: int = 1 << 20) -> int:
+    """Where the last line begins, looking backwards a chunk at a time however long it is (a
+    final newline ends that line rather than starting another)."""
+    end = max(0, size - 1)
+    while end:
+        begin = max(0, end - chunk)
+        fh.seek(begin)
+        found = fh.read(end - begin).rfind(b"\n")
+        if found >= 0:
+            return begin + found + 1
+        end = begin
+    return 0
+
+
+def _decodes(line: bytes) -> bool:
+    try:
+        _loads(line, "")
+    except RecordError:
+        return False
+    return True
 
 
 class GameWriter:

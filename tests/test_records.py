@@ -21,7 +21,7 @@ from convert.cli import main as convert_main
 from selfplay_gen.backends.base import SamplingParams
 from selfplay_gen.cli import main
 from selfplay_gen.players import LLMPlayer
-from selfplay_gen.records import RecordError, parse
+from selfplay_gen.records import RecordError, parse, read_games
 
 BAD = (2, 5)  # the damaged records: lines 3 and 6
 
@@ -183,6 +183,31 @@ def _refusal(record) -> RecordError:
     with pytest.raises(RecordError) as caught:
         parse(line(record), "f:1")
     return caught.value
+
+
+# ------------------------------------------------------------------ resume
+
+
+def _play(out: Path, *args: str):
+    return CliRunner().invoke(main, ["--backend", "scripted", "-k", "2", "--out", str(out), "-q", *args])
+
+
+@pytest.mark.parametrize(
+    "torn",
+    [
+        b'{"schema_version": 1, "game_id": "' + b"x" * (9 << 20),  # 9 MiB: many read chunks long
+        b'{"schema_version": 1, "game_id": "\xff\xfe"}\n',  # whole, but undecodable
+    ],
+)
+def test_resume_cuts_a_torn_last_line_of_any_length_or_bytes(tmp_path, torn):
+    out = tmp_path / "games.jsonl"
+    assert _play(out, "-n", "4").exit_code == 0
+    with out.open("ab") as fh:
+        fh.write(torn)
+    resumed = _play(out, "-n", "6", "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert f"dropped a torn last line ({len(torn)} bytes)" in resumed.stderr
+    assert len({r["game_id"] for r in read_games(out)}) == 6
 
 
 # ------------------------------------------------------------------ properties
