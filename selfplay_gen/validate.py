@@ -109,19 +109,15 @@ def _number(value: object) -> None:
         raise Invalid(value, "is not a finite number")
 
 
-def _string(value: object) -> None:
-    if type(value) is not str:
-        raise Invalid(value, "is not a string")
+def _exactly(kind: type, problem: str) -> Check:
+    def check(value: object) -> None:
+        if type(value) is not kind:
+            raise Invalid(value, problem)
+
+    return check
 
 
-def _boolean(value: object) -> None:
-    if type(value) is not bool:
-        raise Invalid(value, "is not true or false")
-
-
-def _mapping(value: object) -> None:
-    if type(value) is not dict:
-        raise Invalid(value, "is not a JSON object")
+_mapping = _exactly(dict, "is not a JSON object")
 
 
 def as_list(value: object) -> list:
@@ -152,7 +148,12 @@ def _numbers(value: object) -> None:
         each(as_list(value), _number)
 
 
-SCALARS: dict[Any, Check] = {int: _integer, float: _number, str: _string, bool: _boolean}
+SCALARS: dict[Any, Check] = {
+    int: _integer,
+    float: _number,
+    str: _exactly(str, "is not a string"),
+    bool: _exactly(bool, "is not true or false"),
+}
 BULK: dict[Any, Check] = {int: _integers, float: _numbers}
 
 
