@@ -15,6 +15,7 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -22,7 +23,7 @@ import pandas as pd
 from selfplay_gen.atomic import write_json_atomic
 from selfplay_gen.game import BACKEND_ERROR, INTERNAL, TOKEN_INVARIANT
 from selfplay_gen.models import load_tokenizer
-from selfplay_gen.records import read_games
+from selfplay_gen.records import Record, read_games
 
 from . import groups
 from .formats import DROP, FORMATS, TRAIN, VAL, GrpoRows
@@ -217,7 +218,7 @@ def _status(tokens, options: Options) -> str:
     return tokens.source
 
 
-def _examine(record: dict, seen: set[str], options: Options) -> tuple[str | None, str, list]:
+def _examine(record: Record, seen: set[str], options: Options) -> tuple[str | None, str, list]:
     """Why a game cannot be used at all (None if it can) with details, and each seat's tokens.
     Failed games (backend errors, broken token invariants, internal errors) are never trained, nor counted in a
     group: their rewards say nothing about the policy."""
@@ -226,12 +227,13 @@ def _examine(record: dict, seen: set[str], options: Options) -> tuple[str | None
     seen.add(record["game_id"])
     failure, termination = record.get("failure"), record["outcome"]["termination"]
     if failure:
-        failure = failure if isinstance(failure, dict) else {"reason": failure}
-        return f"failed:{failure.get('reason')}", failure.get("detail", ""), []
+        return f"failed:{failure['reason']}", failure.get("detail", ""), []
     if termination in (BACKEND_ERROR, TOKEN_INVARIANT, INTERNAL):
         return f"failed:{termination}", "", []
     try:
-        return None, "", [seat_tokens(seat, lambda: load_tokenizer(options.model)) for seat in record["players"]]
+        # cast: tokens.py takes seats as plain dicts, which a TypedDict is at run time
+        seats = [seat_tokens(cast(dict, seat), lambda: load_tokenizer(options.model)) for seat in record["players"]]
+        return None, "", seats
     except TokenInvariantError as err:
         return "token_invariant", str(err), []
 

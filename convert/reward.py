@@ -9,8 +9,11 @@ is still the only way to a positive reward. The game's score in the records is n
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
 
-def training_reward(record: dict, seat: int, invalid_move_penalty: float = 0.0) -> float:
+
+def training_reward(record: Mapping[str, Any], seat: int, invalid_move_penalty: float = 0.0) -> float:
     """`record`'s normalized reward, less the penalty for `seat`'s share of invalid turns.
     A seat without sampled turns (a scripted player) makes no invalid moves."""
     reward = float(record["outcome"]["normalized_reward"])

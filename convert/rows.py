@@ -40,6 +40,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from selfplay_gen.records import Record
+
 from .tokens import SeatTokens, prompt_messages
 
 DATA_SOURCE = "selfplay_matching"
@@ -136,7 +138,7 @@ class RowBatch:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def add(self, game: int, record: dict, seat: int, tokens: SeatTokens) -> None:
+    def add(self, game: int, record: Record, seat: int, tokens: SeatTokens) -> None:
         self.rows.append(
             (
                 game,

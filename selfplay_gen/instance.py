@@ -7,9 +7,10 @@ candidates in fixed blocks from one `numpy.random.Generator` and keeps the first
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -137,7 +138,7 @@ class Instance:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> Instance:
+    def from_dict(cls, data: Mapping[str, Any]) -> Instance:
         inst = cls(
             data["table"],
             tuple(data["masks"]),

@@ -1,101 +1,246 @@
 """Game records: one JSON object per finished game, one game per line, appended and fsynced as
 each game ends, so a killed run loses at most the games in flight and `--resume` completes it.
+
+The record's schema lives here and only here: the TypedDicts below say what a record holds, to
+mypy and to `read_games` alike, which checks every line against them, values included (rewards
+finite and in range, token ids int32 and non-negative, logprobs finite and <= 0). So no reader
+gets a NaN reward, a negative token id or a missing field, and each rejection names the file,
+line, field and value.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Annotated, BinaryIO, Literal, TypedDict, cast
 
 import orjson
 
+from .game import TERMINATIONS
+from .validate import Invalid, Whole, as_list, check, each, lengths, missing, within
+
 SCHEMA_VERSION = 1
-REQUIRED = (
-    "schema_version",
-    "game_id",
-    "group",
-    "instance_id",
-    "instance",
-    "settings",
-    "players",
-    "events",
-    "outcome",
-    "stats",
-)
-OUTCOME_FIELDS = ("agreed", "termination", "raw_reward", "best_reward", "normalized_reward")
-# A seat that sampled tokens carries them with its chat; each turn says where its ids sit.
-LLM_SEAT_FIELDS = ("token_ids", "turns", "invariant_ok")
-TURN_FIELDS = ("prompt_len", "output_ids")
+INT32_MAX = 2**31 - 1  # token ids are int32 in the parquet
+_TOP_BYTES = slice(3, None, 4) if sys.byteorder == "little" else slice(0, None, 4)  # of array("I")'s 4-byte items
 
 
 class RecordError(ValueError):
-    """A line of a games file that is not a valid record; says file, line and field."""
+    """A line of a games file that is not a valid record; says file, line, field and value."""
 
 
-def check(record: object, where: str) -> dict:
-    """Validate the parts of a record that every consumer relies on."""
-    if not isinstance(record, dict):
-        raise RecordError(f"{where}: expected a JSON object, got {type(record).__name__}")
-    version = record.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise RecordError(f"{where}: field 'schema_version' is {version!r}; this version reads {SCHEMA_VERSION}")
-    for name in REQUIRED:
-        if name not in record:
-            raise RecordError(f"{where}: missing field '{name}'")
-    for name in OUTCOME_FIELDS:
-        if name not in record["outcome"]:
-            raise RecordError(f"{where}: missing field 'outcome.{name}'")
-    if not isinstance(record["players"], list) or len(record["players"]) != 2:
-        raise RecordError(f"{where}: field 'players' must list the 2 seats")
-    for s, seat in enumerate(record["players"]):
-        _check_seat(seat, f"players[{s}]", where)
-    return record
+def _schema_version(value: int) -> None:
+    if value != SCHEMA_VERSION:
+        raise Invalid(value, f"is not {SCHEMA_VERSION}, the schema version this reads")
 
 
-def _check_seat(seat: object, name: str, where: str) -> None:
-    if not isinstance(seat, dict):
-        raise RecordError(f"{where}: field '{name}' must be an object, got {type(seat).__name__}")
-    if not isinstance(seat.get("messages"), list):
-        raise RecordError(f"{where}: field '{name}.messages' must be a list of chat messages")
-    if seat.get("kind") != "llm":
-        return
-    for field in LLM_SEAT_FIELDS:
-        if field not in seat:
-            raise RecordError(f"{where}: missing field '{name}.{field}'")
-    if not isinstance(seat["token_ids"], list) or not isinstance(seat["turns"], list):
-        raise RecordError(f"{where}: fields '{name}.token_ids' and '{name}.turns' must be lists")
-    for t, turn in enumerate(seat["turns"]):
-        for field in TURN_FIELDS:
-            if not isinstance(turn, dict) or field not in turn:
-                raise RecordError(f"{where}: missing field '{name}.turns[{t}].{field}'")
+def _token_id(value: object) -> None:
+    if type(value) is not int or not 0 <= value <= INT32_MAX:
+        raise Invalid(value, "is not a token id")
 
 
-def _loads(raw: bytes) -> object:
+def _token_ids(value: object) -> None:
+    """Ids are most of a record, so they are checked in bulk: array() converts them in C to
+    unsigned 32-bit, which refuses anything but an integer in [0, 2**32), and then the top byte
+    of each must be below 0x80 (an int32, as the parquet holds them). Only a list that fails is
+    looked at id by id, to name the first bad one."""
+    ids = as_list(value)
+    try:
+        fits = array("I", ids).tobytes()[_TOP_BYTES].isascii()
+    except (TypeError, OverflowError):
+        fits = False
+    if not fits:
+        each(ids, _token_id)
+
+
+def _logprob(value: float) -> None:
+    if value > 0:
+        raise Invalid(value, "is not a log-probability (<= 0)")
+
+
+def _logprobs(values: list[float]) -> None:
+    if values and max(values) > 0:
+        each(values, _logprob)
+
+
+def _termination(value: str) -> None:
+    if value not in TERMINATIONS:
+        raise Invalid(value, f"is not a termination ({', '.join(TERMINATIONS)})")
+
+
+Count = Annotated[int, within(0)]
+TokenIds = Annotated[list[int], Whole(_token_ids)]
+Grid = list[list[int]]
+
+
+class Message(TypedDict):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class _Turn(TypedDict):
+    prompt_len: Count
+    output_ids: TokenIds
+
+
+class Turn(_Turn, total=False):
+    logprobs: Annotated[list[float], _logprobs] | None  # one per output id; None if the backend sent none
+    finish_reason: str
+    cached_tokens: Count
+    retokenized: bool
+
+
+class _Seat(TypedDict):
+    kind: str  # "llm" (sampled ids), "scripted", ...
+    messages: list[Message]  # the chat from this seat's view
+
+
+class Seat(_Seat, total=False):
+    token_ids: TokenIds  # the whole final context
+    turns: list[Turn]
+    invariant_ok: bool
+
+
+def _sampled_seat(seat: Seat) -> None:
+    """A seat that sampled tokens carries them with its chat."""
+    if seat["kind"] == "llm":
+        for name in ("token_ids", "turns", "invariant_ok"):
+            if name not in seat:
+                raise missing(name)
+
+
+class Event(TypedDict):
+    player: Annotated[int, within(0, 1)]
+    kind: str  # message | propose | accept | reject | invalid | stop
+    text: str
+    pairs: Grid | None
+    error: str | None
+
+
+class _InstanceData(TypedDict):
+    table: Annotated[Grid, lengths(8, 8)]
+    masks: Annotated[list[Grid], lengths(2, 8, 8)]
+    scales: Annotated[list[Annotated[float, within(0, open_low=True)]], lengths(2)]
+
+
+class InstanceData(_InstanceData, total=False):
+    """`Instance.to_dict()`."""
+
+    seed: int | None
+    hard: bool
+    source: str
+    best_reward: Count
+    best_assignment: Grid
+
+
+class Sampling(TypedDict, total=False):
+    temperature: Annotated[float, within(0)]
+    top_p: Annotated[float, within(0, 1, open_low=True)]
+    max_new_tokens: Annotated[int, within(1)]
+
+
+class Settings(TypedDict, total=False):
+    """Also the backend, seats and limits, which no reader relies on."""
+
+    sampling: Sampling
+    run: dict[str, object]  # what planned the games: --resume must be given the same
+
+
+class _Outcome(TypedDict):
+    agreed: bool
+    termination: Annotated[str, _termination]
+    raw_reward: Count  # the agreed matching's total score
+    best_reward: Count
+    normalized_reward: Annotated[float, within(0, 1)]  # raw / best, what GRPO compares
+
+
+class Outcome(_Outcome, total=False):
+    proposal: Grid | None
+
+
+class _Failure(TypedDict):
+    reason: str  # backend_error, token_invariant, internal, ...
+
+
+class Failure(_Failure, total=False):
+    detail: str
+    player: int | None
+
+
+class _Stats(TypedDict):
+    valid_moves: Count
+    invalid_moves: Count
+
+
+class Stats(_Stats, total=False):
+    output_tokens: Count
+    prompt_tokens: Count
+    cached_tokens: Count
+    wall_time_s: Annotated[float, within(0)]
+
+
+class _Record(TypedDict):
+    schema_version: Annotated[int, _schema_version]  # first: an old file is named as such
+    game_id: str
+    group: Count  # the instance's GRPO group index
+    instance_id: str
+    instance: InstanceData
+    settings: Settings
+    players: Annotated[list[Annotated[Seat, _sampled_seat]], lengths(2)]
+    events: list[Event]
+    outcome: Outcome
+    stats: Stats
+
+
+class Record(_Record, total=False):
+    """One game, as the runner writes it and every reader gets it."""
+
+    game_index: Count
+    failure: Failure | None  # None for a game that ended by the rules or a limit
+
+
+def _loads(raw: bytes, where: str) -> object:
     """orjson is several times faster on id-heavy lines; the standard parser takes the lines it
-    refuses but json.dumps writes (NaN and Infinity, e.g. a -inf logprob)."""
+    refuses but json.dumps writes (NaN and Infinity), which the schema then names."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return json.loads(raw)
+        pass
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise RecordError(f"{where}: not UTF-8 text (byte 0x{raw[err.start]:02x} at column {err.start + 1})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise RecordError(f"{where}: not valid JSON ({err.msg} at column {err.colno})") from None
+    except (ValueError, RecursionError) as err:  # e.g. an integer of more than 4300 digits
+        raise RecordError(f"{where}: not valid JSON ({err})") from None
 
 
-def read_games(path: str | Path, skip_invalid: bool = False, errors: list[str] | None = None) -> Iterator[dict]:
-    """Stream the records of a games file. Bad lines raise `RecordError` naming file, line and
-    field, or with `skip_invalid` are described in `errors` and skipped."""
+def parse(raw: bytes, where: str) -> Record:
+    """One line as a record, or a `RecordError` that says where and what is wrong."""
+    record = _loads(raw, where)
+    try:
+        check(record, Record)
+    except Invalid as err:
+        raise RecordError(f"{where}: {err}") from None
+    return cast(Record, record)
+
+
+def read_games(path: str | Path, skip_invalid: bool = False, errors: list[str] | None = None) -> Iterator[Record]:
+    """Stream the records of a games file. Bad lines raise `RecordError` naming file, line,
+    field and value, or with `skip_invalid` are described in `errors` and skipped."""
     path = Path(path)
     with path.open("rb", buffering=1 << 20) as fh:  # a game is tens of kB: read it in one piece
         for number, raw in enumerate(fh, 1):
             if raw.isspace():
                 continue
-            where = f"{path}:{number}"
             try:
-                try:
-                    record = _loads(raw)
-                except json.JSONDecodeError as err:
-                    raise RecordError(f"{where}: not valid JSON ({err.msg} at column {err.colno})") from None
-                yield check(record, where)
+                yield parse(raw, f"{path}:{number}")
             except RecordError as err:
                 if not skip_invalid:
                     raise
@@ -103,24 +248,40 @@ def read_games(path: str | Path, skip_invalid: bool = False, errors: list[str] |
                     errors.append(str(err))
 
 
-def repair_tail(path: Path, window: int = 1 << 23) -> int:
+def repair_tail(path: Path) -> int:
     """Cut a torn last line (a write interrupted by a crash) and return how many bytes went."""
-    size = path.stat().st_size
     with path.open("rb+") as fh:
-        fh.seek(max(0, size - window))
-        tail = fh.read()
-        start = tail.rfind(b"\n", 0, len(tail) - 1) + 1  # where the last line begins
-        last = tail[start:]
-        try:
-            whole = last.endswith(b"\n") and json.loads(last) is not None
-        except json.JSONDecodeError:
-            whole = False
-        if whole:
+        size = fh.seek(0, os.SEEK_END)
+        start = _last_line_start(fh, size)
+        fh.seek(start)
+        last = fh.read()
+        if last.endswith(b"\n") and _decodes(last):
             return 0
-        keep = size - len(tail) + start
-        fh.truncate(keep)
+        fh.truncate(start)
         os.fsync(fh.fileno())
-    return size - keep
+    return size - start
+
+
+def _last_line_start(fh: BinaryIO, size: int, chunk: int = 1 << 20) -> int:
+    """Where the last line begins, looking backwards a chunk at a time however long it is (a
+    final newline ends that line rather than starting another)."""
+    end = max(0, size - 1)
+    while end:
+        begin = max(0, end - chunk)
+        fh.seek(begin)
+        found = fh.read(end - begin).rfind(b"\n")
+        if found >= 0:
+            return begin + found + 1
+        end = begin
+    return 0
+
+
+def _decodes(line: bytes) -> bool:
+    try:
+        _loads(line, "")
+    except RecordError:
+        return False
+    return True
 
 
 class GameWriter:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from ..instance import Instance
 from ..prompts import stated_cells
+from ..records import Record
 
 
 def count_grounded(instance: Instance, messages: Iterable[tuple[int, str]]) -> tuple[int, int]:
@@ -25,11 +26,7 @@ def count_grounded(instance: Instance, messages: Iterable[tuple[int, str]]) -> t
     return stated, grounded
 
 
-def grounding(record: dict) -> tuple[int, int]:
+def grounding(record: Record) -> tuple[int, int]:
     """(stated, grounded) cells over both seats' valid [message] moves of a game record."""
     messages = [(e["player"], e["text"]) for e in record["events"] if e["kind"] == "message"]
-    try:
-        instance = Instance.from_dict(record["instance"])
-    except KeyError as err:
-        raise ValueError(f"game {record['game_id']}: field 'instance' lacks {err}") from None
-    return count_grounded(instance, messages)
+    return count_grounded(Instance.from_dict(record["instance"]), messages)

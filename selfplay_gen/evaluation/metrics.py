@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..instance import HUMAN_GAMES, Instance
+from ..records import Record
 from .grounding import count_grounded, grounding
 
 LEVEL = 0.95
@@ -47,7 +48,7 @@ def random_matching_reward(table, best: int) -> float:
     return float(np.sum(table)) / 8 / best if best else 0.0
 
 
-def game_row(record: dict, seats: tuple[str, str]) -> dict:
+def game_row(record: Record, seats: tuple[str, str]) -> dict:
     """One game as a flat row; `seats` are the labels of the models in seat 0 and seat 1."""
     outcome, stats, inst = record["outcome"], record["stats"], record["instance"]
     messages = [e["text"] for e in record["events"] if e["kind"] == "message"]
@@ -56,7 +57,7 @@ def game_row(record: dict, seats: tuple[str, str]) -> dict:
     stated, grounded = grounding(record)
     return {
         "game_id": record["game_id"],
-        "instance_id": record.get("instance_id") or record["game_id"].rsplit("/", 1)[0],
+        "instance_id": record["instance_id"],
         "instance_key": instance_key(inst["table"], inst["masks"]),
         "seat0": seats[0],
         "seat1": seats[1],
@@ -78,7 +79,7 @@ def game_row(record: dict, seats: tuple[str, str]) -> dict:
     }
 
 
-def game_table(records: Iterable[dict], seats: tuple[str, str]) -> pd.DataFrame:
+def game_table(records: Iterable[Record], seats: tuple[str, str]) -> pd.DataFrame:
     return pd.DataFrame([game_row(r, seats) for r in records])
 
 
