@@ -2,6 +2,7 @@
 the teacher scores; a line whose pick is not the largest of its list, or that lists a taken
 paper, is counted as such."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -12,8 +13,12 @@ from click.testing import CliRunner
 from selfplay_gen.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
-from proposer_lines import analyse, check_lines  # noqa: E402
+# Loaded by path: putting bench/ on sys.path would let bench/convert.py shadow the convert package.
+_spec = importlib.util.spec_from_file_location("proposer_lines", REPO / "bench" / "proposer_lines.py")
+assert _spec and _spec.loader
+proposer_lines = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(proposer_lines)
+analyse, check_lines = proposer_lines.analyse, proposer_lines.check_lines
 
 
 def test_teacher_games_have_no_faulty_line(tmp_path):
