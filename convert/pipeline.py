@@ -24,6 +24,7 @@ from selfplay_gen.atomic import write_json_atomic
 from selfplay_gen.game import BACKEND_ERROR, INTERNAL, TOKEN_INVARIANT
 from selfplay_gen.models import load_tokenizer
 from selfplay_gen.records import Record, read_games
+from selfplay_gen.token_context import TokenInvariantError
 
 from . import groups
 from .formats import DROP, FORMATS, TRAIN, VAL, GrpoRows
@@ -31,7 +32,7 @@ from .groups import IDLE, SPILLED, TOO_LONG, GroupError
 from .reward import training_reward
 from .rows import SPILL_SCHEMA, RowBatch
 from .split import validation_instances
-from .tokens import RETOKENIZED, TokenInvariantError, seat_tokens
+from .tokens import RETOKENIZED, seat_tokens
 from .writer import ParquetOutput, Spill
 
 OUTPUTS = {"train": "train.parquet", "val": "val.parquet", "summary": "convert_summary.json"}

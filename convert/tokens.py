@@ -2,9 +2,9 @@
 produced itself, and their logprobs.
 
 A seat that sampled (kind "llm") already holds its ids; they are checked, never rebuilt: each
-turn's `output_ids` must sit verbatim at its `prompt_len` and turns must only append. A seat
-without ids (a scripted player) is tokenized the way an LLM seat builds its context (chat
-template for the initial prompt, then own content + end-of-turn, then each user delta), so its
+turn's `output_ids` must sit verbatim at its `prompt_len` and turns must only append (the
+player checked them against the chat template every turn). A seat without ids (a scripted
+player) is tokenized the way an LLM seat builds its context (`TokenContext.retokenize`), so its
 rows have the same shape and round-trip through the same loaders.
 """
 
@@ -15,13 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from selfplay_gen.players import user_delta
+from selfplay_gen.token_context import TokenInvariantError, check_spans, token_context
 
 SAMPLED, RETOKENIZED = "sampled", "retokenized"
-
-
-class TokenInvariantError(ValueError):
-    """A seat whose ids do not hold what its turns say they sampled."""
 
 
 @dataclass
@@ -68,18 +64,14 @@ def sampled(seat: dict) -> SeatTokens:
     if not seat["invariant_ok"]:
         raise TokenInvariantError("the player flagged its context as not append-only")
     turns, ids = seat["turns"], seat["token_ids"]
+    spans = [(turn["prompt_len"], turn["output_ids"]) for turn in turns]
+    check_spans(ids, spans)
     start = turns[0]["prompt_len"]
-    if not 0 < start <= len(ids):
-        raise TokenInvariantError(f"turn 0: prompt_len {start} is outside the {len(ids)} token_ids")
-    own = np.zeros(len(ids) - start, dtype=np.int8)
+    own = _own(len(ids), start, spans)
     logprobs: list[float] | None = []  # of every turn, in order; None as soon as a turn has none
-    end, source = start, SAMPLED
+    source = SAMPLED
     for n, turn in enumerate(turns):
-        at, out, turn_logprobs = turn["prompt_len"], turn["output_ids"], turn.get("logprobs")
-        stop = at + len(out)
-        if at < end or ids[at:stop] != out:
-            raise TokenInvariantError(f"turn {n}: its output_ids are not at offset {at} of token_ids")
-        own[at - start : stop - start] = 1
+        out, turn_logprobs = turn["output_ids"], turn.get("logprobs")
         if turn_logprobs is None:
             logprobs = None
         elif logprobs is not None:
@@ -88,25 +80,22 @@ def sampled(seat: dict) -> SeatTokens:
             logprobs += turn_logprobs
         if turn.get("retokenized"):
             source = RETOKENIZED
-        end = stop
     stored = None if logprobs is None else np.fromiter(logprobs, np.float32, len(logprobs))
     return SeatTokens(np.fromiter(ids, np.int32, len(ids)), start, own, stored, len(turns), source)
 
 
 def retokenized(messages: list[dict], tokenizer) -> SeatTokens:
     """Ids for a seat that kept only chat messages, built append-only like an LLM seat's context."""
-    prompt = prompt_messages(messages)
-    text = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
-    ids = tokenizer.encode(text, add_special_tokens=False)
-    prompt_len, own, turns = len(ids), [], 0
-    for message in messages[len(prompt) :]:
-        if message["role"] == "assistant":
-            piece = tokenizer.encode(message["content"], add_special_tokens=False) + [tokenizer.eos_token_id]
-            turns += 1
-        else:
-            piece = tokenizer.encode(user_delta(tokenizer, message["content"]), add_special_tokens=False)
-        ids += piece
-        own += [message["role"] == "assistant"] * len(piece)
+    ids, turns = token_context(tokenizer).retokenize(messages)
+    prompt_len = turns[0][0]
     return SeatTokens(
-        np.asarray(ids, dtype=np.int32), prompt_len, np.asarray(own, dtype=np.int8), None, turns, RETOKENIZED
+        np.asarray(ids, dtype=np.int32), prompt_len, _own(len(ids), prompt_len, turns), None, len(turns), RETOKENIZED
     )
+
+
+def _own(length: int, start: int, turns: list[tuple[int, list[int]]]) -> np.ndarray:
+    """int8 over ids[start:length], 1 on each turn's output_ids."""
+    own = np.zeros(length - start, dtype=np.int8)
+    for at, out in turns:
+        own[at - start : at - start + len(out)] = 1
+    return own

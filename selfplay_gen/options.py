@@ -19,6 +19,7 @@ from .backends.base import BackendOptions, SamplingParams, backend_class
 from .game import Limits
 from .instance import HUMAN_GAMES, Instance
 from .players import LLMPlayer, ScriptedPlayer, TeacherPlayer
+from .token_context import token_context
 
 BACKENDS = ("local", "sglang", "openai", "scripted")
 SCRIPTED_POLICIES = ("share", "teacher")
@@ -264,7 +265,8 @@ async def _open_backend(stack, name, urls, model, tokenizer_dir, prefix, opts):
                 f"cannot load a tokenizer for the served model {backend.model!r} ({err}); "
                 f"pass {flag}tokenizer with a local tokenizer directory"
             ) from None
-    params = SamplingParams(opts["temperature"], opts["top_p"], opts["max_new_tokens"], (tokenizer.eos_token_id,))
+    stop = (token_context(tokenizer).end_of_turn_id,)
+    params = SamplingParams(opts["temperature"], opts["top_p"], opts["max_new_tokens"], stop)
     return backend, tokenizer, params
 
 

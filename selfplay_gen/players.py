@@ -20,6 +20,7 @@ from .backends.base import Backend, SamplingParams
 from .instance import PAPERS, REVIEWERS, Instance
 from .matching import max_matching
 from .moves import Move, render_proposal
+from .token_context import TokenInvariantError, token_context
 
 
 class GameStop(Exception):
@@ -75,21 +76,6 @@ class Turn:
     retokenized: bool = False
 
 
-def user_delta(tokenizer, user: str) -> str:
-    """Template text that follows an assistant's end-of-turn token for a new user message and
-    the generation prompt (for ChatML: "\\n<|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n")."""
-    eot = tokenizer.eos_token
-    base = [{"role": "system", "content": "s"}, {"role": "assistant", "content": "a"}]
-    before = tokenizer.apply_chat_template(base, tokenize=False)
-    after = tokenizer.apply_chat_template(
-        base + [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
-    )
-    cut = before.rindex(eot) + len(eot)
-    if after[:cut] != before[:cut]:
-        raise ValueError("the chat template is not append-only after an assistant turn")
-    return after[cut:]
-
-
 class LLMPlayer(Player):
     """A seat played by a model behind a `Backend`, token in, token out: `ids` only ever grows by
     the sampled ids (verbatim) and the template delta of each new user turn."""
@@ -113,19 +99,20 @@ class LLMPlayer(Player):
         self.turns: list[Turn] = []
         self.invariant_ok = True
 
-    def _extend_prompt(self) -> list[int]:
-        if not self.ids:
-            text = self.tokenizer.apply_chat_template(self.messages, tokenize=False, add_generation_prompt=True)
-            return self.tokenizer.encode(text, add_special_tokens=False)
-        return self.ids + self.tokenizer.encode(
-            user_delta(self.tokenizer, self.messages[-1]["content"]), add_special_tokens=False
-        )
+    def _next_prompt(self) -> list[int]:
+        """The context so far and the template delta of the new user turn, checked against a fresh
+        rendering of the whole conversation."""
+        context = token_context(self.tokenizer)
+        prompt = self.ids + context.delta(self.messages[-1]) if self.ids else context.prompt(self.messages)
+        try:
+            context.check(prompt, [(t.prompt_len, t.output_ids) for t in self.turns], self.messages)
+        except TokenInvariantError as err:
+            self.invariant_ok = False
+            raise GameStop("token_invariant", str(err)) from None
+        return prompt
 
     async def respond(self) -> str:
-        prompt = self._extend_prompt()
-        if prompt[: len(self.ids)] != self.ids:
-            self.invariant_ok = False
-            raise GameStop("token_invariant", "the new prompt does not extend the previous context")
+        prompt = self._next_prompt()
         if not self.ids and self.response_length is not None:
             self.context_length = min(
                 self.context_length or len(prompt) + self.response_length, len(prompt) + self.response_length

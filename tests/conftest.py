@@ -4,6 +4,8 @@ Backend and loop tests run the raw SmolLM2-135M-Instruct: they test plumbing (ba
 multi-turn contexts) with short turns, which the raw model's invalid moves give; the default, warm-
 started model is tested playing in test_embedded_model.py."""
 
+from pathlib import Path
+
 import pytest
 
 from selfplay_gen import models
@@ -17,3 +19,22 @@ def tokenizer():
 @pytest.fixture(scope="session")
 def local_model_dir() -> str:
     return models.resolve(models.RAW_MODEL)
+
+
+@pytest.fixture(scope="session")
+def eos_apart_dir(tokenizer, tmp_path_factory) -> Path:
+    """A tokenizer directory shipped as most instruct models are: eos `<|endoftext|>`, while the
+    chat template (the embedded one, ChatML) closes each turn with `<|im_end|>`."""
+    from transformers import AutoTokenizer
+
+    path = tmp_path_factory.mktemp("eos_apart")
+    tokenizer.save_pretrained(path)
+    AutoTokenizer.from_pretrained(path, eos_token="<|endoftext|>").save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def eos_apart(eos_apart_dir):
+    tokenizer = models.load_tokenizer(str(eos_apart_dir))
+    assert tokenizer.eos_token == "<|endoftext|>" != "<|im_end|>" in tokenizer.chat_template
+    return tokenizer

@@ -1,12 +1,15 @@
 """The openai backend against a small in-test OpenAI-compatible server (canned answers, no model)."""
 
+import asyncio
 import math
 
 import pytest
 from aiohttp import web
+from click.testing import CliRunner
 from fake_sglang import free_port
 
 from selfplay_gen.backends.base import BackendError, BackendOptions, SamplingParams, backend_class
+from selfplay_gen.cli import main
 from selfplay_gen.game import Limits
 from selfplay_gen.instance import Instance
 from selfplay_gen.players import LLMPlayer
@@ -107,6 +110,27 @@ async def test_games_through_openai_endpoints(server, tokenizer, tmp_path, monke
             assert seat["token_ids"][turn["prompt_len"] : turn["prompt_len"] + len(expected_ids)] == expected_ids
             assert turn["logprobs"] is None  # none sent (completions) or not one per token (chat): dropped
             assert turn["cached_tokens"] == (300 if endpoint == "chat" else 0)
+
+
+async def test_a_model_whose_eos_is_not_its_end_of_turn_token_plays(server, eos_apart, eos_apart_dir, tmp_path):
+    """Most instruct models ship eos <|endoftext|> and close turns with <|im_end|>: `selfplay-gen`
+    asks the server to stop on <|im_end|> and closes each turn with it, as the template does (run
+    in a thread: the server answers on this loop)."""
+    url, seen = server
+    out = tmp_path / "games.jsonl"
+    args = ["--backend", "openai", "--openai-endpoint", "completions", "--api-key-env", "TEST_OPENAI_KEY"]
+    args += ["--base-url", url, "--tokenizer", str(eos_apart_dir), "-n", "1", "--max-moves", "4", "-q"]
+    result = await asyncio.to_thread(CliRunner(env={"TEST_OPENAI_KEY": KEY}).invoke, main, [*args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    [record] = read_games(out)
+    assert record["failure"] is None and record["outcome"]["termination"] == "max_moves"
+    im_end = eos_apart.convert_tokens_to_ids("<|im_end|>")
+    assert [body["stop_token_ids"] for body in seen[1:]] == [[im_end]] * 4
+    for seat in record["players"]:
+        assert [turn["output_ids"][-1] for turn in seat["turns"]] == [im_end] * 2
+        # the whole context is the chat template of the conversation (without the last separator)
+        context = eos_apart.decode(seat["token_ids"])
+        assert context == eos_apart.apply_chat_template(seat["messages"], tokenize=False)[:-1]
 
 
 async def test_logprobs_kept_when_they_match_the_tokens(server, tokenizer, monkeypatch):

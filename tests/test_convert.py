@@ -197,6 +197,17 @@ def test_scripted_seats_are_retokenized_like_a_chat(scripted_games, tokenizer):
             assert tokens.source == "retokenized" and tokens.own_logprobs is None
 
 
+def test_scripted_seats_are_retokenized_alike_whatever_eos_the_model_ships(scripted_games, tokenizer, eos_apart):
+    """Both tokenizers share the chat template; only eos differs, and it plays no part in a chat."""
+    from convert.tokens import seat_tokens
+
+    for record in scripted_games[:2]:
+        for seat in record["players"]:
+            ours, theirs = seat_tokens(seat, lambda: tokenizer), seat_tokens(seat, lambda: eos_apart)
+            assert theirs.token_ids.tolist() == ours.token_ids.tolist() and theirs.own.tolist() == ours.own.tolist()
+            assert theirs.prompt_len == ours.prompt_len
+
+
 def test_retokenized_seats_never_become_grpo_rows(llm_games, tmp_path):
     """A seat whose ids were re-encoded from text is off-policy: its game still counts in the
     group (as an untrained entry), but its tokens are not replayed; sft still uses it."""
@@ -439,8 +450,9 @@ def test_outputs_are_never_replaced_without_overwrite(llm_games, tmp_path):
 
 @pytest.mark.slow
 def test_local_model_games_round_trip(tmp_path, tokenizer, local_model_dir):
-    """Two games of the real SmolLM2 (seeded, newline-stopped turns so that they end within the
-    budget): every game is either converted with its sampled ids intact or excluded by reason."""
+    """Two games of the real SmolLM2 (seeded; turns also stop at a newline so that they end within
+    the budget, and no template text can follow such a turn, so its game fails as token_invariant):
+    every game is either converted with its sampled ids intact or excluded by reason."""
     params = SamplingParams(max_new_tokens=32, stop_token_ids=(tokenizer.eos_token_id, tokenizer.encode("\n")[0]))
 
     async def go():

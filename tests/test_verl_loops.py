@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from pathlib import Path
 
 import hydra
 import numpy as np
@@ -82,14 +83,17 @@ class LocalServerManager:
 
 
 class ScriptServerManager:
-    """Stand-in server that plays fixed moves per seat (request ids end in /p0, /p1)."""
+    """Stand-in server that plays fixed moves per seat (request ids end in /p0, /p1), each turn
+    closed by <|im_end|> as a ChatML model closes it."""
 
     def __init__(self, tokenizer, script: dict[int, list[str]]):
         self.tokenizer, self.script, self.calls = tokenizer, {s: list(m) for s, m in script.items()}, []
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, **_):
         text = self.script[int(request_id[-1])].pop(0)
-        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + [
+            self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        ]
         ids = ids[: sampling_params["max_tokens"]]
         self.calls.append((request_id, list(prompt_ids), ids))
         return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids), stop_reason="stop")
@@ -381,6 +385,27 @@ async def test_online_scripted_game_trains_each_seat_on_its_own_moves(init_dir, 
         assert texts == "".join(expected)
         assert np.allclose(np.asarray(out.response_logprobs)[own], -0.25)
         assert not np.asarray(out.response_logprobs)[~own].any()
+
+
+async def test_online_game_of_a_model_whose_eos_is_not_its_end_of_turn_token(
+    init_dir, eos_apart, eos_apart_dir, local_model_dir, tmp_path
+):
+    """A model directory whose tokenizer has eos <|endoftext|> while its template closes turns with
+    <|im_end|> (the weights are the local model's: the script plays the moves)."""
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    for name in ("config.json", "generation_config.json", "model.safetensors"):
+        (model_dir / name).symlink_to(Path(local_model_dir) / name)
+    for source in eos_apart_dir.iterdir():
+        (model_dir / source.name).symlink_to(source)
+    cfg = trainer_config(str(model_dir), max_new_tokens=160)
+    ds = dataset(init_dir / "train.parquet", cfg, eos_apart)
+    proposal = "[propose] " + render_proposal(Instance.from_json(ds[0]["extra_info"]["instance"]).best_assignment)
+    server = ScriptServerManager(eos_apart, {0: ["[message] Hello.", proposal], 1: ["[message] Hi.", "[accept]"]})
+    out = await play_online(cfg, server, ds[0])
+    assert not out.extra_fields["failed"] and out.extra_fields["termination"] == "accepted"
+    assert out.reward_score == pytest.approx(1.0)
+    check_seat_trajectory(out, server.calls, 0, RESPONSE_LENGTH)
 
 
 async def test_online_stops_the_game_when_the_trained_seat_would_exceed_response_length(

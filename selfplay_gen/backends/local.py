@@ -21,6 +21,7 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
 from .. import models
+from ..token_context import token_context
 from .base import Backend, BackendError, BackendOptions, BackendStats, Generation, SamplingParams, register
 
 
@@ -118,7 +119,7 @@ class LocalBackend(Backend):
 
     def _run(self, batch: list[_Request], batch_index: int) -> list[Generation]:
         params = batch[0].params
-        stops = list(params.stop_token_ids) or [self.tokenizer.eos_token_id]
+        stops = list(params.stop_token_ids) or [token_context(self.tokenizer).end_of_turn_id]
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else stops[0]
         width = max(len(r.prompt_ids) for r in batch)
         input_ids = torch.tensor([[pad] * (width - len(r.prompt_ids)) + r.prompt_ids for r in batch])

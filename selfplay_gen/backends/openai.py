@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 
+from ..token_context import token_context
 from .base import BackendError, Generation, SamplingParams, register
 from .http import HttpBackend, field
 
@@ -84,7 +85,7 @@ class OpenAIBackend(HttpBackend):
         cached = ((body.get("usage") or {}).get("prompt_tokens_details") or {}).get("cached_tokens") or 0
         output_ids = self.tokenizer.encode(text, add_special_tokens=False)
         if finish == "stop":
-            output_ids.append((params.stop_token_ids or (self.tokenizer.eos_token_id,))[0])
+            output_ids.append((params.stop_token_ids or (token_context(self.tokenizer).end_of_turn_id,))[0])
         logprobs = _logprobs(choice.get("logprobs"), chat)
         if finish == "stop" and logprobs is not None and len(logprobs) == len(output_ids) - 1:
             logprobs.append(0.0)  # the end-of-turn token the server stopped on, not reported

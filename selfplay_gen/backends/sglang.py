@@ -16,6 +16,7 @@ import asyncio
 
 import httpx
 
+from ..token_context import token_context
 from .base import BackendError, Generation, SamplingParams, register
 from .http import HttpBackend, field
 
@@ -100,7 +101,8 @@ class SGLangBackend(HttpBackend):
                 "return_logprob": True,
             },
         )
-        gen = parse_generation(body, params, url, default_stop=getattr(self.tokenizer, "eos_token_id", None))
+        default_stop = token_context(self.tokenizer).end_of_turn_id if self.tokenizer is not None else None
+        gen = parse_generation(body, params, url, default_stop)
         self.stats.add(gen)
         return gen
 

@@ -42,6 +42,8 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
+from ..token_context import token_context
+
 
 class ReplayError(ValueError):
     """A replay row that cannot be trained as it is; the message names the group and game."""
@@ -142,7 +144,7 @@ class ReplayAgentLoop(AgentLoopBase):
         """A trajectory that trains nothing: game 0's prompt and one masked end-of-turn id."""
         return {
             "prompt_ids": [int(t) for t in info["token_ids"][0][: int(info["prompt_len"][0])]],
-            "response_ids": [self.tokenizer.eos_token_id],
+            "response_ids": [token_context(self.tokenizer).end_of_turn_id],
             "response_mask": [0],
             "response_logprobs": [0.0] if self.rollout_config.calculate_log_probs else None,
         }

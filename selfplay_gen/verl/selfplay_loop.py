@@ -51,6 +51,7 @@ from ..game import Limits
 from ..instance import Instance
 from ..players import LLMPlayer
 from ..runner import GameSpec, play_game
+from ..token_context import token_context
 from .init_data import initial_messages
 
 DEFAULT_MAX_NEW_TOKENS = 256
@@ -59,17 +60,17 @@ DEFAULT_MAX_NEW_TOKENS = 256
 class ServerManagerBackend(Backend):
     """A `Backend` over verl's LLM server manager: token ids in, token ids and logprobs out.
 
-    A turn ended when its last id is an end-of-turn id (the tokenizer's eos or a requested stop
-    id): verl's servers report stop reasons differently (SGLang "stop"/"length", vLLM
-    "completed" for both), and only an ended turn can be followed by a chat-template delta."""
+    A turn ended when its last id is the chat template's end-of-turn id or a requested stop id:
+    verl's servers report stop reasons differently (SGLang "stop"/"length", vLLM "completed" for
+    both), and only an ended turn can be followed by a chat-template delta."""
 
     name = "verl"
 
-    def __init__(self, server_manager, verl_params: dict[str, Any], eos_token_id: int, model: str = ""):
-        self.server_manager, self.verl_params, self.eos_token_id, self.model = (
+    def __init__(self, server_manager, verl_params: dict[str, Any], end_of_turn_id: int, model: str = ""):
+        self.server_manager, self.verl_params, self.end_of_turn_id, self.model = (
             server_manager,
             verl_params,
-            eos_token_id,
+            end_of_turn_id,
             model,
         )
         self.weight_versions: list[int] = []  # trainer steps of the weights that served each turn
@@ -97,7 +98,7 @@ class ServerManagerBackend(Backend):
             v for key in ("min_global_steps", "max_global_steps") if (v := output.extra_fields.get(key)) is not None
         ]
         ids = list(output.token_ids)
-        ended = bool(ids) and (ids[-1] == self.eos_token_id or ids[-1] in params.stop_token_ids)
+        ended = bool(ids) and (ids[-1] == self.end_of_turn_id or ids[-1] in params.stop_token_ids)
         return Generation(
             ids,
             list(output.log_probs) if output.log_probs else None,
@@ -126,15 +127,15 @@ class SelfPlayAgentLoop(AgentLoopBase):
         instance = Instance.from_json(info["instance"])
         seat = int(info["player"])
         spec = GameSpec(f"{info['game_id']}/{uuid4().hex[:12]}", int(info.get("index", 0)), 0, instance)
-        eos = self.tokenizer.eos_token_id
+        end_of_turn = token_context(self.tokenizer).end_of_turn_id
         backend = ServerManagerBackend(
-            self.server_manager, sampling_params, eos, self.config.actor_rollout_ref.model.path
+            self.server_manager, sampling_params, end_of_turn, self.config.actor_rollout_ref.model.path
         )
         params = SamplingParams(
             float(sampling_params.get("temperature", 1.0)),
             float(sampling_params.get("top_p", 1.0)),
             self.max_new_tokens,
-            (eos,),
+            (end_of_turn,),
         )
 
         def player(inst: Instance, s: int, game_id: str, _k: int) -> LLMPlayer:
@@ -191,7 +192,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
         )
         return {
             "prompt_ids": self.tokenizer.encode(prompt, add_special_tokens=False),
-            "response_ids": [self.tokenizer.eos_token_id],
+            "response_ids": [token_context(self.tokenizer).end_of_turn_id],
             "response_mask": [0],
             "response_logprobs": [0.0] if self.rollout_config.calculate_log_probs else None,
         }
