@@ -1,0 +1,50 @@
+"""Games by name. The registry stores each game's qualified class name (as verl's agent-loop
+registry stores `_target_`) and imports a game's module only when that game is asked for, so
+naming one game never loads another's dependencies.
+
+    from selfplay_gen import games
+    game = games.get("negotiation")(reward_mode="competitive")
+    start = game.reset(game.instance_type.from_seed(7))
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .base import Game
+
+# name -> "package.module.Class"
+_TARGETS: dict[str, str] = {
+    "matching": "selfplay_gen.games.matching.Matching",
+}
+
+
+def names() -> list[str]:
+    """Every registered game, sorted."""
+    return sorted(_TARGETS)
+
+
+def register(name: str, target: str) -> None:
+    """Make the game class `target` ("package.module.Class") available as `name`. Registering a
+    name again with another class is an error: two games must not share a name."""
+    module, _, cls = target.rpartition(".")
+    if not module or not cls:
+        raise ValueError(f"a game target is 'package.module.Class', got {target!r}")
+    if _TARGETS.get(name, target) != target:
+        raise ValueError(f"game {name!r} is already registered as {_TARGETS[name]}")
+    _TARGETS[name] = target
+
+
+def get(name: str) -> type[Game[Any, Any]]:
+    """The game class registered as `name`, its module imported now."""
+    if name not in _TARGETS:
+        raise ValueError(f"unknown game {name!r}; known games: {', '.join(names())}")
+    module, _, cls = _TARGETS[name].rpartition(".")
+    game = getattr(importlib.import_module(module), cls)
+    if not (isinstance(game, type) and issubclass(game, Game)):
+        raise TypeError(f"game {name!r} names {_TARGETS[name]}, which is not a Game class")
+    return game
+
+
+__all__ = ["Game", "get", "names", "register"]
