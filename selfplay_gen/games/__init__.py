@@ -17,6 +17,7 @@ from .base import Game
 # name -> "package.module.Class"
 _TARGETS: dict[str, str] = {
     "matching": "selfplay_gen.games.matching.Matching",
+    "negotiation": "selfplay_gen.games.negotiation.NegotiationGame",
 }
 
 

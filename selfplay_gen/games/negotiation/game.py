@@ -1,0 +1,166 @@
+"""The negotiation game's turn rules, under the game protocol.
+
+Seat 0 moves first; a valid `[message]` passes the turn. A `[propose]` passes the turn too, and
+from then on the partner may only propose: its proposal ends the game, `agreed` when the two
+shares take exactly the pool and `inconsistent` (0 for both) otherwise. An invalid move changes
+nothing: only the mover is told, and moves again. `Limits` ends a game without a deal after
+`max_moves` valid moves or `max_invalid` invalid moves in a row by one seat.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ...game import MAX_INVALID, MAX_MOVES
+from ..base import STOPS, Game, InvalidMove, Limits, Observation, Outcome, StepResult
+from . import prompts
+from .instance import REWARD_MODES, Instance, Share, consistent, points, rewards
+from .moves import Move, parse_move
+from .scripted import ScriptedNegotiator
+
+AGREED, INCONSISTENT = "agreed", "inconsistent"
+
+
+@dataclass
+class Event:
+    """A line of the game log: a valid move (with a proposal's share), an invalid one, or a stop."""
+
+    player: int
+    kind: str  # message | propose | invalid | stop
+    text: str
+    share: list[int] | None = None
+    error: str | None = None
+
+
+class NegotiationGame(Game[Instance, Move]):
+    name = "negotiation"
+    instance_type = Instance
+    terminations = (AGREED, INCONSISTENT, MAX_MOVES, MAX_INVALID, *STOPS)
+
+    def __init__(self, limits: Limits | None = None, reward_mode: str = "semi-competitive"):
+        if reward_mode not in REWARD_MODES:
+            raise ValueError(f"unknown reward mode {reward_mode!r}; choose one of {', '.join(REWARD_MODES)}")
+        super().__init__(limits)
+        self.reward_mode = reward_mode
+        self.instance: Instance | None = None
+        self._clear()
+
+    def _clear(self) -> None:
+        self._to_move = 0
+        self.proposals: list[Share | None] = [None, None]
+        self._valid = self._invalid = self.invalid_streak = 0
+        self._events: list[Event] = []
+        self._outcome: Outcome | None = None
+        self._system: tuple[str, str] = ("", "")
+
+    def reset(self, instance: Instance) -> Observation:
+        self.instance = instance
+        self._clear()
+        self._system = (self._prompt(0), self._prompt(1))
+        return Observation(self._system, ((prompts.FIRST_MOVE,), ()))
+
+    def _prompt(self, seat: int) -> str:
+        return prompts.system_prompt(self._running(), seat, self.reward_mode, self.limits.max_moves)
+
+    def _running(self) -> Instance:
+        if self.instance is None:
+            raise RuntimeError("no game yet; call reset(instance)")
+        return self.instance
+
+    @property
+    def done(self) -> bool:
+        return self._outcome is not None
+
+    @property
+    def to_move(self) -> int:
+        self._running()
+        return self._to_move
+
+    @property
+    def outcome(self) -> Outcome | None:
+        return self._outcome
+
+    @property
+    def valid_moves(self) -> int:
+        return self._valid
+
+    @property
+    def invalid_moves(self) -> int:
+        return self._invalid
+
+    def step(self, seat: int, text: str) -> StepResult[Move]:
+        self._check_turn(seat)
+        partner = 1 - seat
+        try:
+            move = self._check(seat, parse_move(text, self._running().counts))
+        except InvalidMove as err:
+            self._invalid += 1
+            self.invalid_streak += 1
+            self._events.append(Event(seat, "invalid", text, error=str(err)))
+            if self.invalid_streak >= self.limits.max_invalid:
+                self._end(MAX_INVALID)
+            error = (prompts.INVALID.format(error=err),)
+            return StepResult(seat, None, str(err), (error, ()) if seat == 0 else ((), error), self.done)
+        self.invalid_streak = 0
+        self._valid += 1
+        self._events.append(Event(seat, move.kind, move.text, list(move.share) if move.share else None))
+        if move.kind == "propose":
+            self.proposals[seat] = move.share
+            if self.proposals[partner] is not None:
+                self._end(AGREED if consistent(self._running(), self._shares()) else INCONSISTENT)
+        self._to_move = partner
+        if not self.done and self._valid >= self.limits.max_moves:
+            self._end(MAX_MOVES)
+        told: tuple[str, ...] = (prompts.PARTNER_MOVED.format(move=move.public),)
+        if move.kind == "propose" and not self.done:
+            told += (prompts.PROPOSE_NOW,)
+        return StepResult(seat, move, None, ((), told) if seat == 0 else (told, ()), self.done)
+
+    def _check(self, seat: int, move: Move) -> Move:
+        if move.kind == "message" and self.proposals[1 - seat] is not None:
+            raise InvalidMove("your partner has made its final proposal: make yours now with [propose], not a message")
+        return move
+
+    def _shares(self) -> tuple[Share, Share]:
+        a, b = self.proposals
+        assert a is not None and b is not None  # both seats have proposed
+        return a, b
+
+    def stop(self, reason: str, seat: int | None = None, detail: str = "") -> Outcome:
+        if reason not in STOPS:
+            raise ValueError(f"a driver stops a game for one of {', '.join(STOPS)}, not {reason!r}")
+        if not self.done:
+            self._events.append(Event(self._to_move if seat is None else seat, "stop", "", error=detail or reason))
+            self._end(reason)
+        assert self._outcome is not None
+        return self._outcome
+
+    def _end(self, termination: str) -> None:
+        instance = self._running()
+        agreed = termination == AGREED
+        pts = points(instance, self._shares()) if agreed else (0, 0)
+        self._outcome = Outcome(
+            termination,
+            agreed,
+            rewards(pts, self.reward_mode),
+            termination in STOPS,
+            {
+                "reward_mode": self.reward_mode,
+                "proposals": [list(s) if s else None for s in self.proposals],
+                "points": list(pts),
+                "best_joint": instance.best_joint,
+                "pareto_optimal": agreed and instance.pareto_optimal(self._shares()[0]),
+            },
+        )
+
+    def events(self) -> list[dict[str, Any]]:
+        return [asdict(event) for event in self._events]
+
+    def scripted_player(self, seat: int, *, seed: int | None = None, **knobs: Any) -> ScriptedNegotiator:
+        """Knobs: `strength` in [0, 1] (see `ScriptedNegotiator`)."""
+        options = self._knobs(knobs, {"strength": 1.0})
+        return ScriptedNegotiator(
+            self._running(), seat, self._system[seat], float(options["strength"]), random.Random(seed)
+        )
