@@ -13,8 +13,13 @@ On a GPU machine (after `source bench/gpu_setup.sh`), with MODEL_DIR the raw Smo
   warm     the base model evaluated, then the warm start on teacher games by full fine-tuning
            (ROOT/full; ROOT/warm_steps steps when the probe ran) and, with LORA_RANK > 0 (16), side by side a
            LoRA adapter of that rank (ROOT/lora; its hf/lora_adapter is the embedded default's adapter)
-  rl       from ROOT/WARM (lora), NUM_ITERATIONS iterations of GRPO (ROOT/grpo) and of filtered
-           behaviour cloning (ROOT/fbc) side by side, each with its own SGLang port
+  embedded ROOT/embedded: the embedded warm start (selfplay_gen/data/warm_start, the shipped adapter) folded
+           into MODEL_DIR as its warm stage, so `WARM=embedded rl` starts from the model users get
+  rl       from ROOT/WARM (lora), NUM_ITERATIONS iterations of each run of RL_RUNS side by side, each with
+           its own SGLang port; RL_RUNS is a list of NAME:VAR=VALUE,VAR=VALUE (default: GRPO as ROOT/grpo
+           and filtered behaviour cloning as ROOT/fbc)
+  restore  a run continued on another machine: its adapters came back without the models (ROOT/NAME/
+           iter_NNN/train/hf/lora_adapter), so each iteration's model is folded again onto the one before
   collect  python bench/learning.py ROOT RESULTS: the table, plot and JSON of the benchmark
 Default phases: probe warm rl collect. Every phase resumes where it stopped (the iteration script's DONE
 markers). Runs that share the GPU get a share of its memory each. Logs: ROOT/logs/.
@@ -37,6 +42,7 @@ PHASES=("${args[@]:2}")
 ((${#PHASES[@]})) || PHASES=(probe warm rl collect)
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WARM=${WARM:-lora}
+RL_RUNS=${RL_RUNS:-grpo:TRAINER=grpo fbc:TRAINER=filtered-bc}
 RESULTS=${RESULTS:-$ROOT/results}
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
 export SELFPLAY_PYTHON=${SELFPLAY_PYTHON:-python3} VERL_PYTHON=${VERL_PYTHON:-python3} SGLANG_PYTHON=${SGLANG_PYTHON:-python3}
@@ -83,7 +89,9 @@ adopt() {
   shift 2
   [[ $DRY_RUN -eq 0 ]] || return 0
   mkdir -p "$ROOT/$name"
-  for stage in "$@" report; do [[ -e $ROOT/$name/$stage ]] || cp -r "$ROOT/$from/$stage" "$ROOT/$name/"; done
+  for stage in "$@" report; do
+    [[ -e $ROOT/$name/$stage || ! -e $ROOT/$from/$stage ]] || cp -r "$ROOT/$from/$stage" "$ROOT/$name/"
+  done
 }
 
 # until_done FILE: wait for a run to finish a stage (or for every run to have stopped).
@@ -130,6 +138,26 @@ probe() {
     > "$ROOT/warm_steps"
 }
 
+# fold_onto BASE_DIR HF_DIR: HF_DIR (holding only lora_adapter/) becomes BASE_DIR's model with that adapter folded in.
+fold_onto() {
+  local file
+  for file in "$1"/*; do [[ $(basename "$file") == lora_adapter ]] || run_cmd cp -r "$file" "$2/"; done
+  run_cmd "$SELFPLAY_PYTHON" -m selfplay_gen.verl.merge_lora "$2"
+}
+
+# restore: refold every run's iterations whose model did not travel, in order, from its warm start.
+restore() {
+  local run dir model
+  for run in "$ROOT"/*/; do
+    model=$run/warm/train/hf
+    [[ -e $model/config.json ]] || model=$ROOT/$WARM/warm/train/hf   # packs leave the warm model out
+    for dir in "$run"/iter_*/train/hf; do
+      [[ -d $dir/lora_adapter && ! -e $dir/config.json ]] && fold_onto "$model" "$dir"
+      model=$dir
+    done
+  done
+}
+
 run_cmd() {
   printf '+'; printf ' %q' "$@"; printf '\n'
   [[ $DRY_RUN -eq 1 ]] || "$@"
@@ -150,15 +178,28 @@ for phase in "${PHASES[@]}"; do
         launch lora 30001 WARM_START=teacher NUM_ITERATIONS=0 WARM_LORA_RANK="$LORA_RANK" "${steps[@]}"
       fi
       finish ;;
+    embedded)   # the shipped adapter as the warm stage; the raw model was evaluated before (0.000)
+      dir=$ROOT/embedded
+      if [[ ! -e $dir/warm/DONE ]]; then
+        run_cmd mkdir -p "$dir/base" "$dir/warm/train/hf"
+        run_cmd cp -r "$REPO/selfplay_gen/data/warm_start" "$dir/warm/train/hf/lora_adapter"
+        fold_onto "$MODEL_DIR" "$dir/warm/train/hf"
+        run_cmd touch "$dir/base/DONE" "$dir/warm/DONE"
+      fi ;;
     rl)
-      adopt grpo "$WARM" base warm
-      adopt fbc "$WARM" base warm
-      launch grpo 30000 TRAINER=grpo WARM_START=teacher
-      launch fbc 30001 TRAINER=filtered-bc WARM_START=teacher
+      port=30000
+      for spec in $RL_RUNS; do
+        name=${spec%%:*}
+        IFS=, read -r -a vars <<< "${spec#*:}"
+        adopt "$name" "$WARM" base warm
+        launch "$name" "$port" WARM_START=teacher "${vars[@]}"
+        port=$((port + 1))
+      done
       finish ;;
+    restore) restore ;;
     collect)
       echo "+ $SELFPLAY_PYTHON $REPO/bench/learning.py $ROOT $RESULTS"
       [[ $DRY_RUN -eq 1 ]] || "$SELFPLAY_PYTHON" "$REPO/bench/learning.py" "$ROOT" "$RESULTS" ;;
-    *) echo "unknown phase '$phase' (warm, rl, collect)" >&2; exit 2 ;;
+    *) echo "unknown phase '$phase' (probe, warm, embedded, rl, restore, collect)" >&2; exit 2 ;;
   esac
 done

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# A long benchmark on the lent GPU machine, whose calls last at most 10 minutes and which is given back
+# after 30 s idle: `start` runs bench/gpu_learning.sh in its own process session (it outlives the call),
+# `wait` watches it for up to a call's length, `pack` puts what a later lease needs into $OUT.
+set -euo pipefail
+
+usage() {
+  cat <<'USAGE'
+Usage: bench/gpu_lease.sh [--help] parts DIST PART_DIR | start ROOT PHASE... | wait ROOT [SECONDS]
+                          | pack ROOT OUT_DIR | unpack ROOT DIR
+
+Here, with DIST holding what shared/gpu/ builds (site_serve.tar.xz, site_train.tar.xz, the model's GGUF
+parts, each with its .sha256) and shared/gpu's scripts:
+  parts DIST PART_DIR  one tar of DIST split into PART_DIR/pNN/part-NN of 45 MiB, each beside all.sha256 and
+                       `parts` (their number): carry one pNN per call, bench/gpu_setup.sh joins them
+On the GPU machine, after `source bench/gpu_setup.sh` in the same call:
+  start ROOT PHASE...  copy this repository to /tmp/repo and run bench/gpu_learning.sh "$MODEL" ROOT PHASE... there,
+                       detached (setsid), logging to ROOT/logs/lease.log; the environment is passed on
+  wait ROOT [SECONDS]  until the run ends or SECONDS pass (560): prints each run's summary and the log's end;
+                       exits 0 while it runs or when it ended well, 1 when it failed
+  pack ROOT OUT_DIR    ROOT without models, checkpoints, training games and parquet (the LoRA adapters, every
+                       evaluation, report, summary and log stay) as OUT_DIR/pack.tar.xz.NN, 15 MiB each
+  unpack ROOT DIR      the pack.tar.xz.NN files of DIR back into ROOT (then `gpu_learning.sh ... restore`)
+USAGE
+}
+case ${1:-} in -h|--help) usage; exit 0 ;; esac
+(($# >= 2)) || { usage >&2; exit 2; }
+cmd=$1 ROOT=$2
+shift 2
+case "$cmd" in
+  parts)
+    rm -rf "$1" && mkdir -p "$1"
+    tar -C "$ROOT" -cf "$1/all.tar" .
+    split -b 45M -d -a 2 "$1/all.tar" "$1/part-"
+    sha256sum "$1/all.tar" | cut -d' ' -f1 > "$1/all.sha256"
+    rm "$1/all.tar"
+    count=$(find "$1" -name 'part-*' | wc -l)
+    for part in "$1"/part-*; do
+      dir=$1/p${part##*-}
+      mkdir -p "$dir" && mv "$part" "$dir/" && cp "$1/all.sha256" "$dir/" && echo "$count" > "$dir/parts"
+    done
+    rm "$1/all.sha256"
+    du -sh "$1"/p* ;;
+  start)
+    rm -rf /tmp/repo && mkdir -p /tmp/repo "$ROOT/logs"
+    tar -C "$(dirname "${BASH_SOURCE[0]}")/.." --exclude=./.gpu --exclude=./.git -cf - . | tar -C /tmp/repo -xf -
+    rm -f "$ROOT/logs/lease.rc"
+    export PYTHONPATH=/tmp/repo${PYTHONPATH:+:$PYTHONPATH}   # this copy, not the call's tree, which later calls replace
+    # shellcheck disable=SC2016  # expanded by the detached shell: its $0 is ROOT, $@ the phases
+    setsid bash -c 'bash /tmp/repo/bench/gpu_learning.sh "$@"; echo $? > "$0/logs/lease.rc"' \
+      "$ROOT" "$MODEL" "$ROOT" "$@" > "$ROOT/logs/lease.log" 2>&1 < /dev/null &
+    echo "started gpu_learning.sh $* (pid $!)" ;;
+  wait)
+    end=$((SECONDS + ${1:-560}))
+    while [[ ! -e $ROOT/logs/lease.rc ]] && ((SECONDS < end)); do sleep 10; done
+    for summary in "$ROOT"/*/summary.md; do [[ -e $summary ]] && { echo "== $summary"; cat "$summary"; }; done
+    tail -n 15 "$ROOT/logs/lease.log"
+    [[ ! -e $ROOT/logs/lease.rc ]] || { echo "finished: exit $(cat "$ROOT/logs/lease.rc")"; exit "$(cat "$ROOT/logs/lease.rc")"; } ;;
+  pack)
+    tar -C "$ROOT" --exclude='checkpoints' --exclude='gen/games.jsonl' --exclude='*.parquet' \
+      --exclude='model*.safetensors' --exclude='warm/train' -cf - . | xz -T0 -6 | split -b 15M -d -a 2 - "$1/pack.tar.xz."
+    ls -l "$1" ;;
+  unpack)
+    mkdir -p "$ROOT" && cat "$1"/pack.tar.xz.* | xz -d | tar -C "$ROOT" -xf - ;;
+  *) usage >&2; exit 2 ;;
+esac
