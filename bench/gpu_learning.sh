@@ -150,9 +150,9 @@ restore() {
   local run dir model
   for run in "$ROOT"/*/; do
     model=$run/warm/train/hf
-    [[ -e $model/config.json ]] || model=$ROOT/$WARM/warm/train/hf   # packs leave the warm model out
+    compgen -G "$model/*.safetensors" > /dev/null || model=$ROOT/$WARM/warm/train/hf   # packs leave the warm model out
     for dir in "$run"/iter_*/train/hf; do
-      [[ -d $dir/lora_adapter && ! -e $dir/config.json ]] && fold_onto "$model" "$dir"
+      [[ -d $dir/lora_adapter ]] && ! compgen -G "$dir/*.safetensors" > /dev/null && fold_onto "$model" "$dir"
       model=$dir
     done
   done
