@@ -175,7 +175,8 @@ def plot(rows: list[dict], path: Path) -> None:
             means = np.array([r["reward"]["mean"] for r in mine])
             lo, hi = np.array([r["reward"]["ci"] for r in mine]).T
             ax.errorbar(x, means, yerr=[means - lo, hi - means], marker="o", capsize=3, label=trainer)
-            ax.set_xticks(np.arange(len(mine)), [r["stage"] for r in mine])
+            if len(mine) > len(ax.get_xticks()) or trainer == trainers[0]:  # the longest run names the stages
+                ax.set_xticks(np.arange(len(mine)), [r["stage"] for r in mine])
         randoms = [r["random"]["mean"] for r in chosen if r["random"] and r["random"]["mean"] is not None]
         if randoms:
             ax.axhline(np.mean(randoms), color="grey", linestyle=":", label="random matching")
