@@ -248,8 +248,8 @@ def test_iteration_filtered_bc_imitates_the_best_games(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    # the measured defaults: the best of 8 games of 2048, two epochs of a LoRA r16 adapter at lr 1e-3, folded in
-    assert "--format sft --top-fraction 0.125" in out and "--num-games 2048" in out
+    # the measured defaults: the best of 8 games of 4096, two epochs of a LoRA r16 adapter at lr 1e-3, folded in
+    assert "--format sft --top-fraction 0.125" in out and "--num-games 4096" in out
     assert "model.lora_rank=16" in out and "optim.lr=1e-3" in out and "trainer.total_epochs=2" in out
     assert "-m selfplay_gen.verl.merge_lora" in out
     assert "-m selfplay_gen.verl.sft_trainer" in out and "-m verl.trainer.main_ppo" not in out
