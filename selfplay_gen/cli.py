@@ -148,6 +148,7 @@ def _play(out: Path, specs, writer: GameWriter, quiet: bool, run: dict, opts: di
                 seating.settings,
                 progress=not quiet,
                 summary=summary,
+                halted=seating.halted,
             )
             return seating.backend_stats()
 

@@ -117,3 +117,26 @@ async def test_a_full_disk_keeps_whole_records_and_names_the_file(tmp_path, monk
         await run_games(plan_games([Instance.from_seed(1)], 8, 8), (seat, seat), Limits(), writer, 8, {}, False)
     assert full.value.errno == errno.ENOSPC and full.value.filename == str(path)
     assert len(list(read_games(path))) == 3 and path.read_bytes().endswith(b"}\n")
+
+
+async def test_a_halted_run_starts_no_more_games(tmp_path):
+    """Once `halted` gives a reason (every server gone), no game starts; the summary says why."""
+    path, started = tmp_path / "games.jsonl", set()
+
+    def seat(instance, s, game_id, k):
+        started.add(game_id)
+        return ScriptedPlayer(instance, s, share=0.5, rng=np.random.default_rng([k, s]))
+
+    with GameWriter(path) as writer:
+        summary = await run_games(
+            plan_games([Instance.from_seed(1)], 8, 8),
+            (seat, seat),
+            Limits(),
+            writer,
+            concurrency=1,
+            settings={},
+            progress=False,
+            halted=lambda: "every server is gone" if len(started) >= 3 else None,
+        )
+    assert summary.games == len(list(read_games(path))) == 3
+    assert summary.to_dict()["stopped"] == "every server is gone"
