@@ -16,8 +16,10 @@ with every server among them and no answer from any in between, the servers are 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import zlib
+from collections.abc import Iterator
 
 import httpx
 
@@ -64,6 +66,15 @@ class HttpBackend(Backend):
                 if len(secret) >= 8:
                     text = text.replace(secret, "[redacted]")
         return text
+
+    @contextlib.contextmanager
+    def redacted(self) -> Iterator[None]:
+        """Around the reading of an answer: a `field` error quotes the server's values, which
+        may echo the request's headers."""
+        try:
+            yield
+        except BackendError as err:
+            raise BackendError(self.redact(str(err))) from None
 
     async def start(self) -> None:
         timeout = httpx.Timeout(self.options.timeout_s, connect=min(10.0, self.options.timeout_s))
