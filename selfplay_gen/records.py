@@ -23,7 +23,7 @@ import orjson
 from .atomic import temporary
 from .game import TERMINATIONS
 from .locking import Lock
-from .validate import Invalid, Whole, as_list, check, each, lengths, missing, within
+from .validate import Invalid, Whole, as_list, check, each, lengths, missing, no_booleans, within
 
 SCHEMA_VERSION = 1
 INT32_MAX = 2**31 - 1  # token ids are int32 in the parquet
@@ -47,11 +47,11 @@ def _token_id(value: object) -> None:
 def _token_ids(value: object) -> None:
     """Ids are most of a record, so they are checked in bulk: array() converts them in C to
     unsigned 32-bit, which refuses anything but an integer in [0, 2**32), and then the top byte
-    of each must be below 0x80 (an int32, as the parquet holds them). Only a list that fails is
+    of each must be below 0x80 (an int32, as the parquet holds them), and none a boolean. Only a list that fails is
     looked at id by id, to name the first bad one."""
     ids = as_list(value)
     try:
-        fits = array("I", ids).tobytes()[_TOP_BYTES].isascii()
+        fits = array("I", ids).tobytes()[_TOP_BYTES].isascii() and no_booleans(ids)
     except (TypeError, OverflowError):
         fits = False
     if not fits:
