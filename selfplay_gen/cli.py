@@ -162,7 +162,7 @@ def _play(out: Path, specs, writer: GameWriter, quiet: bool, run: dict, opts: di
         if err.filename != str(writer.path):
             raise
         raise click.ClickException(  # writing a record failed: the file keeps the whole records before it
-            f"cannot write {err.filename or out}: {(err.strerror or str(err)).lower()}; the {len(writer.done)} "
+            f"cannot write {out}: {(err.strerror or str(err)).lower()}; the {len(writer.done)} "
             "games in it are whole: --resume plays the rest"
         ) from None
     result = {**summary.to_dict(), "out": str(out), "games_in_file": len(writer.done), "backends": backends or {}}
