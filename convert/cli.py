@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 import json
+import signal
+import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
 from .formats import FORMATS
 from .pipeline import ConvertError, Options, convert
+
+
+@contextmanager
+def _sigterm_unwinds():
+    """SIGTERM exits (status 143) the way SIGINT does, through every `with`, so that the
+    temporary files are removed on the way out. Signals reach only the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -94,7 +112,8 @@ def main(
     skip_invalid: bool,
     overwrite: bool,
 ) -> None:
-    """Convert the self-play games in GAMES (JSONL) into verl training parquet."""
+    """Convert the self-play games in GAMES (JSONL) into verl training parquet. Outputs appear
+    whole or not at all; a failed or stopped convert (SIGINT, SIGTERM) leaves no temporary file."""
     try:
         options = Options(
             fmt,
@@ -109,7 +128,8 @@ def main(
             skip_invalid,
             invalid_move_penalty,
         )
-        summary = convert(games, out_dir, options, overwrite=overwrite)
+        with _sigterm_unwinds():
+            summary = convert(games, out_dir, options, overwrite=overwrite)
     except (ConvertError, OSError) as err:
         raise click.ClickException(str(err)) from None
     for name in ("train", "val"):

@@ -22,6 +22,7 @@ import pandas as pd
 
 from selfplay_gen.atomic import write_json_atomic
 from selfplay_gen.game import BACKEND_ERROR, INTERNAL, TOKEN_INVARIANT
+from selfplay_gen.locking import Lock
 from selfplay_gen.models import load_tokenizer
 from selfplay_gen.records import Record, read_games
 from selfplay_gen.token_context import TokenInvariantError
@@ -82,10 +83,17 @@ def convert(
     """Convert `games` and return the summary (also written next to the outputs)."""
     games = Path(games)
     paths = output_paths(games, Path(out_dir) if out_dir is not None else None)
+    paths["train"].parent.mkdir(parents=True, exist_ok=True)
+    with Lock(paths["train"].parent, f"{paths['train'].parent} (the output directory)"):
+        return _convert(games, paths, options, overwrite)
+
+
+def _convert(games: Path, paths: dict[str, Path], options: Options, overwrite: bool) -> dict:
+    """`convert` while holding the output directory's lock: two converts into one directory would
+    replace each other's outputs, so the second fails at once."""
     existing = [str(p) for p in paths.values() if p.exists()]
     if existing and not overwrite:
         raise ConvertError(f"{', '.join(existing)} already exists; pass --overwrite to replace it")
-    paths["train"].parent.mkdir(parents=True, exist_ok=True)
     with _collector_paused(), Spill(paths["train"], SPILL_SCHEMA) as spill:
         ledger, facts = _read(games, spill, options)
         facts["index_from"] = _plan(ledger, options)

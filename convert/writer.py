@@ -1,5 +1,6 @@
 """Outputs appear whole or not at all: each is written under a temporary name in its own
-directory and renamed into place only when every output of the run is complete."""
+directory and renamed into place only when every output of the run is complete. A run that fails
+or is stopped (a full disk, SIGTERM) removes its temporary files, even when closing them fails."""
 
 from __future__ import annotations
 
@@ -36,10 +37,12 @@ class Spill:
         return self
 
     def __exit__(self, *exc) -> None:
-        if not self._file.closed:
-            self._writer.close()
-            self._file.close()
-        self.path.unlink(missing_ok=True)
+        try:
+            if not self._file.closed:
+                self._writer.close()
+                self._file.close()
+        finally:
+            self.path.unlink(missing_ok=True)
 
 
 class ParquetOutput:
@@ -61,8 +64,10 @@ class ParquetOutput:
         os.replace(self.tmp, self.path)
 
     def discard(self) -> None:
-        self._writer.close()
-        self.tmp.unlink(missing_ok=True)
+        try:
+            self._writer.close()
+        finally:
+            self.tmp.unlink(missing_ok=True)
 
     def __enter__(self) -> ParquetOutput:
         return self

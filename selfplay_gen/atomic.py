@@ -15,8 +15,11 @@ def temporary(path: Path) -> Path:
 
 def write_atomic(path: Path, data: bytes | str) -> None:
     tmp = temporary(path)
-    tmp.write_bytes(data.encode() if isinstance(data, str) else data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # left only by a write that failed (a full disk)
 
 
 def write_json_atomic(path: Path, data: dict, indent: int = 2) -> None:

@@ -13,8 +13,16 @@ import click
 from .atomic import write_json_atomic
 from .backends.base import BackendError
 from .options import generation_options, limits_from, load_instances, open_seats
-from .records import GameWriter, read_games
-from .runner import Summary, instances_needed, plan_games, run_games, until_signalled
+from .records import GameWriter, RecordError
+from .runner import (
+    SettingsChanged,
+    Summary,
+    check_same_settings,
+    instances_needed,
+    plan_games,
+    run_games,
+    until_signalled,
+)
 
 
 class DefaultGroup(click.Group):
@@ -37,19 +45,6 @@ class DefaultGroup(click.Group):
         if not args or args[0] not in self.list_commands(ctx) and args[0] not in ("--help", "-h"):
             args = ["play", *args]
         return super().parse_args(ctx, args)
-
-
-def _check_resume(out: Path, run: dict) -> None:
-    """Resuming only makes sense with the settings that planned the file's games."""
-    for record in read_games(out):
-        old = record["settings"].get("run", {})
-        diff = {k: (old.get(k), v) for k, v in run.items() if old.get(k) != v}
-        if diff:
-            raise click.UsageError(
-                f"--resume: {out} was made with other settings "
-                + ", ".join(f"{k}={a!r} (now {b!r})" for k, (a, b) in diff.items())
-            )
-        return
 
 
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -92,34 +87,53 @@ def main():
     show_default=True,
     help="JSONL file of games; a summary lands next to it.",
 )
-@click.option("--resume", is_flag=True, help="Complete an interrupted run: keep its games, play the missing ones.")
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Complete an interrupted run with the same settings: keep its games, play the missing and the failed ones.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @generation_options
 def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
-    """Play games and write each one to OUT as it ends."""
+    """Play games and write each one to OUT as it ends.
+
+    Exit status: 0 when games were played, even if some failed (stderr counts them; --resume plays
+    them again); 1 when every game of the run failed, when the run stopped early because every
+    server was gone, or on an error (another run writing OUT, a full disk); 130/143 when stopped by
+    SIGINT/SIGTERM.
+    """
     run = {"instances": instances, "seed": opts["seed"], "games_per_instance": games_per_instance}
     specs = plan_games(
         load_instances(instances, instances_needed(num_games, games_per_instance), opts["seed"]),
         games_per_instance,
         num_games,
     )
-    if out.exists() and out.stat().st_size and resume:
-        _check_resume(out, run)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
         writer = GameWriter(out, resume=resume)
-    except (FileExistsError, OSError) as err:
+    except (OSError, RecordError) as err:
         raise click.ClickException(str(err)) from None
-    unplanned = writer.done - {spec.game_id for spec in specs}
-    if unplanned:
-        writer.close()
-        raise click.UsageError(
-            f"--resume: {out} holds {len(writer.done)} games, {len(unplanned)} of them beyond this run's "
-            f"--num-games {num_games} (e.g. {min(unplanned)}); ask for at least {len(writer.done)} games"
-        )
-    if writer.repaired_bytes:
-        click.echo(f"repaired {out}: dropped a torn last line ({writer.repaired_bytes} bytes)", err=True)
+    with writer:
+        if writer.settings is not None:
+            try:
+                check_same_settings(out, {"run": writer.settings.get("run", {})}, {"run": run})
+            except SettingsChanged as err:
+                raise click.UsageError(str(err)) from None
+        unplanned = writer.done - {spec.game_id for spec in specs}
+        if unplanned:
+            raise click.UsageError(
+                f"--resume: {out} holds {len(writer.done)} games, {len(unplanned)} of them beyond this run's "
+                f"--num-games {num_games} (e.g. {min(unplanned)}); ask for at least {len(writer.done)} games"
+            )
+        if writer.repaired_bytes:
+            click.echo(f"repaired {out}: dropped a torn last line ({writer.repaired_bytes} bytes)", err=True)
+        dropped = writer.drop_failed()
+        if dropped:
+            click.echo(f"{out}: {dropped} failed games are played again", err=True)
+        _play(out, specs, writer, quiet, run, opts)
 
+
+def _play(out: Path, specs, writer: GameWriter, quiet: bool, run: dict, opts: dict) -> None:
+    """Play `specs` into `writer`, then write and print the summary and set the exit status."""
     summary = Summary()
 
     async def go():
@@ -134,14 +148,23 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
                 seating.settings,
                 progress=not quiet,
                 summary=summary,
+                halted=seating.halted,
             )
             return seating.backend_stats()
 
     try:
-        with writer:
-            backends, caught = asyncio.run(until_signalled(go()))
+        backends, caught = asyncio.run(until_signalled(go()))
     except BackendError as err:
         raise click.ClickException(str(err)) from None
+    except SettingsChanged as err:
+        raise click.UsageError(str(err)) from None
+    except OSError as err:
+        if err.filename != str(writer.path):
+            raise
+        raise click.ClickException(  # writing a record failed: the file keeps the whole records before it
+            f"cannot write {out}: {(err.strerror or str(err)).lower()}; the {len(writer.done)} "
+            "games in it are whole: --resume plays the rest"
+        ) from None
     result = {**summary.to_dict(), "out": str(out), "games_in_file": len(writer.done), "backends": backends or {}}
     if caught:
         result["interrupted"] = caught.name
@@ -154,13 +177,21 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
             err=True,
         )
         sys.exit(128 + caught.value)
-    if summary.failures:
+    failed = sum(summary.failures.values())
+    if failed:
         reasons = ", ".join(f"{reason}: {n}" for reason, n in summary.failures.most_common())
         click.echo(
-            f"{sum(summary.failures.values())} of {summary.games} games failed ({reasons}); each record's "
-            f"`failure` says why, and convert leaves them out",
+            f"{failed} of {summary.games} games failed ({reasons}); each record's `failure` says why, convert "
+            "leaves them out, and --resume plays them again",
             err=True,
         )
+    if summary.stopped:
+        click.echo(
+            f"stopped early: {summary.stopped}; {len(writer.done)} games are in {out}; --resume plays the rest",
+            err=True,
+        )
+    if summary.stopped or failed and failed == summary.games:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

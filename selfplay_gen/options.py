@@ -229,6 +229,10 @@ class Seating:
     concurrency: int
     backends: dict
 
+    def halted(self) -> str | None:
+        """Why no game can be played any more (a backend whose servers are all gone), or None."""
+        return next((f"{name}: {backend.down}" for name, backend in self.backends.items() if backend.down), None)
+
     def backend_stats(self) -> dict:
         # not dataclasses.asdict: it rebuilds the errors Counter from (key, count) pairs as keys
         return {

@@ -20,8 +20,10 @@ from typing import Annotated, BinaryIO, Literal, TypedDict, cast
 
 import orjson
 
+from .atomic import temporary
 from .game import TERMINATIONS
-from .validate import Invalid, Whole, as_list, check, each, lengths, missing, within
+from .locking import Lock
+from .validate import Invalid, Whole, as_list, check, each, lengths, missing, no_booleans, within
 
 SCHEMA_VERSION = 1
 INT32_MAX = 2**31 - 1  # token ids are int32 in the parquet
@@ -45,11 +47,11 @@ def _token_id(value: object) -> None:
 def _token_ids(value: object) -> None:
     """Ids are most of a record, so they are checked in bulk: array() converts them in C to
     unsigned 32-bit, which refuses anything but an integer in [0, 2**32), and then the top byte
-    of each must be below 0x80 (an int32, as the parquet holds them). Only a list that fails is
+    of each must be below 0x80 (an int32, as the parquet holds them), and none a boolean. Only a list that fails is
     looked at id by id, to name the first bad one."""
     ids = as_list(value)
     try:
-        fits = array("I", ids).tobytes()[_TOP_BYTES].isascii()
+        fits = array("I", ids).tobytes()[_TOP_BYTES].isascii() and no_booleans(ids)
     except (TypeError, OverflowError):
         fits = False
     if not fits:
@@ -285,11 +287,29 @@ def _decodes(line: bytes) -> bool:
 
 
 class GameWriter:
-    """Appends records durably. With `resume`, knows which games the file already holds."""
+    """Appends records durably, and alone: a lock beside the file (`.NAME.lock`) is held from
+    opening to closing, so a second run on the same file fails at once instead of interleaving
+    its games. With `resume`, knows the games the file holds (`done`, of which `failed`) and the
+    settings they were played with; `drop_failed` takes the failed ones out so that they are
+    played again, keeping one record per game for every reader."""
 
     def __init__(self, path: str | Path, resume: bool = False):
         self.path = Path(path)
+        if self.path.exists() and not self.path.is_file():
+            raise OSError(f"{self.path} is not a regular file; the games go to a file (--out)")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = Lock(self.path.with_name(f".{self.path.name}.lock"), str(self.path))
+        try:
+            self._read(resume)
+            self._fd = self._append()
+        except BaseException:
+            self._lock.close()
+            raise
+
+    def _read(self, resume: bool) -> None:
         self.done: set[str] = set()
+        self.failed: set[str] = set()
+        self.settings: Settings | None = None  # of the file's first record
         self.repaired_bytes = 0
         if self.path.exists() and self.path.stat().st_size:
             if not resume:
@@ -297,18 +317,55 @@ class GameWriter:
                     f"{self.path} already holds games; pass --resume to complete it or choose another --out"
                 )
             self.repaired_bytes = repair_tail(self.path)
-            self.done = {r["game_id"] for r in read_games(self.path)}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = self.path.open("a", encoding="utf-8")
+            for record in read_games(self.path):
+                self.settings = self.settings or record["settings"]
+                self.done.add(record["game_id"])
+                if record.get("failure"):
+                    self.failed.add(record["game_id"])
+
+    def _append(self) -> int:
+        return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def drop_failed(self) -> int:
+        """Take the failed games' records out of the file (replaced whole, never half rewritten),
+        so that this run plays those games again; how many went."""
+        if not self.failed:
+            return 0
+        tmp = temporary(self.path)
+        try:
+            with self.path.open("rb") as source, tmp.open("wb") as kept:
+                for raw in source:  # every line was checked when the file was read
+                    if raw.isspace() or not cast(dict, _loads(raw, str(self.path))).get("failure"):
+                        kept.write(raw)
+                kept.flush()
+                os.fsync(kept.fileno())
+            os.replace(tmp, self.path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        os.close(self._fd)  # it writes to the replaced file
+        self._fd = self._append()
+        dropped, self.done, self.failed = len(self.failed), self.done - self.failed, set()
+        return dropped
 
     def write(self, record: dict) -> None:
-        self._fh.write(json.dumps(record, separators=(",", ":")) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        """Append one record and fsync it. A write that fails (a full disk) is cut off again, so
+        the file keeps whole records only, and the error names the file."""
+        line = memoryview((json.dumps(record, separators=(",", ":")) + "\n").encode())
+        end = os.lseek(self._fd, 0, os.SEEK_END)
+        try:
+            while line:
+                line = line[os.write(self._fd, line) :]
+            os.fsync(self._fd)
+        except OSError as err:
+            os.ftruncate(self._fd, end)
+            raise OSError(err.errno, err.strerror, str(self.path)) from None
         self.done.add(record["game_id"])
 
     def close(self) -> None:
-        self._fh.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._lock.close()
 
     def __enter__(self) -> GameWriter:
         return self

@@ -4,6 +4,7 @@ Every game is its own asyncio task; a semaphore keeps `concurrency` games in fli
 server always has that many requests to batch. Games never share state, so a failing game is
 recorded with its reason and the others go on: whatever a player or a backend raises ends that
 game as a record (`failure.reason` backend_error, token_invariant, or internal for a defect).
+Records are written by one thread, in the order games end, so the loop never waits on a disk.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import TypeVar
 
@@ -24,7 +26,7 @@ from .backends.base import BackendError
 from .game import BACKEND_ERROR, INTERNAL, TOKEN_INVARIANT, Limits, MatchingGame
 from .instance import Instance
 from .players import GameStop, Player
-from .records import SCHEMA_VERSION, GameWriter
+from .records import SCHEMA_VERSION, GameWriter, Settings
 
 T = TypeVar("T")
 
@@ -52,6 +54,37 @@ def plan_games(instances: Sequence[Instance], games_per_instance: int, num_games
 
 def instances_needed(num_games: int, games_per_instance: int) -> int:
     return math.ceil(num_games / games_per_instance)
+
+
+def recorded_settings(settings: dict, limits: Limits) -> dict:
+    """The settings each record of a run carries."""
+    return {**settings, "limits": asdict(limits)}
+
+
+class SettingsChanged(ValueError):
+    """--resume with settings other than those the file's games were played with."""
+
+
+def check_same_settings(path: object, old: Settings | dict, new: dict) -> None:
+    """Refuse to add games played otherwise to a file, naming each setting and both values.
+    Server URLs may change (a server restarted elsewhere serves the same model)."""
+
+    def flat(settings: dict, prefix: str = "") -> dict:
+        names: dict = {}
+        for key, value in settings.items():
+            if isinstance(value, dict):
+                names |= flat(value, f"{prefix}{key}.")
+            elif key != "base_urls":
+                names[prefix + key] = value
+        return names
+
+    a, b = flat(dict(old)), flat(new)
+    changed = [f"{k}={a.get(k)!r} (now {b.get(k)!r})" for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
+    if changed:
+        raise SettingsChanged(
+            f"--resume: {path} was played with other settings: {'; '.join(changed)}; "
+            "resume with the same settings, or choose another --out"
+        )
 
 
 async def play_game(spec: GameSpec, seats: tuple[SeatFactory, SeatFactory], limits: Limits, settings: dict) -> dict:
@@ -93,7 +126,7 @@ async def play_game(spec: GameSpec, seats: tuple[SeatFactory, SeatFactory], limi
         "game_index": spec.game_index,
         "instance_id": spec.instance.id,
         "instance": spec.instance.to_dict(),
-        "settings": {**settings, "limits": asdict(limits)},
+        "settings": recorded_settings(settings, limits),
         "players": logs,
         "events": [asdict(e) for e in game.events],
         "outcome": game.result.to_dict(),
@@ -120,6 +153,7 @@ class Summary:
     wall_time_s: float = 0.0
     terminations: Counter = field(default_factory=Counter)
     failures: Counter = field(default_factory=Counter)  # failed games by failure reason
+    stopped: str | None = None  # why the run started no more games (every server gone)
 
     def add(self, record: dict) -> None:
         self.games += 1
@@ -144,6 +178,7 @@ class Summary:
             "games_per_s": self.games / self.wall_time_s if self.wall_time_s else 0.0,
             "cache_hit_rate": self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0,
             "wall_time_s": round(self.wall_time_s, 3),
+            **({"stopped": self.stopped} if self.stopped else {}),
         }
 
 
@@ -156,19 +191,23 @@ async def run_games(
     settings: dict,
     progress: bool = True,
     summary: Summary | None = None,
+    halted: Callable[[], str | None] = lambda: None,
 ) -> Summary:
     """Play every spec not already in `writer`, `concurrency` at a time, writing each record.
-    `summary` (a new one if not given) counts the games as they end, so a caller whose run is
-    cancelled still has the count of what was written."""
+    A file being resumed must hold games played with the same settings (`SettingsChanged`).
+    `summary` (a new one if not given) counts each game once its record is on disk, so a caller
+    whose run is cancelled still has the count of what was written. Once `halted()` says why
+    (every server gone), no more games start and `summary.stopped` says it."""
+    if writer.settings is not None:
+        check_same_settings(writer.path, writer.settings, recorded_settings(settings, limits))
     todo = [s for s in specs if s.game_id not in writer.done]
     summary = summary if summary is not None else Summary()
     gate = asyncio.Semaphore(max(1, concurrency))
     bar = tqdm(total=len(specs), initial=len(specs) - len(todo), desc="games", unit="game", disable=not progress)
     started = time.perf_counter()
+    disk = ThreadPoolExecutor(1, thread_name_prefix="game-writer")  # one thread: records in the order games end
 
-    async def one(spec: GameSpec) -> None:
-        async with gate:
-            record = await play_game(spec, seats, limits, settings)
+    def save(record: dict) -> None:
         writer.write(record)
         summary.add(record)
         summary.wall_time_s = time.perf_counter() - started
@@ -181,9 +220,21 @@ async def run_games(
         )
         bar.update()
 
+    async def one(spec: GameSpec) -> None:
+        async with gate:
+            summary.stopped = summary.stopped or halted()
+            if summary.stopped:
+                return
+            record = await play_game(spec, seats, limits, settings)
+        await asyncio.get_running_loop().run_in_executor(disk, save, record)
+
+    tasks = [asyncio.ensure_future(one(s)) for s in todo]
     try:
-        await asyncio.gather(*(one(s) for s in todo))
+        await asyncio.gather(*tasks)
     finally:
+        for task in tasks:  # after a failed write (a full disk) the others would fail alike
+            task.cancel()
+        disk.shutdown(wait=True, cancel_futures=True)  # a record being written is finished
         bar.close()
         summary.wall_time_s = time.perf_counter() - started
     return summary

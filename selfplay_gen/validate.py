@@ -126,13 +126,20 @@ def as_list(value: object) -> list:
     return value
 
 
+def no_booleans(values: list) -> bool:
+    """array() takes true and false as 1 and 0: a list it converted may still hold them."""
+    return bool not in set(map(type, values))
+
+
 def _integers(value: object) -> None:
     """Lists of ids are long: array() converts them in C and refuses what is not an integer of
     its kind (unsigned 32-bit first, the usual case and the fastest to convert)."""
     for kind in "Iq":
         try:
             array(kind, as_list(value))
-            return
+            if no_booleans(as_list(value)):
+                return
+            break
         except (TypeError, OverflowError):
             pass
     each(as_list(value), _integer)

@@ -218,7 +218,18 @@ async def echoing_server():
     async def models(request):
         return web.json_response({"data": [{"id": "served-model"}]})
 
-    app.add_routes([web.get("/v1/models", models), web.post("/echo", echo), web.get("/gzip", broken_gzip)])
+    async def echo_in_a_field(request):  # the chat reply's content is not text: the headers it was sent
+        reply = {"message": {"content": [request.headers["Authorization"]]}, "finish_reason": "stop"}
+        return web.json_response({"choices": [reply]})
+
+    app.add_routes(
+        [
+            web.get("/v1/models", models),
+            web.post("/echo", echo),
+            web.get("/gzip", broken_gzip),
+            web.post("/v1/chat/completions", echo_in_a_field),
+        ]
+    )
     runner = web.AppRunner(app)
     await runner.setup()
     port = free_port()
@@ -240,3 +251,11 @@ async def test_errors_never_carry_the_api_key(echoing_server, tokenizer, monkeyp
         assert backend.stats.retries == 0 and KEY not in str(undecodable.value)
     finally:
         await backend.close()
+
+
+async def test_a_malformed_field_quoting_the_key_is_redacted(echoing_server, tokenizer, monkeypatch):
+    monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
+    async with openai(echoing_server, "chat", tokenizer) as backend:
+        with pytest.raises(BackendError, match="field 'message.content' is list") as malformed:
+            await backend.generate([1, 2], SamplingParams(), session="s", messages=[{"role": "user", "content": "hi"}])
+    assert KEY not in str(malformed.value) and "[redacted]" in str(malformed.value)

@@ -202,3 +202,18 @@ async def test_play_command_says_on_stderr_when_games_failed(tokenizer, local_mo
         )
     assert "2 of 2 games failed (backend_error: 2)" in result.stderr, result.output
     assert '"failures": {\n    "backend_error": 2\n  }' in result.stdout
+
+
+async def test_play_command_stops_when_every_server_is_gone(tokenizer, local_model_dir, tmp_path):
+    """The server dies after a few answers: the run stops early (no game waits out its retries),
+    says why, exits 1, and --resume would play the rest: no game is in the file twice."""
+    out = tmp_path / "games.jsonl"
+    async with FakeSGLang(tokenizer, local_model_dir, max_running_requests=2) as fake:
+        fake.die_after = 3
+        result = await play_command(fake, [], "-n", "64", "--max-new-tokens", "8", "--out", str(out))
+    assert result.exit_code == 1, result.output
+    assert "stopped early: sglang " in result.stderr and "every server refused" in result.stderr
+    summary = json.loads((tmp_path / "games.summary.json").read_text())
+    assert "they are gone" in summary["stopped"] and summary["games"] < 64
+    ids = [r["game_id"] for r in read_games(out)]
+    assert len(ids) == len(set(ids)) == summary["games"]

@@ -1,17 +1,21 @@
 """The `selfplay-gen` play command as a user runs it: scripted games, resume, bad arguments."""
 
+import errno
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from selfplay_gen.cli import main
-from selfplay_gen.records import read_games
+from selfplay_gen.players import ScriptedPlayer
+from selfplay_gen.records import GameWriter, read_games
 
 CMD = [sys.executable, "-m", "selfplay_gen.cli"]
 
@@ -162,4 +166,121 @@ def test_resume_with_fewer_games_than_the_file_holds_is_refused(tmp_path):
     fewer = play("--backend", "scripted", "-n", "4", "-k", "2", "--out", str(out), "--resume")
     assert fewer.exit_code == 2 and "holds 8 games, 4 of them beyond this run's --num-games 4" in fewer.output
     assert len(list(read_games(out))) == 8  # nothing lost
+    assert play("--backend", "scripted", "-n", "8", "-k", "2", "--out", str(out), "--resume").exit_code == 0
+
+
+def test_a_second_run_on_the_same_file_fails_at_once(tmp_path):
+    """While one run writes a file (it holds the file's lock), another run on it, resuming or
+    not, fails naming the file and changes nothing; once the first is done, --resume works."""
+    out = tmp_path / "g.jsonl"
+    assert play("--backend", "scripted", "-n", "4", "-k", "2", "--out", str(out)).exit_code == 0
+    before = out.read_bytes()
+    with GameWriter(out, resume=True):
+        for resume in ([], ["--resume"]):
+            second = play("--backend", "scripted", "-n", "8", "-k", "2", "--out", str(out), *resume)
+            assert second.exit_code == 1 and f"{out} is being written by another process" in second.output
+    assert out.read_bytes() == before
+    assert play("--backend", "scripted", "-n", "8", "-k", "2", "--out", str(out), "--resume").exit_code == 0
+
+
+@pytest.mark.parametrize("target", ["/dev/null", "dir"])
+def test_an_output_that_is_not_a_regular_file_is_refused_before_playing(tmp_path, target):
+    out = tmp_path if target == "dir" else Path(target)
+    result = play("--backend", "scripted", "-n", "2", "--out", str(out))
+    assert result.exit_code != 0 and "Traceback" not in result.output and str(out) in result.output
+    assert "is not a regular file" in result.output or "is a directory" in result.output
+
+
+@pytest.mark.parametrize(
+    "option, value, says",
+    [
+        ("--max-moves", "5", "limits.max_moves=30 (now 5)"),
+        ("--temperature", "0.5", "sampling.temperature=1.0 (now 0.5)"),
+        ("--scripted-share", "0.2", "seat0.share=0.5 (now 0.2)"),
+        ("--scripted-policy", "teacher", "seat0.policy='share' (now 'teacher')"),
+        ("--max-response-tokens", "64", "sampling.max_response_tokens=None (now 64)"),
+    ],
+)
+def test_resume_with_other_game_settings_is_refused_naming_both_values(tmp_path, option, value, says):
+    out = tmp_path / "g.jsonl"
+    assert play("--backend", "scripted", "-n", "4", "-k", "2", "--out", str(out)).exit_code == 0
+    before = out.read_bytes()
+    again = play("--backend", "scripted", "-n", "8", "-k", "2", "--out", str(out), "--resume", option, value)
+    assert again.exit_code == 2 and says in again.output and str(out) in again.output
+    assert out.read_bytes() == before
+
+
+def test_resume_plays_failed_games_again(tmp_path):
+    """A failed game's record is taken out of the file (replaced whole) and the game played again:
+    the file ends with one record per game, none failed."""
+    out = tmp_path / "g.jsonl"
+    assert play("--backend", "scripted", "-n", "6", "-k", "2", "--out", str(out)).exit_code == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    for record in records[1:3]:
+        record["failure"] = {"reason": "backend_error", "detail": "server gone", "player": 0}
+    out.write_text("".join(json.dumps(r) + "\n" for r in records))
+    resumed = play("--backend", "scripted", "-n", "6", "-k", "2", "--out", str(out), "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert "2 failed games are played again" in resumed.stderr
+    after = list(read_games(out))
+    assert sorted(r["game_id"] for r in after) == sorted(r["game_id"] for r in records)
+    assert all(r["failure"] is None for r in after) and after[:4] == [records[0], *records[3:]]
+
+
+@pytest.mark.parametrize("only_line", [b'{"schema_version": 1, "game_id": "se', b'{"game_id": "\xff\xfe"}\n'])
+def test_resume_of_a_file_whose_only_line_is_torn(tmp_path, only_line):
+    out = tmp_path / "g.jsonl"
+    out.write_bytes(only_line)
+    resumed = play("--backend", "scripted", "-n", "4", "-k", "2", "--out", str(out), "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert "dropped a torn last line" in resumed.stderr and len(list(read_games(out))) == 4
+
+
+def test_resume_refuses_an_undecodable_line_inside_the_file(tmp_path):
+    out = tmp_path / "g.jsonl"
+    assert play("--backend", "scripted", "-n", "4", "-k", "2", "--out", str(out)).exit_code == 0
+    lines = out.read_bytes().splitlines(keepends=True)
+    out.write_bytes(lines[0] + b'{"game_id": "\xff"}\n' + b"".join(lines[1:]))
+    resumed = play("--backend", "scripted", "-n", "8", "-k", "2", "--out", str(out), "--resume")
+    assert resumed.exit_code == 1 and f"{out}:2: not UTF-8 text (byte 0xff" in resumed.output
+    assert "Traceback" not in resumed.output
+
+
+class Failing(ScriptedPlayer):
+    """Fails every game of the instances in FAILING (an exception in a player: failure internal)."""
+
+    FAILING: tuple[str, ...] = ()
+
+    async def respond(self):
+        if self.instance.id in self.FAILING:
+            raise RuntimeError("a player's defect")
+        return await super().respond()
+
+
+@pytest.mark.parametrize("failing, status", [(("seed-0",), 0), (("seed-0", "seed-1"), 1)])
+def test_exit_status_is_1_only_when_every_game_failed(tmp_path, monkeypatch, failing, status):
+    monkeypatch.setattr(Failing, "FAILING", failing)
+    monkeypatch.setattr("selfplay_gen.options.ScriptedPlayer", Failing)
+    result = play("--backend", "scripted", "-n", "4", "-k", "2", "--out", str(tmp_path / "g.jsonl"))
+    assert result.exit_code == status, result.output
+    assert f"{2 * len(failing)} of 4 games failed (internal: {2 * len(failing)})" in result.stderr
+
+
+def test_a_full_disk_ends_the_run_with_one_clear_line(tmp_path, monkeypatch):
+    real, lines = os.write, []
+
+    def full_after_two(fd, data):
+        if bytes(data[:18]) == b'{"schema_version":':
+            lines.append(fd)
+            if len(lines) > 2:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", full_after_two)
+    out = tmp_path / "g.jsonl"
+    result = play("--backend", "scripted", "-n", "8", "-k", "2", "--out", str(out))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"Error: cannot write {out}: no space left on device; the 2 games in it are whole" in result.stderr
+    assert len(list(read_games(out))) == 2
+    monkeypatch.setattr(os, "write", real)
     assert play("--backend", "scripted", "-n", "8", "-k", "2", "--out", str(out), "--resume").exit_code == 0

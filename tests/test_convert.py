@@ -5,8 +5,12 @@ verl 0.9.1's own `RLHFDataset` and `MultiTurnSFTDataset`."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import os
 import random
+import signal
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -22,9 +26,11 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from convert.cli import main
 from convert.rows import AGENT_NAME, DATA_SOURCE, GROUP_INFO
 from convert.summary import main as summary_main
+from selfplay_gen.atomic import write_json_atomic
 from selfplay_gen.backends.base import Backend, BackendOptions, Generation, SamplingParams, backend_class
 from selfplay_gen.game import Limits
 from selfplay_gen.instance import Instance
+from selfplay_gen.locking import Lock
 from selfplay_gen.moves import render_proposal
 from selfplay_gen.players import LLMPlayer, ScriptedPlayer
 from selfplay_gen.records import GameWriter, read_games
@@ -478,3 +484,49 @@ def test_local_model_games_round_trip(tmp_path, tokenizer, local_model_dir):
                 [lp for turn in seat["turns"] for lp in turn["logprobs"]],
                 atol=1e-6,
             )
+
+
+def test_a_second_convert_into_one_directory_fails_at_once(llm_games, tmp_path):
+    games = write(tmp_path / "games.jsonl", llm_games)
+    with Lock(tmp_path, "another convert"):
+        refused = convert(games, "--keep-constant-groups", ok=False)
+    assert f"{tmp_path} (the output directory) is being written by another process" in refused.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["games.jsonl"]
+    convert(games, "--keep-constant-groups")
+
+
+def _fails_in(monkeypatch, target: str, error: BaseException | None = None):
+    """Make `target` (a writer's method) raise `error`, or send this process SIGTERM."""
+
+    def broken(self, *args):
+        if error is None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler runs before this ends
+        raise error
+
+    monkeypatch.setattr(target, broken)
+
+
+@pytest.mark.parametrize("target", ["convert.writer.Spill.write", "convert.writer.ParquetOutput.write"])
+@pytest.mark.parametrize("error", [OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), None])
+def test_a_failed_or_stopped_convert_leaves_no_temporary_file(llm_games, tmp_path, monkeypatch, target, error):
+    games = write(tmp_path / "games.jsonl", llm_games)
+    _fails_in(monkeypatch, target, error)
+    result = convert(games, "--keep-constant-groups", ok=False)
+    assert "Traceback" not in result.output
+    if error is None:
+        assert result.exit_code == 128 + signal.SIGTERM
+    else:
+        assert result.exit_code == 1 and "No space left on device" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["games.jsonl"]
+
+
+def test_a_summary_that_cannot_be_written_leaves_no_temporary_file(tmp_path, monkeypatch):
+    def full(self, data):
+        Path.write_text(self, "half")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    with pytest.raises(OSError):
+        write_json_atomic(tmp_path / "summary.json", {"a": 1})
+    assert list(tmp_path.iterdir()) == []

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -25,6 +29,7 @@ from selfplay_gen.evaluation.ratings import bradley_terry, rate
 from selfplay_gen.game import Limits
 from selfplay_gen.instance import Instance
 from selfplay_gen.players import ScriptedPlayer
+from selfplay_gen.records import read_games
 
 PNG = b"\x89PNG\r\n\x1a\n"
 TABLE = [[(r * 8 + p) % 100 for p in range(8)] for r in range(8)]
@@ -329,3 +334,25 @@ def test_bad_inputs_fail_with_a_clear_error(tmp_path, case):
     result = CliRunner().invoke(main, ["eval", *args, "--out", str(tmp_path / "out")])
     assert result.exit_code != 0
     assert expected in result.output
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_eval_within_moments_and_resume_completes(tmp_path, sig):
+    """As for `play`: the games written so far stay whole, the exit status is 128 + the signal,
+    and --resume completes the games file."""
+    out = tmp_path / "report"
+    args = [sys.executable, "-m", "selfplay_gen.cli", "eval", "--backend", "scripted", "--instances", "heldout"]
+    args += ["--limit-instances", "100", "-k", "8", "--out", str(out), "--bootstrap", "100", "-q"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and sum(p.stat().st_size for p in out.glob("games/*.jsonl")) < 200_000:
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, stderr
+    assert f"stopped by {sig.name}" in stderr and "Traceback" not in stderr
+    (games,) = out.glob("games/*.jsonl")
+    assert 0 < len(list(read_games(games))) < 800 and not (out / "metrics.json").exists()
+    done = subprocess.run([*args, "--resume"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert len({r["game_id"] for r in read_games(games)}) == 800

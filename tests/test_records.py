@@ -255,3 +255,85 @@ def test_any_bytes_give_a_record_or_a_record_error(games, data):
         assert parse(damaged, "f:1")["game_id"]
     except RecordError as err:
         assert str(err).startswith("f:1: ")
+
+
+_finite = st.floats(allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_generated_valid_records_are_accepted_and_round_trip(games, data):
+    """Any values within the rules, in every numeric field at once, pass and read back equal."""
+    record = games[0]
+    ids = len(record["players"][1]["token_ids"])
+    values = {
+        "outcome.normalized_reward": data.draw(st.floats(0, 1)),
+        "outcome.raw_reward": data.draw(st.integers(0, 2**63 - 1)),
+        "group": data.draw(st.integers(0, 2**63 - 1)),
+        f"players[1].token_ids[{data.draw(st.integers(0, ids - 1))}]": data.draw(st.integers(0, 2**31 - 1)),
+        "players[0].turns[0].logprobs[0]": data.draw(st.floats(max_value=0, allow_infinity=False)),
+        "players[0].turns[0].prompt_len": data.draw(st.integers(0, 2**40)),
+        "settings.sampling.temperature": data.draw(st.floats(0, 1e6)),
+        "settings.sampling.top_p": data.draw(st.floats(0, 1, exclude_min=True)),
+        "stats.wall_time_s": data.draw(st.floats(0, 1e9)),
+        "instance_id": data.draw(st.text()),
+        "failure": data.draw(st.none() | st.fixed_dictionaries({"reason": st.text()}, optional={"detail": st.text()})),
+    }
+    for path, value in values.items():
+        record = put(record, path, value)
+    assert parse(line(record), "f:1") == record
+
+
+_not_int = st.one_of(_finite.filter(lambda x: not x.is_integer()), st.text(max_size=3), st.none(), st.booleans())
+# (field, values that break its rule)
+_BREAKING = [
+    (
+        "outcome.normalized_reward",
+        st.one_of(
+            st.just(math.nan),
+            st.just(math.inf),
+            st.floats(min_value=1, exclude_min=True),
+            st.floats(max_value=0, exclude_max=True),
+            st.text(max_size=3),
+            st.booleans(),
+        ),
+    ),
+    ("outcome.raw_reward", st.one_of(st.integers(max_value=-1), _not_int, st.just(math.inf))),
+    ("group", st.one_of(st.integers(max_value=-1), _not_int, st.integers(min_value=2**63))),
+    ("players[1].token_ids[3]", st.one_of(st.integers(max_value=-1), st.integers(min_value=2**31), _not_int)),
+    ("players[0].turns[0].output_ids[0]", st.one_of(st.integers(max_value=-1), st.integers(min_value=2**31), _not_int)),
+    (
+        "players[0].turns[0].logprobs[1]",
+        st.one_of(st.just(math.nan), st.floats(min_value=0, exclude_min=True), st.text(max_size=3)),
+    ),
+    (
+        "settings.sampling.top_p",
+        st.one_of(st.just(math.nan), st.floats(min_value=1, exclude_min=True), st.floats(max_value=0)),
+    ),
+    ("instance_id", st.one_of(st.integers(), st.none(), st.lists(st.text(), max_size=2))),
+    ("events[0].player", st.one_of(st.integers(min_value=2), st.integers(max_value=-1), _not_int)),
+    ("outcome.agreed", st.one_of(st.integers(), st.text(max_size=3), st.none())),
+]
+_REQUIRED = [
+    "game_id",
+    "outcome",
+    "outcome.agreed",
+    "players[0].kind",
+    "players[1].turns",
+    "stats.invalid_moves",
+    "instance.table",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_a_mutated_record_is_refused_naming_the_field(games, data):
+    """NaN, inf, negative ids, rewards above 1, wrong types or a missing field anywhere in this
+    list: refused, and the message names that field."""
+    if data.draw(st.booleans()):
+        path, bad = data.draw(st.sampled_from(_BREAKING))
+        value, says = data.draw(bad), f"field '{path}': "
+    else:
+        path = data.draw(st.sampled_from(_REQUIRED))
+        value, says = ..., f"missing field '{path}'"
+    assert says in str(_refusal(put(games[0], path, value)))

@@ -1,6 +1,10 @@
 """A defect in one game (any exception from a player) ends that game as a failed record; the other
 games of the run finish and are written, and the summary counts the failure."""
 
+import errno
+import os
+import threading
+
 import numpy as np
 import pytest
 
@@ -64,3 +68,75 @@ async def test_one_broken_game_fails_alone(tmp_path, where, error, mover):
     assert failed["events"][-1]["kind"] == "stop" and failed["events"][-1]["error"] == error
     assert all(r["failure"] is None and r["outcome"]["agreed"] for r in records.values())
     assert summary.to_dict()["failures"] == {INTERNAL: 1}
+
+
+async def test_records_are_written_off_the_event_loop(tmp_path):
+    """A slow disk does not stall the games: while the first record's write waits, the loop
+    starts and plays the next game; each record is still whole and on disk when counted."""
+    next_game_started = threading.Event()
+
+    class SlowDisk(GameWriter):
+        waited: list[bool] = []
+
+        def write(self, record):
+            if not self.waited:
+                self.waited.append(next_game_started.wait(timeout=10))
+            super().write(record)
+
+    def seat(instance, s, game_id, k):
+        if k == 1:
+            next_game_started.set()
+        return ScriptedPlayer(instance, s, share=0.5, rng=np.random.default_rng([k, s]))
+
+    path = tmp_path / "games.jsonl"
+    with SlowDisk(path) as writer:
+        summary = await run_games(
+            plan_games([Instance.from_seed(1)], 2, 2), (seat, seat), Limits(), writer, 1, {}, progress=False
+        )
+    assert SlowDisk.waited == [True]  # the second game began while the first record was being written
+    assert summary.games == len(list(read_games(path))) == 2
+
+
+async def test_a_full_disk_keeps_whole_records_and_names_the_file(tmp_path, monkeypatch):
+    """A write that fails half way (no space left) is cut off: the file holds whole records only,
+    the error names the file, and no more games are written after it."""
+    real, lines = os.write, []
+
+    def full_after_three(fd, data):
+        if bytes(data[:18]) == b'{"schema_version":':
+            lines.append(fd)
+            if len(lines) > 3:
+                real(fd, data[: len(data) // 2])
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", full_after_three)
+    path = tmp_path / "games.jsonl"
+    seat = lambda instance, s, game_id, k: ScriptedPlayer(instance, s, share=0.5, rng=np.random.default_rng([k, s]))
+    with GameWriter(path) as writer, pytest.raises(OSError) as full:
+        await run_games(plan_games([Instance.from_seed(1)], 8, 8), (seat, seat), Limits(), writer, 8, {}, False)
+    assert full.value.errno == errno.ENOSPC and full.value.filename == str(path)
+    assert len(list(read_games(path))) == 3 and path.read_bytes().endswith(b"}\n")
+
+
+async def test_a_halted_run_starts_no_more_games(tmp_path):
+    """Once `halted` gives a reason (every server gone), no game starts; the summary says why."""
+    path, started = tmp_path / "games.jsonl", set()
+
+    def seat(instance, s, game_id, k):
+        started.add(game_id)
+        return ScriptedPlayer(instance, s, share=0.5, rng=np.random.default_rng([k, s]))
+
+    with GameWriter(path) as writer:
+        summary = await run_games(
+            plan_games([Instance.from_seed(1)], 8, 8),
+            (seat, seat),
+            Limits(),
+            writer,
+            concurrency=1,
+            settings={},
+            progress=False,
+            halted=lambda: "every server is gone" if len(started) >= 3 else None,
+        )
+    assert summary.games == len(list(read_games(path))) == 3
+    assert summary.to_dict()["stopped"] == "every server is gone"

@@ -34,6 +34,7 @@ class BackendOptions:
     retry_backoff_s: float = 0.5  # first retry delay, doubled each time (capped at 30 s)
     health_timeout_s: float = 300.0  # how long start() waits for /health
     unreachable_s: float = 10.0  # start() gives up early on a server that refuses connections this long
+    down_after: int = 8  # refused connections in a row, every server among them, that mean all are gone
     max_batch: int = 16  # local: sequences per forward pass
     device: str = "cpu"  # local: torch device
     seed: int | None = None  # local: sampling seed (batch n uses seed + n)
@@ -62,6 +63,7 @@ class Backend(abc.ABC):
     model: str = ""  # model name as reported by the server (or the local path)
     context_length: int | None = None
     max_concurrency: int = 1  # how many requests the backend wants in flight
+    down: str | None = None  # why no request can succeed any more (every server gone): the run stops
 
     async def __aenter__(self) -> Backend:
         await self.start()

@@ -7,13 +7,19 @@ restarting server answers. Anything else (another 4xx, a body that is not JSON o
 missing field) is a `BackendError` at once: trying again would get the same answer. Error texts
 quote the server, which can echo a request's headers: the values of `headers()` (an API key) are
 replaced by "[redacted]" before any text leaves this module.
+
+Health is shared by every request: when `options.down_after` connections in a row were refused,
+with every server among them and no answer from any in between, the servers are taken to be gone:
+`down` says so, and every request fails at once instead of retrying (the runner then stops).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import zlib
+from collections.abc import Iterator
 
 import httpx
 
@@ -47,6 +53,7 @@ class HttpBackend(Backend):
         self.base_urls = tuple(url.rstrip("/") for url in options.base_urls)
         self.stats = BackendStats()
         self._client: httpx.AsyncClient | None = None
+        self._refused: list[str] = []  # servers that refused a connection since the last answer from any
 
     def headers(self) -> dict[str, str]:
         """Headers sent with every request (e.g. authorization)."""
@@ -59,6 +66,15 @@ class HttpBackend(Backend):
                 if len(secret) >= 8:
                     text = text.replace(secret, "[redacted]")
         return text
+
+    @contextlib.contextmanager
+    def redacted(self) -> Iterator[None]:
+        """Around the reading of an answer: a `field` error quotes the server's values, which
+        may echo the request's headers."""
+        try:
+            yield
+        except BackendError as err:
+            raise BackendError(self.redact(str(err))) from None
 
     async def start(self) -> None:
         timeout = httpx.Timeout(self.options.timeout_s, connect=min(10.0, self.options.timeout_s))
@@ -83,16 +99,21 @@ class HttpBackend(Backend):
             raise RuntimeError(f"the {self.name} backend is not started: use `async with backend:`")
         attempts = self.options.max_retries + 1
         for attempt in range(attempts):
+            if self.down:
+                raise BackendError(self.down)
             delay = min(MAX_BACKOFF_S, self.options.retry_backoff_s * 2**attempt) * random.uniform(0.5, 1.0)
             try:
                 response = await self._client.request(method, url, json=payload)
             except httpx.TransportError as err:  # refused, reset, timed out
                 problem = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
                 self.stats.errors[type(err).__name__] += 1
+                if isinstance(err, httpx.ConnectError):
+                    self._note_refused(url)
             except httpx.HTTPError as err:  # e.g. a body that cannot be decoded: the same on every try
                 self.stats.errors[type(err).__name__] += 1
                 raise BackendError(self.redact(f"{method} {url} failed: {type(err).__name__}: {err}")) from None
             else:
+                self._refused.clear()  # a server answered
                 if response.status_code < 400:
                     try:
                         body = response.json()
@@ -115,3 +136,11 @@ class HttpBackend(Backend):
                 self.stats.retries += 1
                 await asyncio.sleep(delay)
         raise BackendError(f"{method} {url} failed after {attempts} attempts: {problem}")
+
+    def _note_refused(self, url: str) -> None:
+        self._refused.append(next((base for base in self.base_urls if url.startswith(base)), url))
+        if len(self._refused) >= self.options.down_after and set(self.base_urls) <= set(self._refused):
+            self.down = (
+                f"every server refused {len(self._refused)} connections in a row ({', '.join(self.base_urls)}): "
+                "they are gone"
+            )

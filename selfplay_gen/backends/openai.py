@@ -43,7 +43,9 @@ class OpenAIBackend(HttpBackend):
         """The served model name: `options.model` if the server lists it, else the first it lists."""
         await super().start()
         where = f"{self.base_urls[0]}/v1/models"
-        listed = field(await self.request("GET", where), "data", list, where)
+        body = await self.request("GET", where)
+        with self.redacted():
+            listed = field(body, "data", list, where)
         served: list[str] = [m["id"] for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
         if not served:
             raise BackendError(f"{where} lists no models")
@@ -68,7 +70,8 @@ class OpenAIBackend(HttpBackend):
         else:
             payload |= {"prompt": list(prompt_ids), "logprobs": 1}
         body = await self.request("POST", url, payload)
-        gen = self._parse(body, params, url)
+        with self.redacted():
+            gen = self._parse(body, params, url)
         self.stats.add(gen)
         return gen
 

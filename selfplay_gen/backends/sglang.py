@@ -42,7 +42,8 @@ class SGLangBackend(HttpBackend):
         for url in self.base_urls:
             model_info = await self.request("GET", f"{url}/get_model_info")
             server_info = await self.request("GET", f"{url}/get_server_info")
-            models.add(field(model_info, "model_path", str, f"{url}/get_model_info"))
+            with self.redacted():
+                models.add(field(model_info, "model_path", str, f"{url}/get_model_info"))
             capacities.append(server_capacity(server_info) or DEFAULT_CONCURRENCY_PER_SERVER)
             context = (
                 server_info.get("context_length")
@@ -102,7 +103,8 @@ class SGLangBackend(HttpBackend):
             },
         )
         default_stop = token_context(self.tokenizer).end_of_turn_id if self.tokenizer is not None else None
-        gen = parse_generation(body, params, url, default_stop)
+        with self.redacted():
+            gen = parse_generation(body, params, url, default_stop)
         self.stats.add(gen)
         return gen
 

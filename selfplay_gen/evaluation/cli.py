@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from ..game import Limits
 from ..instance import Instance
 from ..options import generation_options, limits_from, load_instances, open_seats
 from ..records import GameWriter, RecordError, read_games
-from ..runner import SeatFactory, plan_games, run_games
+from ..runner import SeatFactory, SettingsChanged, plan_games, run_games, until_signalled
 from .metrics import game_table
 from .report import append_to_run, evaluate, summary_table, write_report
 
@@ -88,10 +89,11 @@ async def generate_games(
     resume: bool = False,
     progress: bool = True,
 ) -> Path:
-    """Play `games_per_instance` games on every instance into `out_path` with the runner."""
+    """Play `games_per_instance` games on every instance into `out_path` with the runner (with
+    `resume`, the missing and the failed ones)."""
     specs = plan_games(instances, games_per_instance, len(instances) * games_per_instance)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
     with GameWriter(out_path, resume=resume) as writer:
+        writer.drop_failed()
         await run_games(specs, seats, limits, writer, concurrency, settings, progress=progress)
     return out_path
 
@@ -240,13 +242,25 @@ def eval_command(
             else load_instances("random", count, HELDOUT_SEED + opts["seed"])
         )
         try:
-            inputs = asyncio.run(
-                play_pairings(
-                    out / "games", chosen, games_per_instance, (label, partner_label), resume, not quiet, opts
+            played, caught = asyncio.run(
+                until_signalled(
+                    play_pairings(
+                        out / "games", chosen, games_per_instance, (label, partner_label), resume, not quiet, opts
+                    )
                 )
             )
-        except (BackendError, FileExistsError) as err:
+        except (BackendError, OSError, RecordError) as err:
             raise click.ClickException(str(err)) from None
+        except SettingsChanged as err:
+            raise click.UsageError(str(err)) from None
+        if caught is not None:
+            click.echo(
+                f"stopped by {caught.name}: the finished games are in {out / 'games'}; --resume completes them",
+                err=True,
+            )
+            sys.exit(128 + caught.value)
+        assert played is not None  # until_signalled returns the result unless a signal stopped the work
+        inputs = played
     games, models, described = read_inputs(inputs)
     metrics = evaluate(games, models, resamples, opts["seed"])
     written = write_report(out, metrics, games, described)

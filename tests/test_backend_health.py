@@ -1,0 +1,63 @@
+"""Health shared by every request of a server backend: when every server refuses connections, the
+backend says it is down and fails each request at once, instead of retrying every game."""
+
+import pytest
+from aiohttp import web
+from fake_sglang import free_port
+
+from selfplay_gen.backends.base import BackendError, BackendOptions, backend_class
+from selfplay_gen.backends.http import HttpBackend
+
+
+@pytest.fixture
+async def alive():
+    """A server that answers every GET /ok."""
+    app = web.Application()
+
+    async def ok(request):
+        return web.json_response({"ok": True})
+
+    app.add_routes([web.get("/ok", ok)])
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    yield f"http://127.0.0.1:{port}"
+    await runner.cleanup()
+
+
+async def opened(*urls: str) -> HttpBackend:
+    options = BackendOptions(base_urls=urls, max_retries=5, retry_backoff_s=0.001, down_after=4)
+    backend = backend_class("sglang")(options, None)
+    await HttpBackend.start(backend)  # the client only: no health wait
+    return backend
+
+
+async def test_every_server_refusing_means_down_and_requests_fail_at_once():
+    dead = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
+    backend = await opened(*dead)
+    try:
+        with pytest.raises(BackendError, match="failed after 6 attempts"):
+            await backend.request("GET", f"{dead[0]}/generate")
+        assert backend.down is None  # one server refusing is not every server
+        with pytest.raises(BackendError, match=r"every server refused 7 connections in a row \(.+\): they are gone"):
+            await backend.request("GET", f"{dead[1]}/generate")  # its first refusal completes the set
+        tried = sum(backend.stats.errors.values())
+        with pytest.raises(BackendError, match="they are gone"):
+            await backend.request("GET", f"{dead[0]}/generate")
+        assert sum(backend.stats.errors.values()) == tried  # not tried again
+    finally:
+        await backend.close()
+
+
+async def test_one_server_answering_keeps_the_backend_up(alive):
+    dead = f"http://127.0.0.1:{free_port()}"
+    backend = await opened(dead, alive)
+    try:
+        for _ in range(3):
+            with pytest.raises(BackendError, match="failed after 6 attempts"):
+                await backend.request("GET", f"{dead}/generate")
+            assert await backend.request("GET", f"{alive}/ok") == {"ok": True}
+        assert backend.down is None and backend.stats.errors["ConnectError"] == 18
+    finally:
+        await backend.close()
