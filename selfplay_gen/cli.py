@@ -12,7 +12,7 @@ import click
 
 from .atomic import write_json_atomic
 from .backends.base import BackendError
-from .options import generation_options, limits_from, load_instances, open_seats
+from .options import game_from, game_options, generation_options, load_instances, open_seats
 from .records import GameWriter, read_games
 from .runner import Summary, instances_needed, plan_games, run_games, until_signalled
 
@@ -42,7 +42,7 @@ class DefaultGroup(click.Group):
 def _check_resume(out: Path, run: dict) -> None:
     """Resuming only makes sense with the settings that planned the file's games."""
     for record in read_games(out):
-        old = record["settings"].get("run", {})
+        old = {"game": record["game"], **record["settings"].get("run", {})}
         diff = {k: (old.get(k), v) for k, v in run.items() if old.get(k) != v}
         if diff:
             raise click.UsageError(
@@ -54,7 +54,7 @@ def _check_resume(out: Path, run: dict) -> None:
 
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def main():
-    """Self-play games of the DialOp matching game with one model in both seats.
+    """Self-play games (DialOp's matching game, or any registered game) with one model in both seats.
 
     Without a subcommand, plays games (see `selfplay-gen play --help`). `init` writes
     game-initialization data for online verl training; `eval` evaluates models.
@@ -94,12 +94,15 @@ def main():
 )
 @click.option("--resume", is_flag=True, help="Complete an interrupted run: keep its games, play the missing ones.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@game_options
 @generation_options
 def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
     """Play games and write each one to OUT as it ends."""
-    run = {"instances": instances, "seed": opts["seed"], "games_per_instance": games_per_instance}
+    game = game_from(opts)
+    run = {"game": game.name, **game.options, "instances": instances, "seed": opts["seed"]}
+    run["games_per_instance"] = games_per_instance
     specs = plan_games(
-        load_instances(instances, instances_needed(num_games, games_per_instance), opts["seed"]),
+        load_instances(instances, instances_needed(num_games, games_per_instance), opts["seed"], game.name),
         games_per_instance,
         num_games,
     )
@@ -128,7 +131,7 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
             await run_games(
                 specs,
                 seating.seats,
-                limits_from(opts),
+                game,
                 writer,
                 seating.concurrency,
                 seating.settings,

@@ -27,5 +27,7 @@ class ScriptBackend(Backend):
         if text == "<cut>":
             ids = self.tokenizer.encode("[message] and so on and on", add_special_tokens=False)
             return Generation(ids, [-0.25] * len(ids), "length", len(prompt_ids))
-        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.convert_tokens_to_ids("<|im_end|>")]
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + [
+            self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        ]
         return Generation(ids, [-0.5] * len(ids), "stop", len(prompt_ids))

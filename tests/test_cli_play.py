@@ -30,7 +30,7 @@ def test_scripted_games_are_written_with_summary(tmp_path):
     assert sorted(groups.values()) == [4] * 5  # K games per instance share the group
     assert all(len({r["instance_id"] for r in records if r["group"] == g}) == 1 for g in groups)
     summary = json.loads((tmp_path / "g.summary.json").read_text())
-    assert summary["games"] == 20 and 0 < summary["mean_normalized_reward"] <= 1
+    assert summary["games"] == 20 and 0 < summary["mean_reward"] <= 1
 
 
 def test_human_instances(tmp_path):

@@ -222,7 +222,9 @@ def cross_play_files(tmp_path_factory):
     instances = [Instance.from_seed(s) for s in range(6)]
 
     def seat(share):
-        return lambda inst, s, gid, k: ScriptedPlayer(inst, s, share=share, rng=np.random.default_rng([k, s]))
+        return lambda spec, s, game, start: ScriptedPlayer(
+            spec.instance, s, share=share, rng=np.random.default_rng([spec.game_index, s])
+        )
 
     seats = {"low": seat(0.1), "high": seat(0.9)}
     files = {}
@@ -329,3 +331,13 @@ def test_bad_inputs_fail_with_a_clear_error(tmp_path, case):
     result = CliRunner().invoke(main, ["eval", *args, "--out", str(tmp_path / "out")])
     assert result.exit_code != 0
     assert expected in result.output
+
+
+def test_games_of_another_game_are_refused_clearly(tmp_path):
+    games = tmp_path / "n.jsonl"
+    result = CliRunner().invoke(
+        main, ["--backend", "scripted", "--game", "negotiation", "-n", "2", "-k", "2", "--out", str(games), "-q"]
+    )
+    assert result.exit_code == 0, result.output
+    out = CliRunner().invoke(main, ["eval", "--from-games", str(games), "--out", str(tmp_path / "report")])
+    assert out.exit_code == 2 and "is a negotiation game; eval covers the matching game only" in out.output

@@ -4,7 +4,8 @@ games of the run finish and are written, and the summary counts the failure."""
 import numpy as np
 import pytest
 
-from selfplay_gen.game import INTERNAL, Limits
+from selfplay_gen.game import INTERNAL
+from selfplay_gen.games import GameConfig
 from selfplay_gen.instance import Instance
 from selfplay_gen.players import ScriptedPlayer
 from selfplay_gen.records import GameWriter, read_games
@@ -37,12 +38,12 @@ class Broken(ScriptedPlayer):
     ],
 )  # seat 1 raises on seat 0's move
 async def test_one_broken_game_fails_alone(tmp_path, where, error, mover):
-    def seat(instance, s, game_id, k):
-        broken = game_id == "seed-1/1" and s == 1
+    def seat(spec, s, game, start):
+        broken = spec.game_id == "seed-1/1" and s == 1
         return (
-            Broken(instance, s, where)
+            Broken(spec.instance, s, where)
             if broken
-            else ScriptedPlayer(instance, s, share=0.5, rng=np.random.default_rng([k, s]))
+            else ScriptedPlayer(spec.instance, s, share=0.5, rng=np.random.default_rng([spec.game_index, s]))
         )
 
     path = tmp_path / "games.jsonl"
@@ -50,7 +51,7 @@ async def test_one_broken_game_fails_alone(tmp_path, where, error, mover):
         summary = await run_games(
             plan_games([Instance.from_seed(1), Instance.from_seed(2)], 4, 8),
             (seat, seat),
-            Limits(),
+            GameConfig(),
             writer,
             concurrency=8,
             settings={},

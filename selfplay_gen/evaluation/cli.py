@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..backends.base import BackendError
 from ..game import Limits
+from ..games import GameConfig
 from ..instance import Instance
 from ..options import generation_options, limits_from, load_instances, open_seats
 from ..records import GameWriter, RecordError, read_games
@@ -92,7 +93,7 @@ async def generate_games(
     specs = plan_games(instances, games_per_instance, len(instances) * games_per_instance)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with GameWriter(out_path, resume=resume) as writer:
-        await run_games(specs, seats, limits, writer, concurrency, settings, progress=progress)
+        await run_games(specs, seats, GameConfig("matching", limits), writer, concurrency, settings, progress=progress)
     return out_path
 
 
