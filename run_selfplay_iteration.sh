@@ -168,10 +168,10 @@ stage, root, seconds = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 games = next(iter(root.glob("gen/games.summary.json")), None)
 gen = json.loads(games.read_text()) if games else {}
 print("\t".join([stage, str(gen.get("games", "")), *(f"{gen[k]:.4f}" if k in gen else "" for k in
-                 ("agreement_rate", "mean_normalized_reward")), seconds]))
+                 ("agreement_rate", "mean_reward")), seconds]))
 PY
   touch "$2/DONE"
-  local header=$'stage\ttraining games\tagreement\tmean normalized reward\twall time (s)'
+  local header=$'stage\ttraining games\tagreement\tmean reward\twall time (s)'
   { echo "$header"; cat "$RUN_DIR"/*/summary_row.tsv; } > "$RUN_DIR/summary.tsv.tmp"
   awk -F'\t' '{ line = "|"; for (i = 1; i <= NF; i++) line = line " " $i " |"; print line }
               NR == 1 { print "|---|---|---|---|---|" }' "$RUN_DIR/summary.tsv.tmp" > "$RUN_DIR/summary.md.tmp"

@@ -1,12 +1,15 @@
 """Output formats as projections of the spilled seat rows, given the ledger (one row per game,
-indexed by game ordinal, with `dest`, `index`, `normalized_reward`, ...).
+indexed by game ordinal, with `dest`, `index`, each seat's reward `score0`/`score1`, ...).
+A seat is always judged by its own reward: in the matching game both seats share it, in a
+competitive game one seat's win is the other's loss.
 
 - grpo: one row per group of K games of one instance and seat (see rows.py and groups.py).
 - sft: `messages` (the player's whole conversation) for verl's `MultiTurnSFTDataset`, which
-  trains on the assistant turns: the best games of each group (expert iteration).
-- dpo: per instance and seat, the best game as `chosen` and the worst as `rejected`, in the
-  conversational preference layout (`prompt` = the shared start, `chosen` / `rejected` = the
-  rest of each conversation); groups without a reward difference give no pair.
+  trains on the assistant turns: each seat's best games of each group (expert iteration).
+- dpo: per instance and seat, the game that seat did best in as `chosen` and the one it did
+  worst in as `rejected`, in the conversational preference layout (`prompt` = the shared start,
+  `chosen` / `rejected` = the rest of each conversation); no pair where the seat's reward never
+  differs.
 
 Each projection takes a spill batch and returns (destination, rows) pieces to write.
 """
@@ -18,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .groups import SPILLED, extremes
-from .rows import DATA_SOURCE, GAME, GRPO_SCHEMA, MESSAGES, group_rows
+from .rows import GAME, GRPO_SCHEMA, MESSAGES, data_source, group_rows
 from .tokens import prompt_messages
 
 TRAIN, VAL, DROP = 0, 1, -1
@@ -57,11 +60,17 @@ DPO_SCHEMA = pa.schema(
 Pieces = list[tuple[int, pa.RecordBatch | pa.Table]]
 
 
+def game_of(ledger: pd.DataFrame) -> str:
+    """The one game of the ledger's records (an empty ledger gives no rows to name one for)."""
+    return str(next(iter(ledger["game"]), ""))
+
+
 def _by_destination(batch: pa.RecordBatch, dest: np.ndarray):
     """Per destination, the batch's runs of rows going there (zero-copy slices: the games of one
-    instance are usually adjacent, so a batch holds a few runs) with their game ordinals."""
+    instance are usually adjacent, so a batch holds a few runs) with their game ordinals.
+    `dest[seat]` holds each game's destination for that seat's row."""
     games = batch.column(GAME).to_numpy()
-    codes = dest[games]
+    codes = dest[batch.column("extra_info").field("player").to_numpy(), games]
     edges = np.flatnonzero(np.diff(codes)) + 1
     runs = list(zip(np.r_[0, edges], np.r_[edges, len(codes)]))
     for code in (TRAIN, VAL):
@@ -78,7 +87,7 @@ class GrpoRows:
     schema = GRPO_SCHEMA
 
     def __init__(self, ledger: pd.DataFrame, groups: pd.DataFrame):
-        self.groups = groups
+        self.groups, self.game = groups, game_of(ledger)
         self.wanted = {
             (game, int(group.player)): (g, j)
             for g, group in enumerate(groups.itertuples())
@@ -102,7 +111,7 @@ class GrpoRows:
             ready = [g for g in done if self.groups["dest"].iat[g] == code]
             if ready:
                 seats = pa.Table.from_batches([s for g in ready for s in self.pending.pop(g)])
-                pieces.append((code, group_rows(seats, self.groups.iloc[ready])))
+                pieces.append((code, group_rows(seats, self.groups.iloc[ready], self.game)))
         return pieces
 
 
@@ -110,7 +119,8 @@ class SftRows:
     schema = SFT_SCHEMA
 
     def __init__(self, ledger: pd.DataFrame):
-        self.dest, self.index = ledger["dest"].to_numpy(), ledger["index"].to_numpy()
+        self.index, self.source = ledger["index"].to_numpy(), data_source(game_of(ledger))
+        self.dest = np.stack([np.where(ledger[f"keep{seat}"], ledger["dest"], DROP) for seat in (0, 1)])
 
     def __call__(self, batch: pa.RecordBatch) -> Pieces:
         return [
@@ -124,7 +134,7 @@ class SftRows:
         return pa.RecordBatch.from_arrays(
             [
                 extra.field("messages"),
-                pa.array([DATA_SOURCE] * rows.num_rows, pa.string()),
+                pa.array([self.source] * rows.num_rows, pa.string()),
                 pa.StructArray.from_arrays(info, fields=list(SFT_INFO)),
             ],
             schema=SFT_SCHEMA,
@@ -135,20 +145,19 @@ class DpoRows:
     schema = DPO_SCHEMA
 
     def __init__(self, ledger: pd.DataFrame):
-        live = ledger[ledger["dest"] != DROP]
         self.pairs: list[dict] = []
         self.wanted: dict[tuple[int, int], tuple[int, str]] = {}  # (game, seat) -> (pair, role)
-        self.unpaired = 0  # (group, seat)s whose games all scored the same
+        self.unpaired = 0  # (group, seat)s whose games all scored the same for the seat
         for seat in (0, 1):
-            games = live[live[f"status{seat}"].isin(SPILLED)]
+            games = ledger[ledger[f"status{seat}"].isin(SPILLED)]
             self.unpaired += games["group_no"].nunique()
-            for chosen, rejected in extremes(games["normalized_reward"], games["group_no"]).itertuples(index=False):
+            for chosen, rejected in extremes(games[f"score{seat}"], games["group_no"]).itertuples(index=False):
                 pair = len(self.pairs)
                 self.pairs.append({"seat": seat, "chosen": chosen, "rejected": rejected})
                 self.wanted[(chosen, seat)] = (pair, "chosen")
                 self.wanted[(rejected, seat)] = (pair, "rejected")
                 self.unpaired -= 1
-        self.ledger = ledger
+        self.ledger, self.source = ledger, data_source(game_of(ledger))
         self.pending: dict[int, dict[str, list]] = {}
 
     def __call__(self, batch: pa.RecordBatch) -> Pieces:
@@ -177,15 +186,15 @@ class DpoRows:
             "prompt": halves["chosen"][:shared],
             "chosen": halves["chosen"][shared:],
             "rejected": halves["rejected"][shared:],
-            "data_source": DATA_SOURCE,
+            "data_source": self.source,
             "extra_info": {
                 "index": int(chosen["index"]),
                 "instance_id": chosen["instance_id"],
                 "player": pair["seat"],
                 "chosen_game_id": chosen["game_id"],
                 "rejected_game_id": rejected["game_id"],
-                "chosen_reward": float(chosen["normalized_reward"]),
-                "rejected_reward": float(rejected["normalized_reward"]),
+                "chosen_reward": float(chosen[f"score{pair['seat']}"]),
+                "rejected_reward": float(rejected[f"score{pair['seat']}"]),
             },
         }
 

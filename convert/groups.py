@@ -72,13 +72,13 @@ def grpo_groups(ledger: pd.DataFrame, k: int, keep_constant: bool) -> tuple[pd.D
                     "player": seat,
                     "temperature": float(games["temperature"].iloc[0]),
                     "top_p": float(games["top_p"].iloc[0]),
-                    "best_reward": int(games["best_reward"].iloc[0]),
+                    "ground_truth": games["ground_truth"].iloc[0],
                     "dest": int(games["dest"].iloc[0]),
                     "trained": int(sampled.sum()),
                     "games": ordered.index.tolist(),
                     "game_ids": ordered["game_id"].tolist(),
                     "rewards": ordered[f"reward{seat}"].tolist(),
-                    "normalized_rewards": ordered["normalized_reward"].tolist(),
+                    "normalized_rewards": ordered[f"score{seat}"].tolist(),
                     "terminations": ordered["termination"].tolist(),
                 }
             )

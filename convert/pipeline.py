@@ -28,10 +28,10 @@ from selfplay_gen.records import Record, read_games
 from selfplay_gen.token_context import TokenInvariantError
 
 from . import groups
-from .formats import DROP, FORMATS, TRAIN, VAL, GrpoRows
+from .formats import FORMATS, TRAIN, VAL, GrpoRows
 from .groups import IDLE, SPILLED, TOO_LONG, GroupError
 from .reward import training_reward
-from .rows import SPILL_SCHEMA, RowBatch
+from .rows import SPILL_SCHEMA, RowBatch, ground_truth
 from .split import validation_instances
 from .tokens import RETOKENIZED, seat_tokens
 from .writer import ParquetOutput, Spill
@@ -161,16 +161,17 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
         sampling, outcome = record["settings"].get("sampling") or {}, record["outcome"]
         ledger.append(
             (
+                record["game"],
                 record["game_id"],
                 record["instance_id"],
                 record["group"],
-                float(outcome["normalized_reward"]),
+                *map(float, outcome["rewards"]),
                 *(training_reward(record, s, options.invalid_move_penalty) for s in (0, 1)),
                 *status,
                 sampling.get("temperature", np.nan),
                 sampling.get("top_p", np.nan),
                 outcome["termination"],
-                outcome["best_reward"],
+                ground_truth(record),
             )
         )
         for seat, tokens in enumerate(seats):
@@ -187,18 +188,20 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
     if not records:
         raise ConvertError(f"{games}: no games" + (f" ({len(errors)} invalid lines)" if errors else " (empty input)"))
     columns = [
+        "game",
         "game_id",
         "instance_id",
         "record_group",
-        "normalized_reward",
-        "reward0",
+        "score0",  # each seat's reward in the game
+        "score1",
+        "reward0",  # each seat's training reward (convert.reward)
         "reward1",
         "status0",
         "status1",
         "temperature",
         "top_p",
         "termination",
-        "best_reward",
+        "ground_truth",
     ]
     facts = {
         "records": records,
@@ -208,7 +211,12 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
         "excluded_examples": examples,
         "seats": statuses,
     }
-    return pd.DataFrame(ledger, columns=columns), facts
+    frame = pd.DataFrame(ledger, columns=columns)
+    if frame["game"].nunique() > 1:
+        raise ConvertError(
+            f"{games} holds games of {', '.join(sorted(frame['game'].unique()))}; convert one game at a time"
+        )
+    return frame, facts
 
 
 def _status(tokens, options: Options) -> str:
@@ -248,7 +256,8 @@ def _examine(record: Record, seen: set[str], options: Options) -> tuple[str | No
 
 
 def _plan(ledger: pd.DataFrame, options: Options) -> str:
-    """Group index, split and the sft selection, as ledger columns (`dest`: TRAIN, VAL or DROP).
+    """Group index, split (`dest`: TRAIN or VAL) and the sft selection (`keep0`, `keep1`: the
+    seat rows among the best of their group and seat), as ledger columns.
     Returns where the group index came from: the records' `group` where it names instances one to
     one, else the rank of the sorted instance id (e.g. files of several runs concatenated)."""
     ledger["group_no"] = pd.factorize(ledger["instance_id"], sort=True)[0]
@@ -259,10 +268,10 @@ def _plan(ledger: pd.DataFrame, options: Options) -> str:
     index_from = "record group" if one_to_one else "sorted key"
     ledger["index"] = ledger["record_group"] if one_to_one else ledger["group_no"]
     val = validation_instances(ledger["instance_id"], options.val_fraction, options.seed)
-    dest = np.where(ledger["instance_id"].isin(val), VAL, TRAIN)
+    ledger["dest"] = np.where(ledger["instance_id"].isin(val), VAL, TRAIN)
     if options.format == "sft":
-        dest[~groups.top(ledger["normalized_reward"], ledger["group_no"], options.top_fraction).to_numpy()] = DROP
-    ledger["dest"] = dest
+        for seat in (0, 1):
+            ledger[f"keep{seat}"] = groups.top(ledger[f"score{seat}"], ledger["group_no"], options.top_fraction)
     return index_from
 
 
@@ -270,11 +279,12 @@ def _summary(
     games: Path, paths: dict, options: Options, ledger: pd.DataFrame, facts: dict, project, rows: dict
 ) -> dict:
     sizes = ledger.groupby("group_no").size()
+    used = ledger[["keep0", "keep1"]].any(axis=1) if options.format == "sft" else True
     split = {
         name: {
             "rows": rows[name],
-            "games": int((ledger["dest"] == code).sum()),
-            "instances": int(ledger.loc[ledger["dest"] == code, "instance_id"].nunique()),
+            "games": int(((ledger["dest"] == code) & used).sum()),
+            "instances": int(ledger.loc[(ledger["dest"] == code) & used, "instance_id"].nunique()),
         }
         for name, code in (("train", TRAIN), ("val", VAL))
     }
@@ -295,7 +305,10 @@ def _summary(
         "groups": {
             "instances": len(sizes),
             "constant_instances": int(
-                groups.constant(ledger["normalized_reward"], ledger["group_no"])
+                (
+                    groups.constant(ledger["score0"], ledger["group_no"])
+                    & groups.constant(ledger["score1"], ledger["group_no"])
+                )
                 .groupby(ledger["group_no"])
                 .first()
                 .sum()
@@ -303,7 +316,8 @@ def _summary(
             "games_per_instance": {"min": int(sizes.min()), "mean": float(sizes.mean()), "max": int(sizes.max())},
             "index_from": facts["index_from"],
         },
-        "mean_normalized_reward": float(ledger["normalized_reward"].mean()),
+        "game": ledger["game"].iloc[0],
+        "mean_rewards": [float(ledger[f"score{seat}"].mean()) for seat in (0, 1)],
         "mean_training_reward": float(ledger[["reward0", "reward1"]].to_numpy().mean()),
         "split": split,
     }

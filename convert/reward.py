@@ -1,7 +1,8 @@
 """The training reward of one seat of one game: the one definition that `selfplay-convert` and
 the online agent loop share, so offline and online GRPO optimize the same thing.
 
-It is the game's normalized reward minus an opt-in penalty for the seat's own invalid moves:
+It is the seat's own reward in the game (`outcome.rewards`; the normalized reward of both seats
+in the matching game) minus an opt-in penalty for the seat's own invalid moves:
 `penalty x invalid moves / turns`, so the shaping lies in [-penalty, 0]. A seat that plays
 only valid [message] moves gets no shaping at all, so the penalty cannot be farmed; agreement
 is still the only way to a positive reward. The game's score in the records is never changed.
@@ -14,9 +15,9 @@ from typing import Any
 
 
 def training_reward(record: Mapping[str, Any], seat: int, invalid_move_penalty: float = 0.0) -> float:
-    """`record`'s normalized reward, less the penalty for `seat`'s share of invalid turns.
+    """`seat`'s reward in `record`, less the penalty for its share of invalid turns.
     A seat without sampled turns (a scripted player) makes no invalid moves."""
-    reward = float(record["outcome"]["normalized_reward"])
+    reward = float(record["outcome"]["rewards"][seat])
     turns = len(record["players"][seat].get("turns") or ())
     if not invalid_move_penalty or not turns:
         return reward

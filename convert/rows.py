@@ -14,7 +14,8 @@ own GRPO normalizes the K rewards within the row's uid. Its `extra_info` (what t
     temperature, top_p  float   the sampling settings every game of the group was played with
     game_ids            list[str]    the K games: the T trained ones first, then the others
     rewards             list[float]  K training rewards (convert.reward), what verl normalizes
-    normalized_rewards  list[float]  K game scores, raw / best in [0, 1]
+    normalized_rewards  list[float]  K rewards of the seat in its games (`outcome.rewards`;
+                                raw / best in [0, 1] in the matching game, points in negotiation)
     terminations        list[str]    K ways the games ended
     token_ids           list[list[int]]  T whole final contexts of the seat
     prompt_len          list[int]    T: token_ids[j][:prompt_len[j]] is game j's initial prompt
@@ -28,7 +29,9 @@ own GRPO normalizes the K rewards within the row's uid. Its `extra_info` (what t
 Games j >= T count in the group's statistics but carry no tokens (their seat is too long for
 training, re-tokenized, or never moved): the loop returns a fully masked trajectory with their
 reward. `prompt` is game 0's initial chat (seat 1's differs from game to game, as it holds the
-partner's opening move); `reward_model.ground_truth` holds the instance's best reward.
+partner's opening move); `reward_model.ground_truth` holds the outcome's optima (`best_*`: the
+matching game's best reward, negotiation's best joint points). `data_source` names the game
+(`selfplay_<game>`) and `ability` is the game's.
 """
 
 from __future__ import annotations
@@ -40,12 +43,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from selfplay_gen import games
 from selfplay_gen.records import Record
 
 from .tokens import SeatTokens, prompt_messages
 
-DATA_SOURCE = "selfplay_matching"
-ABILITY = "cooperative_negotiation"
 AGENT_NAME = "selfplay_replay"
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
@@ -54,7 +56,7 @@ SEAT_INFO = pa.struct(
         ("game_id", pa.string()),
         ("instance_id", pa.string()),
         ("player", pa.int64()),
-        ("normalized_reward", pa.float64()),
+        ("normalized_reward", pa.float64()),  # the seat's reward in the game
         ("messages", MESSAGES),
         ("token_ids", pa.list_(pa.int32())),
         ("prompt_len", pa.int64()),
@@ -96,6 +98,15 @@ GRPO_SCHEMA = pa.schema(
         ("agent_name", pa.string()),
     ]
 )
+
+
+def data_source(game: str) -> str:
+    return f"selfplay_{game}"
+
+
+def ground_truth(record: Record) -> str:
+    """What the game's reward is judged against: the outcome's optima (its `best_*` values)."""
+    return json.dumps({k: v for k, v in record["outcome"].items() if k.startswith("best_")})
 
 
 def _offsets(lengths: Sequence[int] | np.ndarray) -> pa.Array:
@@ -145,7 +156,7 @@ class RowBatch:
                 record["game_id"],
                 record["instance_id"],
                 seat,
-                record["outcome"]["normalized_reward"],
+                record["outcome"]["rewards"][seat],
                 record["players"][seat]["messages"],
                 tokens,
             )
@@ -203,11 +214,11 @@ def seat_prompts(seats: pa.Table) -> pa.ListArray:
     return _leading(seats.column("extra_info").combine_chunks().field("messages"), seats.column(PROMPT_SIZE).to_numpy())
 
 
-def group_rows(seats: pa.Table, groups: pd.DataFrame) -> pa.Table:
+def group_rows(seats: pa.Table, groups: pd.DataFrame, game: str) -> pa.Table:
     """GRPO rows from whole groups: `seats` holds their trained seat rows (spill rows), group
     after group in entry order, `trained` of them per group; `groups` has one row per group with
-    the columns index, group_id, instance_id, player, temperature, top_p, best_reward, trained
-    and the K-lists of PER_GAME."""
+    the columns index, group_id, instance_id, player, temperature, top_p, ground_truth, trained
+    and the K-lists of PER_GAME; all of them of `game`."""
     seats = seats.combine_chunks()
     extra = seats.column("extra_info").combine_chunks()
     sizes = groups["trained"].to_numpy()
@@ -222,12 +233,12 @@ def group_rows(seats: pa.Table, groups: pd.DataFrame) -> pa.Table:
     children.update({name: pa.ListArray.from_arrays(offsets, column) for name, column in trained.items()})
     firsts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     n = len(groups)
-    truth = [json.dumps({"best_reward": int(b)}) for b in groups["best_reward"]]
+    truth = groups["ground_truth"].tolist()
     return pa.Table.from_arrays(
         [
             seat_prompts(seats.take(firsts)),
-            pa.array([DATA_SOURCE] * n, pa.string()),
-            pa.array([ABILITY] * n, pa.string()),
+            pa.array([data_source(game)] * n, pa.string()),
+            pa.array([games.get(game).ability] * n, pa.string()),
             pa.StructArray.from_arrays(
                 [pa.array(["rule"] * n), pa.array(truth)], fields=list(GRPO_SCHEMA.field("reward_model").type)
             ),

@@ -12,8 +12,9 @@ import click
 
 from .atomic import write_json_atomic
 from .backends.base import BackendError
-from .options import generation_options, limits_from, load_instances, open_seats
-from .records import GameWriter, RecordError
+from .games import GameConfig
+from .options import game_from, game_options, generation_options, load_instances, open_seats
+from .records import UNNAMED_GAME, GameWriter, RecordError
 from .runner import (
     SettingsChanged,
     Summary,
@@ -49,7 +50,7 @@ class DefaultGroup(click.Group):
 
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def main():
-    """Self-play games of the DialOp matching game with one model in both seats.
+    """Self-play games (DialOp's matching game, or any registered game) with one model in both seats.
 
     Without a subcommand, plays games (see `selfplay-gen play --help`). `init` writes
     game-initialization data for online verl training; `eval` evaluates models.
@@ -93,6 +94,7 @@ def main():
     help="Complete an interrupted run with the same settings: keep its games, play the missing and the failed ones.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@game_options
 @generation_options
 def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
     """Play games and write each one to OUT as it ends.
@@ -102,9 +104,11 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
     server was gone, or on an error (another run writing OUT, a full disk); 130/143 when stopped by
     SIGINT/SIGTERM.
     """
-    run = {"instances": instances, "seed": opts["seed"], "games_per_instance": games_per_instance}
+    game = game_from(opts)
+    run = {"game": game.name, **game.options, "instances": instances, "seed": opts["seed"]}
+    run["games_per_instance"] = games_per_instance
     specs = plan_games(
-        load_instances(instances, instances_needed(num_games, games_per_instance), opts["seed"]),
+        load_instances(instances, instances_needed(num_games, games_per_instance), opts["seed"], game.name),
         games_per_instance,
         num_games,
     )
@@ -115,7 +119,8 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
     with writer:
         if writer.settings is not None:
             try:
-                check_same_settings(out, {"run": writer.settings.get("run", {})}, {"run": run})
+                old = {"game": UNNAMED_GAME, **writer.settings.get("run", {})}  # files from before games had names
+                check_same_settings(out, {"run": old}, {"run": run})
             except SettingsChanged as err:
                 raise click.UsageError(str(err)) from None
         unplanned = writer.done - {spec.game_id for spec in specs}
@@ -129,10 +134,10 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
         dropped = writer.drop_failed()
         if dropped:
             click.echo(f"{out}: {dropped} failed games are played again", err=True)
-        _play(out, specs, writer, quiet, run, opts)
+        _play(out, specs, game, writer, quiet, run, opts)
 
 
-def _play(out: Path, specs, writer: GameWriter, quiet: bool, run: dict, opts: dict) -> None:
+def _play(out: Path, specs, game: GameConfig, writer: GameWriter, quiet: bool, run: dict, opts: dict) -> None:
     """Play `specs` into `writer`, then write and print the summary and set the exit status."""
     summary = Summary()
 
@@ -142,7 +147,7 @@ def _play(out: Path, specs, writer: GameWriter, quiet: bool, run: dict, opts: di
             await run_games(
                 specs,
                 seating.seats,
-                limits_from(opts),
+                game,
                 writer,
                 seating.concurrency,
                 seating.settings,

@@ -1,6 +1,7 @@
 """Options shared by every command that plays games (`play`, `eval`): what sits in each seat,
-sampling, limits, and which instances. `open_seats` turns them into seat factories for the runner,
-so `--backend` and `--partner-*` mean the same thing everywhere.
+sampling, limits, and which instances; `game_options` adds the choice of game. `open_seats` turns
+them into seat factories for the runner, so `--backend` and `--partner-*` mean the same thing
+everywhere.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-import numpy as np
 
+from . import games
 from .backends.base import BackendOptions, SamplingParams, backend_class
 from .game import Limits
+from .games import GameConfig
+from .games.base import GameInstance
 from .instance import HUMAN_GAMES, Instance
-from .players import LLMPlayer, ScriptedPlayer, TeacherPlayer
+from .players import LLMPlayer
 from .token_context import token_context
 
 BACKENDS = ("local", "sglang", "openai", "scripted")
@@ -143,6 +146,14 @@ def generation_options(f):
             help="Scripted players (policy 'share'): share of their visible cells they tell the partner.",
         ),
         click.option(
+            "--scripted-strength",
+            type=click.FloatRange(0, 1),
+            default=1.0,
+            show_default=True,
+            help="Scripted negotiators: how much they first ask for (strength x 10 points); they "
+            "concede a point per counter-offer.",
+        ),
+        click.option(
             "--timeout",
             type=click.FloatRange(min=1),
             default=120.0,
@@ -189,6 +200,36 @@ def generation_options(f):
     return f
 
 
+def _known_game(ctx, param, name: str) -> str:
+    try:
+        games.get(name)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+    return name
+
+
+def game_options(f):
+    """Which game to play, and its options."""
+    options = [
+        click.option(
+            "--game",
+            default="matching",
+            show_default=True,
+            callback=_known_game,
+            help=f"The game to play, by its registered name: {', '.join(games.names())}.",
+        ),
+        click.option(
+            "--reward-mode",
+            default=None,
+            help="negotiation: what each seat's reward is, cooperative (both get the sum of points), "
+            "semi-competitive (own points) or competitive (own minus partner's). Default: semi-competitive.",
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
 def _backend_options(base_url, model, opts) -> BackendOptions:
     return BackendOptions(
         base_urls=tuple(base_url),
@@ -201,23 +242,41 @@ def _backend_options(base_url, model, opts) -> BackendOptions:
     )
 
 
-def _scripted_seat(policy: str, share: float, seed: int):
-    def make(instance, seat, game_id, game_index):
-        if policy == "teacher":
-            return TeacherPlayer(instance, seat)
-        rng = np.random.default_rng([seed, zlib.crc32(game_id.encode()), seat])
-        return ScriptedPlayer(instance, seat, share=share, rng=rng)
+def _scripted_seat(knobs: dict, seed: int):
+    """The game's own scripted player, seeded by the run's seed, the game and the seat."""
+
+    def make(spec, seat, game, start):
+        return game.scripted_player(seat, seed=(seed, zlib.crc32(spec.game_id.encode()), seat), **knobs)
 
     return make
 
 
 def _llm_seat(backend, tokenizer, params: SamplingParams, response_length: int | None):
-    def make(instance, seat, game_id, game_index):
+    def make(spec, seat, game, start):
         return LLMPlayer(
-            instance, seat, backend, tokenizer, params, session=f"{game_id}#{seat}", response_length=response_length
+            seat,
+            start.system[seat],
+            backend,
+            tokenizer,
+            params,
+            session=f"{spec.game_id}#{seat}",
+            response_length=response_length,
         )
 
     return make
+
+
+# scripted players' knobs (any game's) and the options that set them
+SCRIPTED_KNOBS = {"policy": "scripted_policy", "share": "scripted_share", "strength": "scripted_strength"}
+
+
+def _scripted_knobs(opts) -> dict:
+    """The knobs the chosen game's scripted player has, from the options; the matching game's
+    teacher shares nothing, so its share is left out."""
+    knobs = {k: opts[SCRIPTED_KNOBS[k]] for k in games.get(opts.get("game", "matching")).scripted_knobs}
+    if knobs.get("policy") == "teacher":
+        del knobs["share"]
+    return knobs
 
 
 @dataclass
@@ -287,10 +346,9 @@ async def open_seats(**opts):
             tokenizer_dir = opts[f"{prefix}tokenizer"] or opts["tokenizer"]
             settings[f"seat{seat}"] = {"backend": name, "model": model, "base_urls": list(urls)}
             if name == "scripted":
-                seats.append(_scripted_seat(opts["scripted_policy"], opts["scripted_share"], opts["seed"]))
-                settings[f"seat{seat}"]["policy"] = opts["scripted_policy"]
-                if opts["scripted_policy"] == "share":
-                    settings[f"seat{seat}"]["share"] = opts["scripted_share"]
+                knobs = _scripted_knobs(opts)
+                seats.append(_scripted_seat(knobs, opts["seed"]))
+                settings[f"seat{seat}"].update(knobs)
                 continue
             key = (name, tuple(urls), model)
             if key not in opened:
@@ -313,13 +371,25 @@ async def open_seats(**opts):
         )
 
 
+def game_from(opts) -> GameConfig:
+    """The game the options choose, with their limits and its options; a bad option is a usage error."""
+    options = {"reward_mode": opts["reward_mode"]} if opts.get("reward_mode") else {}
+    try:
+        return GameConfig(opts.get("game", "matching"), limits_from(opts), options)
+    except ValueError as err:
+        raise click.UsageError(str(err)) from None
+
+
 def limits_from(opts) -> Limits:
     return Limits(max_moves=opts["max_moves"], max_invalid=opts["max_invalid"])
 
 
-def load_instances(kind: str, count: int, seed: int) -> list[Instance]:
-    """`count` instances: seeded random ones (seeds seed, seed+1, ...) or the human-played ones."""
+def load_instances(kind: str, count: int, seed: int, game: str = "matching") -> list[GameInstance]:
+    """`count` instances of `game`: seeded random ones (seeds seed, seed+1, ...) or, for the
+    matching game, the human-played ones."""
     if kind == "human":
+        if game != "matching":
+            raise click.UsageError(f"--instances human are matching games; the {game} game has random ones only")
         lines = HUMAN_GAMES.read_text().splitlines()
         if count > len(lines):
             raise click.UsageError(
@@ -330,4 +400,5 @@ def load_instances(kind: str, count: int, seed: int) -> list[Instance]:
             Instance.from_human_record(json.loads(line), source=f"human-{i:03d}")
             for i, line in enumerate(lines[:count])
         ]
-    return [Instance.from_seed(seed + i) for i in range(count)]
+    instance_type = games.get(game).instance_type
+    return [instance_type.from_seed(seed + i) for i in range(count)]

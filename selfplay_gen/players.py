@@ -1,22 +1,25 @@
-"""Players: what sits in a seat of one game. Each reads the feedback the runner hands it and
-returns its next turn text; the game judges the text.
+"""Players: what sits in a seat of one game. Each is told what the game says to it (`observe`)
+and returns its next turn text (`act`); the game judges the text.
 
-`LLMPlayer` keeps its context as token ids that only grow by appending (token in, token out):
-sampled ids are kept verbatim and new user text is appended as a chat-template delta, so the
-ids trained on are exactly the ids sampled, and a server's prefix cache covers every earlier turn.
-`ScriptedPlayer` needs no model: it shares part of what it sees and proposes the best
-assignment for what it knows.
+`LLMPlayer` plays any game: it starts from the game's system prompt for its seat and keeps its
+context as token ids that only grow by appending (token in, token out): sampled ids are kept
+verbatim and new user text is appended as a chat-template delta, so the ids trained on are
+exactly the ids sampled, and a server's prefix cache covers every earlier turn.
+`ScriptedPlayer` and `TeacherPlayer` are the matching game's model-free players: the first
+shares part of what it sees and proposes the best assignment for what it knows.
 """
 
 from __future__ import annotations
 
-import abc
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from . import prompts
 from .backends.base import Backend, SamplingParams
+from .games.base import ChatSeat, StepResult
 from .instance import PAPERS, REVIEWERS, Instance
 from .matching import max_matching
 from .moves import Move, render_proposal
@@ -31,39 +34,21 @@ class GameStop(Exception):
         self.reason, self.detail = reason, detail
 
 
-class Player(abc.ABC):
-    """One seat of one game. Keeps the chat from its own view: the system prompt (rules and its
-    table), feedback as user turns, its moves as assistant turns."""
+class Player(ChatSeat):
+    """A model-free seat of the matching game: its system prompt shows its own table, and it
+    reads each of its partner's valid moves (`partner_moved`)."""
 
     def __init__(self, instance: Instance, seat: int):
-        self.instance, self.seat = instance, seat
-        self.inbox: list[str] = [prompts.FIRST_MOVE] if seat == 0 else []
-        self.messages: list[dict] = [{"role": "system", "content": prompts.system_prompt(instance, seat)}]
+        super().__init__(seat, prompts.system_prompt(instance, seat))
+        self.instance = instance
+
+    def observe(self, told: Sequence[str], step: StepResult[Any] | None) -> None:
+        super().observe(told, step)
+        if step is not None and step.seat != self.seat and step.move is not None:
+            self.partner_moved(step.move)
 
     def partner_moved(self, move: Move) -> None:
-        self.inbox.append(prompts.PARTNER_MOVED.format(move=move.public))
-
-    def invalid(self, error: str) -> None:
-        self.inbox.append(prompts.INVALID.format(error=error))
-
-    def move_again(self) -> None:
-        self.inbox.append(prompts.AGAIN)
-
-    async def act(self) -> str:
-        """The next turn text, answering everything told since the last turn. May raise GameStop."""
-        user, self.inbox = "\n".join(self.inbox), []
-        self.messages.append({"role": "user", "content": user})
-        text = await self.respond()
-        self.messages.append({"role": "assistant", "content": text})
-        return text
-
-    @abc.abstractmethod
-    async def respond(self) -> str:
-        """Produce the turn for `self.messages` (which ends with the new user turn)."""
-
-    @abc.abstractmethod
-    def log(self) -> dict:
-        """What the record keeps of this seat (its `kind` and `messages` at least)."""
+        """Read the partner's move (its text arrives with what the seat is told)."""
 
 
 @dataclass
@@ -76,14 +61,16 @@ class Turn:
     retokenized: bool = False
 
 
-class LLMPlayer(Player):
-    """A seat played by a model behind a `Backend`, token in, token out: `ids` only ever grows by
-    the sampled ids (verbatim) and the template delta of each new user turn."""
+class LLMPlayer(ChatSeat):
+    """A seat of any game played by a model behind a `Backend`, token in, token out: `ids` only
+    ever grows by the sampled ids (verbatim) and the template delta of each new user turn."""
+
+    kind = "llm"
 
     def __init__(
         self,
-        instance: Instance,
         seat: int,
+        system: str,
         backend: Backend,
         tokenizer,
         params: SamplingParams,
@@ -91,7 +78,7 @@ class LLMPlayer(Player):
         context_length: int | None = None,
         response_length: int | None = None,
     ):
-        super().__init__(instance, seat)
+        super().__init__(seat, system)
         self.backend, self.tokenizer, self.params, self.session = backend, tokenizer, params, session
         self.context_length = context_length or backend.context_length
         self.response_length = response_length  # ids the context may grow past the first prompt (training limit)
@@ -140,7 +127,7 @@ class LLMPlayer(Player):
 
     def log(self) -> dict:
         return {
-            "kind": "llm",
+            "kind": self.kind,
             "model": self.backend.model,
             "backend": self.backend.name,
             "messages": self.messages,
@@ -178,7 +165,6 @@ class ScriptedPlayer(Player):
         self.pending: tuple | None = None
 
     def partner_moved(self, move: Move) -> None:
-        super().partner_moved(move)
         if move.kind == "propose":
             self.pending = move.pairs
         if move.kind == "message":
@@ -201,9 +187,6 @@ class ScriptedPlayer(Player):
             return f"[message] Scores I see (0-99): {cells}"
         return "[propose] " + render_proposal(self._plan()[1])
 
-    def log(self) -> dict:
-        return {"kind": "scripted", "messages": self.messages}
-
 
 class TeacherPlayer(Player):
     """Plays the demonstration protocol: each step is a copy or a comparison that a small model
@@ -223,7 +206,6 @@ class TeacherPlayer(Player):
         self.pending = self.spoke = False
 
     def partner_moved(self, move: Move) -> None:
-        super().partner_moved(move)
         self.pending = move.kind == "propose"
         if move.kind == "message":
             for r, p, value in prompts.stated_cells(move.text):
@@ -255,4 +237,4 @@ class TeacherPlayer(Player):
         return "\n".join(lines) + "\n[propose] Proposal:\n" + "\n".join(proposal)
 
     def log(self) -> dict:
-        return {"kind": "scripted", "policy": "teacher", "messages": self.messages}
+        return {**super().log(), "policy": "teacher"}

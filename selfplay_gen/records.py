@@ -1,11 +1,14 @@
 """Game records: one JSON object per finished game, one game per line, appended and fsynced as
 each game ends, so a killed run loses at most the games in flight and `--resume` completes it.
 
-The record's schema lives here and only here: the TypedDicts below say what a record holds, to
-mypy and to `read_games` alike, which checks every line against them, values included (rewards
-finite and in range, token ids int32 and non-negative, logprobs finite and <= 0). So no reader
-gets a NaN reward, a negative token id or a missing field, and each rejection names the file,
-line, field and value.
+The record's schema lives here: the TypedDicts below say what a record holds, to mypy and to
+`read_games` alike, which checks every line against them, values included (rewards finite and in
+range, token ids int32 and non-negative, logprobs finite and <= 0). So no reader gets a NaN
+reward, a negative token id or a missing field, and each rejection names the file, line, field
+and value. A record names its `game`; the parts each game fills in its own way (its instance, the
+details of its outcome, its events) are that game's `record` TypedDict, checked too (the
+matching game's is `MatchingRecord`, below). Records written before games had names are matching
+games: they read as such, with the per-seat `rewards` they imply.
 """
 
 from __future__ import annotations
@@ -15,15 +18,19 @@ import os
 import sys
 from array import array
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
-from typing import Annotated, BinaryIO, Literal, TypedDict, cast
+from typing import Annotated, Any, BinaryIO, Literal, TypedDict, cast
 
 import orjson
 
+from . import games
 from .atomic import temporary
 from .game import TERMINATIONS
 from .locking import Lock
 from .validate import Invalid, Whole, as_list, check, each, lengths, missing, no_booleans, within
+
+UNNAMED_GAME = "matching"  # the game of records written before games had names
 
 SCHEMA_VERSION = 1
 INT32_MAX = 2**31 - 1  # token ids are int32 in the parquet
@@ -68,9 +75,14 @@ def _logprobs(values: list[float]) -> None:
         each(values, _logprob)
 
 
-def _termination(value: str) -> None:
-    if value not in TERMINATIONS:
-        raise Invalid(value, f"is not a termination ({', '.join(TERMINATIONS)})")
+def terminations(allowed: tuple[str, ...]):
+    """A rule: one of a game's terminations."""
+
+    def rule(value: str) -> None:
+        if value not in allowed:
+            raise Invalid(value, f"is not a termination ({', '.join(allowed)})")
+
+    return rule
 
 
 Count = Annotated[int, within(0)]
@@ -116,10 +128,13 @@ def _sampled_seat(seat: Seat) -> None:
 
 class Event(TypedDict):
     player: Annotated[int, within(0, 1)]
-    kind: str  # message | propose | accept | reject | invalid | stop
+    kind: str  # a move's kind, "invalid" or "stop"
     text: str
-    pairs: Grid | None
     error: str | None
+
+
+class MatchingEvent(Event):
+    pairs: Grid | None
 
 
 class _InstanceData(TypedDict):
@@ -153,14 +168,33 @@ class Settings(TypedDict, total=False):
 
 class _Outcome(TypedDict):
     agreed: bool
-    termination: Annotated[str, _termination]
-    raw_reward: Count  # the agreed matching's total score
-    best_reward: Count
-    normalized_reward: Annotated[float, within(0, 1)]  # raw / best, what GRPO compares
+    termination: str
 
 
 class Outcome(_Outcome, total=False):
+    """`games.base.Outcome.to_dict()`: the game's own details beside these."""
+
+    rewards: Annotated[list[float], lengths(2)]  # per seat, what training compares; always there once read
+    truncated: bool
+
+
+class _MatchingOutcome(TypedDict):
+    termination: Annotated[str, terminations(TERMINATIONS)]
+    raw_reward: Count  # the agreed matching's total score
+    best_reward: Count
+    normalized_reward: Annotated[float, within(0, 1)]  # raw / best, both seats' reward
+
+
+class MatchingOutcome(_MatchingOutcome, total=False):
     proposal: Grid | None
+
+
+class MatchingRecord(TypedDict):
+    """The matching game's own parts of a record (`Matching.record`)."""
+
+    instance: InstanceData
+    outcome: MatchingOutcome
+    events: list[MatchingEvent]
 
 
 class _Failure(TypedDict):
@@ -189,7 +223,7 @@ class _Record(TypedDict):
     game_id: str
     group: Count  # the instance's GRPO group index
     instance_id: str
-    instance: InstanceData
+    instance: dict[str, Any]  # the game's `Instance.to_dict()`
     settings: Settings
     players: Annotated[list[Annotated[Seat, _sampled_seat]], lengths(2)]
     events: list[Event]
@@ -200,6 +234,7 @@ class _Record(TypedDict):
 class Record(_Record, total=False):
     """One game, as the runner writes it and every reader gets it."""
 
+    game: str  # its registered name; always there once read
     game_index: Count
     failure: Failure | None  # None for a game that ended by the rules or a limit
 
@@ -223,14 +258,27 @@ def _loads(raw: bytes, where: str) -> object:
         raise RecordError(f"{where}: not valid JSON ({err})") from None
 
 
+@cache
+def _game_parts(name: str) -> Any:
+    """The TypedDict of the game's own record parts; `Invalid` for a name no game has."""
+    try:
+        return games.get(name).record
+    except ValueError:
+        raise Invalid(name, f"is not a registered game ({', '.join(games.names())})").at(".game") from None
+
+
 def parse(raw: bytes, where: str) -> Record:
     """One line as a record, or a `RecordError` that says where and what is wrong."""
     record = _loads(raw, where)
     try:
         check(record, Record)
+        named = cast(Record, record)
+        check(named, _game_parts(named.setdefault("game", UNNAMED_GAME)))
     except Invalid as err:
         raise RecordError(f"{where}: {err}") from None
-    return cast(Record, record)
+    if named["game"] == UNNAMED_GAME and "rewards" not in named["outcome"]:  # written before per-seat rewards
+        named["outcome"]["rewards"] = [cast(MatchingOutcome, named["outcome"])["normalized_reward"]] * 2
+    return named
 
 
 def read_games(path: str | Path, skip_invalid: bool = False, errors: list[str] | None = None) -> Iterator[Record]:

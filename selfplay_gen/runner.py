@@ -1,4 +1,5 @@
-"""Plays many games concurrently and writes each record as soon as its game ends.
+"""Plays many games of any registered game concurrently and writes each record as soon as its
+game ends.
 
 Every game is its own asyncio task; a semaphore keeps `concurrency` games in flight so that a
 server always has that many requests to batch. Games never share state, so a failing game is
@@ -18,20 +19,18 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
 
 from .backends.base import BackendError
-from .game import BACKEND_ERROR, INTERNAL, TOKEN_INVARIANT, Limits, MatchingGame
-from .instance import Instance
-from .players import GameStop, Player
+from .game import BACKEND_ERROR, INTERNAL, TOKEN_INVARIANT
+from .games import GameConfig
+from .games.base import Game, GameInstance, Observation, Player
+from .players import GameStop
 from .records import SCHEMA_VERSION, GameWriter, Settings
 
 T = TypeVar("T")
-
-# (instance, seat, game_id, game_index) -> the player for that seat of that game
-SeatFactory = Callable[[Instance, int, str, int], Player]
 
 
 @dataclass(frozen=True)
@@ -39,10 +38,14 @@ class GameSpec:
     game_id: str
     group: int  # GRPO group: the games of one instance share it
     game_index: int  # k-th game of its instance
-    instance: Instance
+    instance: GameInstance  # of the run's game
 
 
-def plan_games(instances: Sequence[Instance], games_per_instance: int, num_games: int) -> list[GameSpec]:
+# (spec, seat, the game just reset, what it showed first) -> the player for that seat of that game
+SeatFactory = Callable[[GameSpec, int, Game[Any, Any], Observation], Player]
+
+
+def plan_games(instances: Sequence[GameInstance], games_per_instance: int, num_games: int) -> list[GameSpec]:
     """`num_games` games, `games_per_instance` per instance, in instance order."""
     specs = [
         GameSpec(f"{inst.id}/{k}", group, k, inst)
@@ -56,9 +59,9 @@ def instances_needed(num_games: int, games_per_instance: int) -> int:
     return math.ceil(num_games / games_per_instance)
 
 
-def recorded_settings(settings: dict, limits: Limits) -> dict:
+def recorded_settings(settings: dict, config: GameConfig) -> dict:
     """The settings each record of a run carries."""
-    return {**settings, "limits": asdict(limits)}
+    return {**settings, "limits": asdict(config.limits)}
 
 
 class SettingsChanged(ValueError):
@@ -87,24 +90,22 @@ def check_same_settings(path: object, old: Settings | dict, new: dict) -> None:
         )
 
 
-async def play_game(spec: GameSpec, seats: tuple[SeatFactory, SeatFactory], limits: Limits, settings: dict) -> dict:
+async def play_game(spec: GameSpec, seats: Sequence[SeatFactory], config: GameConfig, settings: dict) -> dict:
     """Play one game to its end and return its record."""
     started = time.perf_counter()
-    game = MatchingGame(limits).reset(spec.instance)
-    players = [seats[s](spec.instance, s, spec.game_id, spec.game_index) for s in (0, 1)]
-    failure = None  # only errors; a game that hit a limit ended normally with reward 0
+    game = config.new()
+    start = game.reset(spec.instance)
+    players = [seats[s](spec, s, game, start) for s in range(game.seats)]
+    for seat, player in enumerate(players):
+        player.observe(start.told[seat], None)
+    failure = None  # only errors; a game that hit a limit ended normally
     while not game.done:
         mover = game.to_move
         await asyncio.sleep(0)  # a turn for the loop (signals, other games) even when players answer at once
         try:
-            text = await players[mover].act()
-            step = game.step(text)
-            if step.move is not None:
-                players[1 - mover].partner_moved(step.move)
-                if not game.done and game.to_move == mover:
-                    players[mover].move_again()
-            else:
-                players[mover].invalid(step.error or "")
+            step = game.step(mover, await players[mover].act())
+            for seat, player in enumerate(players):
+                player.observe(step.told[seat], step)
         except GameStop as stop:
             game.stop(stop.reason, mover, stop.detail)
             if stop.reason == TOKEN_INVARIANT:
@@ -116,20 +117,21 @@ async def play_game(spec: GameSpec, seats: tuple[SeatFactory, SeatFactory], limi
             detail = f"{type(err).__name__}: {err}"
             game.stop(INTERNAL, mover, detail)
             failure = {"reason": INTERNAL, "detail": detail, "player": mover}
-    assert game.result is not None  # the loop runs until the game has ended
+    assert game.outcome is not None  # the loop runs until the game has ended
     logs = [p.log() for p in players]
     turns = [t for log in logs for t in log.get("turns", [])]
     return {
         "schema_version": SCHEMA_VERSION,
+        "game": game.name,
         "game_id": spec.game_id,
         "group": spec.group,
         "game_index": spec.game_index,
         "instance_id": spec.instance.id,
         "instance": spec.instance.to_dict(),
-        "settings": recorded_settings(settings, limits),
+        "settings": recorded_settings(settings, config),
         "players": logs,
-        "events": [asdict(e) for e in game.events],
-        "outcome": game.result.to_dict(),
+        "events": game.events(),
+        "outcome": game.outcome.to_dict(),
         "failure": failure,
         "stats": {
             "valid_moves": game.valid_moves,
@@ -146,7 +148,7 @@ async def play_game(spec: GameSpec, seats: tuple[SeatFactory, SeatFactory], limi
 class Summary:
     games: int = 0
     agreed: int = 0
-    reward_sum: float = 0.0
+    reward_sums: list[float] = field(default_factory=lambda: [0.0, 0.0])  # per seat
     output_tokens: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
@@ -160,7 +162,8 @@ class Summary:
         if record["failure"]:
             self.failures[record["failure"]["reason"]] += 1
         self.agreed += record["outcome"]["agreed"]
-        self.reward_sum += record["outcome"]["normalized_reward"]
+        for seat, reward in enumerate(record["outcome"]["rewards"]):
+            self.reward_sums[seat] += reward
         self.terminations[record["outcome"]["termination"]] += 1
         for key in ("output_tokens", "prompt_tokens", "cached_tokens"):
             setattr(self, key, getattr(self, key) + record["stats"][key])
@@ -170,7 +173,8 @@ class Summary:
         return {
             "games": self.games,
             "agreement_rate": self.agreed / games,
-            "mean_normalized_reward": self.reward_sum / games,
+            "mean_rewards": [total / games for total in self.reward_sums],  # per seat
+            "mean_reward": sum(self.reward_sums) / len(self.reward_sums) / games,
             "terminations": dict(self.terminations),
             "failures": dict(self.failures),
             "output_tokens": self.output_tokens,
@@ -184,8 +188,8 @@ class Summary:
 
 async def run_games(
     specs: Sequence[GameSpec],
-    seats: tuple[SeatFactory, SeatFactory],
-    limits: Limits,
+    seats: Sequence[SeatFactory],
+    config: GameConfig,
     writer: GameWriter,
     concurrency: int,
     settings: dict,
@@ -199,7 +203,7 @@ async def run_games(
     whose run is cancelled still has the count of what was written. Once `halted()` says why
     (every server gone), no more games start and `summary.stopped` says it."""
     if writer.settings is not None:
-        check_same_settings(writer.path, writer.settings, recorded_settings(settings, limits))
+        check_same_settings(writer.path, writer.settings, recorded_settings(settings, config))
     todo = [s for s in specs if s.game_id not in writer.done]
     summary = summary if summary is not None else Summary()
     gate = asyncio.Semaphore(max(1, concurrency))
@@ -214,7 +218,7 @@ async def run_games(
         stats = summary.to_dict()
         bar.set_postfix(
             agree=f"{stats['agreement_rate']:.2f}",
-            reward=f"{stats['mean_normalized_reward']:.3f}",
+            reward=f"{stats['mean_reward']:.3f}",
             tok_s=f"{stats['output_tokens_per_s']:.0f}",
             refresh=False,
         )
@@ -225,7 +229,7 @@ async def run_games(
             summary.stopped = summary.stopped or halted()
             if summary.stopped:
                 return
-            record = await play_game(spec, seats, limits, settings)
+            record = await play_game(spec, seats, config, settings)
         await asyncio.get_running_loop().run_in_executor(disk, save, record)
 
     tasks = [asyncio.ensure_future(one(s)) for s in todo]

@@ -11,6 +11,7 @@ from fake_sglang import free_port
 from selfplay_gen.backends.base import BackendError, BackendOptions, SamplingParams, backend_class
 from selfplay_gen.cli import main
 from selfplay_gen.game import Limits
+from selfplay_gen.games import GameConfig
 from selfplay_gen.instance import Instance
 from selfplay_gen.players import LLMPlayer
 from selfplay_gen.records import GameWriter, read_games
@@ -85,14 +86,14 @@ async def test_games_through_openai_endpoints(server, tokenizer, tmp_path, monke
     async with openai(url, endpoint, tokenizer) as backend:
         assert backend.model == "served-model"
 
-        def seat(instance, s, game_id, k):
-            return LLMPlayer(instance, s, backend, tokenizer, params, session=f"{game_id}/{s}")
+        def seat(spec, s, game, start):
+            return LLMPlayer(s, start.system[s], backend, tokenizer, params, session=f"{spec.game_id}/{s}")
 
         with GameWriter(tmp_path / "games.jsonl") as writer:
             await run_games(
                 plan_games([Instance.from_seed(1)], 1, 1),
                 (seat, seat),
-                Limits(max_moves=4),
+                GameConfig(limits=Limits(max_moves=4)),
                 writer,
                 concurrency=1,
                 settings={"backend": "openai"},

@@ -12,13 +12,14 @@ from fake_sglang import FakeSGLang, free_port
 from selfplay_gen.backends.base import BackendError, BackendOptions, SamplingParams, backend_class
 from selfplay_gen.cli import main
 from selfplay_gen.game import Limits
+from selfplay_gen.games import GameConfig
 from selfplay_gen.instance import Instance
 from selfplay_gen.players import LLMPlayer
 from selfplay_gen.records import GameWriter, read_games
 from selfplay_gen.runner import plan_games, run_games
 
 pytestmark = pytest.mark.slow
-LIMITS = Limits(max_moves=4, max_invalid=2)
+GAME = GameConfig(limits=Limits(max_moves=4, max_invalid=2))
 
 
 def sglang(*urls, **options):
@@ -36,14 +37,14 @@ async def play(backend, tokenizer, path, num_games=2):
     """Greedy self-play of `num_games` games of one instance; the records."""
     params = greedy(tokenizer)
 
-    def seat(instance, s, game_id, k):
-        return LLMPlayer(instance, s, backend, tokenizer, params, session=f"{game_id}/{s}")
+    def seat(spec, s, game, start):
+        return LLMPlayer(s, start.system[s], backend, tokenizer, params, session=f"{spec.game_id}/{s}")
 
     with GameWriter(path) as writer:
         summary = await run_games(
             plan_games([Instance.from_seed(1)], num_games, num_games),
             (seat, seat),
-            LIMITS,
+            GAME,
             writer,
             concurrency=num_games,
             settings={"backend": "sglang"},

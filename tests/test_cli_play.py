@@ -34,7 +34,7 @@ def test_scripted_games_are_written_with_summary(tmp_path):
     assert sorted(groups.values()) == [4] * 5  # K games per instance share the group
     assert all(len({r["instance_id"] for r in records if r["group"] == g}) == 1 for g in groups)
     summary = json.loads((tmp_path / "g.summary.json").read_text())
-    assert summary["games"] == 20 and 0 < summary["mean_normalized_reward"] <= 1
+    assert summary["games"] == 20 and 0 < summary["mean_reward"] <= 1
 
 
 def test_human_instances(tmp_path):
@@ -260,7 +260,7 @@ class Failing(ScriptedPlayer):
 @pytest.mark.parametrize("failing, status", [(("seed-0",), 0), (("seed-0", "seed-1"), 1)])
 def test_exit_status_is_1_only_when_every_game_failed(tmp_path, monkeypatch, failing, status):
     monkeypatch.setattr(Failing, "FAILING", failing)
-    monkeypatch.setattr("selfplay_gen.options.ScriptedPlayer", Failing)
+    monkeypatch.setattr("selfplay_gen.games.matching.ScriptedPlayer", Failing)
     result = play("--backend", "scripted", "-n", "4", "-k", "2", "--out", str(tmp_path / "g.jsonl"))
     assert result.exit_code == status, result.output
     assert f"{2 * len(failing)} of 4 games failed (internal: {2 * len(failing)})" in result.stderr

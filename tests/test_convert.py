@@ -24,11 +24,12 @@ from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from convert.cli import main
-from convert.rows import AGENT_NAME, DATA_SOURCE, GROUP_INFO
+from convert.rows import AGENT_NAME, GROUP_INFO
 from convert.summary import main as summary_main
 from selfplay_gen.atomic import write_json_atomic
 from selfplay_gen.backends.base import Backend, BackendOptions, Generation, SamplingParams, backend_class
 from selfplay_gen.game import Limits
+from selfplay_gen.games import GameConfig
 from selfplay_gen.instance import Instance
 from selfplay_gen.locking import Lock
 from selfplay_gen.moves import render_proposal
@@ -60,12 +61,13 @@ class ProposerBackend(Backend):
 def play(path: Path, seat, seeds=SEEDS, k=K, max_moves=30) -> list[dict]:
     specs = plan_games([Instance.from_seed(s) for s in seeds], k, len(seeds) * k)
     with GameWriter(path) as writer:
-        asyncio.run(run_games(specs, (seat, seat), Limits(max_moves=max_moves), writer, 4, SETTINGS, progress=False))
+        config = GameConfig(limits=Limits(max_moves=max_moves))
+        asyncio.run(run_games(specs, (seat, seat), config, writer, 4, SETTINGS, progress=False))
     return list(read_games(path))
 
 
-def scripted_seat(instance, seat, game_id, k):
-    return ScriptedPlayer(instance, seat, rng=np.random.default_rng([k, seat, instance.seed]))
+def scripted_seat(spec, seat, game, start):
+    return ScriptedPlayer(spec.instance, seat, rng=np.random.default_rng([spec.game_index, seat, spec.instance.seed]))
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +78,9 @@ def scripted_games(tmp_path_factory):
 @pytest.fixture(scope="module")
 def llm_games(tmp_path_factory, tokenizer):
     backend = ProposerBackend(tokenizer)
-    seat = lambda inst, s, game_id, k: LLMPlayer(inst, s, backend, tokenizer, SamplingParams(), f"{game_id}#{s}")
+    seat = lambda spec, s, game, start: LLMPlayer(
+        s, start.system[s], backend, tokenizer, SamplingParams(), f"{spec.game_id}#{s}"
+    )
     return play(tmp_path_factory.mktemp("llm") / "games.jsonl", seat)
 
 
@@ -130,7 +134,7 @@ def test_grpo_rows_are_whole_groups_through_verl_rlhf_dataset(llm_games, tmp_pat
             row = dataset[i]
             info = row["extra_info"]
             assert set(info) == set(GROUP_INFO.names)
-            assert row["agent_name"] == AGENT_NAME and row["data_source"] == DATA_SOURCE
+            assert row["agent_name"] == AGENT_NAME and row["data_source"] == "selfplay_matching"
             assert len(info["game_ids"]) == K and len(info["token_ids"]) == K  # every seat sampled here
             records = [by_id[g] for g in info["game_ids"]]
             assert {r["instance_id"] for r in records} == {info["instance_id"]}
@@ -304,6 +308,7 @@ def test_constant_groups_are_dropped_unless_kept(llm_games, tmp_path):
     for r in flat:
         if r["instance_id"] in ("seed-0", "seed-1"):
             r["outcome"]["normalized_reward"] = 0.5
+            r["outcome"]["rewards"] = [0.5, 0.5]
     games = write(tmp_path / "games.jsonl", flat)
     convert(games, "--val-fraction", "0")
     grpo = summary_of(games)["grpo"]
@@ -318,6 +323,7 @@ def test_invalid_move_penalty_shapes_each_seat_and_breaks_constant_groups(llm_ga
     flat = [json.loads(json.dumps(r)) for r in llm_games if r["instance_id"] == "seed-0"]
     for r in flat:
         r["outcome"]["normalized_reward"] = 0.0
+        r["outcome"]["rewards"] = [0.0, 0.0]
     flat[1]["events"].insert(0, {"player": 1, "kind": "invalid", "text": "x", "pairs": None, "error": "no tag"})
     games = write(tmp_path / "games.jsonl", flat)
     assert "no training rows" in convert(games, "--val-fraction", "0", ok=False).output
@@ -463,10 +469,14 @@ def test_local_model_games_round_trip(tmp_path, tokenizer, local_model_dir):
 
     async def go():
         async with backend_class("local")(BackendOptions(model=local_model_dir, seed=0), tokenizer) as backend:
-            seat = lambda inst, s, game_id, k: LLMPlayer(inst, s, backend, tokenizer, params, f"{game_id}#{s}")
+            seat = lambda spec, s, game, start: LLMPlayer(
+                s, start.system[s], backend, tokenizer, params, f"{spec.game_id}#{s}"
+            )
             specs = plan_games([Instance.from_seed(0)], 2, 2)
             with GameWriter(tmp_path / "games.jsonl") as writer:
-                await run_games(specs, (seat, seat), Limits(max_moves=4), writer, 2, SETTINGS, progress=False)
+                await run_games(
+                    specs, (seat, seat), GameConfig(limits=Limits(max_moves=4)), writer, 2, SETTINGS, progress=False
+                )
 
     asyncio.run(go())
     records = {r["game_id"]: r for r in read_games(tmp_path / "games.jsonl")}

@@ -44,7 +44,7 @@ def test_invalid_move_penalty_is_the_seats_share_of_invalid_turns():
         events = [{"player": s, "kind": "invalid"} for s, n in enumerate(invalid_by_seat) for _ in range(n)]
         events.append({"player": 0, "kind": "message"})
         return {
-            "outcome": {"normalized_reward": reward},
+            "outcome": {"rewards": [reward, reward]},
             "events": events,
             "players": [{"turns": [{}] * turns[0]}, {"turns": [{}] * turns[1]}],
         }
@@ -53,5 +53,5 @@ def test_invalid_move_penalty_is_the_seats_share_of_invalid_turns():
     assert [training_reward(game, s, 0.0) for s in (0, 1)] == [0.0, 0.0]
     assert [training_reward(game, s, 1.0) for s in (0, 1)] == [-0.25, -1.0]  # 1 of 4 turns, 2 of 2
     assert training_reward(record(0.9, (0, 0)), 0, 1.0) == 0.9  # all valid: no shaping at all
-    scripted = {"outcome": {"normalized_reward": 0.5}, "events": [], "players": [{"kind": "scripted"}] * 2}
+    scripted = {"outcome": {"rewards": [0.5, 0.5]}, "events": [], "players": [{"kind": "scripted"}] * 2}
     assert training_reward(scripted, 1, 1.0) == 0.5

@@ -227,7 +227,9 @@ def cross_play_files(tmp_path_factory):
     instances = [Instance.from_seed(s) for s in range(6)]
 
     def seat(share):
-        return lambda inst, s, gid, k: ScriptedPlayer(inst, s, share=share, rng=np.random.default_rng([k, s]))
+        return lambda spec, s, game, start: ScriptedPlayer(
+            spec.instance, s, share=share, rng=np.random.default_rng([spec.game_index, s])
+        )
 
     seats = {"low": seat(0.1), "high": seat(0.9)}
     files = {}
@@ -356,3 +358,13 @@ def test_a_signal_stops_eval_within_moments_and_resume_completes(tmp_path, sig):
     done = subprocess.run([*args, "--resume"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert len({r["game_id"] for r in read_games(games)}) == 800
+
+
+def test_games_of_another_game_are_refused_clearly(tmp_path):
+    games = tmp_path / "n.jsonl"
+    result = CliRunner().invoke(
+        main, ["--backend", "scripted", "--game", "negotiation", "-n", "2", "-k", "2", "--out", str(games), "-q"]
+    )
+    assert result.exit_code == 0, result.output
+    out = CliRunner().invoke(main, ["eval", "--from-games", str(games), "--out", str(tmp_path / "report")])
+    assert out.exit_code == 2 and "is a negotiation game; eval covers the matching game only" in out.output

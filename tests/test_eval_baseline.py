@@ -38,8 +38,8 @@ def games_files(tmp_path_factory):
     files = {}
     for name, share in (("low", 0.1), ("high", 0.9)):
 
-        def seat(inst, s, gid, k, share=share):
-            return ScriptedPlayer(inst, s, share=share, rng=np.random.default_rng([k, s]))
+        def seat(spec, s, game, start, share=share):
+            return ScriptedPlayer(spec.instance, s, share=share, rng=np.random.default_rng([spec.game_index, s]))
 
         files[name] = asyncio.run(
             generate_games(

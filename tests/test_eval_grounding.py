@@ -64,8 +64,8 @@ def scripted_records(tmp_path_factory):
     path = tmp_path_factory.mktemp("grounding") / "games.jsonl"
     instances = [Instance.from_seed(s) for s in range(3)]
 
-    def seat(inst, s, gid, k):
-        return ScriptedPlayer(inst, s, share=0.9, rng=np.random.default_rng([k, s]))
+    def seat(spec, s, game, start):
+        return ScriptedPlayer(spec.instance, s, share=0.9, rng=np.random.default_rng([spec.game_index, s]))
 
     asyncio.run(generate_games(path, instances, 1, (seat, seat), Limits(max_moves=30), 3, {}, progress=False))
     return list(read_games(path))

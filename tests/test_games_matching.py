@@ -1,22 +1,23 @@
-"""The matching game under the game protocol plays exactly as the runner plays `MatchingGame` today:
-the same events, the same outcome, and each seat told the same texts."""
+"""The matching game under the game protocol: the runner and `games.base.play` drive it alike,
+and each seat is told exactly what its chat then holds as user turns. (That the runner's records
+are those it wrote before it drove the protocol: test_golden_records.py.)"""
 
-import numpy as np
 import pytest
 
 from selfplay_gen import games
 from selfplay_gen.game import MAX_INVALID, TERMINATIONS, Limits
-from selfplay_gen.games.base import STOPS, Observation, play
-from selfplay_gen.games.matching import Matching, MatchingSeat
+from selfplay_gen.games import GameConfig
+from selfplay_gen.games.base import STOPS, Observation, Player, play
+from selfplay_gen.games.matching import Matching
 from selfplay_gen.instance import PAPERS, REVIEWERS, Instance
-from selfplay_gen.players import ScriptedPlayer, TeacherPlayer
+from selfplay_gen.players import ScriptedPlayer
 from selfplay_gen.runner import GameSpec, play_game
 
 
 class Told:
     """A seat that records what the game tells it, between its turns, and plays `inner`."""
 
-    def __init__(self, inner: MatchingSeat):
+    def __init__(self, inner: Player):
         self.inner, self.pending, self.turns = inner, [], []
 
     def observe(self, told, step):
@@ -39,25 +40,21 @@ def start(seed: int, limits: Limits | None = None) -> tuple[Matching, Observatio
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("policy", ["share", "teacher"])
-async def test_protocol_game_equals_the_runners_game(seed, policy):
+async def test_the_runner_plays_the_protocol_game_as_play_does(seed, policy):
     instance = Instance.from_seed(seed)
 
-    def seat(inst, s, _game_id, _k):
-        return (
-            ScriptedPlayer(inst, s, share=0.5, rng=np.random.default_rng(2 * seed + s))
-            if policy == "share"
-            else TeacherPlayer(inst, s)
-        )
+    def seat(spec, s, game, start):
+        return Told(game.scripted_player(s, seed=2 * seed + s, policy=policy))
 
-    record = await play_game(GameSpec("g", 0, 0, instance), (seat, seat), Limits(), {})
+    record = await play_game(GameSpec("g", 0, 0, instance), (seat, seat), GameConfig(), {})
 
     game = Matching()
     first = game.reset(instance)
     players = [Told(game.scripted_player(s, seed=2 * seed + s, policy=policy)) for s in (0, 1)]
     outcome = await play(game, players, first)
 
-    assert game.events() == record["events"]
-    assert dict(outcome.details) == record["outcome"]
+    assert record["game"] == "matching" and game.events() == record["events"]
+    assert outcome.to_dict() == record["outcome"] and outcome.details["agreed"]
     assert outcome.rewards == (record["outcome"]["normalized_reward"],) * 2 and not outcome.truncated
     assert (game.valid_moves, game.invalid_moves) == (record["stats"]["valid_moves"], record["stats"]["invalid_moves"])
     for s, player in enumerate(players):

@@ -4,6 +4,7 @@ import pytest
 
 from selfplay_gen.backends.base import BackendOptions, SamplingParams, backend_class
 from selfplay_gen.game import CONTEXT_LENGTH, Limits
+from selfplay_gen.games import GameConfig
 from selfplay_gen.instance import Instance
 from selfplay_gen.players import LLMPlayer
 from selfplay_gen.runner import GameSpec, play_game
@@ -17,10 +18,14 @@ async def test_a_seat_past_its_response_budget_ends_the_game_with_reward_zero(to
     params = SamplingParams(1.0, 1.0, 24, (tokenizer.eos_token_id,))
     async with backend_class("local")(BackendOptions(model=local_model_dir, seed=1), tokenizer) as backend:
 
-        def seat(inst, s, game_id, k):
-            return LLMPlayer(inst, s, backend, tokenizer, params, f"{game_id}#{s}", response_length=budget)
+        def seat(spec, s, game, start):
+            return LLMPlayer(
+                s, start.system[s], backend, tokenizer, params, f"{spec.game_id}#{s}", response_length=budget
+            )
 
-        record = await play_game(GameSpec("b/0", 0, 0, instance), (seat, seat), Limits(max_moves=2), {})
+        record = await play_game(
+            GameSpec("b/0", 0, 0, instance), (seat, seat), GameConfig(limits=Limits(max_moves=2)), {}
+        )
     first = record["players"][0]
     grown = len(first["token_ids"]) - first["turns"][0]["prompt_len"]
     if budget is None:

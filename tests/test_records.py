@@ -30,7 +30,9 @@ BAD = (2, 5)  # the damaged records: lines 3 and 6
 def games(tmp_path_factory, tokenizer) -> list[dict]:
     """Eight games of LLM seats (token ids and logprobs), played by the runner."""
     backend = ProposerBackend(tokenizer)
-    seat = lambda inst, s, game_id, k: LLMPlayer(inst, s, backend, tokenizer, SamplingParams(), f"{game_id}#{s}")
+    seat = lambda spec, s, game, start: LLMPlayer(
+        s, start.system[s], backend, tokenizer, SamplingParams(), f"{spec.game_id}#{s}"
+    )
     return play(tmp_path_factory.mktemp("llm") / "games.jsonl", seat, seeds=range(2), k=4)
 
 

@@ -8,7 +8,8 @@ import threading
 import numpy as np
 import pytest
 
-from selfplay_gen.game import INTERNAL, Limits
+from selfplay_gen.game import INTERNAL
+from selfplay_gen.games import GameConfig
 from selfplay_gen.instance import Instance
 from selfplay_gen.players import ScriptedPlayer
 from selfplay_gen.records import GameWriter, read_games
@@ -33,6 +34,11 @@ class Broken(ScriptedPlayer):
         super().partner_moved(move)
 
 
+def scripted(spec, s, game, start):
+    """A seat factory of scripted players (share 0.5), seeded by game and seat."""
+    return ScriptedPlayer(spec.instance, s, share=0.5, rng=np.random.default_rng([spec.game_index, s]))
+
+
 @pytest.mark.parametrize(
     "where, error, mover",
     [
@@ -41,20 +47,16 @@ class Broken(ScriptedPlayer):
     ],
 )  # seat 1 raises on seat 0's move
 async def test_one_broken_game_fails_alone(tmp_path, where, error, mover):
-    def seat(instance, s, game_id, k):
-        broken = game_id == "seed-1/1" and s == 1
-        return (
-            Broken(instance, s, where)
-            if broken
-            else ScriptedPlayer(instance, s, share=0.5, rng=np.random.default_rng([k, s]))
-        )
+    def seat(spec, s, game, start):
+        broken = spec.game_id == "seed-1/1" and s == 1
+        return Broken(spec.instance, s, where) if broken else scripted(spec, s, game, start)
 
     path = tmp_path / "games.jsonl"
     with GameWriter(path) as writer:
         summary = await run_games(
             plan_games([Instance.from_seed(1), Instance.from_seed(2)], 4, 8),
             (seat, seat),
-            Limits(),
+            GameConfig(),
             writer,
             concurrency=8,
             settings={},
@@ -83,15 +85,15 @@ async def test_records_are_written_off_the_event_loop(tmp_path):
                 self.waited.append(next_game_started.wait(timeout=10))
             super().write(record)
 
-    def seat(instance, s, game_id, k):
-        if k == 1:
+    def seat(spec, s, game, start):
+        if spec.game_index == 1:
             next_game_started.set()
-        return ScriptedPlayer(instance, s, share=0.5, rng=np.random.default_rng([k, s]))
+        return scripted(spec, s, game, start)
 
     path = tmp_path / "games.jsonl"
     with SlowDisk(path) as writer:
         summary = await run_games(
-            plan_games([Instance.from_seed(1)], 2, 2), (seat, seat), Limits(), writer, 1, {}, progress=False
+            plan_games([Instance.from_seed(1)], 2, 2), (seat, seat), GameConfig(), writer, 1, {}, progress=False
         )
     assert SlowDisk.waited == [True]  # the second game began while the first record was being written
     assert summary.games == len(list(read_games(path))) == 2
@@ -112,9 +114,9 @@ async def test_a_full_disk_keeps_whole_records_and_names_the_file(tmp_path, monk
 
     monkeypatch.setattr(os, "write", full_after_three)
     path = tmp_path / "games.jsonl"
-    seat = lambda instance, s, game_id, k: ScriptedPlayer(instance, s, share=0.5, rng=np.random.default_rng([k, s]))
     with GameWriter(path) as writer, pytest.raises(OSError) as full:
-        await run_games(plan_games([Instance.from_seed(1)], 8, 8), (seat, seat), Limits(), writer, 8, {}, False)
+        specs = plan_games([Instance.from_seed(1)], 8, 8)
+        await run_games(specs, (scripted, scripted), GameConfig(), writer, 8, {}, False)
     assert full.value.errno == errno.ENOSPC and full.value.filename == str(path)
     assert len(list(read_games(path))) == 3 and path.read_bytes().endswith(b"}\n")
 
@@ -123,15 +125,15 @@ async def test_a_halted_run_starts_no_more_games(tmp_path):
     """Once `halted` gives a reason (every server gone), no game starts; the summary says why."""
     path, started = tmp_path / "games.jsonl", set()
 
-    def seat(instance, s, game_id, k):
-        started.add(game_id)
-        return ScriptedPlayer(instance, s, share=0.5, rng=np.random.default_rng([k, s]))
+    def seat(spec, s, game, start):
+        started.add(spec.game_id)
+        return scripted(spec, s, game, start)
 
     with GameWriter(path) as writer:
         summary = await run_games(
             plan_games([Instance.from_seed(1)], 8, 8),
             (seat, seat),
-            Limits(),
+            GameConfig(),
             writer,
             concurrency=1,
             settings={},

@@ -7,7 +7,8 @@ from importlib import resources
 import numpy as np
 import pytest
 
-from selfplay_gen.game import ACCEPTED, Limits
+from selfplay_gen.game import ACCEPTED
+from selfplay_gen.games import GameConfig
 from selfplay_gen.instance import PAPERS, REVIEWERS, Instance
 from selfplay_gen.moves import parse_move
 from selfplay_gen.players import ScriptedPlayer
@@ -23,14 +24,14 @@ HUMAN = [
 
 
 def scripted(share: float):
-    return lambda instance, seat, game_id, k: ScriptedPlayer(
-        instance, seat, share=share, rng=np.random.default_rng([k, seat])
+    return lambda spec, seat, game, start: ScriptedPlayer(
+        spec.instance, seat, share=share, rng=np.random.default_rng([spec.game_index, seat])
     )
 
 
 async def play(instance: Instance, share: float, k: int = 0) -> dict:
     seat = scripted(share)
-    return await play_game(GameSpec(f"{instance.id}/{k}", 0, k, instance), (seat, seat), Limits(), {})
+    return await play_game(GameSpec(f"{instance.id}/{k}", 0, k, instance), (seat, seat), GameConfig(), {})
 
 
 @pytest.mark.parametrize("share", [0.0, 0.3, 0.5, 1.0])

@@ -6,7 +6,8 @@ import json
 import numpy as np
 
 from selfplay_gen import prompts
-from selfplay_gen.game import ACCEPTED, Limits
+from selfplay_gen.game import ACCEPTED
+from selfplay_gen.games import GameConfig
 from selfplay_gen.instance import PAPERS, REVIEWERS, Instance
 from selfplay_gen.players import ScriptedPlayer, TeacherPlayer
 from selfplay_gen.runner import GameSpec, play_game
@@ -34,8 +35,8 @@ def test_a_reviewer_without_visible_cells_reads_none():
 
 
 async def teacher_game(instance: Instance) -> dict:
-    seat = lambda inst, s, game_id, k: TeacherPlayer(inst, s)
-    return await play_game(GameSpec(f"{instance.id}/0", 0, 0, instance), (seat, seat), Limits(), {})
+    seat = lambda spec, s, game, start: TeacherPlayer(spec.instance, s)
+    return await play_game(GameSpec(f"{instance.id}/0", 0, 0, instance), (seat, seat), GameConfig(), {})
 
 
 async def test_teacher_games_are_short_valid_grounded_and_agree():
@@ -77,10 +78,10 @@ async def test_teacher_beats_random_matching_and_sits_near_the_no_talk_plan():
 async def test_teacher_answers_a_proposal_and_reads_shared_cells():
     instance = HELDOUT[2]
     seats = (
-        lambda inst, s, g, k: ScriptedPlayer(inst, s, share=1.0, rng=np.random.default_rng(0)),
-        lambda inst, s, g, k: TeacherPlayer(inst, s),
+        lambda spec, s, game, start: ScriptedPlayer(spec.instance, s, share=1.0, rng=np.random.default_rng(0)),
+        lambda spec, s, game, start: TeacherPlayer(spec.instance, s),
     )
-    record = await play_game(GameSpec("x/0", 0, 0, instance), seats, Limits(), {})
+    record = await play_game(GameSpec("x/0", 0, 0, instance), seats, GameConfig(), {})
     assert record["outcome"]["agreed"]
     assert "invalid" not in [e["kind"] for e in record["events"]]
 

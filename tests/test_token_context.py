@@ -5,8 +5,10 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
+from selfplay_gen import prompts
 from selfplay_gen.backends.base import Backend, Generation, SamplingParams
 from selfplay_gen.game import Limits
+from selfplay_gen.games import GameConfig
 from selfplay_gen.instance import Instance
 from selfplay_gen.players import GameStop, LLMPlayer, ScriptedPlayer
 from selfplay_gen.runner import GameSpec, play_game
@@ -32,7 +34,9 @@ class MoveBackend(Backend):
 
 
 def llm_seat(backend, tokenizer):
-    return lambda inst, s, game_id, k: LLMPlayer(inst, s, backend, tokenizer, SamplingParams(), f"{game_id}/{s}")
+    return lambda spec, s, game, start: LLMPlayer(
+        s, start.system[s], backend, tokenizer, SamplingParams(), f"{spec.game_id}/{s}"
+    )
 
 
 def test_the_end_of_turn_token_is_the_one_the_template_closes_turns_with(tokenizer, eos_apart):
@@ -52,7 +56,7 @@ async def test_a_turn_not_closed_by_the_end_of_turn_token_fails_the_game(tokeniz
     """Appending the next user turn after an unclosed turn gives a context no template renders."""
     instance = Instance.from_seed(1)
     seat = llm_seat(MoveBackend(tokenizer, close=None), tokenizer)
-    record = await play_game(GameSpec("g/0", 0, 0, instance), (seat, seat), Limits(max_moves=4), {})
+    record = await play_game(GameSpec("g/0", 0, 0, instance), (seat, seat), GameConfig(limits=Limits(max_moves=4)), {})
     assert record["failure"]["reason"] == record["outcome"]["termination"] == "token_invariant"
     assert "turn 0 does not end with the end-of-turn token '<|im_end|>'" in record["failure"]["detail"]
     assert not record["players"][0]["invariant_ok"] and record["outcome"]["normalized_reward"] == 0
@@ -60,7 +64,9 @@ async def test_a_turn_not_closed_by_the_end_of_turn_token_fails_the_game(tokeniz
 
 @pytest.mark.parametrize("where", ["first prompt", "sampled turn", "last id"])
 async def test_a_context_changed_between_turns_fails_the_next_turn(tokenizer, where):
-    player = LLMPlayer(Instance.from_seed(1), 0, MoveBackend(tokenizer), tokenizer, SamplingParams(), "g/0")
+    system = prompts.system_prompt(Instance.from_seed(1), 0)
+    player = LLMPlayer(0, system, MoveBackend(tokenizer), tokenizer, SamplingParams(), "g/0")
+    player.observe([prompts.FIRST_MOVE], None)
     assert await player.act() == MOVE
     if where == "first prompt":
         player.ids[3] = tokenizer.convert_tokens_to_ids("<|im_start|>")
@@ -68,7 +74,7 @@ async def test_a_context_changed_between_turns_fails_the_next_turn(tokenizer, wh
         player.ids[player.turns[0].prompt_len] += 1
     else:
         player.ids.pop()
-    player.move_again()
+    player.observe([prompts.AGAIN], None)
     with pytest.raises(GameStop) as stop:
         await player.act()
     assert stop.value.reason == "token_invariant" and not player.invariant_ok
@@ -89,8 +95,8 @@ def test_a_delta_the_template_does_not_render_is_refused(tokenizer):
 async def test_retokenized_seats_pass_the_check_at_every_turn(tokenizer):
     """Re-tokenization builds a context turn by turn; the check renders the whole conversation."""
     instance = Instance.from_seed(2)
-    seat = lambda inst, s, game_id, k: ScriptedPlayer(inst, s, rng=np.random.default_rng(s))
-    record = await play_game(GameSpec("g/0", 0, 0, instance), (seat, seat), Limits(), {})
+    seat = lambda spec, s, game, start: ScriptedPlayer(spec.instance, s, rng=np.random.default_rng(s))
+    record = await play_game(GameSpec("g/0", 0, 0, instance), (seat, seat), GameConfig(), {})
     context = token_context(tokenizer)
     for log in record["players"]:
         messages = log["messages"]

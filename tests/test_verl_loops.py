@@ -30,6 +30,7 @@ from convert.tokens import sampled
 from selfplay_gen.backends.base import BackendOptions, SamplingParams
 from selfplay_gen.backends.local import LocalBackend
 from selfplay_gen.game import TERMINATIONS, Limits
+from selfplay_gen.games import GameConfig
 from selfplay_gen.instance import Instance
 from selfplay_gen.moves import render_proposal
 from selfplay_gen.players import LLMPlayer
@@ -212,10 +213,14 @@ async def real_games(tokenizer, model_dir: str, count: int) -> list[dict]:
             LocalServerManager(engine), {"logprobs": True, "top_k": -1}, tokenizer.eos_token_id
         )
         params = SamplingParams(1.0, 1.0, MAX_NEW_TOKENS, (tokenizer.eos_token_id,))
-        seat = lambda inst, s, gid, k: LLMPlayer(inst, s, backend, tokenizer, params, f"{gid}/p{s}")
+        seat = lambda spec, s, game, start: LLMPlayer(
+            s, start.system[s], backend, tokenizer, params, f"{spec.game_id}/p{s}"
+        )
         instance = Instance.from_seed(7)
         return [
-            await play_game(GameSpec(f"{instance.id}/{k}", 0, k, instance), (seat, seat), Limits(max_moves=4), {})
+            await play_game(
+                GameSpec(f"{instance.id}/{k}", 0, k, instance), (seat, seat), GameConfig(limits=Limits(max_moves=4)), {}
+            )
             for k in range(count)
         ]
 
@@ -237,14 +242,14 @@ def replay_rows(records: list[dict], masked: int = 0, temperature: float = 1.0) 
         "player": 0,
         "temperature": temperature,
         "top_p": 1.0,
-        "best_reward": 100,
+        "ground_truth": '{"best_reward": 100}',
         "trained": trained,
         "game_ids": [r["game_id"] for r in records[:K_REPLAY]],
         "rewards": [0.1 * (k + 1) for k in range(K_REPLAY)],
         "normalized_rewards": [0.0] * K_REPLAY,
         "terminations": [r["outcome"]["termination"] for r in records[:K_REPLAY]],
     }
-    return group_rows(pa.Table.from_batches([rows.take()]), pd.DataFrame([group]))
+    return group_rows(pa.Table.from_batches([rows.take()]), pd.DataFrame([group]), "matching")
 
 
 @pytest.fixture(scope="module")

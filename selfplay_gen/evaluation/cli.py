@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..backends.base import BackendError
 from ..game import Limits
+from ..games import GameConfig
 from ..instance import Instance
 from ..options import generation_options, limits_from, load_instances, open_seats
 from ..records import GameWriter, RecordError, read_games
@@ -94,7 +95,7 @@ async def generate_games(
     specs = plan_games(instances, games_per_instance, len(instances) * games_per_instance)
     with GameWriter(out_path, resume=resume) as writer:
         writer.drop_failed()
-        await run_games(specs, seats, limits, writer, concurrency, settings, progress=progress)
+        await run_games(specs, seats, GameConfig("matching", limits), writer, concurrency, settings, progress=progress)
     return out_path
 
 

@@ -16,12 +16,13 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
 from ..instance import HUMAN_GAMES, Instance
-from ..records import Record
+from ..records import UNNAMED_GAME, MatchingOutcome, Record
 from .grounding import count_grounded, grounding
 
 LEVEL = 0.95
@@ -49,8 +50,13 @@ def random_matching_reward(table, best: int) -> float:
 
 
 def game_row(record: Record, seats: tuple[str, str]) -> dict:
-    """One game as a flat row; `seats` are the labels of the models in seat 0 and seat 1."""
-    outcome, stats, inst = record["outcome"], record["stats"], record["instance"]
+    """One game of the matching game (the only one evaluation covers) as a flat row; `seats` are
+    the labels of the models in seat 0 and seat 1."""
+    game = record.get("game", UNNAMED_GAME)
+    if game != "matching":
+        raise ValueError(f"game {record['game_id']!r} is a {game} game; eval covers the matching game only")
+    agreed, stats, inst = record["outcome"]["agreed"], record["stats"], record["instance"]
+    outcome = cast(MatchingOutcome, record["outcome"])
     messages = [e["text"] for e in record["events"] if e["kind"] == "message"]
     responses = [m["content"] for p in record["players"] for m in p["messages"] if m["role"] == "assistant"]
     response_tokens = [len(t["output_ids"]) for p in record["players"] for t in p.get("turns", [])]
@@ -63,8 +69,8 @@ def game_row(record: Record, seats: tuple[str, str]) -> dict:
         "seat1": seats[1],
         "normalized_reward": float(outcome["normalized_reward"]),
         "random_matching_reward": random_matching_reward(inst["table"], outcome["best_reward"]),
-        "agreed": bool(outcome["agreed"]),
-        "optimal": bool(outcome["agreed"]) and outcome["raw_reward"] == outcome["best_reward"],
+        "agreed": bool(agreed),
+        "optimal": bool(agreed) and outcome["raw_reward"] == outcome["best_reward"],
         "moves": stats["valid_moves"],
         "invalid": stats["invalid_moves"],
         "messages": len(messages),

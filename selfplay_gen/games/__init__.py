@@ -10,9 +10,11 @@ naming one game never loads another's dependencies.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from .base import Game
+from .base import Game, Limits
 
 # name -> "package.module.Class"
 _TARGETS: dict[str, str] = {
@@ -48,4 +50,25 @@ def get(name: str) -> type[Game[Any, Any]]:
     return game
 
 
-__all__ = ["Game", "get", "names", "register"]
+@dataclass(frozen=True)
+class GameConfig:
+    """What a run plays: a registered game, its limits and its options (e.g. a reward mode).
+    Checked when made, so a bad name or option fails before any game is played."""
+
+    name: str = "matching"
+    limits: Limits = field(default_factory=Limits)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.new()
+
+    def new(self) -> Game[Any, Any]:
+        """A fresh game of this configuration (one per game played: games hold their state)."""
+        game = get(self.name)
+        try:
+            return game(self.limits, **self.options)
+        except TypeError as err:
+            raise ValueError(f"the {self.name} game does not take the options {dict(self.options)} ({err})") from None
+
+
+__all__ = ["Game", "GameConfig", "get", "names", "register"]

@@ -10,6 +10,8 @@ Modelled on Gymnasium's `Env` and verl's agent loops, and on what `MatchingGame`
   outcome marks such ends `truncated`, apart from the game's own ends (its limits included).
 - Instances are plain data: `from_seed`, `to_dict` / `from_dict`, an `id`.
 - `scripted_player(seat, seed=...)` builds the game's model-free player, deterministic per seed.
+- Each game declares the parts of a game record it fills in its own way (`record`: instance,
+  outcome details, events), which `records` checks on read.
 
 Games are registered by name in `selfplay_gen.games` and imported only when used.
 """
@@ -35,6 +37,9 @@ LIMIT_ENDS = (MAX_MOVES, MAX_INVALID)
 _I = TypeVar("_I", bound="GameInstance")
 InstanceT = TypeVar("InstanceT", bound="GameInstance")  # a game's instance type
 MoveT = TypeVar("MoveT")  # a game's parsed move type
+# A scripted player's seed: an int, or several (numpy's `SeedSequence` entropy), e.g. (run seed,
+# game, seat) so that every seat of every game plays its own way however the run is scheduled.
+Seed = int | Sequence[int] | None
 
 
 class GameInstance(Protocol):
@@ -126,6 +131,9 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
     instance_type: ClassVar[type[GameInstance]]
     seats: ClassVar[int] = 2
     terminations: ClassVar[tuple[str, ...]]  # every `Outcome.termination` this game can give
+    ability: ClassVar[str]  # what it trains, as verl's `ability` column names it
+    record: ClassVar[Any]  # a TypedDict of its record's own parts (instance, outcome, events)
+    scripted_knobs: ClassVar[Mapping[str, Any]]  # the scripted player's knobs and their defaults
 
     def __init__(self, limits: Limits | None = None):
         self.limits = limits or Limits()
@@ -170,18 +178,18 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
         """The game log as JSON values: valid moves, invalid attempts with their error, stops."""
 
     @abc.abstractmethod
-    def scripted_player(self, seat: int, *, seed: int | None = None, **knobs: Any) -> Player:
+    def scripted_player(self, seat: int, *, seed: Seed = None, **knobs: Any) -> Player:
         """This game's model-free player for `seat` of the game just reset; same seed, same play."""
 
-    def _knobs(self, knobs: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
-        """`defaults` updated by `knobs`; a knob the scripted player does not have is an error."""
-        unknown = sorted(set(knobs) - set(defaults))
+    def _knobs(self, knobs: Mapping[str, Any]) -> dict[str, Any]:
+        """`scripted_knobs` updated by `knobs`; a knob the scripted player does not have is an error."""
+        unknown = sorted(set(knobs) - set(self.scripted_knobs))
         if unknown:
             raise TypeError(
                 f"the {self.name} scripted player has no knob {', '.join(unknown)}; "
-                f"its knobs are {', '.join(defaults) or 'none'}"
+                f"its knobs are {', '.join(self.scripted_knobs) or 'none'}"
             )
-        return {**defaults, **knobs}
+        return {**self.scripted_knobs, **knobs}
 
     def _check_turn(self, seat: int) -> None:
         if self.done:
@@ -205,8 +213,9 @@ async def play(game: Game[Any, Any], players: Sequence[Player], start: Observati
 
 
 class ChatSeat(abc.ABC):
-    """A model-free seat that keeps its chat as an LLM seat would (system prompt, what it is
-    told as user turns, its moves as assistant turns), so scripted games have the same records."""
+    """A seat that keeps its chat from its own view: its system prompt, what it is told since its
+    last turn as one user turn, its moves as assistant turns. LLM seats and scripted ones alike,
+    so their records have the same shape."""
 
     kind = "scripted"
 
@@ -221,12 +230,12 @@ class ChatSeat(abc.ABC):
     async def act(self) -> str:
         user, self.inbox = "\n".join(self.inbox), []
         self.messages.append({"role": "user", "content": user})
-        text = self.respond()
+        text = await self.respond()
         self.messages.append({"role": "assistant", "content": text})
         return text
 
     @abc.abstractmethod
-    def respond(self) -> str:
+    async def respond(self) -> str:
         """The turn for `self.messages` (which ends with the new user turn)."""
 
     def log(self) -> dict[str, Any]:

@@ -1,14 +1,13 @@
 """The matching game (`selfplay_gen.game`) under the game protocol, registered as "matching".
 
 A wrapper, not a copy: the rules stay in `MatchingGame`, the texts in `prompts`, the players in
-`players`. What this adds is what the runner does today around `MatchingGame`: the texts each
-seat is told after a step (partner's move, the mover's error, "still your turn"), and the
-outcome as a reward per seat (both seats get the normalized reward).
+`players`, the record's own parts in `records`. What this adds: the texts each seat is told after
+a step (partner's move, the mover's error, "still your turn"), and the outcome as a reward per
+seat (both seats get the normalized reward).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -18,9 +17,9 @@ from .. import prompts
 from ..game import TERMINATIONS, MatchingGame
 from ..instance import Instance
 from ..moves import Move
-from ..players import Player as SeatPlayer
-from ..players import ScriptedPlayer, TeacherPlayer
-from .base import STOPS, Game, Limits, Observation, Outcome, StepResult
+from ..players import Player, ScriptedPlayer, TeacherPlayer
+from ..records import MatchingRecord
+from .base import STOPS, Game, Limits, Observation, Outcome, Seed, StepResult
 
 POLICIES = ("share", "teacher")
 
@@ -29,6 +28,9 @@ class Matching(Game[Instance, Move]):
     name = "matching"
     instance_type = Instance
     terminations = TERMINATIONS
+    ability = "cooperative_negotiation"
+    record = MatchingRecord
+    scripted_knobs = {"policy": "share", "share": 0.5}
 
     def __init__(self, limits: Limits | None = None):
         super().__init__(limits)
@@ -94,41 +96,14 @@ class Matching(Game[Instance, Move]):
     def events(self) -> list[dict[str, Any]]:
         return [asdict(event) for event in self._running().events]
 
-    def scripted_player(self, seat: int, *, seed: int | None = None, **knobs: Any) -> MatchingSeat:
+    def scripted_player(self, seat: int, *, seed: Seed = None, **knobs: Any) -> Player:
         """Knobs: `policy` "share" (`ScriptedPlayer`, which shares a fraction `share` of its cells,
         its rng seeded by `seed`) or "teacher" (`TeacherPlayer`, the warm-start protocol)."""
-        options = self._knobs(knobs, {"policy": "share", "share": 0.5})
+        options = self._knobs(knobs)
         instance = self._running().instance
         if options["policy"] == "share":
             rng = np.random.default_rng(seed)
-            return MatchingSeat(ScriptedPlayer(instance, seat, share=float(options["share"]), rng=rng))
+            return ScriptedPlayer(instance, seat, share=float(options["share"]), rng=rng)
         if options["policy"] == "teacher":
-            return MatchingSeat(TeacherPlayer(instance, seat))
+            return TeacherPlayer(instance, seat)
         raise ValueError(f"unknown matching policy {options['policy']!r}; choose one of {', '.join(POLICIES)}")
-
-
-class MatchingSeat:
-    """A `players.Player` (LLM, scripted or teacher) in the protocol's seat interface. Those
-    players word their feedback themselves (`partner_moved`, `invalid`, `move_again`, and the
-    first-move prompt when built), so this calls the hook each step calls for; the texts come
-    out equal to `StepResult.told`."""
-
-    def __init__(self, player: SeatPlayer):
-        self.player = player
-
-    def observe(self, told: Sequence[str], step: StepResult[Any] | None) -> None:
-        if step is None:
-            return  # a players.Player queues its first-move prompt when it is built
-        if step.seat != self.player.seat:
-            if step.move is not None:
-                self.player.partner_moved(step.move)
-        elif step.move is None:
-            self.player.invalid(step.error or "")
-        elif told:  # the mover is told something after a valid move only when it moves again
-            self.player.move_again()
-
-    async def act(self) -> str:
-        return await self.player.act()
-
-    def log(self) -> dict[str, Any]:
-        return self.player.log()

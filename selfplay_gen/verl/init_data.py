@@ -1,4 +1,5 @@
-"""`selfplay-gen init`: game-initialization parquet for online training (`selfplay_online`).
+"""`selfplay-gen init`: game-initialization parquet for online training (`selfplay_online`), of
+the matching game (the only one the online loop plays).
 
 One row per (instance, seat), so that each instance appears twice, once for each seat (see
 `selfplay_loop` for why). Columns are those verl's `RLHFDataset` reads: `prompt` (what the seat
@@ -19,9 +20,10 @@ import click
 import pandas as pd
 from tqdm.auto import tqdm
 
-from convert.rows import ABILITY, DATA_SOURCE
+from convert.rows import data_source
 
 from .. import prompts
+from ..games.matching import Matching
 from ..instance import Instance
 from . import ONLINE_AGENT
 
@@ -39,8 +41,8 @@ def init_rows(instances: list[Instance]) -> pd.DataFrame:
             rows.append(
                 {
                     "prompt": initial_messages(instance, seat),
-                    "data_source": DATA_SOURCE,
-                    "ability": ABILITY,
+                    "data_source": data_source(Matching.name),
+                    "ability": Matching.ability,
                     "reward_model": {
                         "style": "rule",
                         "ground_truth": json.dumps({"best_reward": instance.best_reward}),

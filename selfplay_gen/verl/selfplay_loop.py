@@ -12,7 +12,8 @@ the two seats of ONE game would always have zero advantage, both seats getting t
 Both seats are trained because both rows exist. (Each game trains one seat; the other seat's
 tokens are played but not returned.)
 
-The game itself is `runner.play_game` with two `LLMPlayer`s, exactly as in offline generation;
+It plays the matching game only (`selfplay-gen init` writes matching instances). The game itself
+is `runner.play_game` with two `LLMPlayer`s, exactly as in offline generation;
 only the backend differs: `ServerManagerBackend` sends each turn to verl's server manager with
 request id = game and seat, so every turn of a seat reaches the same server (prefix cache).
 
@@ -48,6 +49,8 @@ from convert.tokens import sampled
 
 from ..backends.base import Backend, BackendError, Generation, SamplingParams
 from ..game import Limits
+from ..games import GameConfig
+from ..games.base import Game, Observation
 from ..instance import Instance
 from ..players import LLMPlayer
 from ..runner import GameSpec, play_game
@@ -138,13 +141,25 @@ class SelfPlayAgentLoop(AgentLoopBase):
             (end_of_turn,),
         )
 
-        def player(inst: Instance, s: int, game_id: str, _k: int) -> LLMPlayer:
+        def player(spec: GameSpec, s: int, _game: Game[Any, Any], start: Observation) -> LLMPlayer:
             budget = self.rollout_config.response_length if s == seat else None  # only the trained seat's
             return LLMPlayer(
-                inst, s, backend, self.tokenizer, params, f"{game_id}/p{s}", self.max_context, response_length=budget
+                s,
+                start.system[s],
+                backend,
+                self.tokenizer,
+                params,
+                f"{spec.game_id}/p{s}",
+                self.max_context,
+                response_length=budget,
             )
 
-        record = await play_game(spec, (player, player), self.limits, {"backend": backend.name, "model": backend.model})
+        record = await play_game(
+            spec,
+            (player, player),
+            GameConfig("matching", self.limits),
+            {"backend": backend.name, "model": backend.model},
+        )
         outcome = record["outcome"]
         return AgentLoopOutput(
             **self._trajectory(record, seat, instance),

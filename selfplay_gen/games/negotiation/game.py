@@ -13,14 +13,15 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from ...game import MAX_INVALID, MAX_MOVES
-from ..base import STOPS, Game, InvalidMove, Limits, Observation, Outcome, StepResult
+from ..base import STOPS, Game, InvalidMove, Limits, Observation, Outcome, Seed, StepResult
 from . import prompts
 from .instance import REWARD_MODES, Instance, Share, consistent, points, rewards
 from .moves import Move, parse_move
+from .record import AGREED, INCONSISTENT, TERMINATIONS, NegotiationRecord
 from .scripted import ScriptedNegotiator
-
-AGREED, INCONSISTENT = "agreed", "inconsistent"
 
 
 @dataclass
@@ -37,7 +38,10 @@ class Event:
 class NegotiationGame(Game[Instance, Move]):
     name = "negotiation"
     instance_type = Instance
-    terminations = (AGREED, INCONSISTENT, MAX_MOVES, MAX_INVALID, *STOPS)
+    terminations = TERMINATIONS
+    ability = "negotiation"
+    record = NegotiationRecord
+    scripted_knobs = {"strength": 1.0}
 
     def __init__(self, limits: Limits | None = None, reward_mode: str = "semi-competitive"):
         if reward_mode not in REWARD_MODES:
@@ -158,9 +162,12 @@ class NegotiationGame(Game[Instance, Move]):
     def events(self) -> list[dict[str, Any]]:
         return [asdict(event) for event in self._events]
 
-    def scripted_player(self, seat: int, *, seed: int | None = None, **knobs: Any) -> ScriptedNegotiator:
-        """Knobs: `strength` in [0, 1] (see `ScriptedNegotiator`)."""
-        options = self._knobs(knobs, {"strength": 1.0})
+    def scripted_player(self, seat: int, *, seed: Seed = None, **knobs: Any) -> ScriptedNegotiator:
+        """Knobs: `strength` in [0, 1] (see `ScriptedNegotiator`). Several ints seed it through
+        numpy's `SeedSequence`, as they seed the matching game's players."""
+        options = self._knobs(knobs)
+        if seed is not None and not isinstance(seed, int):
+            seed = int(np.random.SeedSequence(list(seed)).generate_state(1)[0])
         return ScriptedNegotiator(
             self._running(), seat, self._system[seat], float(options["strength"]), random.Random(seed)
         )

@@ -56,7 +56,7 @@ class ScriptedNegotiator(ChatSeat):
             self.asked = offer
             self.offered = self.table = self.instance.rest(offer)
 
-    def respond(self) -> str:
+    async def respond(self) -> str:
         if self.must_propose:
             return self._propose(self.table if self.table is not None else self._offer())
         if self.offered is not None and self.instance.value(self.seat, self.offered) >= self.aspiration:

@@ -1,0 +1,87 @@
+"""The runner plays every game through the games protocol; for the matching game its records are
+those it wrote when it drove `MatchingGame` itself (tests/data/golden_matching.jsonl, written by
+that runner with the same players and seeds), apart from what the protocol adds: the `game`
+field and the per-seat `rewards` and `truncated` of the outcome. Old records read as matching
+games with those rewards."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import zlib
+from pathlib import Path
+
+import pytest
+from golden_backends import ScriptBackend
+from test_convert import ProposerBackend
+
+from selfplay_gen.backends.base import SamplingParams
+from selfplay_gen.game import Limits
+from selfplay_gen.games import GameConfig
+from selfplay_gen.instance import Instance
+from selfplay_gen.options import load_instances
+from selfplay_gen.players import LLMPlayer
+from selfplay_gen.records import read_games
+from selfplay_gen.runner import plan_games, play_game
+
+GOLDEN = Path(__file__).parent / "data" / "golden_matching.jsonl"
+
+
+def scripted(seed: int, **knobs):
+    """The scripted seats of `selfplay-gen --backend scripted --seed SEED`."""
+    return lambda spec, s, game, start: game.scripted_player(
+        s, seed=(seed, zlib.crc32(spec.game_id.encode()), s), **knobs
+    )
+
+
+def llm(backend, tokenizer, **kwargs):
+    return lambda spec, s, game, start: LLMPlayer(
+        s, start.system[s], backend, tokenizer, SamplingParams(), f"{spec.game_id}#{s}", **kwargs
+    )
+
+
+def replay(tokenizer) -> list[dict]:
+    """The golden file's games, played again in its order with its players, seeds and limits."""
+    cases = [
+        ("share", scripted(3, policy="share", share=0.5), load_instances("random", 2, 3), Limits(), 2),
+        ("teacher", scripted(0, policy="teacher"), load_instances("human", 2, 0), Limits(), 2),
+        ("share-human", scripted(0, policy="share", share=0.3), load_instances("human", 1, 0), Limits(max_moves=6), 2),
+        (
+            "llm",
+            llm(ProposerBackend(tokenizer), tokenizer, response_length=2000),
+            [Instance.from_seed(5)],
+            Limits(max_moves=4),
+            2,
+        ),
+        ("script", llm(ScriptBackend(tokenizer), tokenizer), [Instance.from_seed(9)], Limits(), 1),
+    ]
+    records = []
+    for name, seat, instances, limits, k in cases:
+        for spec in plan_games(instances, k, k * len(instances)):
+            record = asyncio.run(play_game(spec, (seat, seat), GameConfig(limits=limits), {"case": name}))
+            record = json.loads(json.dumps(record))  # as GameWriter writes it
+            del record["stats"]["wall_time_s"]
+            records.append(record)
+    return records
+
+
+@pytest.fixture(scope="module")
+def golden() -> list[dict]:
+    return [json.loads(line) for line in GOLDEN.read_text().splitlines()]
+
+
+def test_matching_records_are_unchanged(golden, tokenizer):
+    played = replay(tokenizer)
+    assert [r["settings"]["case"] for r in played] == [r["settings"]["case"] for r in golden]
+    for new, old in zip(played, golden):
+        assert new.pop("game") == "matching"
+        outcome = new["outcome"]
+        assert outcome.pop("rewards") == [old["outcome"]["normalized_reward"]] * 2
+        assert outcome.pop("truncated") == (old["outcome"]["termination"] == "max_new_tokens")
+        assert new == old, new["game_id"]
+
+
+def test_old_records_read_as_matching_games_with_per_seat_rewards(golden):
+    for record in read_games(GOLDEN):
+        assert record["game"] == "matching"
+        assert record["outcome"]["rewards"] == [record["outcome"]["normalized_reward"]] * 2
