@@ -147,6 +147,14 @@ convert() {
   # the figures (timings, logits comparison, tokenizer facts) go beside OUT_DIR, not into it
   "$PY" "$HERE/gguf_to_hf.py" "$dir/$GGUF" "$out" --end-of-turn '<|im_end|>' --fp32-reference \
     --report "${out%/}.convert.json"
+  # what the project relies on: ChatML turns that end with <|im_end|> (151645), and a chat template
+  "$PY" - "${out%/}.convert.json" << 'EOF' || die "unexpected tokenizer facts in ${out%/}.convert.json"
+import json, sys
+r = json.load(open(sys.argv[1]))
+t = r["tokenizer"]
+assert (t["end_of_turn"], t["end_of_turn_id"]) == ("<|im_end|>", 151645), t
+assert r["gguf"]["has_chat_template"] and t["assistant_turn_ends_with_end_of_turn"], r
+EOF
 }
 
 split_chunks() {
