@@ -74,8 +74,9 @@ join() {
       continue
     fi
     [ "$have" -gt "$done_bytes" ] && truncate -s "$done_bytes" "$partial"
-    [ "$(size "$src/$name")" = "$csize" ] && [ "$(sha "$src/$name")" = "$csha" ] \
-      || die "$src/$name does not match the manifest; not appended"
+    # a bad chunk is removed, so the next run fetches or receives it again
+    [ -f "$src/$name" ] && [ "$(size "$src/$name")" = "$csize" ] && [ "$(sha "$src/$name")" = "$csha" ] \
+      || { rm -f "$src/$name"; die "$src/$name is missing or does not match the manifest; removed, not appended"; }
     cat "$src/$name" >> "$partial"
     done_bytes=$((done_bytes + csize))
     have=$done_bytes
@@ -188,6 +189,8 @@ receive() {
     && mv -f "$dest/manifest.txt.tmp" "$dest/manifest.txt"
   manifest=$dest/manifest.txt
   [ -f "$manifest" ] || die "no manifest.txt in $parts or $dest"
+  [ "$(grep -c '^chunk ' "$manifest")" = "$(awk '$1 == "count" { print $2 }' "$manifest")" ] \
+    || die "$manifest is incomplete: its chunk lines do not match its count"
   read -r _ file _ want_sha < <(grep '^file ' "$manifest")
   if [ -n "$(recorded "$file")" ] && [ "$(recorded "$file")" != "$want_sha" ]; then
     die "the manifest's sha256 of $file differs from the one recorded in $SUMS"

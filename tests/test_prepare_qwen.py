@@ -110,6 +110,26 @@ def test_a_bad_join_is_removed_and_the_next_call_rebuilds_it(plan):
     assert (dest / GGUF).read_bytes() == DATA
 
 
+def test_a_chunk_spoiled_after_it_arrived_is_dropped_at_the_join_and_asked_for_again(plan):
+    tmp_path, sums = plan
+    for n in (0, 1, 2):
+        assert send(tmp_path, sums, n).returncode == 3
+    (tmp_path / "dest" / "chunk-01").write_bytes(b"\0" * CHUNK)  # e.g. a disk error on the GPU machine
+    spoiled = send(tmp_path, sums, 3)
+    assert spoiled.returncode == 1 and "chunk-01 is missing or does not match" in spoiled.stderr
+    assert "missing: chunk-01" in run("receive", str(tmp_path / "empty"), str(tmp_path / "dest"), sums=sums).stderr
+    assert send(tmp_path, sums, 1).returncode == 0
+    assert (tmp_path / "dest" / GGUF).read_bytes() == DATA
+
+
+def test_a_truncated_manifest_is_refused(plan):
+    tmp_path, sums = plan
+    manifest = tmp_path / "parts" / "manifest.txt"
+    manifest.write_text("".join(manifest.read_text().splitlines(keepends=True)[:-1]))
+    result = send(tmp_path, sums, 0)
+    assert result.returncode == 1 and "incomplete" in result.stderr
+
+
 def test_a_manifest_for_another_file_is_refused(plan):
     tmp_path, sums = plan
     sums.write_text(f"{sha(b'other')}  {GGUF}\n")
