@@ -25,20 +25,23 @@ from selfplay_gen import models
 from selfplay_gen.atomic import write_atomic, write_json_atomic
 from selfplay_gen.backends.base import BackendOptions, SamplingParams, backend_class
 from selfplay_gen.game import Limits
+from selfplay_gen.games import GameConfig
 from selfplay_gen.instance import Instance
 from selfplay_gen.players import LLMPlayer
 from selfplay_gen.records import GameWriter, read_games
 from selfplay_gen.runner import instances_needed, plan_games, run_games
+from selfplay_gen.token_context import token_context
 
 
 async def play(backend, tokenizer, specs, limits, params, concurrency: int, workdir: Path, name: str) -> dict:
-    def seat(instance, s, game_id, k):
-        return LLMPlayer(instance, s, backend, tokenizer, params, session=f"{name}/{game_id}/{s}")
+    def seat(spec, s, game, start):
+        return LLMPlayer(s, start.system[s], backend, tokenizer, params, session=f"{name}/{spec.game_id}/{s}")
 
     path = workdir / f"{name}.jsonl"
     started = time.perf_counter()
     with GameWriter(path) as writer:
-        await run_games(specs, (seat, seat), limits, writer, concurrency, {"backend": backend.name}, progress=False)
+        config = GameConfig("matching", limits)
+        await run_games(specs, (seat, seat), config, writer, concurrency, {"backend": backend.name}, progress=False)
     wall = time.perf_counter() - started
     records = list(read_games(path))
     turns = [t for r in records for p in r["players"] for t in p.get("turns", [])]
@@ -99,7 +102,8 @@ async def main(args) -> dict:
     options = BackendOptions(
         base_urls=tuple(args.base_url), model=args.model, max_batch=args.concurrency, seed=args.seed
     )
-    params = SamplingParams(args.temperature, args.top_p, args.max_new_tokens, (tokenizer.eos_token_id,))
+    stop = (token_context(tokenizer).end_of_turn_id,)
+    params = SamplingParams(args.temperature, args.top_p, args.max_new_tokens, stop)
     limits = Limits(max_moves=args.max_moves)
     instances = [
         Instance.from_seed(args.seed + i) for i in range(instances_needed(args.num_games, args.games_per_instance))
