@@ -3,7 +3,7 @@ backend says it is down and fails each request at once, instead of retrying ever
 
 import pytest
 from aiohttp import web
-from fake_sglang import free_port
+from fake_sglang import free_port, serving
 
 from selfplay_gen.backends.base import BackendError, BackendOptions, backend_class
 from selfplay_gen.backends.http import HttpBackend
@@ -18,12 +18,8 @@ async def alive():
         return web.json_response({"ok": True})
 
     app.add_routes([web.get("/ok", ok)])
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    yield f"http://127.0.0.1:{port}"
-    await runner.cleanup()
+    async with serving(app) as url:
+        yield url
 
 
 async def opened(*urls: str) -> HttpBackend:

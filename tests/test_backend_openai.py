@@ -6,7 +6,7 @@ import math
 import pytest
 from aiohttp import web
 from click.testing import CliRunner
-from fake_sglang import free_port
+from fake_sglang import serving
 
 from selfplay_gen.backends.base import BackendError, BackendOptions, SamplingParams, backend_class
 from selfplay_gen.cli import main
@@ -63,12 +63,8 @@ async def server():
             web.post("/v1/chat/completions", guarded(chat)),
         ]
     )
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    yield f"http://127.0.0.1:{port}", seen
-    await runner.cleanup()
+    async with serving(app) as url:
+        yield url, seen
 
 
 def openai(url, endpoint, tokenizer):
@@ -231,12 +227,8 @@ async def echoing_server():
             web.post("/v1/chat/completions", echo_in_a_field),
         ]
     )
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    yield f"http://127.0.0.1:{port}"
-    await runner.cleanup()
+    async with serving(app) as url:
+        yield url
 
 
 async def test_errors_never_carry_the_api_key(echoing_server, tokenizer, monkeypatch):

@@ -49,6 +49,15 @@ def send(tmp_path: Path, sums: Path, n: int) -> subprocess.CompletedProcess:
     return run("receive", str(tmp_path / "send"), str(tmp_path / "dest"), sums=sums)
 
 
+def all_arrived(tmp_path: Path) -> Path:
+    """A destination that every chunk and the manifest reached (as after the last call)."""
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    for p in (tmp_path / "parts").iterdir():
+        shutil.copy(p, dest / p.name)
+    return dest
+
+
 def test_split_writes_chunks_and_a_manifest(plan):
     tmp_path, _ = plan
     lines = (tmp_path / "parts" / "manifest.txt").read_text().splitlines()
@@ -85,10 +94,7 @@ def test_chunks_arrive_one_call_at_a_time_and_a_corrupt_one_is_sent_again(plan):
 
 def test_an_interrupted_join_resumes(plan):
     tmp_path, sums = plan
-    dest = tmp_path / "dest"
-    dest.mkdir()
-    for p in (tmp_path / "parts").iterdir():
-        shutil.copy(p, dest / p.name)
+    dest = all_arrived(tmp_path)
     # a join cut off in the middle of appending chunk-01: that chunk is appended again, whole
     (dest / f"{GGUF}.partial").write_bytes(DATA[:1500])
     result = run("receive", str(tmp_path / "empty"), str(dest), sums=sums)
@@ -98,10 +104,7 @@ def test_an_interrupted_join_resumes(plan):
 
 def test_a_bad_join_is_removed_and_the_next_call_rebuilds_it(plan):
     tmp_path, sums = plan
-    dest = tmp_path / "dest"
-    dest.mkdir()
-    for p in (tmp_path / "parts").iterdir():
-        shutil.copy(p, dest / p.name)
+    dest = all_arrived(tmp_path)
     (dest / f"{GGUF}.partial").write_bytes(b"\0" * 2000)  # two chunks' worth of wrong bytes
     failed = run("receive", str(tmp_path / "empty"), str(dest), sums=sums)
     assert failed.returncode == 1 and "does not match" in failed.stderr
