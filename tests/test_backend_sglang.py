@@ -115,7 +115,7 @@ async def test_timeouts_are_retried(tokenizer, local_model_dir):
     async with FakeSGLang(tokenizer, local_model_dir) as fake, sglang(fake.url, timeout_s=5.0) as backend:
         fake.stall_next = [60.0]
         await backend.generate(prompt_ids(tokenizer), greedy(tokenizer, 1), session="s")
-        assert backend.stats.errors["ReadTimeout"] == 1 and fake.answered == 1
+        assert backend.stats.errors["SocketTimeoutError"] == 1 and fake.answered == 1
 
 
 async def test_server_dying_mid_run_ends_games_as_backend_errors(tokenizer, local_model_dir, tmp_path):

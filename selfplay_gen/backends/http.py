@@ -1,5 +1,9 @@
-"""What the server backends share: one httpx client per run, each session pinned to one server,
+"""What the server backends share: one aiohttp session per run, each session pinned to one server,
 and the one place where requests are retried.
+
+aiohttp, not httpx: with httpx 0.28 / httpcore 1.0.9, requests that find their connections idle and
+kept alive (every turn after a game's first) went out about 19 at a time out of 100 in flight, 16x
+slower than aiohttp on the same server (`bench/http_pool.py`, `bench/results/http_pool.json`).
 
 Retried (with exponential backoff, jittered so that many games do not retry in step, at most
 `options.max_retries` times): connection errors, timeouts, 429 and 5xx, i.e. what a busy or
@@ -17,11 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 import zlib
 from collections.abc import Iterator
 
-import httpx
+import aiohttp
 
 from .base import Backend, BackendError, BackendOptions, BackendStats
 
@@ -52,7 +57,7 @@ class HttpBackend(Backend):
         self.options, self.tokenizer = options, tokenizer
         self.base_urls = tuple(url.rstrip("/") for url in options.base_urls)
         self.stats = BackendStats()
-        self._client: httpx.AsyncClient | None = None
+        self._client: aiohttp.ClientSession | None = None
         self._refused: list[str] = []  # servers that refused a connection since the last answer from any
 
     def headers(self) -> dict[str, str]:
@@ -77,16 +82,17 @@ class HttpBackend(Backend):
             raise BackendError(self.redact(str(err))) from None
 
     async def start(self) -> None:
-        timeout = httpx.Timeout(self.options.timeout_s, connect=min(10.0, self.options.timeout_s))
-        self._client = httpx.AsyncClient(
-            timeout=timeout,
-            headers=self.headers(),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
+        # a request may wait timeout_s for each read; the runner bounds how many are in flight, so no pool limit
+        timeout = aiohttp.ClientTimeout(
+            total=None, connect=min(10.0, self.options.timeout_s), sock_read=self.options.timeout_s
+        )
+        self._client = aiohttp.ClientSession(
+            timeout=timeout, headers=self.headers(), connector=aiohttp.TCPConnector(limit=0)
         )
 
     async def close(self) -> None:
         if self._client is not None:
-            await self._client.aclose()
+            await self._client.close()
             self._client = None
 
     def server_for(self, session: str) -> str:
@@ -103,35 +109,41 @@ class HttpBackend(Backend):
                 raise BackendError(self.down)
             delay = min(MAX_BACKOFF_S, self.options.retry_backoff_s * 2**attempt) * random.uniform(0.5, 1.0)
             try:
-                response = await self._client.request(method, url, json=payload)
-            except httpx.TransportError as err:  # refused, reset, timed out
-                problem = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
-                self.stats.errors[type(err).__name__] += 1
-                if isinstance(err, httpx.ConnectError):
-                    self._note_refused(url)
-            except httpx.HTTPError as err:  # e.g. a body that cannot be decoded: the same on every try
+                async with self._client.request(method, url, json=payload) as response:
+                    status, retry_after, raw = (
+                        response.status,
+                        response.headers.get("retry-after", ""),
+                        await response.read(),
+                    )
+            except aiohttp.ClientPayloadError as err:  # a body that cannot be decoded: the same on every try
                 self.stats.errors[type(err).__name__] += 1
                 raise BackendError(self.redact(f"{method} {url} failed: {type(err).__name__}: {err}")) from None
+            except (aiohttp.ClientError, asyncio.TimeoutError) as err:  # refused, reset, timed out
+                problem = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+                self.stats.errors[type(err).__name__] += 1
+                if isinstance(err, aiohttp.ClientConnectorError):
+                    self._note_refused(url)
             else:
                 self._refused.clear()  # a server answered
-                if response.status_code < 400:
+                text = raw.decode(errors="replace")
+                if status < 400:
                     try:
-                        body = response.json()
+                        body = json.loads(raw)
                     except ValueError:
                         raise BackendError(
-                            self.redact(f"malformed response from {url}: not JSON: {response.text[:200]!r}")
+                            self.redact(f"malformed response from {url}: not JSON: {text[:200]!r}")
                         ) from None
                     if not isinstance(body, dict):
                         raise BackendError(
                             f"malformed response from {url}: expected a JSON object, got {type(body).__name__}"
                         )
                     return body
-                problem = self.redact(f"HTTP {response.status_code}: {response.text[:300]}")
-                self.stats.errors[f"http_{response.status_code}"] += 1
-                if response.status_code != 429 and response.status_code < 500:
+                problem = self.redact(f"HTTP {status}: {text[:300]}")
+                self.stats.errors[f"http_{status}"] += 1
+                if status != 429 and status < 500:
                     raise BackendError(f"{method} {url} failed: {problem}")
-                if response.headers.get("retry-after", "").isdigit():
-                    delay = min(MAX_BACKOFF_S, float(response.headers["retry-after"]))
+                if retry_after.isdigit():
+                    delay = min(MAX_BACKOFF_S, float(retry_after))
             if attempt + 1 < attempts:
                 self.stats.retries += 1
                 await asyncio.sleep(delay)

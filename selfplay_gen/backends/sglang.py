@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
+import aiohttp
 
 from ..token_context import token_context
 from .base import BackendError, Generation, SamplingParams, register
@@ -65,12 +65,13 @@ class SGLangBackend(HttpBackend):
         started, reached, problem = loop.time(), False, ""
         while True:
             try:
-                response = await self._client.get(f"{url}/health")
+                async with self._client.get(f"{url}/health") as response:
+                    status = response.status
                 reached = True
-                if response.status_code == 200:
+                if status == 200:
                     return
-                problem = f"HTTP {response.status_code}"
-            except httpx.TransportError as err:
+                problem = f"HTTP {status}"
+            except (aiohttp.ClientError, asyncio.TimeoutError) as err:
                 problem = type(err).__name__
                 if not reached and loop.time() - started >= self.options.unreachable_s:
                     raise BackendError(
