@@ -13,6 +13,7 @@ import click
 
 from .formats import FORMATS
 from .pipeline import ConvertError, Options, convert
+from .reward import BASELINES
 
 
 @contextmanager
@@ -94,6 +95,15 @@ def _sigterm_unwinds():
     "(as +selfplay.invalid_move_penalty online). Gives all-zero groups of weak models a signal; "
     "the game score in the records is unchanged.",
 )
+@click.option(
+    "--baseline",
+    type=click.Choice(BASELINES),
+    default="group",
+    show_default=True,
+    help="grpo: per-seat subtracts from each seat's training rewards that seat's mean over the file "
+    "(a role-conditioned baseline for asymmetric or competitive games). verl's grpo estimator "
+    "centers each group, which cancels it: use it with e.g. algorithm.adv_estimator=reinforce_plus_plus.",
+)
 @click.option("--skip-invalid", is_flag=True, help="Convert past malformed lines and report them.")
 @click.option("--overwrite", is_flag=True, help="Replace existing outputs.")
 def main(
@@ -109,6 +119,7 @@ def main(
     max_response_tokens: int | None,
     model: str | None,
     invalid_move_penalty: float,
+    baseline: str,
     skip_invalid: bool,
     overwrite: bool,
 ) -> None:
@@ -127,6 +138,7 @@ def main(
             model,
             skip_invalid,
             invalid_move_penalty,
+            baseline,
         )
         with _sigterm_unwinds():
             summary = convert(games, out_dir, options, overwrite=overwrite)
