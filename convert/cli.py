@@ -104,6 +104,13 @@ def _sigterm_unwinds():
     "(a role-conditioned baseline for asymmetric or competitive games). verl's grpo estimator "
     "centers each group, which cancels it: use it with e.g. algorithm.adv_estimator=reinforce_plus_plus.",
 )
+@click.option(
+    "--seat",
+    type=click.IntRange(0, 1),
+    default=None,
+    help="Write only this seat's rows (the trained model's, when the other seat held an opponent); "
+    "the other seat's games still count in their groups. [default: both seats]",
+)
 @click.option("--skip-invalid", is_flag=True, help="Convert past malformed lines and report them.")
 @click.option("--overwrite", is_flag=True, help="Replace existing outputs.")
 def main(
@@ -120,6 +127,7 @@ def main(
     model: str | None,
     invalid_move_penalty: float,
     baseline: str,
+    seat: int | None,
     skip_invalid: bool,
     overwrite: bool,
 ) -> None:
@@ -139,6 +147,7 @@ def main(
             skip_invalid,
             invalid_move_penalty,
             baseline,
+            (0, 1) if seat is None else (seat,),
         )
         with _sigterm_unwinds():
             summary = convert(games, out_dir, options, overwrite=overwrite)

@@ -562,3 +562,13 @@ def test_per_seat_baseline_subtracts_each_seats_mean_and_verl_still_reads_the_ro
         assert list(info["rewards"]) == pytest.approx(expected)
         assert list(info["normalized_rewards"]) == [by_id[g]["outcome"]["rewards"][seat] for g in info["game_ids"]]
     assert "does not use it" in convert(games, "--format", "sft", "--baseline", "per-seat", ok=False).output
+
+
+@pytest.mark.parametrize("fmt", ["grpo", "dpo"])
+def test_seat_writes_only_the_trained_seats_rows(llm_games, tmp_path, fmt):
+    """Games against an opponent (a league's earlier checkpoint) train only the model's seat."""
+    games = write(tmp_path / "games.jsonl", llm_games)
+    convert(games, "--val-fraction", "0", "--keep-constant-groups", "--format", fmt, "--seat", "1")
+    players = {r["extra_info"]["player"] for r in rows(tmp_path / "train.parquet")}
+    assert players == {1}
+    assert summary_of(games)["seats_not_trained"] == len(llm_games)
