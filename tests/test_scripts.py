@@ -340,3 +340,26 @@ def test_a_server_start_that_found_too_little_gpu_memory_is_tried_again(tmp_path
     assert int((tmp_path / "python.starts").read_text()) == starts
     assert result.stderr.count("too little free GPU memory") == (starts - 1 if ok or failure == MEMORY else 0)
     assert ("the SGLang server exited; see" in result.stderr) != ok
+
+
+def test_generation_dry_run_serves_a_partner_for_seat_1_and_evaluates_self_play(tmp_path):
+    result = script(
+        "run_selfplay_generation.sh",
+        "--dry-run",
+        MODEL_NAME="/models/new",
+        PARTNER_MODEL="/models/old",
+        PORT="31000",
+        NUM_GAMES="16",
+        EVAL_DIR=str(tmp_path / "e"),
+        SELFPLAY_GEN="gen",
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    servers = [line for line in lines if "launch_server" in line]
+    assert len(servers) == 2 and all("--mem-fraction-static 0.4" in line for line in servers)
+    assert "--model-path /models/new" in servers[0] and "--port 31000" in servers[0]
+    assert "--model-path /models/old" in servers[1] and "--port 31001" in servers[1]
+    (play,) = [line for line in lines if line.startswith("+ gen --backend")]
+    assert "--partner-backend sglang --partner-base-url http://127.0.0.1:31001 --partner-model /models/old" in play
+    evals = [line for line in lines if line.startswith("+ gen eval")]
+    assert len(evals) == 2 and not any("--partner" in line for line in evals)  # the model's own self-play
