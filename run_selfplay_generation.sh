@@ -8,10 +8,11 @@ usage() {
 Usage: run_selfplay_generation.sh [--dry-run] [--help]
 
 Starts an SGLang server for MODEL_NAME (or uses SGLANG_URL), plays NUM_GAMES self-play games
-into OUT_DIR/games.jsonl (resumable) and converts them into OUT_DIR/*.parquet. The server is
-stopped on every exit path. With EVAL_DIR set, the served model is also evaluated (selfplay-gen
-eval) on EVAL_INSTANCES held-out instances x EVAL_GAMES_PER_INSTANCE games (EVAL_DIR/heldout) and
-on the 134 human instances (EVAL_DIR/human); NUM_GAMES=0 evaluates only. --dry-run prints the
+(against PARTNER_MODEL in seat 1 when set) into OUT_DIR/games.jsonl (resumable) and converts them
+into OUT_DIR/*.parquet. The servers are stopped on every exit path. With EVAL_DIR set, the
+served model is also evaluated (selfplay-gen eval) on EVAL_INSTANCES held-out instances x
+EVAL_GAMES_PER_INSTANCE games (EVAL_DIR/heldout) and on the 134 human instances (EVAL_DIR/human);
+NUM_GAMES=0 evaluates only. --dry-run prints the
 commands instead of running them.
 
 Environment (default):
@@ -46,6 +47,10 @@ Environment (default):
                       their next row (or replace the row with its label)
   EVAL_INSTANCES      held-out instances (64); their seeds start at 10**9, apart from training seeds
   EVAL_GAMES_PER_INSTANCE  games per held-out instance (8); human instances get 2 each
+  PARTNER_MODEL       a second model for seat 1 of the training games (an opponent, e.g. an earlier
+                      checkpoint), served by a second server on PARTNER_PORT (PORT + 1); the evaluation
+                      stays self-play of MODEL_NAME (unset: self-play). Each of the two servers then
+                      takes PARTNER_MEM_FRACTION (0.4) of the GPU memory (--mem-fraction-static)
 EOF
 }
 
@@ -74,6 +79,9 @@ EVAL_INSTANCES=${EVAL_INSTANCES:-64}
 EVAL_GAMES_PER_INSTANCE=${EVAL_GAMES_PER_INSTANCE:-8}
 OUT_DIR=${OUT_DIR:-data/selfplay}
 PORT=${PORT:-30000}
+PARTNER_MODEL=${PARTNER_MODEL:-}
+PARTNER_PORT=${PARTNER_PORT:-$((PORT + 1))}
+PARTNER_MEM_FRACTION=${PARTNER_MEM_FRACTION:-0.4}
 TP=${TP:-1}
 DP=${DP:-1}
 SGLANG_PYTHON=${SGLANG_PYTHON:-python3}
@@ -101,67 +109,87 @@ run() {
   [[ $DRY_RUN -eq 1 ]] || "$@"
 }
 
-SERVER_PID=
-stop_server() {
-  if [[ -n $SERVER_PID ]] && kill -0 "$SERVER_PID" 2> /dev/null; then
-    echo "stopping the SGLang server (pid $SERVER_PID)" >&2
-    kill -- "-$SERVER_PID" 2> /dev/null || kill "$SERVER_PID" 2> /dev/null || true
-    wait "$SERVER_PID" 2> /dev/null || true
-  fi
+SERVER_PIDS=()
+stop_servers() {
+  local pid
+  for pid in "${SERVER_PIDS[@]}"; do
+    if kill -0 "$pid" 2> /dev/null; then
+      echo "stopping the SGLang server (pid $pid)" >&2
+      kill -- "-$pid" 2> /dev/null || kill "$pid" 2> /dev/null || true
+      wait "$pid" 2> /dev/null || true
+    fi
+  done
 }
 on_exit() {
   local rc=$?
-  stop_server
+  stop_servers
   if ((rc != 0)); then fail "$rc"; fi
 }
 trap on_exit EXIT
 trap 'exit 130' INT TERM
 
-[[ $DRY_RUN -eq 1 ]] || mkdir -p "$OUT_DIR"
-if [[ -n $SGLANG_URL ]]; then
-  URL=$SGLANG_URL
-else
-  [[ -n $MODEL_NAME ]] || { echo "set MODEL_NAME (a model directory) or SGLANG_URL" >&2; exit 2; }
-  URL=http://127.0.0.1:$PORT
+# start_server MODEL PORT LOG: start an SGLang server (behind sglang_router when DP > 1) for MODEL on
+# PORT, logging to LOG, and wait for its /health.
+start_server() {
+  local model=$1 port=$2 log=$3 url=http://127.0.0.1:$2 try deadline pid=
+  local -a extra server
   read -r -a extra <<< "$EXTRA_SGLANG_ARGS"
   if [[ $DP -gt 1 ]]; then
-    server=("$SGLANG_PYTHON" -m sglang_router.launch_server --model-path "$MODEL_NAME" --host 127.0.0.1
-            --port "$PORT" --tp "$TP" --dp-size "$DP" "${extra[@]}")
+    server=("$SGLANG_PYTHON" -m sglang_router.launch_server --model-path "$model" --host 127.0.0.1
+            --port "$port" --tp "$TP" --dp-size "$DP" "${extra[@]}")
   else
-    server=("$SGLANG_PYTHON" -m sglang.launch_server --model-path "$MODEL_NAME" --host 127.0.0.1
-            --port "$PORT" --tp "$TP" "${extra[@]}")
+    server=("$SGLANG_PYTHON" -m sglang.launch_server --model-path "$model" --host 127.0.0.1
+            --port "$port" --tp "$TP" "${extra[@]}")
   fi
   # SGLang sizes its KV cache from the memory that was free before it loaded the model; when another
   # process on the GPU allocates meanwhile (a second run's server or trainer starting), it stops with
   # "Not enough memory". That start is tried again, after the other process has settled.
   for ((try = 1; ; try++)); do
     STEP=start-server
-    printf '+ %s > %s 2>&1 &\n' "${server[*]}" "$OUT_DIR/sglang.log"
+    printf '+ %s > %s 2>&1 &\n' "${server[*]}" "$log"
     if [[ $DRY_RUN -eq 0 ]]; then
       set -m                                  # the server gets its own process group: one kill stops it all
-      "${server[@]}" > "$OUT_DIR/sglang.log" 2>&1 &
-      SERVER_PID=$!
+      "${server[@]}" > "$log" 2>&1 &
+      pid=$!
+      SERVER_PIDS+=("$pid")
       set +m
     fi
     STEP=wait-for-health
-    echo "+ wait for $URL/health (up to ${SERVER_TIMEOUT}s)"
-    [[ $DRY_RUN -eq 0 ]] || break
+    echo "+ wait for $url/health (up to ${SERVER_TIMEOUT}s)"
+    [[ $DRY_RUN -eq 0 ]] || return 0
     deadline=$((SECONDS + SERVER_TIMEOUT))
-    until curl -sf "$URL/health" > /dev/null; do
-      kill -0 "$SERVER_PID" 2> /dev/null || break
-      ((SECONDS < deadline)) || { echo "no /health from $URL after ${SERVER_TIMEOUT}s; see $OUT_DIR/sglang.log" >&2; exit 1; }
+    until curl -sf "$url/health" > /dev/null; do
+      kill -0 "$pid" 2> /dev/null || break
+      ((SECONDS < deadline)) || { echo "no /health from $url after ${SERVER_TIMEOUT}s; see $log" >&2; exit 1; }
       sleep 2
     done
-    kill -0 "$SERVER_PID" 2> /dev/null && break
-    wait "$SERVER_PID" 2> /dev/null || true
-    if ((try < SERVER_START_TRIES)) && grep -q "Not enough memory" "$OUT_DIR/sglang.log"; then
+    kill -0 "$pid" 2> /dev/null && return 0
+    wait "$pid" 2> /dev/null || true
+    if ((try < SERVER_START_TRIES)) && grep -q "Not enough memory" "$log"; then
       echo "the SGLang server found too little free GPU memory (try $try of $SERVER_START_TRIES); again in ${SERVER_RETRY_WAIT}s" >&2
       sleep "$SERVER_RETRY_WAIT"
       continue
     fi
-    echo "the SGLang server exited; see $OUT_DIR/sglang.log" >&2
+    echo "the SGLang server exited; see $log" >&2
     exit 1
   done
+}
+
+[[ $DRY_RUN -eq 1 ]] || mkdir -p "$OUT_DIR"
+if [[ -n $PARTNER_MODEL ]] && ((NUM_GAMES > 0)); then  # two servers share the GPUs
+  EXTRA_SGLANG_ARGS="$EXTRA_SGLANG_ARGS --mem-fraction-static $PARTNER_MEM_FRACTION"
+fi
+if [[ -n $SGLANG_URL ]]; then
+  URL=$SGLANG_URL
+else
+  [[ -n $MODEL_NAME ]] || { echo "set MODEL_NAME (a model directory) or SGLANG_URL" >&2; exit 2; }
+  URL=http://127.0.0.1:$PORT
+  start_server "$MODEL_NAME" "$PORT" "$OUT_DIR/sglang.log"
+fi
+partner=()
+if [[ -n $PARTNER_MODEL ]] && ((NUM_GAMES > 0)); then
+  start_server "$PARTNER_MODEL" "$PARTNER_PORT" "$OUT_DIR/sglang-partner.log"
+  partner=(--partner-backend sglang --partner-base-url "http://127.0.0.1:$PARTNER_PORT" --partner-model "$PARTNER_MODEL")
 fi
 
 read -r -a gen <<< "$SELFPLAY_GEN"
@@ -175,7 +203,7 @@ sampling=(--backend sglang --base-url "$URL" "${model[@]}" --temperature "$TEMPE
 [[ -z $MAX_RESPONSE_TOKENS ]] || sampling+=(--max-response-tokens "$MAX_RESPONSE_TOKENS")
 if ((NUM_GAMES > 0)); then
   run generate "${gen[@]}" "${sampling[@]}" --seed "$SEED" --num-games "$NUM_GAMES" \
-    --games-per-instance "$GAMES_PER_INSTANCE" --out "$OUT_DIR/games.jsonl" --resume "${gen_args[@]}"
+    --games-per-instance "$GAMES_PER_INSTANCE" --out "$OUT_DIR/games.jsonl" --resume "${partner[@]}" "${gen_args[@]}"
   run convert "${convert[@]}" "$OUT_DIR/games.jsonl" --out-dir "$OUT_DIR" --overwrite "${convert_args[@]}"
 fi
 if [[ -n $EVAL_DIR ]]; then

@@ -35,6 +35,11 @@ Environment (default):
   RL_LORA_RANK        filtered-bc: each iteration trains a LoRA adapter of this rank on the current model
                       and folds it in; 0: full fine-tuning (16)
   TOP_FRACTION        filtered-bc: share of each group's games imitated (0.125: the best of 8)
+  LEAGUE_SIZE         0: self-play | N: iteration i's training games put one of the last N earlier
+                      checkpoints (base, warm, iter_1, ...) in seat 1, served beside the current model
+                      (run_selfplay_generation.sh PARTNER_MODEL), and train on seat 0's rows only. The
+                      opponent is the one whose held-out rating (RUN_DIR/report/heldout) is nearest the
+                      current model's (evaluated first for it), or, without ratings, each in turn (0)
   WARM_START          auto: warm start when the initial model agrees in less than WARM_START_BELOW of
                       its held-out games | teacher: always | none: never (auto)
   WARM_START_BELOW    agreement rate below which auto warm-starts (0.5)
@@ -81,6 +86,8 @@ else
   RL_MINI_BATCH_SIZE=$RL_BATCH_SIZE GAMES_PER_ITER=${GAMES_PER_ITER:-4096}
 fi
 WARM_START=${WARM_START:-auto}
+LEAGUE_SIZE=${LEAGUE_SIZE:-0}
+[[ $LEAGUE_SIZE =~ ^[0-9]+$ ]] || { echo "LEAGUE_SIZE must be a number of checkpoints, not '$LEAGUE_SIZE'" >&2; exit 2; }
 WARM_START_BELOW=${WARM_START_BELOW:-0.5}
 WARM_GAMES=${WARM_GAMES:-4096}
 WARM_EPOCHS=${WARM_EPOCHS:-2}
@@ -130,12 +137,16 @@ stage() {
   "$@"
 }
 
-# serve STEP MODEL LABEL NUM_GAMES SEED OUT_DIR [CONVERT_ARGS]: one SGLang server for MODEL plays
-# NUM_GAMES training games into OUT_DIR/gen (converted with CONVERT_ARGS) and evaluates MODEL as
-# LABEL into EVAL_FOR/eval (EVAL_FOR: the stage that made MODEL).
+# serve STEP MODEL LABEL NUM_GAMES SEED OUT_DIR [CONVERT_ARGS] [PARTNER]: one SGLang server for MODEL
+# plays NUM_GAMES training games (against PARTNER in seat 1, if given) into OUT_DIR/gen (converted
+# with CONVERT_ARGS) and evaluates MODEL as LABEL into EVAL_FOR/eval (EVAL_FOR: the stage that made MODEL)
+# unless that evaluation is done.
 serve() {
+  local eval_dir=$EVAL_FOR/eval
+  [[ ! -e $eval_dir/DONE ]] || eval_dir=
   stage "$1" env MODEL_NAME="$2" EVAL_LABEL="$3" NUM_GAMES="$4" SEED="$5" OUT_DIR="$6/gen" CONVERT_ARGS="${7:-}" \
-    EVAL_DIR="$EVAL_FOR/eval" EVAL_APPEND_TO="$RUN_DIR/report" "$HERE/run_selfplay_generation.sh" "${dry[@]}"
+    PARTNER_MODEL="${8:-}" \
+    EVAL_DIR="$eval_dir" EVAL_APPEND_TO="$RUN_DIR/report" "$HERE/run_selfplay_generation.sh" "${dry[@]}"
   [[ $DRY_RUN -eq 1 ]] || touch "$EVAL_FOR/eval/DONE"
 }
 
@@ -156,6 +167,27 @@ print(pq.ParquetFile(sys.argv[1]).metadata.num_rows if os.path.exists(sys.argv[1
   else
     echo "$1/val.parquet"
   fi
+}
+
+# opponent ITERATION: the index in `checkpoints` of the league's opponent for ITERATION (nothing when the
+# league is off or has no earlier checkpoint): among the last LEAGUE_SIZE checkpoints before the current
+# model (the last), the one rated nearest it on held-out instances, else each in turn.
+opponent() {
+  local earlier=$((${#checkpoints[@]} - 1))
+  ((LEAGUE_SIZE > 0 && earlier > 0)) || return 0
+  local first=$((earlier > LEAGUE_SIZE ? earlier - LEAGUE_SIZE : 0))
+  "$SELFPLAY_PYTHON" - "$RUN_DIR/report/heldout/metrics.json" "$1" "$first" "${labels[@]}" <<'PY'
+import json, sys
+from pathlib import Path
+report, iteration, first, labels = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+rows = json.loads(report.read_text())["iterations"] if report.exists() else []
+ratings = {e["label"].split(": ", 1)[-1]: (e.get("rating") or {}).get("rating") for e in rows}
+pool, current = range(first, len(labels) - 1), ratings.get(labels[-1])
+if current is not None and all(ratings.get(labels[k]) is not None for k in pool):
+    print(min(pool, key=lambda k: (abs(ratings[labels[k]] - current), -k)))  # a tie: the later one
+else:
+    print(pool[iteration % len(pool)])
+PY
 }
 
 # done_row STAGE DIR SECONDS: mark DIR done with its summary row, and rewrite RUN_DIR/summary.{tsv,md}.
@@ -195,6 +227,8 @@ fi
 
 model=$INITIAL_MODEL
 label=base
+checkpoints=("$model")  # every model so far, in order, and their labels: the league's pool
+labels=("$label")
 if [[ $WARM_START == auto ]]; then
   WARM_START=none
   if [[ $DRY_RUN -eq 1 ]] || "$SELFPLAY_PYTHON" - "$RUN_DIR/base/eval/heldout/metrics.json" "$WARM_START_BELOW" <<'PY'
@@ -219,6 +253,8 @@ if [[ $WARM_START == teacher ]]; then
   fi
   model=$dir/train/hf
   label=warm
+  checkpoints+=("$model")
+  labels+=("$label")
 fi
 EVAL_FOR=$RUN_DIR/$label
 
@@ -229,7 +265,20 @@ for ((i = 1; i <= NUM_ITERATIONS; i++)); do
   if [[ ! -e $dir/DONE ]]; then
     echo "=== iteration $i of $NUM_ITERATIONS ($TRAINER): model $model -> $dir"
     started=$SECONDS
-    serve "iteration $i: generate" "$model" "$label" "$GAMES_PER_ITER" $((i * 1000000)) "$dir" "$convert_args"
+    if ((LEAGUE_SIZE > 0 && ${#checkpoints[@]} > 1)) && [[ ! -e $EVAL_FOR/eval/DONE ]]; then
+      serve "$label: evaluate (its league rating)" "$model" "$label" 0 0 "$EVAL_FOR/eval"
+    fi
+    STEP="iteration $i: opponent"
+    pick=$(opponent "$i")
+    partner=
+    iteration_args=$convert_args
+    if [[ -n $pick ]]; then
+      partner=${checkpoints[pick]}
+      iteration_args="$convert_args --seat 0"
+      echo "iteration $i: seat 1 is ${labels[pick]} ($partner); training on seat 0"
+    fi
+    serve "iteration $i: generate" "$model" "$label" "$GAMES_PER_ITER" $((i * 1000000)) "$dir" "$iteration_args" \
+      "$partner"
     mode=offline
     [[ $TRAINER == grpo ]] || mode=sft
     train "iteration $i: train" "$mode" "$model" "$dir" EPOCHS="$EPOCHS_PER_ITER" LR="$RL_LR" \
@@ -240,6 +289,8 @@ for ((i = 1; i <= NUM_ITERATIONS; i++)); do
   fi
   model=$dir/train/hf
   label=iter_$i
+  checkpoints+=("$model")
+  labels+=("$label")
   EVAL_FOR=$dir
 done
 [[ -e $EVAL_FOR/eval/DONE ]] || serve "$label: evaluate" "$model" "$label" 0 0 "$EVAL_FOR/eval"

@@ -13,6 +13,7 @@ import click
 
 from .formats import FORMATS
 from .pipeline import ConvertError, Options, convert
+from .reward import BASELINES
 
 
 @contextmanager
@@ -94,6 +95,22 @@ def _sigterm_unwinds():
     "(as +selfplay.invalid_move_penalty online). Gives all-zero groups of weak models a signal; "
     "the game score in the records is unchanged.",
 )
+@click.option(
+    "--baseline",
+    type=click.Choice(BASELINES),
+    default="group",
+    show_default=True,
+    help="grpo: per-seat subtracts from each seat's training rewards that seat's mean over the file "
+    "(a role-conditioned baseline for asymmetric or competitive games). verl's grpo estimator "
+    "centers each group, which cancels it: use it with e.g. algorithm.adv_estimator=reinforce_plus_plus.",
+)
+@click.option(
+    "--seat",
+    type=click.IntRange(0, 1),
+    default=None,
+    help="Write only this seat's rows (the trained model's, when the other seat held an opponent); "
+    "the other seat's games still count in their groups. [default: both seats]",
+)
 @click.option("--skip-invalid", is_flag=True, help="Convert past malformed lines and report them.")
 @click.option("--overwrite", is_flag=True, help="Replace existing outputs.")
 def main(
@@ -109,6 +126,8 @@ def main(
     max_response_tokens: int | None,
     model: str | None,
     invalid_move_penalty: float,
+    baseline: str,
+    seat: int | None,
     skip_invalid: bool,
     overwrite: bool,
 ) -> None:
@@ -127,6 +146,8 @@ def main(
             model,
             skip_invalid,
             invalid_move_penalty,
+            baseline,
+            (0, 1) if seat is None else (seat,),
         )
         with _sigterm_unwinds():
             summary = convert(games, out_dir, options, overwrite=overwrite)

@@ -12,7 +12,8 @@ import pandas as pd
 
 from .tokens import RETOKENIZED, SAMPLED
 
-TOO_LONG, IDLE = "too_long", "idle"  # a seat row's status, besides SAMPLED and RETOKENIZED
+# a seat row's status, besides SAMPLED and RETOKENIZED; OPPONENT: a seat `--seat` does not train
+TOO_LONG, IDLE, OPPONENT = "too_long", "idle", "opponent"
 SPILLED = (SAMPLED, RETOKENIZED)  # seat rows that have tokens within the limits
 
 

@@ -29,8 +29,8 @@ from selfplay_gen.token_context import TokenInvariantError
 
 from . import groups
 from .formats import FORMATS, TRAIN, VAL, GrpoRows
-from .groups import IDLE, SPILLED, TOO_LONG, GroupError
-from .reward import training_reward
+from .groups import IDLE, OPPONENT, SPILLED, TOO_LONG, GroupError
+from .reward import BASELINES, per_seat_baseline, training_reward
 from .rows import SPILL_SCHEMA, RowBatch, ground_truth
 from .split import validation_instances
 from .tokens import RETOKENIZED, seat_tokens
@@ -57,6 +57,8 @@ class Options:
     model: str | None = None  # tokenizer for seats without ids; None = the embedded model
     skip_invalid: bool = False
     invalid_move_penalty: float = 0.0  # grpo: training reward -= penalty x the seat's share of invalid turns
+    baseline: str = "group"  # grpo: "per-seat" subtracts each seat's mean training reward over the file
+    seats: tuple[int, ...] = (0, 1)  # the seats whose rows are written (an opponent's are not)
     batch_rows: int = 256
 
     def __post_init__(self):
@@ -70,6 +72,12 @@ class Options:
             raise ConvertError(f"the top fraction must be in (0, 1], got {self.top_fraction}")
         if self.invalid_move_penalty < 0:
             raise ConvertError(f"the invalid-move penalty must be >= 0, got {self.invalid_move_penalty}")
+        if self.baseline not in BASELINES:
+            raise ConvertError(f"the baseline must be one of {', '.join(BASELINES)}, got {self.baseline!r}")
+        if self.baseline != "group" and self.format != "grpo":
+            raise ConvertError(f"the {self.baseline} baseline shapes GRPO rewards; {self.format} does not use it")
+        if not self.seats or not set(self.seats) <= {0, 1}:
+            raise ConvertError(f"the seats to train are some of 0 and 1, got {self.seats}")
 
 
 def output_paths(games: Path, out_dir: Path | None) -> dict[str, Path]:
@@ -97,6 +105,8 @@ def _convert(games: Path, paths: dict[str, Path], options: Options, overwrite: b
     with _collector_paused(), Spill(paths["train"], SPILL_SCHEMA) as spill:
         ledger, facts = _read(games, spill, options)
         facts["index_from"] = _plan(ledger, options)
+        if options.baseline == "per-seat":
+            facts["seat_baselines"] = per_seat_baseline(ledger)
         if options.format == "grpo":
             try:
                 grpo, facts["grpo"] = groups.grpo_groups(
@@ -156,7 +166,7 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
                 examples.append(f"{record['game_id']}: {reason}" + (f" ({detail})" if detail else ""))
             continue
         game = len(ledger)
-        status = [_status(tokens, options) for tokens in seats]
+        status = [_status(tokens, options) if s in options.seats else OPPONENT for s, tokens in enumerate(seats)]
         statuses.update(status)
         sampling, outcome = record["settings"].get("sampling") or {}, record["outcome"]
         ledger.append(
@@ -301,6 +311,7 @@ def _summary(
         "games_used": len(ledger),
         "seats_without_turns": seats[IDLE],
         "seats_too_long": seats[TOO_LONG],
+        "seats_not_trained": seats[OPPONENT],
         "seats_retokenized": seats[RETOKENIZED],
         "groups": {
             "instances": len(sizes),
@@ -325,6 +336,8 @@ def _summary(
         # rollout_n: what actor_rollout_ref.rollout.n must be when replaying these rows
         summary["rollout_n"] = facts["grpo"]["games_per_group"]
         summary["grpo"] = {**facts["grpo"], "rows": rows["train"] + rows["val"]}
+        if "seat_baselines" in facts:
+            summary["grpo"]["seat_baselines"] = facts["seat_baselines"]
     if options.format == "dpo":
         summary["dpo"] = {"pairs": len(project.pairs), "unpaired_groups": project.unpaired}
     return summary

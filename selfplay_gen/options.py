@@ -154,6 +154,12 @@ def generation_options(f):
             "concede a point per counter-offer.",
         ),
         click.option(
+            "--partner-scripted-strength",
+            type=click.FloatRange(0, 1),
+            default=None,
+            help="Scripted negotiators in seat 1 (cross-play of strengths; default: --scripted-strength).",
+        ),
+        click.option(
             "--timeout",
             type=click.FloatRange(min=1),
             default=120.0,
@@ -270,10 +276,14 @@ def _llm_seat(backend, tokenizer, params: SamplingParams, response_length: int |
 SCRIPTED_KNOBS = {"policy": "scripted_policy", "share": "scripted_share", "strength": "scripted_strength"}
 
 
-def _scripted_knobs(opts) -> dict:
-    """The knobs the chosen game's scripted player has, from the options; the matching game's
-    teacher shares nothing, so its share is left out."""
-    knobs = {k: opts[SCRIPTED_KNOBS[k]] for k in games.get(opts.get("game", "matching")).scripted_knobs}
+def _scripted_knobs(opts, prefix: str = "") -> dict:
+    """The knobs the chosen game's scripted player has, from the options (`prefix` "partner_":
+    seat 1's, where a partner option exists and is given); the matching game's teacher shares
+    nothing, so its share is left out."""
+    knobs = {
+        k: opts[SCRIPTED_KNOBS[k]] if opts.get(prefix + SCRIPTED_KNOBS[k]) is None else opts[prefix + SCRIPTED_KNOBS[k]]
+        for k in games.get(opts.get("game", "matching")).scripted_knobs
+    }
     if knobs.get("policy") == "teacher":
         del knobs["share"]
     return knobs
@@ -346,7 +356,7 @@ async def open_seats(**opts):
             tokenizer_dir = opts[f"{prefix}tokenizer"] or opts["tokenizer"]
             settings[f"seat{seat}"] = {"backend": name, "model": model, "base_urls": list(urls)}
             if name == "scripted":
-                knobs = _scripted_knobs(opts)
+                knobs = _scripted_knobs(opts, prefix)
                 seats.append(_scripted_seat(knobs, opts["seed"]))
                 settings[f"seat{seat}"].update(knobs)
                 continue

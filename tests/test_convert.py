@@ -540,3 +540,35 @@ def test_a_summary_that_cannot_be_written_leaves_no_temporary_file(tmp_path, mon
     with pytest.raises(OSError):
         write_json_atomic(tmp_path / "summary.json", {"a": 1})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_per_seat_baseline_subtracts_each_seats_mean_and_verl_still_reads_the_rows(llm_games, tmp_path, tokenizer):
+    """Seat 1 is paid 1 more than seat 0 in every game: the per-seat baseline takes each seat's
+    mean over the file off its training rewards, so both seats' rewards center on 0."""
+    flat = [json.loads(json.dumps(r)) for r in llm_games]
+    for i, r in enumerate(flat):
+        r["outcome"]["rewards"] = [i % K / K, 1 + i % K / K]
+    games = write(tmp_path / "games.jsonl", flat)
+    convert(games, "--val-fraction", "0", "--baseline", "per-seat")
+    means = [np.mean([r["outcome"]["rewards"][s] for r in flat]) for s in (0, 1)]
+    assert summary_of(games)["grpo"]["seat_baselines"] == pytest.approx(means)
+    by_id = {r["game_id"]: r for r in flat}
+    dataset = rlhf_dataset(tmp_path / "train.parquet", tokenizer, tmp_path)
+    assert len(dataset) == 2 * len(SEEDS)
+    for i in range(len(dataset)):
+        info = dataset[i]["extra_info"]
+        seat = info["player"]
+        expected = [by_id[g]["outcome"]["rewards"][seat] - means[seat] for g in info["game_ids"]]
+        assert list(info["rewards"]) == pytest.approx(expected)
+        assert list(info["normalized_rewards"]) == [by_id[g]["outcome"]["rewards"][seat] for g in info["game_ids"]]
+    assert "does not use it" in convert(games, "--format", "sft", "--baseline", "per-seat", ok=False).output
+
+
+@pytest.mark.parametrize("fmt", ["grpo", "dpo"])
+def test_seat_writes_only_the_trained_seats_rows(llm_games, tmp_path, fmt):
+    """Games against an opponent (a league's earlier checkpoint) train only the model's seat."""
+    games = write(tmp_path / "games.jsonl", llm_games)
+    convert(games, "--val-fraction", "0", "--keep-constant-groups", "--format", fmt, "--seat", "1")
+    players = {r["extra_info"]["player"] for r in rows(tmp_path / "train.parquet")}
+    assert players == {1}
+    assert summary_of(games)["seats_not_trained"] == len(llm_games)

@@ -27,6 +27,7 @@ from selfplay_gen.evaluation.metrics import (
 )
 from selfplay_gen.evaluation.ratings import bradley_terry, rate
 from selfplay_gen.game import Limits
+from selfplay_gen.games import GameConfig
 from selfplay_gen.instance import Instance
 from selfplay_gen.players import ScriptedPlayer
 from selfplay_gen.records import read_games
@@ -240,7 +241,7 @@ def cross_play_files(tmp_path_factory):
                 instances,
                 2,
                 (seats[a], seats[b]),
-                Limits(max_moves=30),
+                GameConfig("matching", Limits(max_moves=30)),
                 4,
                 {},
                 progress=False,
@@ -367,4 +368,4 @@ def test_games_of_another_game_are_refused_clearly(tmp_path):
     )
     assert result.exit_code == 0, result.output
     out = CliRunner().invoke(main, ["eval", "--from-games", str(games), "--out", str(tmp_path / "report")])
-    assert out.exit_code == 2 and "is a negotiation game; eval covers the matching game only" in out.output
+    assert out.exit_code == 2 and "is a negotiation game; evaluate it with --game negotiation" in out.output

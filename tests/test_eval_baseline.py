@@ -14,6 +14,7 @@ from selfplay_gen.cli import main
 from selfplay_gen.evaluation.cli import generate_games
 from selfplay_gen.evaluation.metrics import game_table, human_table, random_matching_reward, summarize
 from selfplay_gen.game import Limits
+from selfplay_gen.games import GameConfig
 from selfplay_gen.instance import Instance
 from selfplay_gen.players import ScriptedPlayer
 from selfplay_gen.records import read_games
@@ -43,7 +44,14 @@ def games_files(tmp_path_factory):
 
         files[name] = asyncio.run(
             generate_games(
-                folder / f"{name}.jsonl", instances, 2, (seat, seat), Limits(max_moves=30), 4, {}, progress=False
+                folder / f"{name}.jsonl",
+                instances,
+                2,
+                (seat, seat),
+                GameConfig("matching", Limits(max_moves=30)),
+                4,
+                {},
+                progress=False,
             )
         )
     return files

@@ -11,6 +11,7 @@ from selfplay_gen.evaluation.cli import generate_games
 from selfplay_gen.evaluation.grounding import count_grounded, grounding
 from selfplay_gen.evaluation.metrics import game_table, human_table, summarize
 from selfplay_gen.game import Limits
+from selfplay_gen.games import GameConfig
 from selfplay_gen.instance import PAPERS, REVIEWERS, Instance
 from selfplay_gen.players import ScriptedPlayer
 from selfplay_gen.prompts import stated_cells
@@ -67,7 +68,11 @@ def scripted_records(tmp_path_factory):
     def seat(spec, s, game, start):
         return ScriptedPlayer(spec.instance, s, share=0.9, rng=np.random.default_rng([spec.game_index, s]))
 
-    asyncio.run(generate_games(path, instances, 1, (seat, seat), Limits(max_moves=30), 3, {}, progress=False))
+    asyncio.run(
+        generate_games(
+            path, instances, 1, (seat, seat), GameConfig("matching", Limits(max_moves=30)), 3, {}, progress=False
+        )
+    )
     return list(read_games(path))
 
 

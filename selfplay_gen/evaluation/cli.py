@@ -1,6 +1,10 @@
 """`selfplay-gen eval`: evaluate models on the human benchmark or on held-out instances, or
 evaluate games already played (`--from-games`), and write a report directory.
 
+Each game has its own metrics and report (`EVALUATIONS`): the matching game's compare models
+with humans and the random-matching floor; the negotiation game's count points, deals and
+cross-play wins. Playing (self-play and cross-play in both seat orders) is the same for all.
+
 Held-out instances use seeds from HELDOUT_SEED (10**9) + --seed on; training generation
 starts at --seed (default 0), so the two ranges never meet unless a run plays a billion
 instances.
@@ -9,8 +13,10 @@ instances.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,17 +24,37 @@ import click
 import pandas as pd
 
 from ..backends.base import BackendError
-from ..game import Limits
 from ..games import GameConfig
-from ..instance import Instance
-from ..options import generation_options, limits_from, load_instances, open_seats
+from ..games.base import GameInstance
+from ..options import game_from, game_options, generation_options, load_instances, open_seats
 from ..records import GameWriter, RecordError, read_games
 from ..runner import SeatFactory, SettingsChanged, plan_games, run_games, until_signalled
-from .metrics import game_table
-from .report import append_to_run, evaluate, summary_table, write_report
+from .report import append_to_run
 
 HELDOUT_SEED = 10**9
 HUMAN_INSTANCES = 134
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What one game's evaluation provides: a row per game record, all metrics of a table of
+    games, the report it writes, and the table printed at the end."""
+
+    table: Callable[..., pd.DataFrame]  # (records, seats) -> one row per game
+    evaluate: Callable[..., dict]  # (games, self-play models, resamples, seed) -> metrics
+    write: Callable[..., list[Path]]  # (out dir, metrics, games, inputs) -> files written
+    summary: Callable[[dict], str]  # metrics -> a markdown table
+
+
+# game -> its evaluation's module, imported when used (the matching game's spans two modules)
+EVALUATIONS = {"matching": "selfplay_gen.evaluation.report", "negotiation": "selfplay_gen.evaluation.negotiation"}
+
+
+def evaluation(game: str) -> Evaluation:
+    if game not in EVALUATIONS:
+        raise click.UsageError(f"eval has no metrics for the {game} game; it evaluates {', '.join(EVALUATIONS)}")
+    module = importlib.import_module(EVALUATIONS[game])
+    return Evaluation(module.game_table, module.evaluate, module.write_report, module.summary_text)
 
 
 @dataclass(frozen=True)
@@ -52,9 +78,11 @@ def parse_input(spec: str) -> GamesInput:
     return GamesInput(Path(file), seats)
 
 
-def read_inputs(inputs: list[GamesInput]) -> tuple[pd.DataFrame, list[str], list[dict]]:
-    """All games as one table, the self-play models in the order first given, and what each
-    input held."""
+def read_inputs(
+    inputs: list[GamesInput], game_table: Callable[..., pd.DataFrame]
+) -> tuple[pd.DataFrame, list[str], list[dict]]:
+    """All games as one table (rows by `game_table`), the self-play models in the order first
+    given, and what each input held."""
     models = list(dict.fromkeys(i.seats[0] for i in inputs if i.seats[0] == i.seats[1]))
     tables = []
     for given in inputs:
@@ -81,10 +109,10 @@ def read_inputs(inputs: list[GamesInput]) -> tuple[pd.DataFrame, list[str], list
 
 async def generate_games(
     out_path: Path,
-    instances: list[Instance],
+    instances: list[GameInstance],
     games_per_instance: int,
     seats: tuple[SeatFactory, SeatFactory],
-    limits: Limits,
+    game: GameConfig,
     concurrency: int,
     settings: dict,
     resume: bool = False,
@@ -95,12 +123,14 @@ async def generate_games(
     specs = plan_games(instances, games_per_instance, len(instances) * games_per_instance)
     with GameWriter(out_path, resume=resume) as writer:
         writer.drop_failed()
-        await run_games(specs, seats, GameConfig("matching", limits), writer, concurrency, settings, progress=progress)
+        await run_games(specs, seats, game, writer, concurrency, settings, progress=progress)
     return out_path
 
 
 def seat_label(seat: dict) -> str:
     """A readable default label for the model in a seat."""
+    if seat["backend"] == "scripted" and "strength" in seat:
+        return f"scripted-strength-{seat['strength']:g}"
     if seat["backend"] == "scripted":
         return f"scripted-{seat['share']:g}" if seat["policy"] == "share" else f"scripted-{seat['policy']}"
     return Path(str(seat["model"]).rstrip("/")).name or seat["backend"]
@@ -112,8 +142,9 @@ def file_name(seats: tuple[str, str]) -> str:
 
 async def play_pairings(
     games_dir: Path,
-    instances: list[Instance],
+    instances: list[GameInstance],
     games_per_instance: int,
+    game: GameConfig,
     labels: tuple,
     resume: bool,
     progress: bool,
@@ -145,7 +176,7 @@ async def play_pairings(
                 instances,
                 games_per_instance,
                 (factories[a], factories[b]),
-                limits_from(opts),
+                game,
                 concurrency,
                 pairing_settings,
                 resume,
@@ -180,10 +211,10 @@ async def play_pairings(
 @click.option(
     "--instances",
     type=click.Choice(["human", "heldout"]),
-    default="human",
-    show_default=True,
-    help=f"The {HUMAN_INSTANCES} instances people played (compared with them), or held-out random "
-    f"instances (seeds {HELDOUT_SEED} + --seed on, never used for training by default).",
+    default=None,
+    help=f"The {HUMAN_INSTANCES} instances people played (compared with them; the matching game's "
+    f"default), or held-out random instances (seeds {HELDOUT_SEED} + --seed on, never used for "
+    "training by default; other games' only instances).",
 )
 @click.option(
     "--limit-instances",
@@ -213,6 +244,7 @@ async def play_pairings(
 )
 @click.option("--resume", is_flag=True, help="Complete interrupted games files under OUT/games.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@game_options
 @generation_options
 def eval_command(
     from_games,
@@ -230,7 +262,13 @@ def eval_command(
 ):
     """Evaluate models: reward with intervals, agreement, optimal share, moves, words, invalid
     moves, endings, diversity, cross-play and ratings, side by side with humans on their
-    instances. Writes OUT/metrics.json, OUT/report.md and plots."""
+    instances. Writes OUT/metrics.json, OUT/report.md and plots. With --game negotiation: points
+    per seat, deals, and cross-play win/tie/loss rates and ratings from wins (no plots)."""
+    game = game_from(opts)
+    chosen_evaluation = evaluation(game.name)
+    if append_to is not None and game.name != "matching":
+        raise click.UsageError("--append-to keeps a run-level report of the matching game only")
+    instances = instances or ("human" if game.name == "matching" else "heldout")
     if from_games:
         inputs = [parse_input(spec) for spec in from_games]
     else:
@@ -238,15 +276,15 @@ def eval_command(
         if instances == "human" and count > HUMAN_INSTANCES:
             raise click.UsageError(f"--limit-instances: there are {HUMAN_INSTANCES} human instances, not {count}")
         chosen = (
-            load_instances("human", count, opts["seed"])
+            load_instances("human", count, opts["seed"], game.name)
             if instances == "human"
-            else load_instances("random", count, HELDOUT_SEED + opts["seed"])
+            else load_instances("random", count, HELDOUT_SEED + opts["seed"], game.name)
         )
         try:
             played, caught = asyncio.run(
                 until_signalled(
                     play_pairings(
-                        out / "games", chosen, games_per_instance, (label, partner_label), resume, not quiet, opts
+                        out / "games", chosen, games_per_instance, game, (label, partner_label), resume, not quiet, opts
                     )
                 )
             )
@@ -262,14 +300,13 @@ def eval_command(
             sys.exit(128 + caught.value)
         assert played is not None  # until_signalled returns the result unless a signal stopped the work
         inputs = played
-    games, models, described = read_inputs(inputs)
-    metrics = evaluate(games, models, resamples, opts["seed"])
-    written = write_report(out, metrics, games, described)
+    games, models, described = read_inputs(inputs, chosen_evaluation.table)
+    metrics = chosen_evaluation.evaluate(games, models, resamples, opts["seed"])
+    written = chosen_evaluation.write(out, metrics, games, described)
     if append_to is not None:
         try:
             append_to_run(append_to, metrics, str(out))
         except ValueError as err:
             raise click.UsageError(str(err)) from None
-    summaries = {**metrics["models"], **({"humans": metrics["humans"]} if metrics["humans"] else {})}
-    click.echo(summary_table(summaries))
+    click.echo(chosen_evaluation.summary(metrics))
     click.echo("wrote " + ", ".join(str(p) for p in written) + (f"; appended to {append_to}" if append_to else ""))

@@ -50,11 +50,11 @@ def random_matching_reward(table, best: int) -> float:
 
 
 def game_row(record: Record, seats: tuple[str, str]) -> dict:
-    """One game of the matching game (the only one evaluation covers) as a flat row; `seats` are
-    the labels of the models in seat 0 and seat 1."""
+    """One game of the matching game as a flat row; `seats` are the labels of the models in seat
+    0 and seat 1."""
     game = record.get("game", UNNAMED_GAME)
     if game != "matching":
-        raise ValueError(f"game {record['game_id']!r} is a {game} game; eval covers the matching game only")
+        raise ValueError(f"game {record['game_id']!r} is a {game} game; evaluate it with --game {game}")
     agreed, stats, inst = record["outcome"]["agreed"], record["stats"], record["instance"]
     outcome = cast(MatchingOutcome, record["outcome"])
     messages = [e["text"] for e in record["events"] if e["kind"] == "message"]

@@ -6,6 +6,7 @@ model fit to the win counts (Hunter's MM iteration) gives each model a strength;
 on the Elo scale (400 points = 10:1 odds of winning a comparison) with the first model at 0.
 One virtual drawn comparison per pair of compared models keeps ratings finite when one model
 wins every comparison. Intervals resample instances, like every interval in this report.
+Competitive games rate from the wins of cross-play games instead (`rate_wins`).
 """
 
 from __future__ import annotations
@@ -50,16 +51,19 @@ def bradley_terry(wins: np.ndarray, iterations: int = 10_000, tol: float = 1e-10
 def rate(scores: pd.DataFrame, resamples: int, rng: np.random.Generator) -> dict:
     """Elo-scale ratings with bootstrap intervals. `scores`: one row per instance, one column
     per model, the mean normalized reward of the games the model took part in (NaN: none)."""
-    values = scores.to_numpy(dtype=float)
-    per_instance = outcomes(values)
-    models = list(scores.columns)
+    return rate_wins(outcomes(scores.to_numpy(dtype=float)), list(scores.columns), resamples, rng)
+
+
+def rate_wins(per_instance: np.ndarray, models: list[str], resamples: int, rng: np.random.Generator) -> dict:
+    """Elo-scale ratings with bootstrap intervals from per_instance[k, i, j], the wins (ties as
+    halves) of model i against model j on instance k; instances are what the bootstrap resamples."""
     point = bradley_terry(per_instance.sum(axis=0)) * ELO
-    flat = per_instance.reshape(len(values), -1)
+    flat = per_instance.reshape(len(per_instance), -1)
     boots = (
         np.array(
             [
                 bradley_terry((c @ flat).reshape(len(models), len(models)))
-                for c in bootstrap_counts(len(values), resamples, rng)
+                for c in bootstrap_counts(len(per_instance), resamples, rng)
             ]
         )
         * ELO

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..atomic import write_atomic
+from .metrics import game_table as game_table
 from .metrics import human_games_on, mean_interval, paired_difference, per_instance, summarize
 from .ratings import rate
 
@@ -192,7 +193,7 @@ def plot_series(labels: list[str], points: list[dict | None], ylabel: str, path:
     save_figure(fig, path)
 
 
-def _interval(stat: dict | None, percent: bool = False, digits: int = 3) -> str:
+def format_interval(stat: dict | None, percent: bool = False, digits: int = 3) -> str:
     value = stat.get("mean", stat.get("rating")) if stat else None
     if stat is None or value is None:
         return "–"
@@ -207,14 +208,14 @@ def _number(value, digits: int = 3, percent: bool = False) -> str:
     return f"{100 * value:.1f}%" if percent else f"{value:.{digits}f}"
 
 
-def _table(head: list[str], rows: list[list[str]]) -> str:
+def markdown_table(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join(
         ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(row) + " |" for row in rows]
     )
 
 
 def _paired(d: dict | None) -> str:
-    return "–" if d is None else f"{_interval(d)} (n={d['instances']})"
+    return "–" if d is None else f"{format_interval(d)} (n={d['instances']})"
 
 
 def summary_table(summaries: dict[str, dict]) -> str:
@@ -233,25 +234,30 @@ def summary_table(summaries: dict[str, dict]) -> str:
         "cells stated/game",
         "grounding [95% CI]",
     ]
-    return _table(
+    return markdown_table(
         head,
         [
             [
                 label,
                 str(s["games"]),
                 str(s["instances"]),
-                _interval(s["mean_normalized_reward"]),
-                _interval(s.get("random_matching_reward")),
+                format_interval(s["mean_normalized_reward"]),
+                format_interval(s.get("random_matching_reward")),
                 _paired(s.get("minus_random")),
-                _interval(s["agreement_rate"], percent=True),
-                _interval(s["optimal_share"], percent=True),
-                _interval(s.get("valid_move_rate"), percent=True),
-                _interval(s.get("cells_stated_per_game"), digits=1),
-                _interval(s.get("grounding_rate"), percent=True),
+                format_interval(s["agreement_rate"], percent=True),
+                format_interval(s["optimal_share"], percent=True),
+                format_interval(s.get("valid_move_rate"), percent=True),
+                format_interval(s.get("cells_stated_per_game"), digits=1),
+                format_interval(s.get("grounding_rate"), percent=True),
             ]
             for label, s in summaries.items()
         ],
     )
+
+
+def summary_text(metrics: dict) -> str:
+    """The summary of an evaluation's models, with the humans where they played."""
+    return summary_table({**metrics["models"], **({HUMANS: metrics[HUMANS]} if metrics[HUMANS] else {})})
 
 
 def dialogue_table(summaries: dict[str, dict]) -> str:
@@ -267,7 +273,7 @@ def dialogue_table(summaries: dict[str, dict]) -> str:
         "words/response",
         "tokens/response",
     ]
-    return _table(
+    return markdown_table(
         head,
         [
             [
@@ -310,21 +316,21 @@ def iterations_table(entries: list[dict]) -> str:
         "grounding",
         "rating (Elo) [95% CI]",
     ]
-    return _table(
+    return markdown_table(
         head,
         [
             [
                 str(e["iteration"]),
                 e["label"],
-                _interval(e["mean_normalized_reward"]),
-                _interval(e["random_matching_reward"]),
+                format_interval(e["mean_normalized_reward"]),
+                format_interval(e["random_matching_reward"]),
                 _paired(e["minus_random"]),
                 _paired(e["vs_previous"]),
                 _paired(e["vs_initial"]),
-                _interval(e["agreement_rate"], percent=True),
-                _interval(e["valid_move_rate"], percent=True),
-                _interval(e["grounding_rate"], percent=True),
-                _interval(e["rating"], digits=0),
+                format_interval(e["agreement_rate"], percent=True),
+                format_interval(e["valid_move_rate"], percent=True),
+                format_interval(e["grounding_rate"], percent=True),
+                format_interval(e["rating"], digits=0),
             ]
             for e in entries
         ],
@@ -338,11 +344,11 @@ def cross_play_table(results: list[dict]) -> str:
         "|---|---|---|---|---|",
     ]
     for r in results:
-        pairings = "<br>".join(f"{s0} \\| {s1}: {_interval(p)}" for p in r["pairings"] for s0, s1 in [p["seats"]])
-        minus = "<br>".join(f"− {m} \\| {m}: {_interval(d)}" for m, d in r["cross_minus_self"].items())
+        pairings = "<br>".join(f"{s0} \\| {s1}: {format_interval(p)}" for p in r["pairings"] for s0, s1 in [p["seats"]])
+        minus = "<br>".join(f"− {m} \\| {m}: {format_interval(d)}" for m, d in r["cross_minus_self"].items())
         lines.append(
             f"| {r['models'][0]} vs {r['models'][1]} | {r['instances']} | {pairings} | "
-            f"{_interval(r['random_matching_reward'])} | {minus} |"
+            f"{format_interval(r['random_matching_reward'])} | {minus} |"
         )
     return "\n".join(lines)
 
@@ -400,7 +406,7 @@ def write_report(out_dir: Path, metrics: dict, games: pd.DataFrame, inputs: list
                 "",
                 "Model minus humans, paired by instance: "
                 + "; ".join(
-                    f"{m}: {_interval(d)} (n={d['instances']})" for m, d in metrics["minus_humans"].items() if d
+                    f"{m}: {format_interval(d)} (n={d['instances']})" for m, d in metrics["minus_humans"].items() if d
                 ),
             ]
             if metrics["minus_humans"]

@@ -1,0 +1,253 @@
+"""Evaluation of the negotiation game: what each model scores in self-play, who wins when two
+models (checkpoints) play each other, and ratings from those wins.
+
+A game is won by the seat that ends with more points than its partner (a tie when equal, no
+deal included), whatever the reward mode the game was played under, so win rates compare
+models trained under different modes on one scale. Cross-play of models A and B reports A's
+win, tie and loss rates in each seat order and pooled, and A's share of the decided games
+(wins / (wins + losses)), whose interval excluding 0.5 says one model is the stronger. Ratings
+are Bradley–Terry fits to the cross-play wins (ties as halves). Intervals resample instances,
+as in the matching report (`metrics`), since games of one instance are correlated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..atomic import write_atomic
+from ..records import UNNAMED_GAME, Record
+from .metrics import mean_interval, per_instance, ratio_interval
+from .ratings import rate_wins
+from .report import BOOTSTRAP_NOTE, format_interval, markdown_table
+
+SCHEMA = "selfplay-gen-eval-negotiation/1"
+NOTE = (
+    "Points: what each seat's share of the pool is worth to it (0 without a deal; the pool is worth 10 "
+    "to each seat). Joint: both seats' points over the most the two could get together. Pareto: agreed "
+    "on a split no other split improves for one seat without costing the other."
+)
+CROSS_NOTE = (
+    "A game is won by the seat with more points. Rates are the first model's, per seat order and "
+    "pooled; decided: its wins / (wins + losses). Ratings: Bradley–Terry on the Elo scale (first model 0) "
+    "from cross-play wins, ties as halves."
+)
+
+
+def game_row(record: Record, seats: tuple[str, str]) -> dict:
+    """One negotiation game as a flat row; `seats` are the labels of the models in seat 0 and 1."""
+    game = record.get("game", UNNAMED_GAME)
+    if game != "negotiation":
+        raise ValueError(f"game {record['game_id']!r} is a {game} game; evaluate it with --game {game}")
+    outcome: dict = dict(record["outcome"])
+    p0, p1 = outcome["points"]
+    return {
+        "game_id": record["game_id"],
+        "instance_id": record["instance_id"],
+        "seat0": seats[0],
+        "seat1": seats[1],
+        "points0": float(p0),
+        "points1": float(p1),
+        "joint": (p0 + p1) / outcome["best_joint"] if outcome.get("best_joint") else np.nan,
+        "agreed": bool(outcome["agreed"]),
+        "pareto_optimal": bool(outcome.get("pareto_optimal", False)),
+        "moves": record["stats"]["valid_moves"],
+        "invalid": record["stats"]["invalid_moves"],
+        "termination": outcome["termination"],
+        "failed": record.get("failure") is not None,
+    }
+
+
+def game_table(records: Iterable[Record], seats: tuple[str, str]) -> pd.DataFrame:
+    return pd.DataFrame([game_row(r, seats) for r in records])
+
+
+def summarize(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> dict:
+    """Aggregate metrics of one model's self-play games."""
+
+    def interval(column: str) -> dict:
+        return mean_interval(per_instance(games, column).to_numpy(float), resamples, rng)
+
+    sums = games.groupby("instance_id")[["moves", "invalid"]].sum()
+    terminations = games["termination"].value_counts()
+    return {
+        "games": len(games),
+        "instances": int(games["instance_id"].nunique()),
+        "points_seat0": interval("points0"),
+        "points_seat1": interval("points1"),
+        "joint_share": interval("joint"),
+        "agreement_rate": interval("agreed"),
+        "pareto_optimal_share": interval("pareto_optimal"),
+        "moves_per_game": interval("moves"),
+        "valid_move_rate": ratio_interval(sums["moves"], sums["moves"] + sums["invalid"], resamples, rng),
+        "failed_games": int(games["failed"].sum()),
+        "terminations": {str(k): {"games": int(v), "share": float(v / len(games))} for k, v in terminations.items()},
+    }
+
+
+def results_of(games: pd.DataFrame, model: str) -> pd.DataFrame:
+    """Cross-play games from `model`'s side: its points, its partner's, and win/tie/loss."""
+    first = games["seat0"] == model
+    own = games["points0"].where(first, games["points1"])
+    other = games["points1"].where(first, games["points0"])
+    return pd.DataFrame(
+        {
+            "instance_id": games["instance_id"],
+            "points": own,
+            "partner_points": other,
+            "win": (own > other).astype(float),
+            "tie": (own == other).astype(float),
+            "loss": (own < other).astype(float),
+            "agreed": games["agreed"].astype(float),
+        }
+    )
+
+
+def head_to_head(results: pd.DataFrame, resamples: int, rng: np.random.Generator) -> dict:
+    """Win, tie and loss rates, points and agreement of one side of some cross-play games."""
+    rates = {
+        c: mean_interval(per_instance(results, c).to_numpy(float), resamples, rng)
+        for c in ("win", "tie", "loss", "points", "partner_points", "agreed")
+    }
+    sums = results.groupby("instance_id")[["win", "loss"]].sum()
+    return {
+        "games": len(results),
+        "instances": int(results["instance_id"].nunique()),
+        **rates,
+        "decided_win_share": ratio_interval(sums["win"], sums["win"] + sums["loss"], resamples, rng),
+    }
+
+
+def cross_play(games: pd.DataFrame, models: list[str], resamples: int, rng: np.random.Generator) -> list[dict]:
+    """For each pair of models with cross-play games: the first model's results when it sits in
+    seat 0, in seat 1, and in both together."""
+    entries = []
+    for a, b in combinations(models, 2):
+        orders = {
+            "seat0": games[(games["seat0"] == a) & (games["seat1"] == b)],
+            "seat1": games[(games["seat0"] == b) & (games["seat1"] == a)],
+        }
+        both = pd.concat(orders.values())
+        if both.empty:
+            continue
+        entries.append(
+            {
+                "models": [a, b],
+                **{
+                    name: head_to_head(results_of(g, a), resamples, rng) if len(g) else None
+                    for name, g in {**orders, "both": both}.items()
+                },
+            }
+        )
+    return entries
+
+
+def win_counts(games: pd.DataFrame, models: list[str]) -> np.ndarray:
+    """(instances, models, models): games the row model won against the column model on each
+    instance, ties as halves; cross-play games only."""
+    instances = {i: k for k, i in enumerate(games["instance_id"].unique())}
+    index = {m: k for k, m in enumerate(models)}
+    wins = np.zeros((len(instances), len(models), len(models)))
+    for row in games.itertuples():
+        if row.seat0 == row.seat1 or row.seat0 not in index or row.seat1 not in index:
+            continue
+        a, b, k = index[row.seat0], index[row.seat1], instances[row.instance_id]
+        score = 1.0 if row.points0 > row.points1 else 0.5 if row.points0 == row.points1 else 0.0
+        wins[k, a, b] += score
+        wins[k, b, a] += 1 - score
+    return wins
+
+
+def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) -> dict:
+    """All metrics of a set of negotiation games whose `seat0`/`seat1` columns hold model labels."""
+    rng = np.random.default_rng(seed)
+    selfplay = {m: games[(games["seat0"] == m) & (games["seat1"] == m)] for m in models}
+    crossed = cross_play(games, models, resamples, rng)
+    return {
+        "schema": SCHEMA,
+        "game": "negotiation",
+        "bootstrap": {"resamples": resamples, "unit": "instance", "level": 0.95, "seed": seed},
+        "models": {m: summarize(g, resamples, rng) for m, g in selfplay.items()},
+        "cross_play": crossed,
+        "ratings": rate_wins(win_counts(games, models), models, resamples, rng) if crossed else {},
+    }
+
+
+def summary_text(metrics: dict) -> str:
+    """Self-play per model: points per seat, joint share, deals and valid moves."""
+    head = ["model", "games", "instances", "points seat 0", "points seat 1", "joint", "agreement", "Pareto", "valid"]
+    rows = [
+        [
+            label,
+            str(s["games"]),
+            str(s["instances"]),
+            format_interval(s["points_seat0"], digits=2),
+            format_interval(s["points_seat1"], digits=2),
+            format_interval(s["joint_share"], percent=True),
+            format_interval(s["agreement_rate"], percent=True),
+            format_interval(s["pareto_optimal_share"], percent=True),
+            format_interval(s["valid_move_rate"], percent=True),
+        ]
+        for label, s in metrics["models"].items()
+    ]
+    return markdown_table(head, rows)
+
+
+def cross_play_table(metrics: dict) -> str:
+    head = ["models", "first model sits in", "games", "win [95% CI]", "tie", "loss", "decided: win share", "points"]
+    rows = [
+        [
+            f"{e['models'][0]} vs {e['models'][1]}",
+            {"seat0": "seat 0", "seat1": "seat 1", "both": "both"}[order],
+            str(r["games"]),
+            format_interval(r["win"], percent=True),
+            format_interval(r["tie"], percent=True),
+            format_interval(r["loss"], percent=True),
+            format_interval(r["decided_win_share"], percent=True),
+            f"{r['points']['mean']:.2f} vs {r['partner_points']['mean']:.2f}",
+        ]
+        for e in metrics["cross_play"]
+        for order in ("seat0", "seat1", "both")
+        if (r := e[order]) is not None
+    ]
+    return markdown_table(head, rows)
+
+
+def ratings_table(metrics: dict) -> str:
+    return markdown_table(
+        ["model", "rating (Elo) [95% CI]", "wins", "games"],
+        [
+            [m, format_interval(r, digits=0), f"{r['wins']:g}", f"{r['comparisons']:g}"]
+            for m, r in metrics["ratings"].items()
+        ],
+    )
+
+
+def write_report(out_dir: Path, metrics: dict, games: pd.DataFrame, inputs: list[dict]) -> list[Path]:
+    """metrics.json and report.md; returns the files written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sections = [
+        "# Evaluation: negotiation",
+        "",
+        "Inputs:",
+        "",
+        *[f"- `{i['file']}`: seats {i['seats'][0]} | {i['seats'][1]}, {i['games']} games" for i in inputs],
+        "",
+        BOOTSTRAP_NOTE.format(resamples=metrics["bootstrap"]["resamples"]),
+        "",
+        "## Self-play",
+        "",
+        summary_text(metrics),
+        "",
+        NOTE,
+    ]
+    if metrics["cross_play"]:
+        sections += ["", "## Cross-play", "", cross_play_table(metrics), "", ratings_table(metrics), "", CROSS_NOTE]
+    write_atomic(out_dir / "report.md", "\n".join(sections) + "\n")
+    write_atomic(out_dir / "metrics.json", json.dumps({**metrics, "inputs": inputs}, indent=1) + "\n")
+    return [out_dir / "metrics.json", out_dir / "report.md"]

@@ -1,0 +1,120 @@
+"""`selfplay-gen eval --game negotiation`: cross-play win rates and ratings of scripted
+negotiators of known strength, the metrics on hand-made games, and what the game refuses."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from selfplay_gen.cli import main
+from selfplay_gen.evaluation.negotiation import evaluate, win_counts
+
+STRONG, WEAK = "scripted-strength-1", "scripted-strength-0.3"
+
+
+def invoke(args):
+    return CliRunner().invoke(main, ["eval", "--game", "negotiation", *args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def strengths(tmp_path_factory):
+    """Scripted negotiators of strength 1 and 0.3 in self-play and both cross-play seat orders."""
+    out = tmp_path_factory.mktemp("neg") / "report"
+    result = invoke(
+        [
+            "--reward-mode",
+            "competitive",
+            "--backend",
+            "scripted",
+            "--scripted-strength",
+            "1",
+            "--partner-scripted-strength",
+            "0.3",
+            "--limit-instances",
+            "30",
+            "-k",
+            "2",
+            "--bootstrap",
+            "400",
+            "--out",
+            str(out),
+            "-q",
+        ]
+    )
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_the_stronger_negotiator_wins_in_both_seat_orders(strengths):
+    metrics = json.loads((strengths / "metrics.json").read_text())
+    assert list(metrics["models"]) == [STRONG, WEAK]
+    (cross,) = metrics["cross_play"]
+    assert cross["models"] == [STRONG, WEAK]
+    for order in ("seat0", "seat1", "both"):
+        result = cross[order]
+        assert result["instances"] == 30 and result["games"] == (120 if order == "both" else 60)
+        assert result["win"]["mean"] + result["tie"]["mean"] + result["loss"]["mean"] == pytest.approx(1)
+        assert result["decided_win_share"]["ci"][0] > 0.5  # the interval excludes an even match
+        assert result["points"]["mean"] > result["partner_points"]["mean"]
+    ratings = metrics["ratings"]
+    assert ratings[STRONG]["rating"] == 0 and ratings[WEAK]["ci"][1] < 0
+    assert ratings[STRONG]["comparisons"] == ratings[WEAK]["comparisons"] == 120
+    model = metrics["models"][STRONG]
+    assert model["agreement_rate"]["mean"] == 1.0  # two scripted negotiators always make a deal
+    assert 0 < model["points_seat0"]["mean"] <= 10 and model["games"] == 60
+    report = (strengths / "report.md").read_text()
+    assert "## Cross-play" in report and f"{STRONG} vs {WEAK}" in report
+
+
+def test_games_already_played_give_the_same_metrics(strengths, tmp_path):
+    games = strengths / "games"
+    specs = [f"{STRONG}={games / f'{STRONG}__{STRONG}.jsonl'}", f"{WEAK}={games / f'{WEAK}__{WEAK}.jsonl'}"]
+    specs += [f"{a},{b}={games / f'{a}__{b}.jsonl'}" for a, b in ((STRONG, WEAK), (WEAK, STRONG))]
+    result = invoke([x for s in specs for x in ("--from-games", s)] + ["--bootstrap", "400", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    again, first = (json.loads((d / "metrics.json").read_text()) for d in (tmp_path, strengths))
+    assert again["cross_play"] == first["cross_play"] and again["ratings"] == first["ratings"]
+
+
+def table(rows):
+    return pd.DataFrame(
+        [
+            {"instance_id": i, "seat0": s0, "seat1": s1, "points0": p0, "points1": p1, "agreed": p0 + p1 > 0}
+            for i, s0, s1, p0, p1 in rows
+        ]
+    )
+
+
+def test_wins_count_per_instance_with_ties_as_halves_and_self_play_left_out():
+    games = table([("x", "a", "b", 6, 4), ("x", "b", "a", 5, 5), ("y", "b", "a", 7, 3), ("y", "a", "a", 9, 1)])
+    wins = win_counts(games, ["a", "b"])
+    assert wins.tolist() == [[[0, 1.5], [0.5, 0]], [[0, 0], [1, 0]]]
+
+
+def test_win_rates_are_from_the_first_models_side_in_each_seat_order():
+    games = table([("x", "a", "b", 6, 4), ("x", "b", "a", 5, 5), ("y", "a", "b", 0, 0), ("y", "b", "a", 8, 2)])
+    games = games.assign(game_id="g", joint=1.0, pareto_optimal=False, moves=2, invalid=0, termination="t")
+    games = games.assign(failed=False)
+    (cross,) = evaluate(games, ["a", "b"], 100, 0)["cross_play"]
+    assert cross["seat0"]["win"]["mean"] == 0.5 and cross["seat0"]["tie"]["mean"] == 0.5
+    assert cross["seat1"]["tie"]["mean"] == 0.5 and cross["seat1"]["loss"]["mean"] == 0.5
+    assert cross["both"]["decided_win_share"]["mean"] == 0.5
+    assert cross["both"]["points"]["mean"] == np.mean([(6 + 5) / 2, (0 + 2) / 2])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--instances", "human"], "has random ones only"),
+        (["--append-to", "run"], "--append-to keeps a run-level report of the matching game only"),
+    ],
+)
+def test_what_the_negotiation_eval_refuses(tmp_path, args, message):
+    result = CliRunner().invoke(
+        main, ["eval", "--game", "negotiation", "--backend", "scripted", *args, "--out", str(tmp_path / "out")]
+    )
+    assert result.exit_code == 2 and message in result.output
