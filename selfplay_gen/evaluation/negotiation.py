@@ -24,7 +24,7 @@ from ..atomic import write_atomic
 from ..records import UNNAMED_GAME, Record
 from .metrics import mean_interval, per_instance, ratio_interval
 from .ratings import rate_wins
-from .report import BOOTSTRAP_NOTE, format_interval, markdown_table
+from .report import format_interval, markdown_table, report_head
 
 SCHEMA = "selfplay-gen-eval-negotiation/1"
 NOTE = (
@@ -232,14 +232,7 @@ def write_report(out_dir: Path, metrics: dict, games: pd.DataFrame, inputs: list
     """metrics.json and report.md; returns the files written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     sections = [
-        "# Evaluation: negotiation",
-        "",
-        "Inputs:",
-        "",
-        *[f"- `{i['file']}`: seats {i['seats'][0]} | {i['seats'][1]}, {i['games']} games" for i in inputs],
-        "",
-        BOOTSTRAP_NOTE.format(resamples=metrics["bootstrap"]["resamples"]),
-        "",
+        *report_head("Evaluation: negotiation", inputs, metrics),
         "## Self-play",
         "",
         summary_text(metrics),

@@ -36,6 +36,21 @@ BOOTSTRAP_NOTE = (
     "correlated. Means are means of per-instance means."
 )
 
+
+def report_head(title: str, inputs: list[dict], metrics: dict) -> list[str]:
+    """The opening lines of every game's report: its inputs and how its intervals are made."""
+    return [
+        f"# {title}",
+        "",
+        "Inputs:",
+        "",
+        *[f"- `{i['file']}`: seats {i['seats'][0]} | {i['seats'][1]}, {i['games']} games" for i in inputs],
+        "",
+        BOOTSTRAP_NOTE.format(resamples=metrics["bootstrap"]["resamples"]),
+        "",
+    ]
+
+
 SUMMARY_NOTE = (
     "Random matching: the exact mean normalized reward of a uniformly random assignment of the same "
     "instances (sum of the table / 8 / best); model − random is paired by instance. Optimal: agreed on a "
@@ -387,14 +402,7 @@ def write_report(out_dir: Path, metrics: dict, games: pd.DataFrame, inputs: list
 
     summaries = {**metrics["models"], **({HUMANS: metrics[HUMANS]} if metrics[HUMANS] else {})}
     sections = [
-        "# Evaluation",
-        "",
-        "Inputs:",
-        "",
-        *[f"- `{i['file']}`: seats {i['seats'][0]} | {i['seats'][1]}, {i['games']} games" for i in inputs],
-        "",
-        BOOTSTRAP_NOTE.format(resamples=metrics["bootstrap"]["resamples"]),
-        "",
+        *report_head("Evaluation", inputs, metrics),
         "## Summary",
         "",
         summary_table(summaries),
