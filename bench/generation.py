@@ -1,6 +1,8 @@
 """Generation speed, side by side against one server in one run:
 
-  (a) one game at a time, one request at a time (a plain loop over games),
+  (a) one game at a time, one request at a time (a plain loop over games; with `--sequential-games N`
+      N games spread over the set, whose games/s stand for the whole set's: a 1.5B model's games last
+      minutes one at a time),
   (b) the concurrent runner with `--concurrency` games in flight,
   (c) for sglang, a saturation reference: the server's output tokens/s on a flood of independent
       `/generate` requests with the prompts and output lengths of (b)'s own turns (`ignore_eos`).
@@ -51,6 +53,7 @@ async def play(backend, tokenizer, specs, limits, params, concurrency: int, work
         "concurrency": concurrency,
         "games": len(records),
         "turns": len(turns),
+        "turns_per_game": len(turns) / len(records) if records else 0.0,
         "wall_s": round(wall, 3),
         "games_per_s": len(records) / wall,
         "output_tokens": output,
@@ -111,7 +114,10 @@ async def main(args) -> dict:
     specs = plan_games(instances, args.games_per_instance, args.num_games)
     async with backend_class(args.backend)(options, tokenizer) as backend:
         with tempfile.TemporaryDirectory() as tmp:
-            sequential = await play(backend, tokenizer, specs, limits, params, 1, Path(tmp), "sequential")
+            # a sample spread over the instances, since game lengths differ from instance to instance
+            step = max(1, len(specs) // args.sequential_games) if args.sequential_games else 1
+            one_by_one = specs[::step][: args.sequential_games or None]
+            sequential = await play(backend, tokenizer, one_by_one, limits, params, 1, Path(tmp), "sequential")
             concurrent = await play(
                 backend, tokenizer, specs, limits, params, args.concurrency, Path(tmp), "concurrent"
             )
@@ -137,16 +143,19 @@ def table(result: dict) -> str:
         ("one game at a time", result["sequential"]),
         (f"runner, {result['concurrent']['concurrency']} in flight", result["concurrent"]),
     ]
-    lines = ["| mode | games | wall s | games/s | output tok/s | cache hit |", "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| mode | games | turns/game | wall s | games/s | output tok/s | cache hit |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     lines += [
-        f"| {name} | {r['games']} | {r['wall_s']:.1f} | {r['games_per_s']:.3f} | {r['output_tokens_per_s']:.1f} "
-        f"| {r['cache_hit_rate']:.2f} |"
+        f"| {name} | {r['games']} | {r['turns_per_game']:.2f} | {r['wall_s']:.1f} | {r['games_per_s']:.3f} "
+        f"| {r['output_tokens_per_s']:.1f} | {r['cache_hit_rate']:.2f} |"
         for name, r in rows
     ]
     if result["saturation"]:
         s = result["saturation"]
         lines.append(
-            f"| saturation flood ({s['requests']} requests) | - | {s['wall_s']:.1f} | - "
+            f"| saturation flood ({s['requests']} requests) | - | - | {s['wall_s']:.1f} | - "
             f"| {s['output_tokens_per_s']:.1f} | - |"
         )
     lines.append("")
@@ -168,6 +177,12 @@ if __name__ == "__main__":
     parser.add_argument("--num-games", type=int, default=8)
     parser.add_argument("--games-per-instance", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument(
+        "--sequential-games",
+        type=int,
+        default=0,
+        help="play N of the games one at a time, spread over the set (0: all)",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--max-moves", type=int, default=4)
     parser.add_argument("--temperature", type=float, default=0.7)

@@ -20,6 +20,9 @@ On a GPU machine (after `source bench/gpu_setup.sh`), with MODEL_DIR the raw Smo
            and filtered behaviour cloning as ROOT/fbc)
   restore  a run continued on another machine: its adapters came back without the models (ROOT/NAME/
            iter_NNN/train/hf/lora_adapter), so each iteration's model is folded again onto the one before
+  generation  the generation benchmark (bench/generation.py) of MODEL_DIR alone on the GPU: GEN_GAMES (512)
+           games, all in flight, against GEN_SEQUENTIAL (16) of them one at a time and a saturation flood
+           (ROOT/generation/generation.{json,md})
   collect  python bench/learning.py ROOT RESULTS: the table, plot and JSON of the benchmark
 Default phases: probe warm rl collect. Every phase resumes where it stopped (the iteration script's DONE
 markers). Runs that share the GPU get a share of its memory each. Logs: ROOT/logs/.
@@ -145,15 +148,16 @@ fold_onto() {
   run_cmd "$SELFPLAY_PYTHON" -m selfplay_gen.verl.merge_lora "$2"
 }
 
-# restore: refold every run's iterations whose model did not travel, in order, from its warm start.
+# restore: refold every run's stages whose model did not travel (only their LoRA adapters do), in order, from
+# MODEL_DIR: its warm start, then each iteration onto the one before.
 restore() {
-  local run dir model
+  local run hf model
   for run in "$ROOT"/*/; do
-    model=$run/warm/train/hf
-    compgen -G "$model/*.safetensors" > /dev/null || model=$ROOT/$WARM/warm/train/hf   # packs leave the warm model out
-    for dir in "$run"/iter_*/train/hf; do
-      [[ -d $dir/lora_adapter ]] && ! compgen -G "$dir/*.safetensors" > /dev/null && fold_onto "$model" "$dir"
-      model=$dir
+    model=$MODEL_DIR
+    for hf in "$run"warm/train/hf "$run"iter_*/train/hf; do
+      [[ -d $hf ]] || continue
+      if [[ -d $hf/lora_adapter ]] && ! compgen -G "$hf/*.safetensors" > /dev/null; then fold_onto "$model" "$hf"; fi
+      model=$hf
     done
   done
 }
@@ -197,9 +201,22 @@ for phase in "${PHASES[@]}"; do
       done
       finish ;;
     restore) restore ;;
+    generation)
+      dir=$ROOT/generation
+      if [[ ! -e $dir/DONE ]]; then
+        run_cmd mkdir -p "$dir"
+        run_cmd env MODEL="$MODEL_DIR" PORT=30100 SGLANG_ARGS="--mem-fraction-static ${SGLANG_MEM_FRACTION:-0.25}" \
+          bash "$REPO/bench/gpu_serve.sh"
+        run_cmd "$SELFPLAY_PYTHON" "$REPO/bench/generation.py" --backend sglang --base-url http://127.0.0.1:30100 \
+          --tokenizer "$MODEL_DIR" --num-games "${GEN_GAMES:-512}" --concurrency "${GEN_GAMES:-512}" \
+          --sequential-games "${GEN_SEQUENTIAL:-16}" --games-per-instance 8 --max-new-tokens 512 --max-moves 30 \
+          --out "$dir/generation.json"
+        run_cmd env PORT=30100 bash "$REPO/bench/gpu_serve.sh" stop
+        run_cmd touch "$dir/DONE"
+      fi ;;
     collect)
       echo "+ $SELFPLAY_PYTHON $REPO/bench/learning.py $ROOT $RESULTS"
       [[ $DRY_RUN -eq 1 ]] || "$SELFPLAY_PYTHON" "$REPO/bench/learning.py" "$ROOT" "$RESULTS" ;;
-    *) echo "unknown phase '$phase' (probe, warm, embedded, rl, restore, collect)" >&2; exit 2 ;;
+    *) echo "unknown phase '$phase' (probe, warm, embedded, rl, restore, generation, collect)" >&2; exit 2 ;;
   esac
 done

@@ -7,7 +7,7 @@ set -euo pipefail
 usage() {
   cat <<'USAGE'
 Usage: bench/gpu_lease.sh [--help] parts DIST PART_DIR | start ROOT PHASE... | wait ROOT [SECONDS]
-                          | pack ROOT OUT_DIR | unpack ROOT DIR
+                          | pack ROOT PACK_DIR | give PACK_DIR OUT_DIR N | unpack ROOT DIR
 
 Here, with DIST holding what shared/gpu/ builds (site_serve.tar.xz, site_train.tar.xz, the model's GGUF
 parts, each with its .sha256) and shared/gpu's scripts:
@@ -18,9 +18,14 @@ On the GPU machine, after `source bench/gpu_setup.sh` in the same call:
                        detached (setsid), logging to ROOT/logs/lease.log; the environment is passed on
   wait ROOT [SECONDS]  until the run ends or SECONDS pass (560): prints each run's summary and the log's end;
                        exits 0 while it runs or when it ended well, 1 when it failed
-  pack ROOT OUT_DIR    ROOT without models, checkpoints, training games and parquet (the LoRA adapters, every
-                       evaluation, report, summary and log stay) as OUT_DIR/pack.tar.xz.NN, 15 MiB each
-  unpack ROOT DIR      the pack.tar.xz.NN files of DIR back into ROOT (then `gpu_learning.sh ... restore`)
+  pack ROOT PACK_DIR   ROOT without models, checkpoints, training games and parquet (the LoRA adapters, every
+                       evaluation, report, summary and log stay) as PACK_DIR/pack.tar.xz.NN, 15 MiB each,
+                       beside pack.sha256 (the whole stream's) and pack.count
+  give PACK_DIR OUT_DIR N   batch N (0, 1, ...) of the pieces, 4 of them, with pack.sha256 and pack.count,
+                       into OUT_DIR: what one call may bring back (8 files, 64 MiB)
+  unpack ROOT DIR      every call: DIR's pieces (of any batches) gathered in /tmp/pack-in; once all have
+                       come, checked and unpacked into ROOT (then `gpu_learning.sh ... restore`); exit 3
+                       while some are missing
 USAGE
 }
 case ${1:-} in -h|--help) usage; exit 0 ;; esac
@@ -57,10 +62,24 @@ case "$cmd" in
     tail -n 15 "$ROOT/logs/lease.log"
     [[ ! -e $ROOT/logs/lease.rc ]] || { echo "finished: exit $(cat "$ROOT/logs/lease.rc")"; exit "$(cat "$ROOT/logs/lease.rc")"; } ;;
   pack)
+    rm -rf "$1" && mkdir -p "$1"
     tar -C "$ROOT" --exclude='checkpoints' --exclude='gen/games.jsonl' --exclude='*.parquet' \
-      --exclude='model*.safetensors' --exclude='warm/train' -cf - . | xz -T0 -6 | split -b 15M -d -a 2 - "$1/pack.tar.xz."
+      --exclude='model*.safetensors' -cf - . | xz -T0 -6 | split -b 15M -d -a 2 - "$1/pack.tar.xz."
+    cat "$1"/pack.tar.xz.* | sha256sum | cut -d' ' -f1 > "$1/pack.sha256"
+    find "$1" -name 'pack.tar.xz.*' | wc -l > "$1/pack.count"
+    ls -l "$1" ;;
+  give)
+    first=$((4 * $2))
+    cp "$ROOT/pack.sha256" "$ROOT/pack.count" "$1/"
+    for ((n = first; n < first + 4 && n < $(cat "$ROOT/pack.count"); n++)); do cp "$ROOT/pack.tar.xz.$(printf %02d "$n")" "$1/"; done
     ls -l "$1" ;;
   unpack)
-    mkdir -p "$ROOT" && cat "$1"/pack.tar.xz.* | xz -d | tar -C "$ROOT" -xf - ;;
+    mkdir -p /tmp/pack-in "$ROOT"
+    cp -f "$1"/pack.* /tmp/pack-in/
+    have=$(find /tmp/pack-in -name 'pack.tar.xz.*' | wc -l)
+    ((have >= $(cat /tmp/pack-in/pack.count))) || { echo "unpack: have $have of $(cat /tmp/pack-in/pack.count) pieces"; exit 3; }
+    [[ $(cat /tmp/pack-in/pack.tar.xz.* | sha256sum | cut -d' ' -f1) == $(cat /tmp/pack-in/pack.sha256) ]] \
+      || { echo "unpack: checksum mismatch of the joined pieces" >&2; exit 1; }
+    cat /tmp/pack-in/pack.tar.xz.* | xz -d | tar -C "$ROOT" -xf - && echo "unpacked into $ROOT" ;;
   *) usage >&2; exit 2 ;;
 esac
