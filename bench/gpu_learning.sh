@@ -20,8 +20,10 @@ On a GPU machine (after `source bench/gpu_setup.sh`), with MODEL_DIR the raw Smo
            and filtered behaviour cloning as ROOT/fbc)
   restore  a run continued on another machine: its adapters came back without the models (ROOT/NAME/
            iter_NNN/train/hf/lora_adapter), so each iteration's model is folded again onto the one before
-  generation  the generation benchmark (bench/generation.py) of MODEL_DIR alone on the GPU: GEN_GAMES (512)
-           games, all in flight, against GEN_SEQUENTIAL (16) of them one at a time and a saturation flood
+  generation  the generation benchmark (bench/generation.py) of MODEL_DIR alone on the GPU: GEN_GAMES (1024)
+           games, GEN_CONCURRENCY (512) in flight (a game starts as one ends, so the longest games do not leave
+           the server idle at the end of each wave), against GEN_SEQUENTIAL (16) of them one at a time and a
+           saturation flood
            (ROOT/generation/generation.{json,md})
   collect  python bench/learning.py ROOT RESULTS: the table, plot and JSON of the benchmark
 Default phases: probe warm rl collect. Every phase resumes where it stopped (the iteration script's DONE
@@ -208,7 +210,7 @@ for phase in "${PHASES[@]}"; do
         run_cmd env MODEL="$MODEL_DIR" PORT=30100 SGLANG_ARGS="--mem-fraction-static ${SGLANG_MEM_FRACTION:-0.25}" \
           bash "$REPO/bench/gpu_serve.sh"
         run_cmd "$SELFPLAY_PYTHON" "$REPO/bench/generation.py" --backend sglang --base-url http://127.0.0.1:30100 \
-          --tokenizer "$MODEL_DIR" --num-games "${GEN_GAMES:-512}" --concurrency "${GEN_GAMES:-512}" \
+          --tokenizer "$MODEL_DIR" --num-games "${GEN_GAMES:-1024}" --concurrency "${GEN_CONCURRENCY:-512}" \
           --sequential-games "${GEN_SEQUENTIAL:-16}" --games-per-instance 8 --max-new-tokens 512 --max-moves 30 \
           --out "$dir/generation.json"
         run_cmd env PORT=30100 bash "$REPO/bench/gpu_serve.sh" stop

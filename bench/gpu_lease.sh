@@ -7,20 +7,22 @@ set -euo pipefail
 usage() {
   cat <<'USAGE'
 Usage: bench/gpu_lease.sh [--help] parts DIST PART_DIR | start ROOT PHASE... | wait ROOT [SECONDS]
-                          | pack ROOT PACK_DIR | give PACK_DIR OUT_DIR N | unpack ROOT DIR
+                          | pack ROOT PACK_DIR [--slim] | give PACK_DIR OUT_DIR N | unpack ROOT DIR
 
 Here, with DIST holding what shared/gpu/ builds (site_serve.tar.xz, site_train.tar.xz, the model's GGUF
 parts, each with its .sha256) and shared/gpu's scripts:
   parts DIST PART_DIR  one tar of DIST split into PART_DIR/pNN/part-NN of 45 MiB, each beside all.sha256 and
                        `parts` (their number): carry one pNN per call, bench/gpu_setup.sh joins them
 On the GPU machine, after `source bench/gpu_setup.sh` in the same call:
-  start ROOT PHASE...  copy this repository to /tmp/repo and run bench/gpu_learning.sh "$MODEL" ROOT PHASE... there,
+  start ROOT PHASE...  copy this repository to ROOT.repo and run bench/gpu_learning.sh "$MODEL" ROOT PHASE... there,
                        detached (setsid), logging to ROOT/logs/lease.log; the environment is passed on
   wait ROOT [SECONDS]  until the run ends or SECONDS pass (560): prints each run's summary and the log's end;
                        exits 0 while it runs or when it ended well, 1 when it failed
-  pack ROOT PACK_DIR   ROOT without models, checkpoints, training games and parquet (the LoRA adapters, every
+  pack ROOT PACK_DIR [--slim]
+                       ROOT without models, checkpoints, training games and parquet (the LoRA adapters, every
                        evaluation, report, summary and log stay) as PACK_DIR/pack.tar.xz.NN, 15 MiB each,
-                       beside pack.sha256 (the whole stream's) and pack.count
+                       beside pack.sha256 (the whole stream's) and pack.count; --slim leaves the adapters out
+                       too: the results so far, small enough to bring back while the run goes on
   give PACK_DIR OUT_DIR N   batch N (0, 1, ...) of the pieces, 4 of them, with pack.sha256 and pack.count,
                        into OUT_DIR: what one call may bring back (8 files, 64 MiB)
   unpack ROOT DIR      every call: DIR's pieces (of any batches) gathered in /tmp/pack-in; once all have
@@ -47,13 +49,14 @@ case "$cmd" in
     rm "$1/all.sha256"
     du -sh "$1"/p* ;;
   start)
-    rm -rf /tmp/repo && mkdir -p /tmp/repo "$ROOT/logs"
-    tar -C "$(dirname "${BASH_SOURCE[0]}")/.." --exclude=./.gpu --exclude=./.git -cf - . | tar -C /tmp/repo -xf -
+    copy=$ROOT.repo   # this run's copy, not the call's tree, which later calls replace (nor another run's)
+    rm -rf "$copy" && mkdir -p "$copy" "$ROOT/logs"
+    tar -C "$(dirname "${BASH_SOURCE[0]}")/.." --exclude=./.gpu --exclude=./.git -cf - . | tar -C "$copy" -xf -
     rm -f "$ROOT/logs/lease.rc"
-    export PYTHONPATH=/tmp/repo${PYTHONPATH:+:$PYTHONPATH}   # this copy, not the call's tree, which later calls replace
-    # shellcheck disable=SC2016  # expanded by the detached shell: its $0 is ROOT, $@ the phases
-    setsid bash -c 'bash /tmp/repo/bench/gpu_learning.sh "$@"; echo $? > "$0/logs/lease.rc"' \
-      "$ROOT" "$MODEL" "$ROOT" "$@" > "$ROOT/logs/lease.log" 2>&1 < /dev/null &
+    export PYTHONPATH=$copy${PYTHONPATH:+:$PYTHONPATH}
+    # shellcheck disable=SC2016  # expanded by the detached shell: its $0 is ROOT, $1 the copy, then the phases
+    setsid bash -c 'bash "$1/bench/gpu_learning.sh" "${@:2}"; echo $? > "$0/logs/lease.rc"' \
+      "$ROOT" "$copy" "$MODEL" "$ROOT" "$@" > "$ROOT/logs/lease.log" 2>&1 < /dev/null &
     echo "started gpu_learning.sh $* (pid $!)" ;;
   wait)
     end=$((SECONDS + ${1:-560}))
@@ -63,8 +66,10 @@ case "$cmd" in
     [[ ! -e $ROOT/logs/lease.rc ]] || { echo "finished: exit $(cat "$ROOT/logs/lease.rc")"; exit "$(cat "$ROOT/logs/lease.rc")"; } ;;
   pack)
     rm -rf "$1" && mkdir -p "$1"
+    slim=()
+    [[ ${2:-} != --slim ]] || slim=(--exclude=lora_adapter)
     tar -C "$ROOT" --exclude='checkpoints' --exclude='gen/games.jsonl' --exclude='*.parquet' \
-      --exclude='model*.safetensors' -cf - . | xz -T0 -6 | split -b 15M -d -a 2 - "$1/pack.tar.xz."
+      --exclude='model*.safetensors' "${slim[@]}" -cf - . | xz -T0 -6 | split -b 15M -d -a 2 - "$1/pack.tar.xz."
     cat "$1"/pack.tar.xz.* | sha256sum | cut -d' ' -f1 > "$1/pack.sha256"
     find "$1" -name 'pack.tar.xz.*' | wc -l > "$1/pack.count"
     ls -l "$1" ;;
