@@ -392,7 +392,8 @@ def game_from(opts) -> GameConfig:
 
 
 def limits_from(opts) -> Limits:
-    return Limits(max_moves=opts["max_moves"], max_invalid=opts["max_invalid"])
+    """The limits the options set; the defaults for a command without limit options (`init`)."""
+    return Limits(**{k: opts[k] for k in ("max_moves", "max_invalid") if k in opts})
 
 
 def load_instances(kind: str, count: int, seed: int, game: str = "matching") -> list[GameInstance]:
