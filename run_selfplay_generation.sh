@@ -7,17 +7,21 @@ usage() {
   cat <<'EOF'
 Usage: run_selfplay_generation.sh [--dry-run] [--help]
 
-Starts an SGLang server for MODEL_NAME (or uses SGLANG_URL), plays NUM_GAMES self-play games
-(against PARTNER_MODEL in seat 1 when set) into OUT_DIR/games.jsonl (resumable) and converts them
-into OUT_DIR/*.parquet. The servers are stopped on every exit path. With EVAL_DIR set, the
+Starts an SGLang server for MODEL_NAME (or uses SGLANG_URL), plays NUM_GAMES self-play games of
+GAME (against PARTNER_MODEL in seat 1 when set) into OUT_DIR/games.jsonl (resumable) and converts
+them into OUT_DIR/*.parquet. The servers are stopped on every exit path. With EVAL_DIR set, the
 served model is also evaluated (selfplay-gen eval) on EVAL_INSTANCES held-out instances x
-EVAL_GAMES_PER_INSTANCE games (EVAL_DIR/heldout) and on the 134 human instances (EVAL_DIR/human);
-NUM_GAMES=0 evaluates only. --dry-run prints the
-commands instead of running them.
+EVAL_GAMES_PER_INSTANCE games (EVAL_DIR/heldout) and, for the matching game, on the 134 human
+instances (EVAL_DIR/human); with CROSSPLAY_DIR set, it plays PARTNER_MODEL on the held-out
+instances (CROSSPLAY_DIR). NUM_GAMES=0 evaluates only. --dry-run prints the commands instead of
+running them.
 
 Environment (default):
   MODEL_NAME          model directory to serve and tokenize with (required unless SGLANG_URL is set)
   SGLANG_URL          use this running server (or router) instead of starting one
+  GAME                the game to play (matching; negotiation)
+  REWARD_MODE         the game's reward mode (negotiation: cooperative | semi-competitive | competitive;
+                      unset: the game's default)
   NUM_GAMES           games to play (256)
   GAMES_PER_INSTANCE  games per instance = GRPO group size (8)
   SEED                seed of the first instance (0); instances are SEED, SEED+1, ...
@@ -41,7 +45,8 @@ Environment (default):
   SELFPLAY_CONVERT    conversion command (selfplay-convert if on PATH, else $SELFPLAY_PYTHON -m convert.cli)
   GEN_ARGS            extra arguments for the generation command ("")
   CONVERT_ARGS        extra arguments for the conversion command, e.g. "--max-response-tokens 4096" ("")
-  EVAL_DIR            evaluate the served model into EVAL_DIR/heldout and EVAL_DIR/human (unset: no evaluation)
+  EVAL_DIR            evaluate the served model into EVAL_DIR/heldout and (matching) EVAL_DIR/human (unset: no
+                      evaluation)
   EVAL_LABEL          the model's label in the reports (the model directory's name)
   EVAL_APPEND_TO      run-level reports: EVAL_APPEND_TO/heldout and EVAL_APPEND_TO/human get this model as
                       their next row (or replace the row with its label)
@@ -51,6 +56,9 @@ Environment (default):
                       checkpoint), served by a second server on PARTNER_PORT (PORT + 1); the evaluation
                       stays self-play of MODEL_NAME (unset: self-play). Each of the two servers then
                       takes PARTNER_MEM_FRACTION (0.4) of the GPU memory (--mem-fraction-static)
+  CROSSPLAY_DIR       cross-play of MODEL_NAME (EVAL_LABEL) and PARTNER_MODEL (PARTNER_LABEL: its directory's
+                      name) on the held-out instances, both seat orders, and each one's self-play (selfplay-gen
+                      eval --partner-*), into CROSSPLAY_DIR (unset: none)
 EOF
 }
 
@@ -77,11 +85,15 @@ EVAL_LABEL=${EVAL_LABEL:-$(basename "${MODEL_NAME:-model}")}
 EVAL_APPEND_TO=${EVAL_APPEND_TO:-}
 EVAL_INSTANCES=${EVAL_INSTANCES:-64}
 EVAL_GAMES_PER_INSTANCE=${EVAL_GAMES_PER_INSTANCE:-8}
+GAME=${GAME:-matching}
+REWARD_MODE=${REWARD_MODE:-}
+CROSSPLAY_DIR=${CROSSPLAY_DIR:-}
 OUT_DIR=${OUT_DIR:-data/selfplay}
 PORT=${PORT:-30000}
 PARTNER_MODEL=${PARTNER_MODEL:-}
 PARTNER_PORT=${PARTNER_PORT:-$((PORT + 1))}
 PARTNER_MEM_FRACTION=${PARTNER_MEM_FRACTION:-0.4}
+PARTNER_LABEL=${PARTNER_LABEL:-$(basename "${PARTNER_MODEL:-partner}")}
 TP=${TP:-1}
 DP=${DP:-1}
 SGLANG_PYTHON=${SGLANG_PYTHON:-python3}
@@ -176,8 +188,11 @@ start_server() {
 }
 
 [[ $DRY_RUN -eq 1 ]] || mkdir -p "$OUT_DIR"
-if [[ -n $PARTNER_MODEL ]] && ((NUM_GAMES > 0)); then  # two servers share the GPUs
-  EXTRA_SGLANG_ARGS="$EXTRA_SGLANG_ARGS --mem-fraction-static $PARTNER_MEM_FRACTION"
+[[ -z $CROSSPLAY_DIR || -n $PARTNER_MODEL ]] || { echo "CROSSPLAY_DIR needs PARTNER_MODEL (the opponent)" >&2; exit 2; }
+serve_partner=0  # the partner plays seat 1 of the training games, or cross-play
+if [[ -n $PARTNER_MODEL ]] && { ((NUM_GAMES > 0)) || [[ -n $CROSSPLAY_DIR ]]; }; then
+  serve_partner=1
+  EXTRA_SGLANG_ARGS="$EXTRA_SGLANG_ARGS --mem-fraction-static $PARTNER_MEM_FRACTION"  # two servers share the GPUs
 fi
 if [[ -n $SGLANG_URL ]]; then
   URL=$SGLANG_URL
@@ -187,7 +202,7 @@ else
   start_server "$MODEL_NAME" "$PORT" "$OUT_DIR/sglang.log"
 fi
 partner=()
-if [[ -n $PARTNER_MODEL ]] && ((NUM_GAMES > 0)); then
+if ((serve_partner)); then
   start_server "$PARTNER_MODEL" "$PARTNER_PORT" "$OUT_DIR/sglang-partner.log"
   partner=(--partner-backend sglang --partner-base-url "http://127.0.0.1:$PARTNER_PORT" --partner-model "$PARTNER_MODEL")
 fi
@@ -198,23 +213,34 @@ read -r -a gen_args <<< "$GEN_ARGS"
 read -r -a convert_args <<< "$CONVERT_ARGS"
 model=()
 [[ -z $MODEL_NAME ]] || model=(--model "$MODEL_NAME")
+game=()  # the matching game is the commands' default
+[[ $GAME == matching ]] || game=(--game "$GAME")
+[[ -z $REWARD_MODE ]] || game+=(--reward-mode "$REWARD_MODE")
 sampling=(--backend sglang --base-url "$URL" "${model[@]}" --temperature "$TEMPERATURE" --max-moves "$MAX_MOVES"
           --max-new-tokens "$MAX_NEW_TOKENS")
 [[ -z $MAX_RESPONSE_TOKENS ]] || sampling+=(--max-response-tokens "$MAX_RESPONSE_TOKENS")
 if ((NUM_GAMES > 0)); then
-  run generate "${gen[@]}" "${sampling[@]}" --seed "$SEED" --num-games "$NUM_GAMES" \
+  run generate "${gen[@]}" "${game[@]}" "${sampling[@]}" --seed "$SEED" --num-games "$NUM_GAMES" \
     --games-per-instance "$GAMES_PER_INSTANCE" --out "$OUT_DIR/games.jsonl" --resume "${partner[@]}" "${gen_args[@]}"
   run convert "${convert[@]}" "$OUT_DIR/games.jsonl" --out-dir "$OUT_DIR" --overwrite "${convert_args[@]}"
 fi
+sets=(heldout)  # only the matching game has instances people played
+[[ $GAME != matching ]] || sets+=(human)
 if [[ -n $EVAL_DIR ]]; then
-  for set in heldout human; do
+  for set in "${sets[@]}"; do
     if [[ $set == heldout ]]; then size=(--num-instances "$EVAL_INSTANCES" -k "$EVAL_GAMES_PER_INSTANCE"); else size=(-k 2); fi
     append=()
     [[ -z $EVAL_APPEND_TO ]] || append=(--append-to "$EVAL_APPEND_TO/$set")
-    run "evaluate ($set)" "${gen[@]}" eval "${sampling[@]}" --instances "$set" "${size[@]}" --label "$EVAL_LABEL" \
+    run "evaluate ($set)" "${gen[@]}" eval "${game[@]}" "${sampling[@]}" --instances "$set" "${size[@]}" --label "$EVAL_LABEL" \
       --out "$EVAL_DIR/$set" --resume --quiet "${append[@]}"
   done
 fi
+if [[ -n $CROSSPLAY_DIR ]]; then
+  run cross-play "${gen[@]}" eval "${game[@]}" "${sampling[@]}" "${partner[@]}" --instances heldout \
+    --num-instances "$EVAL_INSTANCES" -k "$EVAL_GAMES_PER_INSTANCE" --label "$EVAL_LABEL" \
+    --partner-label "$PARTNER_LABEL" --out "$CROSSPLAY_DIR" --resume --quiet
+fi
 STEP=finished
 ((NUM_GAMES == 0)) || echo "games: $OUT_DIR/games.jsonl, summary: $OUT_DIR/games.summary.json, parquet: $OUT_DIR"
-[[ -z $EVAL_DIR ]] || echo "evaluation: $EVAL_DIR/heldout/report.md, $EVAL_DIR/human/report.md"
+[[ -z $EVAL_DIR ]] || echo "evaluation: ${sets[*]/#/$EVAL_DIR/} (report.md in each)"
+[[ -z $CROSSPLAY_DIR ]] || echo "cross-play: $CROSSPLAY_DIR/report.md"

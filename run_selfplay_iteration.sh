@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Self-play iterations: evaluate the initial model -> warm start if it cannot play -> per iteration,
-# generate with the current model on new instances -> convert -> train -> merge; every model is evaluated.
+# Self-play iterations of any game: evaluate the initial model -> warm start if it cannot play -> per iteration,
+# generate with the current model on new instances -> convert -> train -> merge; every model is evaluated;
+# checkpoints of a competitive game play each other (cross-play).
 set -euo pipefail
 
 usage() {
@@ -9,19 +10,30 @@ Usage: run_selfplay_iteration.sh [--dry-run] [--help] [HYDRA_OVERRIDE...]
 
 Stages under RUN_DIR, each skipped once its DONE marker exists (a stopped run resumes):
   base/      the initial model evaluated (eval/heldout, eval/human)
-  warm/      the warm start (WARM_START): teacher games from scripted players (games.jsonl), their
-             SFT parquet (sft/), verl SFT (train/, merged model train/hf)
+  warm/      the warm start (WARM_START): the game's teacher games from scripted players (gen/games.jsonl;
+             matching: the demonstration protocol, negotiation: the negotiator at full strength), their
+             SFT parquet (gen/), verl SFT (train/, merged model train/hf)
   iter_NNN/  games of the current model on instances never used before (gen/: seeds NNN x 10**6 on),
              converted and trained on (train/, merged model train/hf) with TRAINER
+  crossplay/ (CROSSPLAY=1) each checkpoint from the initial one (warm, else base) on against the initial
+             one and the one before it: NAME__OPPONENT/eval holds both seat orders and both self-plays
 Every model is evaluated with the server that plays its games, on held-out instances (seeds from
-10**9, never trained on) and on the 134 human instances; the rows go to the run-level reports
-RUN_DIR/report/heldout and RUN_DIR/report/human (base, warm, iter_1, ...: each beside the
-random-matching baseline of its instances, with paired differences). RUN_DIR/summary.md lists
+10**9, never trained on) and, for the matching game, on the 134 human instances; the rows go to
+the run-level reports RUN_DIR/report/heldout and RUN_DIR/report/human (base, warm, iter_1, ...;
+matching: each beside the random-matching baseline of its instances, with paired differences and
+ratings; negotiation: points per seat, deals). With CROSSPLAY=1, RUN_DIR/report/crossplay has
+each checkpoint's win/tie/loss rates against the initial model and the previous checkpoint in
+both seat orders, and Bradley-Terry ratings per checkpoint (rating.png). RUN_DIR/summary.md lists
 each stage's training games, their agreement and reward, and its wall time. Extra arguments go
 to verl (Hydra overrides). --dry-run prints every command instead of running it.
 
 Environment (default):
   INITIAL_MODEL       Hugging Face model directory (the embedded SmolLM2-135M-Instruct, converted once)
+  GAME                the game (matching | negotiation) (matching)
+  REWARD_MODE         the game's reward mode for every game played (negotiation: cooperative |
+                      semi-competitive | competitive; unset: the game's default, semi-competitive)
+  CROSSPLAY           1: after the iterations, cross-play of the checkpoints (see crossplay/) | 0: none
+                      (1 for games other than matching, 0 for matching)
   NUM_ITERATIONS      RL iterations (3)
   TRAINER             grpo (offline GRPO on whole groups) | filtered-bc (SFT on the best games of each
                       group: filtered behaviour cloning / expert iteration) (grpo)
@@ -39,7 +51,8 @@ Environment (default):
                       checkpoints (base, warm, iter_1, ...) in seat 1, served beside the current model
                       (run_selfplay_generation.sh PARTNER_MODEL), and train on seat 0's rows only. The
                       opponent is the one whose held-out rating (RUN_DIR/report/heldout) is nearest the
-                      current model's (evaluated first for it), or, without ratings, each in turn (0)
+                      current model's (evaluated first for it), or, without ratings, each in turn (0).
+                      Negotiation's self-play evaluations give no ratings, so its league takes each in turn
   WARM_START          auto: warm start when the initial model agrees in less than WARM_START_BELOW of
                       its held-out games | teacher: always | none: never (auto)
   WARM_START_BELOW    agreement rate below which auto warm-starts (0.5)
@@ -51,7 +64,7 @@ Environment (default):
   RUN_DIR             run directory (data/iterations)
   MAX_PROMPT_LENGTH   prompt limit for conversion and training (1024)
   MAX_RESPONSE_LENGTH response limit for generation (a seat's budget), conversion and training (3072)
-  EVAL_INSTANCES, EVAL_GAMES_PER_INSTANCE  held-out evaluation size (64 x 8)
+  EVAL_INSTANCES, EVAL_GAMES_PER_INSTANCE  held-out evaluation size (64 x 8), also of each cross-play pairing
   SELFPLAY_PYTHON     python with selfplay_gen importable (python3)
   SELFPLAY_GEN        selfplay-gen command (selfplay-gen if on PATH, else $SELFPLAY_PYTHON -m selfplay_gen.cli)
   SELFPLAY_CONVERT    selfplay-convert command (likewise)
@@ -86,6 +99,9 @@ else
   RL_MINI_BATCH_SIZE=$RL_BATCH_SIZE GAMES_PER_ITER=${GAMES_PER_ITER:-4096}
 fi
 WARM_START=${WARM_START:-auto}
+export GAME=${GAME:-matching} REWARD_MODE=${REWARD_MODE:-}
+if [[ $GAME == matching ]]; then CROSSPLAY=${CROSSPLAY:-0}; else CROSSPLAY=${CROSSPLAY:-1}; fi
+case "$CROSSPLAY" in 0|1) ;; *) echo "CROSSPLAY must be 0 or 1, not '$CROSSPLAY'" >&2; exit 2 ;; esac
 LEAGUE_SIZE=${LEAGUE_SIZE:-0}
 [[ $LEAGUE_SIZE =~ ^[0-9]+$ ]] || { echo "LEAGUE_SIZE must be a number of checkpoints, not '$LEAGUE_SIZE'" >&2; exit 2; }
 WARM_START_BELOW=${WARM_START_BELOW:-0.5}
@@ -115,6 +131,9 @@ dry=()
 [[ $DRY_RUN -eq 0 ]] || dry=(--dry-run)
 read -r -a gen_cmd <<< "$SELFPLAY_GEN"
 read -r -a convert_cmd <<< "$SELFPLAY_CONVERT"
+game_args=()  # the matching game is the commands' default
+[[ $GAME == matching ]] || game_args=(--game "$GAME")
+[[ -z $REWARD_MODE ]] || game_args+=(--reward-mode "$REWARD_MODE")
 
 STEP=setup
 on_exit() {
@@ -244,7 +263,8 @@ if [[ $WARM_START == teacher ]]; then
   dir=$RUN_DIR/warm
   if [[ ! -e $dir/DONE ]]; then
     started=$SECONDS
-    run "warm start: teacher games" "${gen_cmd[@]}" --backend scripted --scripted-policy teacher --seed 500000000 \
+    run "warm start: teacher games" "${gen_cmd[@]}" "${game_args[@]}" --backend scripted --scripted-policy teacher \
+      --seed 500000000 \
       --num-games "$WARM_GAMES" --games-per-instance 1 --out "$dir/gen/games.jsonl" --resume --quiet
     run "warm start: convert" "${convert_cmd[@]}" "$dir/gen/games.jsonl" --format sft --top-fraction 1 \
       --out-dir "$dir/gen" --overwrite --model "$INITIAL_MODEL" "${limits[@]}"
@@ -294,6 +314,41 @@ for ((i = 1; i <= NUM_ITERATIONS; i++)); do
   EVAL_FOR=$dir
 done
 [[ -e $EVAL_FOR/eval/DONE ]] || serve "$label: evaluate" "$model" "$label" 0 0 "$EVAL_FOR/eval"
+
+# crossplay: each checkpoint from the initial one (the warm start, else base) on plays the initial one and
+# the one before it, both seat orders, on the held-out instances (two servers at once); one report then
+# reads every pairing's games: the later checkpoint's win rates and everyone's ratings (the initial one 0)
+reports=("$RUN_DIR/report/heldout/report.md")
+if ((CROSSPLAY)); then
+  first=0
+  [[ ${labels[1]:-} != warm ]] || first=1
+  own=()  # per checkpoint, its self-play games (from the first pairing it played in)
+  cross=()
+  for ((i = first + 1; i < ${#labels[@]}; i++)); do
+    opponents=("$first")
+    ((i - 1 == first)) || opponents+=($((i - 1)))
+    for j in "${opponents[@]}"; do
+      a=${labels[i]} b=${labels[j]}
+      dir=$RUN_DIR/crossplay/${a}__$b
+      if [[ ! -e $dir/DONE ]]; then
+        stage "crossplay: $a vs $b" env MODEL_NAME="${checkpoints[i]}" EVAL_LABEL="$a" PARTNER_MODEL="${checkpoints[j]}" \
+          PARTNER_LABEL="$b" NUM_GAMES=0 OUT_DIR="$dir" CROSSPLAY_DIR="$dir/eval" "$HERE/run_selfplay_generation.sh" "${dry[@]}"
+        [[ $DRY_RUN -eq 1 ]] || touch "$dir/DONE"
+      fi
+      played=$dir/eval/games
+      cross+=(--from-games "$a,$b=$played/${a}__$b.jsonl" --from-games "$b,$a=$played/${b}__$a.jsonl")
+      [[ -n ${own[i]:-} ]] || own[i]="$a=$played/${a}__$a.jsonl"
+      [[ -n ${own[j]:-} ]] || own[j]="$b=$played/${b}__$b.jsonl"
+    done
+  done
+  if ((${#cross[@]})); then
+    inputs=()
+    for spec in "${own[@]}"; do inputs+=(--from-games "$spec"); done  # checkpoint order: the initial one first
+    run "crossplay: report" "${gen_cmd[@]}" eval "${game_args[@]}" "${inputs[@]}" "${cross[@]}" \
+      --out "$RUN_DIR/report/crossplay"
+    reports+=("$RUN_DIR/report/crossplay/report.md")
+  fi
+fi
 STEP=finished
-if [[ $DRY_RUN -eq 0 ]]; then cat "$RUN_DIR/summary.md" "$RUN_DIR/report/heldout/report.md"; fi
+if [[ $DRY_RUN -eq 0 ]]; then cat "$RUN_DIR/summary.md" "${reports[@]}"; fi
 echo "final model: $model"

@@ -16,8 +16,15 @@ On a GPU machine (after `source bench/gpu_setup.sh`), with MODEL_DIR the raw Smo
   embedded ROOT/embedded: the embedded warm start (selfplay_gen/data/warm_start, the shipped adapter) folded
            into MODEL_DIR as its warm stage, so `WARM=embedded rl` starts from the model users get
   rl       from ROOT/WARM (lora), NUM_ITERATIONS iterations of each run of RL_RUNS side by side, each with
-           its own SGLang port; RL_RUNS is a list of NAME:VAR=VALUE,VAR=VALUE (default: GRPO as ROOT/grpo
-           and filtered behaviour cloning as ROOT/fbc)
+           its own SGLang ports (PORT and PORT + 1 for a second server: a league's opponent, cross-play);
+           RL_RUNS is a list of NAME:VAR=VALUE,VAR=VALUE for run_selfplay_iteration.sh (default: GRPO as
+           ROOT/grpo and filtered behaviour cloning as ROOT/fbc). WARM=none, or a run of another game
+           (GAME=negotiation), adopts no warm stage: the run warms up on its own game's teacher itself
+           (WARM_START=teacher), and a negotiation run ends with cross-play of its checkpoints, e.g.
+             RL_RUNS="neg:GAME=negotiation,REWARD_MODE=semi-competitive,TRAINER=filtered-bc,NUM_ITERATIONS=2,
+             WARM_GAMES=2048,GAMES_PER_ITER=1024,EVAL_INSTANCES=96,EVAL_GAMES_PER_INSTANCE=2" (one word)
+           (semi-competitive for filtered BC: the best game of a seat's group is a deal that gave it much;
+           competitive rewards rank a refused deal above every lost one, cooperative ones not the seats)
   restore  a run continued on another machine: its adapters came back without the models (ROOT/NAME/
            iter_NNN/train/hf/lora_adapter), so each iteration's model is folded again onto the one before
   generation  the generation benchmark (bench/generation.py) of MODEL_DIR alone on the GPU: GEN_GAMES (1024)
@@ -25,7 +32,8 @@ On a GPU machine (after `source bench/gpu_setup.sh`), with MODEL_DIR the raw Smo
            the server idle at the end of each wave), against GEN_SEQUENTIAL (16) of them one at a time and a
            saturation flood
            (ROOT/generation/generation.{json,md})
-  collect  python bench/learning.py ROOT RESULTS: the table, plot and JSON of the benchmark
+  collect  python bench/learning.py ROOT RESULTS: the table, plot and JSON of the benchmark, and each run's
+           cross-play report (RESULTS/NAME_crossplay/)
 Default phases: probe warm rl collect. Every phase resumes where it stopped (the iteration script's DONE
 markers). Runs that share the GPU get a share of its memory each. Logs: ROOT/logs/.
 USAGE
@@ -61,6 +69,8 @@ export INITIAL_MODEL=$MODEL_DIR NUM_ITERATIONS=${NUM_ITERATIONS:-3}
 # (SGLang takes its fraction of the memory free when it starts)
 export EXTRA_SGLANG_ARGS="--attention-backend triton --sampling-backend pytorch --disable-cuda-graph --grammar-backend none --mem-fraction-static ${SGLANG_MEM_FRACTION:-0.25}"
 export GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-0.2}
+# a run's second server (a league's opponent, a cross-play partner) and its first then take this share each
+export PARTNER_MEM_FRACTION=${PARTNER_MEM_FRACTION:-0.12}
 LORA_RANK=${LORA_RANK:-16}
 dry=()
 [[ $DRY_RUN -eq 0 ]] || dry=(--dry-run)
@@ -92,6 +102,7 @@ finish() {
 adopt() {
   local name=$1 from=$2 stage
   shift 2
+  echo "=== $name starts from $from: $*"
   [[ $DRY_RUN -eq 0 ]] || return 0
   mkdir -p "$ROOT/$name"
   for stage in "$@" report; do
@@ -197,9 +208,12 @@ for phase in "${PHASES[@]}"; do
       for spec in $RL_RUNS; do
         name=${spec%%:*}
         IFS=, read -r -a vars <<< "${spec#*:}"
-        adopt "$name" "$WARM" base warm
+        game=matching
+        for var in "${vars[@]}"; do [[ $var != GAME=* ]] || game=${var#GAME=}; done
+        # the shared warm stage is the matching game's: a run of another game trains its own
+        [[ $WARM == none || $game != matching ]] || adopt "$name" "$WARM" base warm
         launch "$name" "$port" WARM_START=teacher "${vars[@]}"
-        port=$((port + 1))
+        port=$((port + 2))
       done
       finish ;;
     restore) restore ;;

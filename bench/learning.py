@@ -9,13 +9,17 @@ and RUN/report/human) and reports the mean normalized reward with its 95% bootst
 instances beside the random-matching baseline of the same instances, the paired differences against
 the previous stage and against the warm start, agreement, valid moves, grounding, and the stage's wall
 time. The runs' last stages are also compared with each other, pair by pair, paired by instance.
-Writes OUT/learning.md, OUT/learning.json and OUT/learning.png.
+Writes OUT/learning.md, OUT/learning.json and OUT/learning.png. Runs of another game (a negotiation
+run's report rows hold points, not rewards beside random matching) are left out of that table; a
+run with cross-play of its checkpoints (RUN/report/crossplay) gets its win rates and ratings in
+learning.md and its report copied to OUT/NAME_crossplay/.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -27,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from selfplay_gen.evaluation.metrics import paired_difference
+from selfplay_gen.evaluation.negotiation import cross_play_table, ratings_table
 
 RUNS = {"grpo": "GRPO", "fbc": "filtered BC"}  # names of gpu_learning.sh's runs; others are shown as named
 SETS = ("heldout", "human")
@@ -61,20 +66,38 @@ def stage_times(run: Path) -> dict[str, str]:
 
 
 def load(root: Path) -> dict:
-    """Per run and instance set: the stages in order with summary and per-instance rewards."""
+    """Per matching run and instance set: the stages in order with summary and per-instance rewards."""
     runs = {}
     for name in sorted(p.name for p in root.iterdir() if (p / "report").is_dir()):
         sets = {}
         for kind in SETS:
             path = root / name / "report" / kind / "metrics.json"
-            if path.exists():
-                rows = json.loads(path.read_text())["rows"]
+            report = json.loads(path.read_text()) if path.exists() else {}
+            if report.get("game", "matching") == "matching" and report:
+                rows = report["rows"]
                 sets[kind] = {
                     r["label"]: {"summary": r["summary"], "per_instance": pd.Series(r["per_instance"], dtype=float)}
                     for r in rows
                 }
-        runs[name] = {"sets": sets, "times": stage_times(root / name)}
+        if sets:
+            runs[name] = {"sets": sets, "times": stage_times(root / name)}
     return runs
+
+
+def crossplay(root: Path, out: Path) -> list[str]:
+    """learning.md's sections for the runs whose checkpoints played each other (a competitive game's
+    evidence: each checkpoint's wins against the initial and the previous one, ratings), each run's
+    report copied to OUT/NAME_crossplay/."""
+    lines = []
+    for report in sorted(root.glob("*/report/crossplay/metrics.json")):
+        name = report.parents[2].name
+        shutil.copytree(report.parent, out / f"{name}_crossplay", dirs_exist_ok=True)
+        metrics = json.loads(report.read_text())
+        lines += [f"## {name}: cross-play of its checkpoints (`{name}_crossplay/report.md`)", ""]
+        lines += [cross_play_table(metrics), "", ratings_table(metrics), ""]
+        if (report.parent / "rating.png").exists():
+            lines += [f"![{name}: rating per checkpoint]({name}_crossplay/rating.png)", ""]
+    return lines
 
 
 def stage_rows(runs: dict, rng: np.random.Generator) -> list[dict]:
@@ -195,14 +218,17 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main(root: Path, out: Path) -> None:
     runs = load(root)
-    if not runs:
+    out.mkdir(parents=True, exist_ok=True)
+    crossed = crossplay(root, out)
+    if not runs and not crossed:
         sys.exit(f"no run directories (NAME/report/) under {root}")
     rng = np.random.default_rng(SEED)
     rows, versus = stage_rows(runs, rng), head_to_head(runs, rng)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "learning.md").write_text("# Efficacy benchmark\n\n" + markdown(rows, versus))
+    text = markdown(rows, versus) if runs else ""
+    (out / "learning.md").write_text("# Efficacy benchmark\n\n" + text + "\n".join(crossed))
     (out / "learning.json").write_text(json.dumps({"stages": rows, "head_to_head": versus}, indent=1, default=float))
-    plot(rows, out / "learning.png")
+    if runs:
+        plot(rows, out / "learning.png")
     print((out / "learning.md").read_text())
 
 

@@ -135,8 +135,9 @@ def generation_options(f):
             default="share",
             show_default=True,
             help="Scripted players: 'share' tells the partner part of its cells (see --scripted-share) "
-            "and proposes the best plan it knows; 'teacher' plays the demonstration protocol for "
-            "warm starts (every cell stated exactly as shown, reviewer-by-reviewer proposal).",
+            "and proposes the best plan it knows; 'teacher' plays the game's demonstrations for warm "
+            "starts (matching: every cell stated exactly as shown, reviewer-by-reviewer proposal; "
+            "negotiation: the negotiator at strength 1).",
         ),
         click.option(
             "--scripted-share",
@@ -278,15 +279,15 @@ SCRIPTED_KNOBS = {"policy": "scripted_policy", "share": "scripted_share", "stren
 
 def _scripted_knobs(opts, prefix: str = "") -> dict:
     """The knobs the chosen game's scripted player has, from the options (`prefix` "partner_":
-    seat 1's, where a partner option exists and is given); the matching game's teacher shares
-    nothing, so its share is left out."""
-    knobs = {
+    seat 1's, where a partner option exists and is given); `--scripted-policy teacher` is the
+    game's own teacher (`Game.teacher`), whatever the other knobs say."""
+    game = games.get(opts.get("game", "matching"))
+    if opts.get("scripted_policy") == "teacher":
+        return dict(game.teacher)
+    return {
         k: opts[SCRIPTED_KNOBS[k]] if opts.get(prefix + SCRIPTED_KNOBS[k]) is None else opts[prefix + SCRIPTED_KNOBS[k]]
-        for k in games.get(opts.get("game", "matching")).scripted_knobs
+        for k in game.scripted_knobs
     }
-    if knobs.get("policy") == "teacher":
-        del knobs["share"]
-    return knobs
 
 
 @dataclass
@@ -391,7 +392,8 @@ def game_from(opts) -> GameConfig:
 
 
 def limits_from(opts) -> Limits:
-    return Limits(max_moves=opts["max_moves"], max_invalid=opts["max_invalid"])
+    """The limits the options set; the defaults for a command without limit options (`init`)."""
+    return Limits(**{k: opts[k] for k in ("max_moves", "max_invalid") if k in opts})
 
 
 def load_instances(kind: str, count: int, seed: int, game: str = "matching") -> list[GameInstance]:

@@ -60,3 +60,25 @@ def test_stages_sit_beside_random_matching_with_paired_differences(tmp_path):
     assert versus["runs"] == ["filtered BC", "GRPO"] and versus["stages"] == ["iter_1", "iter_1"]
     assert versus["difference"]["ci"][1] < 0
     assert "− warm start (paired)" in (out / "learning.md").read_text()
+
+
+def test_a_negotiation_run_brings_its_crossplay_report_not_matching_rows(tmp_path):
+    run = tmp_path / "neg"
+    common = ["eval", "--game", "negotiation", "--backend", "scripted", "--num-instances", "8", "-k", "2", "-q"]
+    selfplay = [*common, "--label", "warm", "--out", str(run / "warm"), "--append-to", str(run / "report" / "heldout")]
+    cross = [*common, "--scripted-strength", "1", "--partner-scripted-strength", "0.3", "--label", "iter_1"]
+    for args in (selfplay, [*cross, "--partner-label", "warm", "--out", str(run / "report" / "crossplay")]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "learning.py"), str(tmp_path), str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "learning.json").read_text())["stages"] == []  # points are not rewards beside random
+    text = (out / "learning.md").read_text()
+    assert "## neg: cross-play of its checkpoints" in text and "| iter_1 vs warm |" in text
+    assert (out / "neg_crossplay" / "report.md").exists() and (out / "neg_crossplay" / "rating.png").exists()

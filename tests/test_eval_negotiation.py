@@ -106,15 +106,28 @@ def test_win_rates_are_from_the_first_models_side_in_each_seat_order():
     assert cross["both"]["points"]["mean"] == np.mean([(6 + 5) / 2, (0 + 2) / 2])
 
 
-@pytest.mark.parametrize(
-    "args, message",
-    [
-        (["--instances", "human"], "has random ones only"),
-        (["--append-to", "run"], "--append-to keeps a run-level report of the matching game only"),
-    ],
-)
-def test_what_the_negotiation_eval_refuses(tmp_path, args, message):
+def test_what_the_negotiation_eval_refuses(tmp_path):
     result = CliRunner().invoke(
-        main, ["eval", "--game", "negotiation", "--backend", "scripted", *args, "--out", str(tmp_path / "out")]
+        main, ["eval", "--game", "negotiation", "--backend", "scripted", "--instances", "human", "--out", str(tmp_path)]
     )
-    assert result.exit_code == 2 and message in result.output
+    assert result.exit_code == 2 and "has random ones only" in result.output
+
+
+def test_append_to_keeps_a_run_level_report_of_each_checkpoints_self_play(strengths, tmp_path):
+    games, run = strengths / "games", tmp_path / "run"
+    for label, name in (("base", WEAK), ("iter_1", STRONG), ("iter_1", STRONG)):  # the last: a resumed iteration
+        spec = f"{label}={games / f'{name}__{name}.jsonl'}"
+        args = ["--from-games", spec, "--bootstrap", "200", "--out", str(tmp_path / label), "--append-to", str(run)]
+        result = invoke(args)
+        assert result.exit_code == 0, result.output
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["game"] == "negotiation" and [r["label"] for r in metrics["rows"]] == ["base", "iter_1"]
+    assert [e["label"] for e in metrics["iterations"]] == ["0: base", "1: iter_1"]
+    assert metrics["iterations"][1]["agreement_rate"]["mean"] == 1.0
+    assert "| 1: iter_1 | 60 | 30 |" in (run / "report.md").read_text()
+    matching = CliRunner().invoke(
+        main,
+        ["eval", "--backend", "scripted", "--limit-instances", "2", "-k", "1", "-q", "--out", str(tmp_path / "m")]
+        + ["--append-to", str(run)],
+    )
+    assert matching.exit_code == 2 and "a run-level report of the negotiation game" in matching.output

@@ -173,6 +173,19 @@ def test_play_command_plays_scripted_negotiators_in_the_chosen_reward_mode(tmp_p
     assert summary_of(semi)["seats_retokenized"] == 16
 
 
+def test_each_game_plays_its_own_teacher(tmp_path):
+    """`--scripted-policy teacher` (the warm start's demonstrations) is the negotiator at full
+    strength whatever strength is asked for, and the matching game's demonstration protocol."""
+    for game, expected in (("negotiation", {"strength": 1.0}), ("matching", {"policy": "teacher"})):
+        out = tmp_path / f"{game}.jsonl"
+        args = ("--game", game, "--scripted-policy", "teacher", "--scripted-strength", "0.2", "-n", "2", "-k", "1")
+        assert play(*args, "--out", str(out)).exit_code == 0
+        (record, _) = read_games(out)
+        for seat in ("seat0", "seat1"):
+            assert {k: record["settings"][seat][k] for k in expected} == expected
+        assert record["players"][0]["policy"] == ("negotiator" if game == "negotiation" else "teacher")
+
+
 @pytest.mark.parametrize(
     "args, words",
     [

@@ -390,3 +390,99 @@ def test_iteration_league_plays_the_earlier_checkpoint_rated_nearest(tmp_path):
     assert "--seat" not in plain.stdout and "seat 1 is" not in plain.stdout
     assert "EVAL_LABEL=warm NUM_GAMES=0" not in plain.stdout
     assert script("run_selfplay_iteration.sh", "--dry-run", LEAGUE_SIZE="some").returncode == 2
+
+
+def test_iteration_of_negotiation_plays_its_own_teacher_and_crossplays_the_checkpoints(tmp_path):
+    run = tmp_path / "run"
+    env = {"INITIAL_MODEL": "/m0", "NUM_ITERATIONS": "2", "RUN_DIR": str(run), "SELFPLAY_GEN": "gen"}
+    result = script("run_selfplay_iteration.sh", "--dry-run", GAME="negotiation", REWARD_MODE="competitive", **env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    games = [line for line in lines if line.startswith("+ gen")]
+    assert games and all(
+        line.startswith("+ gen --game negotiation --reward-mode competitive ")
+        or line.startswith("+ gen eval --game negotiation --reward-mode competitive ")
+        for line in games
+    )
+    (teacher,) = [line for line in games if "--backend scripted" in line]
+    assert "--scripted-policy teacher" in teacher  # the negotiator at full strength (Game.teacher)
+    assert not any("--instances human" in line for line in games)  # no human instances of negotiation
+    assert sum("--append-to" in line for line in games) == 4  # base, warm, iter_1, iter_2: the run's report
+    # each checkpoint from the warm start on against the initial one and the previous one, both orders
+    stages = [line for line in lines if "CROSSPLAY_DIR=" in line]
+    pairs = [(line.split("EVAL_LABEL=")[1].split()[0], line.split("PARTNER_LABEL=")[1].split()[0]) for line in stages]
+    assert pairs == [("iter_1", "warm"), ("iter_2", "warm"), ("iter_2", "iter_1")]
+    cross = [line for line in games if "--partner-backend sglang" in line]
+    assert len(cross) == 3 and all("--instances heldout" in line for line in cross)
+    assert (
+        "--label iter_2 --partner-label iter_1" in cross[2] and "--partner-base-url http://127.0.0.1:30001" in cross[2]
+    )
+    (report,) = [line for line in games if "--from-games" in line]
+    inputs = report.split("--from-games ")[1:]
+    assert [i.split("=")[0] for i in inputs[:3]] == ["warm", "iter_1", "iter_2"]  # self-play first: warm rates 0
+    assert report.endswith(f"--out {run}/report/crossplay") and len(inputs) == 3 + 6
+    matching = script("run_selfplay_iteration.sh", "--dry-run", **env)
+    assert "CROSSPLAY_DIR" not in matching.stdout and "--game " not in matching.stdout
+    assert script("run_selfplay_iteration.sh", "--dry-run", CROSSPLAY="yes", **env).returncode == 2
+
+
+def test_crossplay_stage_reports_each_checkpoints_wins_and_ratings(tmp_path):
+    """The iteration script's crossplay report on real games: scripted negotiators of strength 0.3,
+    0.6 and 1.0 stand in for the checkpoints warm, iter_1 and iter_2, their pairings played as the
+    stage plays them (every other stage done already)."""
+    run = tmp_path / "run"
+    for stage in ("base", "warm", "iter_001", "iter_002", "iter_002/eval"):
+        (run / stage).mkdir(parents=True, exist_ok=True)
+        (run / stage / "DONE").touch()
+    (run / "summary.md").write_text("| stage |\n")
+    (run / "report" / "heldout").mkdir(parents=True)
+    (run / "report" / "heldout" / "report.md").write_text("# Run report\n")
+    strength = {"warm": "0.3", "iter_1": "0.6", "iter_2": "1"}
+    for a, b in (("iter_1", "warm"), ("iter_2", "warm"), ("iter_2", "iter_1")):
+        pair = run / "crossplay" / f"{a}__{b}"
+        played = subprocess.run(
+            [sys.executable, "-m", "selfplay_gen.cli", "eval", "--game", "negotiation", "--backend", "scripted"]
+            + ["--scripted-strength", strength[a], "--partner-scripted-strength", strength[b], "--label", a]
+            + ["--partner-label", b, "--instances", "heldout", "--num-instances", "16", "-k", "2"]
+            + ["--bootstrap", "100", "--out", str(pair / "eval"), "-q"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        )
+        assert played.returncode == 0, played.stderr
+        (pair / "DONE").touch()
+    env = {"INITIAL_MODEL": "/m0", "NUM_ITERATIONS": "2", "RUN_DIR": str(run), "WARM_START": "teacher"}
+    result = script(
+        "run_selfplay_iteration.sh", GAME="negotiation", SELFPLAY_GEN=f"{sys.executable} -m selfplay_gen.cli", **env
+    )
+    assert result.returncode == 0, result.stderr
+    metrics = json.loads((run / "report" / "crossplay" / "metrics.json").read_text())
+    assert list(metrics["models"]) == ["warm", "iter_1", "iter_2"]
+    assert [e["models"] for e in metrics["cross_play"]] == [
+        ["iter_1", "warm"],
+        ["iter_2", "warm"],
+        ["iter_2", "iter_1"],
+    ]
+    for entry in metrics["cross_play"]:  # the later (stronger) checkpoint's side, in both seat orders
+        assert entry["seat0"]["games"] == entry["seat1"]["games"] == 32
+        assert entry["both"]["decided_win_share"]["mean"] > 0.5
+    ratings = {m: r["rating"] for m, r in metrics["ratings"].items()}
+    assert ratings["warm"] == 0 < ratings["iter_1"] < ratings["iter_2"]
+    assert (run / "report" / "crossplay" / "rating.png").stat().st_size > 0
+    assert "iter_2 vs warm" in result.stdout  # the final summary prints the cross-play report
+
+
+def test_gpu_learning_runs_of_another_game_warm_up_on_their_own(tmp_path):
+    runs = "m:TRAINER=filtered-bc neg:GAME=negotiation,REWARD_MODE=semi-competitive,NUM_ITERATIONS=1"
+    result = script("bench/gpu_learning.sh", "--dry-run", "/models/raw", str(tmp_path / "root"), "rl", RL_RUNS=runs)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "=== m starts from lora: base warm" in out and "=== neg starts from" not in out
+    assert "=== neg (port 30002)" in out  # two ports a run: PORT + 1 serves its cross-play partner
+    negotiation = out.split("=== neg (port 30002)")[1]
+    assert (
+        "--game negotiation --reward-mode semi-competitive --backend scripted --scripted-policy teacher" in negotiation
+    )
+    assert "CROSSPLAY_DIR=" in negotiation
+    plain = script("bench/gpu_learning.sh", "--dry-run", "/m", str(tmp_path / "r"), "rl", WARM="none", RL_RUNS="x:A=1")
+    assert "starts from" not in plain.stdout

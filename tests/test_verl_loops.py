@@ -8,6 +8,7 @@ SmolLM2 model (through the local backend) or a script of fixed moves.
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,8 @@ from selfplay_gen.backends.base import BackendOptions, SamplingParams
 from selfplay_gen.backends.local import LocalBackend
 from selfplay_gen.game import TERMINATIONS, Limits
 from selfplay_gen.games import GameConfig
+from selfplay_gen.games.negotiation import Instance as NegotiationInstance
+from selfplay_gen.games.negotiation import render_share
 from selfplay_gen.instance import Instance
 from selfplay_gen.moves import render_proposal
 from selfplay_gen.players import LLMPlayer
@@ -192,7 +195,9 @@ def test_init_writes_one_row_per_instance_and_seat_with_disjoint_splits(init_dir
     seeds = lambda ds: {Instance.from_json(ds[i]["extra_info"]["instance"]).seed for i in range(len(ds))}
     assert seeds(train) == {40, 41, 42} and seeds(test) == {43, 44}
     first = Instance.from_json(rows[0]["extra_info"]["instance"])
-    assert rows[0]["raw_prompt"] == initial_messages(first, 0) and rows[1]["raw_prompt"] == initial_messages(first, 1)
+    game = GameConfig()
+    assert rows[0]["raw_prompt"] == initial_messages(game, first, 0)
+    assert rows[1]["raw_prompt"] == initial_messages(game, first, 1)
     assert len({r["index"] for r in rows}) == 6
 
 
@@ -451,6 +456,37 @@ async def test_online_failed_game_trains_nothing(init_dir, tokenizer, local_mode
     out = await play_online(cfg, server, ds[0])
     assert out.extra_fields["failed"] and out.extra_fields["termination"] == "backend_error"
     assert out.response_mask == [0] and out.reward_score == 0.0  # seat 0 sampled a turn, yet nothing is trained
+
+
+@pytest.fixture(scope="module")
+def negotiation_init_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("init_negotiation")
+    args = ["--game", "negotiation", "--reward-mode", "semi-competitive", "--num-train", "2", "--num-test", "0"]
+    result = CliRunner().invoke(init_command, [*args, "--seed", "5", "--out-dir", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+async def test_online_negotiation_pays_each_seat_its_own_points(negotiation_init_dir, tokenizer, local_model_dir):
+    """Init rows name the game and its reward mode; the loop plays that game, and each seat's
+    trajectory carries its own points (semi-competitive), not a shared reward."""
+    cfg = trainer_config(local_model_dir, max_new_tokens=160)
+    ds = dataset(negotiation_init_dir / "train.parquet", cfg, tokenizer)
+    rows = [ds[i] for i in range(len(ds))]
+    assert {r["data_source"] for r in rows} == {"selfplay_negotiation"}
+    instance = NegotiationInstance.from_dict(json.loads(rows[0]["extra_info"]["instance"]))
+    game = GameConfig("negotiation", options={"reward_mode": "semi-competitive"})
+    assert rows[0]["raw_prompt"] == initial_messages(game, instance, 0)
+    mine = next(s for s in instance.shares() if 0 < instance.value(0, s) != instance.value(1, instance.rest(s)) > 0)
+    points = [instance.value(0, mine), instance.value(1, instance.rest(mine))]  # unequal: each seat gets its own
+    for seat in (0, 1):
+        script = {0: ["[message] Hello.", f"[propose] {render_share(mine)}"], 1: ["[message] Hi."]}
+        script[1].append(f"[propose] {render_share(instance.rest(mine))}")
+        server = ScriptServerManager(tokenizer, script)
+        out = await play_online(cfg, server, rows[seat])
+        assert out.extra_fields["termination"] == "agreed"
+        assert out.reward_score == pytest.approx(points[seat]) == out.extra_fields["normalized_reward"]
+        check_seat_trajectory(out, server.calls, seat, RESPONSE_LENGTH)
 
 
 @pytest.mark.slow

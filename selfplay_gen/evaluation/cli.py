@@ -29,7 +29,6 @@ from ..games.base import GameInstance
 from ..options import game_from, game_options, generation_options, load_instances, open_seats
 from ..records import GameWriter, RecordError, read_games
 from ..runner import SeatFactory, SettingsChanged, plan_games, run_games, until_signalled
-from .report import append_to_run
 
 HELDOUT_SEED = 10**9
 HUMAN_INSTANCES = 134
@@ -44,6 +43,7 @@ class Evaluation:
     evaluate: Callable[..., dict]  # (games, self-play models, resamples, seed) -> metrics
     write: Callable[..., list[Path]]  # (out dir, metrics, games, inputs) -> files written
     summary: Callable[[dict], str]  # metrics -> a markdown table
+    append: Callable[..., dict]  # (run dir, metrics, source) -> the run-level report with this model's row
 
 
 # game -> its evaluation's module, imported when used (the matching game's spans two modules)
@@ -54,7 +54,9 @@ def evaluation(game: str) -> Evaluation:
     if game not in EVALUATIONS:
         raise click.UsageError(f"eval has no metrics for the {game} game; it evaluates {', '.join(EVALUATIONS)}")
     module = importlib.import_module(EVALUATIONS[game])
-    return Evaluation(module.game_table, module.evaluate, module.write_report, module.summary_text)
+    return Evaluation(
+        module.game_table, module.evaluate, module.write_report, module.summary_text, module.append_to_run
+    )
 
 
 @dataclass(frozen=True)
@@ -263,11 +265,9 @@ def eval_command(
     """Evaluate models: reward with intervals, agreement, optimal share, moves, words, invalid
     moves, endings, diversity, cross-play and ratings, side by side with humans on their
     instances. Writes OUT/metrics.json, OUT/report.md and plots. With --game negotiation: points
-    per seat, deals, and cross-play win/tie/loss rates and ratings from wins (no plots)."""
+    per seat, deals, and cross-play win/tie/loss rates and ratings from wins (plotted)."""
     game = game_from(opts)
     chosen_evaluation = evaluation(game.name)
-    if append_to is not None and game.name != "matching":
-        raise click.UsageError("--append-to keeps a run-level report of the matching game only")
     instances = instances or ("human" if game.name == "matching" else "heldout")
     if from_games:
         inputs = [parse_input(spec) for spec in from_games]
@@ -305,7 +305,7 @@ def eval_command(
     written = chosen_evaluation.write(out, metrics, games, described)
     if append_to is not None:
         try:
-            append_to_run(append_to, metrics, str(out))
+            chosen_evaluation.append(append_to, metrics, str(out))
         except ValueError as err:
             raise click.UsageError(str(err)) from None
     click.echo(chosen_evaluation.summary(metrics))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from itertools import combinations
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,7 @@ from ..atomic import write_atomic
 from ..records import UNNAMED_GAME, Record
 from .metrics import mean_interval, per_instance, ratio_interval
 from .ratings import rate_wins
-from .report import format_interval, markdown_table, report_head
+from .report import BOOTSTRAP_NOTE, add_run_row, format_interval, markdown_table, only_model, plot_series, report_head
 
 SCHEMA = "selfplay-gen-eval-negotiation/1"
 NOTE = (
@@ -123,18 +122,27 @@ def head_to_head(results: pd.DataFrame, resamples: int, rng: np.random.Generator
     }
 
 
+def pairs(games: pd.DataFrame, models: list[str]) -> list[tuple[str, str]]:
+    """The pairs of `models` that met in cross-play, in the order of their first game, each from
+    the side of the model in seat 0 there: `A,B=FILE` given first reports A's results (a later
+    checkpoint against an earlier one, when a run lists its cross-play so)."""
+    met = games[(games["seat0"] != games["seat1"]) & games["seat0"].isin(models) & games["seat1"].isin(models)]
+    first: dict[frozenset, tuple[str, str]] = {}
+    for a, b in zip(met["seat0"], met["seat1"]):
+        first.setdefault(frozenset((a, b)), (a, b))
+    return list(first.values())
+
+
 def cross_play(games: pd.DataFrame, models: list[str], resamples: int, rng: np.random.Generator) -> list[dict]:
-    """For each pair of models with cross-play games: the first model's results when it sits in
-    seat 0, in seat 1, and in both together."""
+    """For each pair of models with cross-play games (`pairs`): the first model's results when it
+    sits in seat 0, in seat 1, and in both together."""
     entries = []
-    for a, b in combinations(models, 2):
+    for a, b in pairs(games, models):
         orders = {
             "seat0": games[(games["seat0"] == a) & (games["seat1"] == b)],
             "seat1": games[(games["seat0"] == b) & (games["seat1"] == a)],
         }
         both = pd.concat(orders.values())
-        if both.empty:
-            continue
         entries.append(
             {
                 "models": [a, b],
@@ -239,8 +247,40 @@ def write_report(out_dir: Path, metrics: dict, games: pd.DataFrame, inputs: list
         "",
         NOTE,
     ]
+    plots = []
     if metrics["cross_play"]:
         sections += ["", "## Cross-play", "", cross_play_table(metrics), "", ratings_table(metrics), "", CROSS_NOTE]
+        ratings = metrics["ratings"]
+        plot_series(list(ratings), list(ratings.values()), "rating (Elo, first = 0)", out_dir / "rating.png", "model")
+        sections += ["", "![Rating per model](rating.png)"]
+        plots.append(out_dir / "rating.png")
     write_atomic(out_dir / "report.md", "\n".join(sections) + "\n")
     write_atomic(out_dir / "metrics.json", json.dumps({**metrics, "inputs": inputs}, indent=1) + "\n")
-    return [out_dir / "metrics.json", out_dir / "report.md"]
+    return [out_dir / "metrics.json", out_dir / "report.md", *plots]
+
+
+# what a run-level row keeps of a model's self-play, beside its label
+RUN_KEYS = ("points_seat0", "points_seat1", "joint_share", "agreement_rate", "valid_move_rate")
+RUN_NOTE = (
+    "Self-play of one model has no winner: the run's ratings and win rates come from cross-play of its "
+    "checkpoints (run_selfplay_iteration.sh's crossplay stage, RUN_DIR/report/crossplay)."
+)
+
+
+def append_to_run(run_dir: Path, metrics: dict, source: str) -> dict:
+    """Add one model's self-play as the next row of a negotiation run's report (or replace the row
+    with its label), so every checkpoint's points and deals sit side by side. Returns the run."""
+    label = only_model(metrics)
+    run = add_run_row(run_dir, "negotiation", {"label": label, "source": source, "summary": metrics["models"][label]})
+    labels = [f"{r['iteration']}: {r['label']}" for r in run["rows"]]
+    run["iterations"] = [
+        {"iteration": r["iteration"], "label": lab, **{k: r["summary"][k] for k in RUN_KEYS}}
+        for lab, r in zip(labels, run["rows"])
+    ]
+    table = summary_text({"models": {lab: r["summary"] for lab, r in zip(labels, run["rows"])}})
+    note = BOOTSTRAP_NOTE.format(resamples=metrics["bootstrap"]["resamples"])
+    report = ["# Run report: negotiation", "", note, "", "## Self-play per iteration", "", table, "", NOTE]
+    report += ["", RUN_NOTE]
+    write_atomic(run_dir / "report.md", "\n".join(report) + "\n")
+    write_atomic(run_dir / "metrics.json", json.dumps(run, indent=1) + "\n")
+    return run

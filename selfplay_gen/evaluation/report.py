@@ -192,7 +192,9 @@ def plot_histograms(groups: dict[str, np.ndarray], bins, xlabel: str, path: Path
     save_figure(fig, path)
 
 
-def plot_series(labels: list[str], points: list[dict | None], ylabel: str, path: Path) -> None:
+def plot_series(
+    labels: list[str], points: list[dict | None], ylabel: str, path: Path, xlabel: str = "iteration"
+) -> None:
     """Means (or ratings) with their intervals, in iteration order."""
     shown = [(i, p) for i, p in enumerate(points) if p and p.get("mean", p.get("rating")) is not None]
     xs = [i for i, _ in shown]
@@ -202,7 +204,7 @@ def plot_series(labels: list[str], points: list[dict | None], ylabel: str, path:
     ax.errorbar(xs, ys, yerr=[ys - ci[:, 0], ci[:, 1] - ys], marker="o", capsize=4)
     tilt = len(labels) > 3
     ax.set_xticks(range(len(labels)), labels, rotation=20 if tilt else 0, ha="right" if tilt else "center")
-    ax.set_xlabel("iteration")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     save_figure(fig, path)
@@ -445,29 +447,41 @@ def write_report(out_dir: Path, metrics: dict, games: pd.DataFrame, inputs: list
 # ---------------------------------------------------------------- run-level report
 
 
-def append_to_run(run_dir: Path, metrics: dict, source: str) -> dict:
-    """Add an evaluation of one self-play model as the next iteration of a run-level report (or
-    replace the row with its label) and rewrite that report. Returns the run's metrics."""
+def only_model(metrics: dict) -> str:
+    """The one self-play model of an evaluation added to a run-level report."""
     models = list(metrics["models"])
     if len(models) != 1:
         raise ValueError(
             f"--append-to adds one iteration; this evaluation has {len(models)} self-play models ({', '.join(models)})"
         )
-    run_dir.mkdir(parents=True, exist_ok=True)
+    return models[0]
+
+
+def add_run_row(run_dir: Path, game: str, row: dict[str, Any]) -> dict[str, Any]:
+    """The run-level report in `run_dir` (of `game`; reports without a game are matching ones)
+    with `row` as its next row, or in place of the row with its label. Every game's run report
+    starts here; each writes its own tables from the rows."""
     path = run_dir / "metrics.json"
-    run: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"schema": RUN_SCHEMA, "rows": []}
+    new = {"schema": RUN_SCHEMA, "game": game, "rows": []}
+    run: dict[str, Any] = json.loads(path.read_text()) if path.exists() else new
     if run.get("schema") != RUN_SCHEMA:
         raise ValueError(f"{path}: not a run-level report (schema {run.get('schema')!r}, expected {RUN_SCHEMA!r})")
-    label = models[0]
-    row = {
-        "label": label,
-        "source": source,
-        "summary": metrics["models"][label],
-        "per_instance": metrics["per_instance"][label],
-    }
+    if run.setdefault("game", "matching") != game:
+        raise ValueError(f"{path}: a run-level report of the {run['game']} game; this evaluation is of the {game} game")
+    run_dir.mkdir(parents=True, exist_ok=True)
     labels = [r["label"] for r in run["rows"]]
-    at = labels.index(label) if label in labels else len(labels)
+    at = labels.index(row["label"]) if row["label"] in labels else len(labels)
     run["rows"][at : at + 1] = [{"iteration": at, **row}]
+    return run
+
+
+def append_to_run(run_dir: Path, metrics: dict, source: str) -> dict:
+    """Add an evaluation of one self-play model as the next iteration of a run-level report (or
+    replace the row with its label) and rewrite that report. Returns the run's metrics."""
+    label = only_model(metrics)
+    row = {"label": label, "source": source, "summary": metrics["models"][label]}
+    run = add_run_row(run_dir, "matching", {**row, "per_instance": metrics["per_instance"][label]})
+    path = run_dir / "metrics.json"
     rows, resamples, seed = run["rows"], metrics["bootstrap"]["resamples"], metrics["bootstrap"]["seed"]
     rng = np.random.default_rng(seed)
     rewards = [pd.Series(r["per_instance"], dtype=float) for r in rows]

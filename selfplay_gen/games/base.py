@@ -9,7 +9,8 @@ Modelled on Gymnasium's `Env` and verl's agent loops, and on what `MatchingGame`
   `stop(reason)` ends a game for a limit only the driver sees (tokens, context, errors); the
   outcome marks such ends `truncated`, apart from the game's own ends (its limits included).
 - Instances are plain data: `from_seed`, `to_dict` / `from_dict`, an `id`.
-- `scripted_player(seat, seed=...)` builds the game's model-free player, deterministic per seed.
+- `scripted_player(seat, seed=...)` builds the game's model-free player, deterministic per seed;
+  `teacher` names the knobs of the one whose games warm-start a model that cannot play yet.
 - Each game declares the parts of a game record it fills in its own way (`record`: instance,
   outcome details, events), which `records` checks on read.
 
@@ -134,6 +135,7 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
     ability: ClassVar[str]  # what it trains, as verl's `ability` column names it
     record: ClassVar[Any]  # a TypedDict of its record's own parts (instance, outcome, events)
     scripted_knobs: ClassVar[Mapping[str, Any]]  # the scripted player's knobs and their defaults
+    teacher: ClassVar[Mapping[str, Any]]  # the scripted player's knobs whose games a warm start imitates
 
     def __init__(self, limits: Limits | None = None):
         self.limits = limits or Limits()

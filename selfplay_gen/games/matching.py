@@ -31,6 +31,7 @@ class Matching(Game[Instance, Move]):
     ability = "cooperative_negotiation"
     record = MatchingRecord
     scripted_knobs = {"policy": "share", "share": 0.5}
+    teacher = {"policy": "teacher"}
 
     def __init__(self, limits: Limits | None = None):
         super().__init__(limits)

@@ -1,11 +1,12 @@
 """`selfplay-gen init`: game-initialization parquet for online training (`selfplay_online`), of
-the matching game (the only one the online loop plays).
+any registered game (`--game`, with its options such as `--reward-mode`).
 
 One row per (instance, seat), so that each instance appears twice, once for each seat (see
 `selfplay_loop` for why). Columns are those verl's `RLHFDataset` reads: `prompt` (what the seat
-starts from: the system prompt with its table, plus "You move first" for seat 0; seat 1's first
-user message is its partner's opening move, known only in play), `data_source`, `ability`,
-`reward_model`, `extra_info` (instance JSON, seat, game id, index) and `agent_name`.
+starts from: its system prompt and the first messages the game tells it, e.g. "You move first"
+for seat 0; seat 1's first user message is its partner's opening move, known only in play),
+`data_source` (`selfplay_<game>`), `ability`, `reward_model` (the instance's optima, `best_*`),
+`extra_info` (the game, its options, instance JSON, seat, game id, index) and `agent_name`.
 Train instances use seeds SEED, SEED+1, ...; test instances the seeds right after them, so the
 two never share an instance.
 """
@@ -14,7 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 import pandas as pd
@@ -22,37 +25,44 @@ from tqdm.auto import tqdm
 
 from convert.rows import data_source
 
-from .. import prompts
-from ..games.matching import Matching
-from ..instance import Instance
+from ..games import GameConfig
+from ..games.base import GameInstance
+from ..options import game_from, game_options
 from . import ONLINE_AGENT
 
 
-def initial_messages(instance: Instance, seat: int) -> list[dict]:
-    """The chat a seat starts from, before any move."""
-    system = [{"role": "system", "content": prompts.system_prompt(instance, seat)}]
-    return (system + [{"role": "user", "content": prompts.FIRST_MOVE}]) if seat == 0 else system
+def initial_messages(game: GameConfig, instance: GameInstance, seat: int) -> list[dict]:
+    """The chat `seat` starts from, before any move: what the game shows it when it starts."""
+    start = game.new().reset(instance)
+    told = [{"role": "user", "content": "\n".join(start.told[seat])}] if start.told[seat] else []
+    return [{"role": "system", "content": start.system[seat]}, *told]
 
 
-def init_rows(instances: list[Instance]) -> pd.DataFrame:
+def game_of(info: Mapping[str, Any]) -> GameConfig:
+    """The game a row of init data plays (rows from before games had names: matching)."""
+    return GameConfig(info.get("game") or "matching", options=json.loads(info.get("game_options") or "{}"))
+
+
+def init_rows(game: GameConfig, instances: list[GameInstance]) -> pd.DataFrame:
+    played = game.new()
     rows = []
     for ordinal, instance in enumerate(instances):
-        for seat in (0, 1):
+        optima = {k: v for k, v in instance.to_dict().items() if k.startswith("best_") and not isinstance(v, list)}
+        for seat in range(played.seats):
             rows.append(
                 {
-                    "prompt": initial_messages(instance, seat),
-                    "data_source": data_source(Matching.name),
-                    "ability": Matching.ability,
-                    "reward_model": {
-                        "style": "rule",
-                        "ground_truth": json.dumps({"best_reward": instance.best_reward}),
-                    },
+                    "prompt": initial_messages(game, instance, seat),
+                    "data_source": data_source(game.name),
+                    "ability": played.ability,
+                    "reward_model": {"style": "rule", "ground_truth": json.dumps(optima)},
                     "extra_info": {
-                        "index": 2 * ordinal + seat,
+                        "index": played.seats * ordinal + seat,
+                        "game": game.name,
+                        "game_options": json.dumps(dict(game.options)),
                         "game_id": instance.id,
                         "instance_id": instance.id,
                         "player": seat,
-                        "instance": instance.to_json(),
+                        "instance": json.dumps(instance.to_dict()),
                     },
                     "agent_name": ONLINE_AGENT,
                 }
@@ -90,8 +100,12 @@ def write_parquet_atomic(frame: pd.DataFrame, path: Path) -> None:
     help="Where train.parquet and test.parquet go.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace existing parquet files.")
-def init_command(num_train: int, num_test: int, seed: int, out_dir: Path, overwrite: bool) -> None:
-    """Write game-initialization parquet for online self-play training (agent `selfplay_online`)."""
+@game_options
+def init_command(num_train: int, num_test: int, seed: int, out_dir: Path, overwrite: bool, **opts: Any) -> None:
+    """Write game-initialization parquet for online self-play training (agent `selfplay_online`)
+    of the game `--game` (with its options), which the rows name for the loop that plays them."""
+    game = game_from(opts)  # default limits: the trainer's come from +selfplay.max_moves and the like
+    instance_type = game.new().instance_type
     splits = {"train": range(seed, seed + num_train), "test": range(seed + num_train, seed + num_train + num_test)}
     targets = {name: out_dir / f"{name}.parquet" for name, seeds in splits.items() if seeds}
     existing = [str(p) for p in targets.values() if p.exists()]
@@ -99,9 +113,9 @@ def init_command(num_train: int, num_test: int, seed: int, out_dir: Path, overwr
         raise click.ClickException(f"{', '.join(existing)} already exist; pass --overwrite to replace them")
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, path in targets.items():
-        instances = [Instance.from_seed(s) for s in tqdm(splits[name], desc=f"{name} instances", unit="inst")]
-        write_parquet_atomic(init_rows(instances), path)
+        instances = [instance_type.from_seed(s) for s in tqdm(splits[name], desc=f"{name} instances", unit="inst")]
+        write_parquet_atomic(init_rows(game, instances), path)
         click.echo(
-            f"{path}: {2 * len(instances)} rows from {len(instances)} instances "
+            f"{path}: {2 * len(instances)} rows from {len(instances)} {game.name} instances "
             f"(seeds {splits[name].start}..{splits[name].stop - 1})"
         )

@@ -6,14 +6,16 @@ dataset row, each returning ONE trajectory, and GRPO groups the n sessions of a 
 `selfplay-gen init` writes one row per (instance, seat): the same instance twice, for seat 0 and
 seat 1. Each session of the row for seat s plays a whole game of that instance (the policy in
 both seats, token in, token out through verl's `server_manager.generate`) and returns seat s's
-trajectory with the game's normalized reward. A group is then n games of one instance seen from
+trajectory with its reward in the game. A group is then n games of one instance seen from
 one seat: their rewards differ from game to game, so the advantage is not zero (a group made of
 the two seats of ONE game would always have zero advantage, both seats getting the same reward).
 Both seats are trained because both rows exist. (Each game trains one seat; the other seat's
 tokens are played but not returned.)
 
-It plays the matching game only (`selfplay-gen init` writes matching instances). The game itself
-is `runner.play_game` with two `LLMPlayer`s, exactly as in offline generation;
+It plays the game the row names (`selfplay-gen init --game NAME`, with the game's options such
+as a reward mode; rows without one are matching games), and each seat's reward is its own
+(`outcome.rewards`). The game itself is `runner.play_game` with two `LLMPlayer`s, exactly as in
+offline generation;
 only the backend differs: `ServerManagerBackend` sends each turn to verl's server manager with
 request id = game and seat, so every turn of a seat reaches the same server (prefix cache).
 
@@ -39,6 +41,7 @@ Game settings come from the optional trainer config group `selfplay` (Hydra
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from uuid import uuid4
 
@@ -50,12 +53,11 @@ from convert.tokens import sampled
 from ..backends.base import Backend, BackendError, Generation, SamplingParams
 from ..game import Limits
 from ..games import GameConfig
-from ..games.base import Game, Observation
-from ..instance import Instance
+from ..games.base import Game, GameInstance, Observation
 from ..players import LLMPlayer
 from ..runner import GameSpec, play_game
 from ..token_context import token_context
-from .init_data import initial_messages
+from .init_data import game_of, initial_messages
 
 DEFAULT_MAX_NEW_TOKENS = 256
 
@@ -127,7 +129,9 @@ class SelfPlayAgentLoop(AgentLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         info = kwargs["extra_info"]
-        instance = Instance.from_json(info["instance"])
+        named = game_of(info)
+        game = GameConfig(named.name, self.limits, named.options)
+        instance = game.new().instance_type.from_dict(json.loads(info["instance"]))
         seat = int(info["player"])
         spec = GameSpec(f"{info['game_id']}/{uuid4().hex[:12]}", int(info.get("index", 0)), 0, instance)
         end_of_turn = token_context(self.tokenizer).end_of_turn_id
@@ -154,32 +158,27 @@ class SelfPlayAgentLoop(AgentLoopBase):
                 response_length=budget,
             )
 
-        record = await play_game(
-            spec,
-            (player, player),
-            GameConfig("matching", self.limits),
-            {"backend": backend.name, "model": backend.model},
-        )
+        record = await play_game(spec, (player, player), game, {"backend": backend.name, "model": backend.model})
         outcome = record["outcome"]
         return AgentLoopOutput(
-            **self._trajectory(record, seat, instance),
+            **self._trajectory(record, seat, game, instance),
             reward_score=training_reward(record, seat, self.invalid_move_penalty),
             num_turns=len(record["players"][seat]["messages"]),
             metrics=AgentLoopMetrics(),
             extra_fields={
                 "game_id": record["game_id"],
-                "normalized_reward": outcome["normalized_reward"],
+                "normalized_reward": outcome["rewards"][seat],  # the seat's own reward, as convert's rows
                 "termination": outcome["termination"],
                 "failed": bool(record["failure"]),
                 **backend.versions(),
             },
         )
 
-    def _trajectory(self, record: dict, seat: int, instance: Instance) -> dict:
+    def _trajectory(self, record: dict, seat: int, game: GameConfig, instance: GameInstance) -> dict:
         """Seat `seat`'s ids split into prompt and response, cut after its last sampled id."""
         log = record["players"][seat]
         if record["failure"] or not log["turns"] or not log["invariant_ok"]:
-            return self._untrained(instance, seat)
+            return self._untrained(game, instance, seat)
         tokens = sampled(log)
         last = log["turns"][-1]
         end = last["prompt_len"] + len(last["output_ids"]) - tokens.prompt_len
@@ -201,9 +200,9 @@ class SelfPlayAgentLoop(AgentLoopBase):
             "response_logprobs": logprobs,
         }
 
-    def _untrained(self, instance: Instance, seat: int) -> dict:
+    def _untrained(self, game: GameConfig, instance: GameInstance, seat: int) -> dict:
         prompt = self.tokenizer.apply_chat_template(
-            initial_messages(instance, seat), tokenize=False, add_generation_prompt=True
+            initial_messages(game, instance, seat), tokenize=False, add_generation_prompt=True
         )
         return {
             "prompt_ids": self.tokenizer.encode(prompt, add_special_tokens=False),

@@ -42,6 +42,9 @@ class NegotiationGame(Game[Instance, Move]):
     ability = "negotiation"
     record = NegotiationRecord
     scripted_knobs = {"strength": 1.0}
+    # full strength: it asks for all it values and concedes a point per counter-offer, in one fixed
+    # wording ("I propose: I take ...; you take ..."), so its games show both the format and haggling
+    teacher = {"strength": 1.0}
 
     def __init__(self, limits: Limits | None = None, reward_mode: str = "semi-competitive"):
         if reward_mode not in REWARD_MODES:
