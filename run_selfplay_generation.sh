@@ -18,7 +18,8 @@ running them.
 
 Environment (default):
   MODEL_NAME          model directory to serve and tokenize with (required unless SGLANG_URL is set)
-  SGLANG_URL          use this running server (or router) instead of starting one
+  SGLANG_URL          use these running servers (space-separated, e.g. one per node: every turn of a game goes
+                      to the same one) or a router, instead of starting one
   GAME                the game to play (matching; negotiation)
   REWARD_MODE         the game's reward mode (negotiation: cooperative | semi-competitive | competitive;
                       unset: the game's default)
@@ -195,10 +196,10 @@ if [[ -n $PARTNER_MODEL ]] && { ((NUM_GAMES > 0)) || [[ -n $CROSSPLAY_DIR ]]; };
   EXTRA_SGLANG_ARGS="$EXTRA_SGLANG_ARGS --mem-fraction-static $PARTNER_MEM_FRACTION"  # two servers share the GPUs
 fi
 if [[ -n $SGLANG_URL ]]; then
-  URL=$SGLANG_URL
+  read -r -a urls <<< "$SGLANG_URL"
 else
   [[ -n $MODEL_NAME ]] || { echo "set MODEL_NAME (a model directory) or SGLANG_URL" >&2; exit 2; }
-  URL=http://127.0.0.1:$PORT
+  urls=("http://127.0.0.1:$PORT")
   start_server "$MODEL_NAME" "$PORT" "$OUT_DIR/sglang.log"
 fi
 partner=()
@@ -216,7 +217,9 @@ model=()
 game=()  # the matching game is the commands' default
 [[ $GAME == matching ]] || game=(--game "$GAME")
 [[ -z $REWARD_MODE ]] || game+=(--reward-mode "$REWARD_MODE")
-sampling=(--backend sglang --base-url "$URL" "${model[@]}" --temperature "$TEMPERATURE" --max-moves "$MAX_MOVES"
+servers=()
+for url in "${urls[@]}"; do servers+=(--base-url "$url"); done
+sampling=(--backend sglang "${servers[@]}" "${model[@]}" --temperature "$TEMPERATURE" --max-moves "$MAX_MOVES"
           --max-new-tokens "$MAX_NEW_TOKENS")
 [[ -z $MAX_RESPONSE_TOKENS ]] || sampling+=(--max-response-tokens "$MAX_RESPONSE_TOKENS")
 if ((NUM_GAMES > 0)); then

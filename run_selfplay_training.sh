@@ -29,7 +29,10 @@ Environment (default):
   TRAIN_FILES            training parquet (data/selfplay/train.parquet; online: data/online/train.parquet)
   VAL_FILES              validation parquet (data/selfplay/val.parquet; online: data/online/test.parquet)
   OUT_DIR                checkpoints/ and hf/ go here (data/train)
-  N_GPUS, NNODES         GPUs per node, nodes (1, 1)
+  N_GPUS, NNODES         GPUs per node, nodes (1, 1). Several nodes: offline and online run once, on the head
+                         of a Ray cluster (`ray start --head` there, `ray start --address=HEAD:6379` on the others);
+                         sft runs once on every node, with NODE_RANK (0 on the first) and MASTER_ADDR (the first
+                         node's address; MASTER_PORT 29500), through torchrun's rendezvous
   TRAIN_BATCH_SIZE       rows per step (64)
   MINI_BATCH_SIZE        PPO mini-batch (TRAIN_BATCH_SIZE)
   MICRO_BATCH_SIZE       micro-batch per GPU for updates and log-probs (4)
@@ -169,7 +172,13 @@ if [[ $MODE == sft ]]; then
   # selfplay_gen.verl.sft_trainer is verl's trainer with chunked log-probs (selfplay_gen/verl/logprobs.py).
   # Step time on an H100 (bench/results/learning/): 7.1 s with verl's defaults, 4.4 s without torch.compile
   # and recomputation, 1.45 s with 16k-token micro-batches; a 135M model needs neither to fit.
-  run train "$VERL_PYTHON" -m torch.distributed.run --standalone --nnodes="$NNODES" --nproc_per_node="$N_GPUS" \
+  nodes=(--standalone)
+  if ((NNODES > 1)); then
+    [[ -n ${MASTER_ADDR:-} && -n ${NODE_RANK:-} ]] \
+      || { echo "sft on $NNODES nodes: set NODE_RANK and MASTER_ADDR on each (see --help)" >&2; exit 2; }
+    nodes=(--node-rank="$NODE_RANK" --master-addr="$MASTER_ADDR" --master-port="${MASTER_PORT:-29500}")
+  fi
+  run train "$VERL_PYTHON" -m torch.distributed.run "${nodes[@]}" --nnodes="$NNODES" --nproc_per_node="$N_GPUS" \
     -m selfplay_gen.verl.sft_trainer \
     data.train_files="$TRAIN_FILES" data.val_files="$VAL_FILES" data.messages_key=messages \
     data.max_length="$MAX_LENGTH" data.truncation=error \

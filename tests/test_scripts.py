@@ -295,6 +295,40 @@ def test_sft_with_lora_folds_the_adapter_into_the_served_model(tmp_path):
     assert not any("merge_lora" in line for line in dry("0"))
 
 
+def test_sft_on_several_nodes_meets_at_the_first_node(tmp_path):
+    def dry(**env):
+        return script(
+            "run_selfplay_training.sh", "--dry-run", MODE="sft", MODEL_PATH="/m", OUT_DIR=str(tmp_path), **env
+        )
+
+    one = dry()
+    assert "-m torch.distributed.run --standalone --nnodes=1 --nproc_per_node=1" in one.stdout
+    two = dry(NNODES="2", N_GPUS="8", NODE_RANK="1", MASTER_ADDR="10.0.0.1")
+    assert two.returncode == 0, two.stderr
+    assert (
+        "-m torch.distributed.run --node-rank=1 --master-addr=10.0.0.1 --master-port=29500 --nnodes=2 "
+        "--nproc_per_node=8" in two.stdout
+    )
+    assert "trainer.n_gpus_per_node=8 trainer.nnodes=2" in two.stdout
+    missing = dry(NNODES="2")
+    assert missing.returncode == 2 and "set NODE_RANK and MASTER_ADDR" in missing.stderr
+
+
+def test_generation_plays_on_several_running_servers(tmp_path):
+    result = script(
+        "run_selfplay_generation.sh",
+        "--dry-run",
+        SGLANG_URL="http://node1:30000 http://node2:30000",
+        NUM_GAMES="16",
+        OUT_DIR=str(tmp_path / "g"),
+        SELFPLAY_GEN="gen",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "sglang.launch_server" not in result.stdout  # it starts none
+    generate = next(line for line in result.stdout.splitlines() if line.startswith("+ gen"))
+    assert "--base-url http://node1:30000 --base-url http://node2:30000" in generate
+
+
 FAKE_SERVER = """#!/usr/bin/env bash
 # a stand-in for `python -m sglang.launch_server ... --port P ...`: the first START_FAILURES starts stop
 # as SGLang does when its KV cache finds too little free GPU memory; later ones answer /health
