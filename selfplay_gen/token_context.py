@@ -38,7 +38,8 @@ def check_spans(ids: Sequence[int], turns: Turns) -> None:
 
 @lru_cache(maxsize=8)
 def token_context(tokenizer) -> TokenContext:
-    """The `TokenContext` of a tokenizer, built once (it renders the template to find its tokens)."""
+    """The `TokenContext` of a tokenizer. Built on each call (it renders the template to find its tokens, about
+    a millisecond), so a template changed on the tokenizer is never read stale."""
     return TokenContext(tokenizer)
 
 

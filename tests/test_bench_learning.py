@@ -13,6 +13,19 @@ from selfplay_gen.cli import main
 REPO = Path(__file__).resolve().parents[1]
 
 
+def collect(root: Path) -> Path:
+    """bench/learning.py on ROOT's runs, as the GPU runbook calls it; its output directory."""
+    out = root / "out"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "learning.py"), str(root), str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    return out
+
+
 def test_stages_sit_beside_random_matching_with_paired_differences(tmp_path):
     for run in ("grpo", "fbc"):
         for label, share in (("base", "0"), ("warm", "0.3"), ("iter_1", "1" if run == "grpo" else "0.3")):
@@ -40,14 +53,7 @@ def test_stages_sit_beside_random_matching_with_paired_differences(tmp_path):
                 ],
             )
             assert result.exit_code == 0, result.output
-    out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "learning.py"), str(tmp_path), str(out)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stderr
+    out = collect(tmp_path)
     stages = json.loads((out / "learning.json").read_text())
     rows = {(r["trainer"], r["stage"]): r for r in stages["stages"]}
     assert len(rows) == 6 and (out / "learning.png").stat().st_size > 0
@@ -70,14 +76,7 @@ def test_a_negotiation_run_brings_its_crossplay_report_not_matching_rows(tmp_pat
     for args in (selfplay, [*cross, "--partner-label", "warm", "--out", str(run / "report" / "crossplay")]):
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 0, result.output
-    out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "learning.py"), str(tmp_path), str(out)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stderr
+    out = collect(tmp_path)
     assert json.loads((out / "learning.json").read_text())["stages"] == []  # points are not rewards beside random
     text = (out / "learning.md").read_text()
     assert "## neg: cross-play of its checkpoints" in text and "| iter_1 vs warm |" in text
