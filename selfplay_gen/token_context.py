@@ -38,8 +38,7 @@ def check_spans(ids: Sequence[int], turns: Turns) -> None:
 
 @lru_cache(maxsize=8)
 def token_context(tokenizer) -> TokenContext:
-    """The `TokenContext` of a tokenizer. Built on each call (it renders the template to find its tokens, about
-    a millisecond), so a template changed on the tokenizer is never read stale."""
+    """The `TokenContext` of a tokenizer, built once (it renders the template to find its tokens)."""
     return TokenContext(tokenizer)
 
 

@@ -114,8 +114,9 @@ def init_command(num_train: int, num_test: int, seed: int, out_dir: Path, overwr
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, path in targets.items():
         instances = [instance_type.from_seed(s) for s in tqdm(splits[name], desc=f"{name} instances", unit="inst")]
-        write_parquet_atomic(init_rows(game, instances), path)
+        rows = init_rows(game, instances)
+        write_parquet_atomic(rows, path)
         click.echo(
-            f"{path}: {2 * len(instances)} rows from {len(instances)} {game.name} instances "
+            f"{path}: {len(rows)} rows from {len(instances)} {game.name} instances "
             f"(seeds {splits[name].start}..{splits[name].stop - 1})"
         )
