@@ -57,6 +57,9 @@ Environment (default):
                       its held-out games | teacher: always | none: never (auto)
   WARM_START_BELOW    agreement rate below which auto warm-starts (0.5)
   WARM_GAMES          teacher games for the warm start (4096)
+  TEACHER_PLAN        matching: the warm-start teacher's plan: by-reviewer (about 0.82, learnable by a 135M
+                      model) | by-score (about 0.88, for larger models; its proposals run to some 650
+                      tokens, so MAX_NEW_TOKENS defaults to 768 with it) (by-reviewer)
   WARM_EPOCHS         warm-start epochs (2)
   WARM_LORA_RANK      the warm start trains a LoRA adapter of this rank; 0: full fine-tuning (16)
   WARM_LR             warm-start learning rate (LoRA 1e-3, full fine-tuning 1e-4)
@@ -106,6 +109,11 @@ LEAGUE_SIZE=${LEAGUE_SIZE:-0}
 [[ $LEAGUE_SIZE =~ ^[0-9]+$ ]] || { echo "LEAGUE_SIZE must be a number of checkpoints, not '$LEAGUE_SIZE'" >&2; exit 2; }
 WARM_START_BELOW=${WARM_START_BELOW:-0.5}
 WARM_GAMES=${WARM_GAMES:-4096}
+teacher_args=()
+if [[ -n ${TEACHER_PLAN:-} ]]; then
+  teacher_args=(--teacher-plan "$TEACHER_PLAN")
+  [[ $TEACHER_PLAN != by-score ]] || export MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-768}
+fi
 WARM_EPOCHS=${WARM_EPOCHS:-2}
 WARM_LORA_RANK=${WARM_LORA_RANK:-16}
 if ((WARM_LORA_RANK > 0)); then WARM_LR=${WARM_LR:-1e-3}; else WARM_LR=${WARM_LR:-1e-4}; fi
@@ -264,7 +272,7 @@ if [[ $WARM_START == teacher ]]; then
   if [[ ! -e $dir/DONE ]]; then
     started=$SECONDS
     run "warm start: teacher games" "${gen_cmd[@]}" "${game_args[@]}" --backend scripted --scripted-policy teacher \
-      --seed 500000000 \
+      "${teacher_args[@]}" --seed 500000000 \
       --num-games "$WARM_GAMES" --games-per-instance 1 --out "$dir/gen/games.jsonl" --resume --quiet
     run "warm start: convert" "${convert_cmd[@]}" "$dir/gen/games.jsonl" --format sft --top-fraction 1 \
       --out-dir "$dir/gen" --overwrite --model "$INITIAL_MODEL" "${limits[@]}"

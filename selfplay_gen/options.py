@@ -21,7 +21,7 @@ from .game import Limits
 from .games import GameConfig
 from .games.base import GameInstance
 from .instance import HUMAN_GAMES, Instance
-from .players import LLMPlayer
+from .players import LLMPlayer, TeacherPlayer
 from .token_context import token_context
 
 BACKENDS = ("local", "sglang", "openai", "scripted")
@@ -136,8 +136,16 @@ def generation_options(f):
             show_default=True,
             help="Scripted players: 'share' tells the partner part of its cells (see --scripted-share) "
             "and proposes the best plan it knows; 'teacher' plays the game's demonstrations for warm "
-            "starts (matching: every cell stated exactly as shown, reviewer-by-reviewer proposal; "
-            "negotiation: the negotiator at strength 1).",
+            "starts (matching: every cell stated exactly as shown, then a proposal planned as "
+            "--teacher-plan says; negotiation: the negotiator at strength 1).",
+        ),
+        click.option(
+            "--teacher-plan",
+            type=click.Choice(TeacherPlayer.PLANS),
+            default=None,
+            help="Matching teacher's plan: 'by-reviewer' (the default; reviewer by reviewer the best "
+            "free paper known, about 0.82, learnable by a 135M model) or 'by-score' (every known cell "
+            "from the highest down, taking those still free: about 0.88, a sort that larger models learn).",
         ),
         click.option(
             "--scripted-share",
@@ -280,10 +288,10 @@ SCRIPTED_KNOBS = {"policy": "scripted_policy", "share": "scripted_share", "stren
 def _scripted_knobs(opts, prefix: str = "") -> dict:
     """The knobs the chosen game's scripted player has, from the options (`prefix` "partner_":
     seat 1's, where a partner option exists and is given); `--scripted-policy teacher` is the
-    game's own teacher (`Game.teacher`), whatever the other knobs say."""
+    game's own teacher (`Game.teacher`), whatever the other knobs say but `--teacher-plan`."""
     game = games.get(opts.get("game", "matching"))
     if opts.get("scripted_policy") == "teacher":
-        return dict(game.teacher)
+        return {**game.teacher, **({"plan": opts["teacher_plan"]} if opts.get("teacher_plan") else {})}
     return {
         k: opts[SCRIPTED_KNOBS[k]] if opts.get(prefix + SCRIPTED_KNOBS[k]) is None else opts[prefix + SCRIPTED_KNOBS[k]]
         for k in game.scripted_knobs
@@ -385,8 +393,11 @@ async def open_seats(**opts):
 def game_from(opts) -> GameConfig:
     """The game the options choose, with their limits and its options; a bad option is a usage error."""
     options = {"reward_mode": opts["reward_mode"]} if opts.get("reward_mode") else {}
+    name = opts.get("game", "matching")
+    if opts.get("teacher_plan") and "plan" not in games.get(name).teacher:
+        raise click.BadParameter(f"the {name} teacher has no plans", param_hint="--teacher-plan")
     try:
-        return GameConfig(opts.get("game", "matching"), limits_from(opts), options)
+        return GameConfig(name, limits_from(opts), options)
     except ValueError as err:
         raise click.UsageError(str(err)) from None
 

@@ -111,7 +111,7 @@ def test_driver_stops_are_truncations_and_the_games_own_limits_are_not():
 
 def test_scripted_knobs_are_checked():
     game, _ = start(1)
-    with pytest.raises(TypeError, match="no knob strength; its knobs are policy, share"):
+    with pytest.raises(TypeError, match="no knob strength; its knobs are policy, plan, share"):
         game.scripted_player(0, strength=1)
     with pytest.raises(ValueError, match="share, teacher"):
         game.scripted_player(0, policy="greedy")

@@ -4,6 +4,7 @@ protocol: valid, grounded, and good enough to be worth imitating."""
 import json
 
 import numpy as np
+import pytest
 
 from selfplay_gen import prompts
 from selfplay_gen.game import ACCEPTED
@@ -34,8 +35,8 @@ def test_a_reviewer_without_visible_cells_reads_none():
     assert prompts.stated_cells(prompts.render_table(view)) == [(3, 4, 77)]
 
 
-async def teacher_game(instance: Instance) -> dict:
-    seat = lambda spec, s, game, start: TeacherPlayer(spec.instance, s)
+async def teacher_game(instance: Instance, plan: str = "by-reviewer") -> dict:
+    seat = lambda spec, s, game, start: TeacherPlayer(spec.instance, s, plan)
     return await play_game(GameSpec(f"{instance.id}/0", 0, 0, instance), (seat, seat), GameConfig(), {})
 
 
@@ -48,14 +49,20 @@ async def test_teacher_games_are_short_valid_grounded_and_agree():
         assert set(stated) == visible(instance, 0)  # every cell, exactly as its table shows it
 
 
-async def test_teacher_proposes_the_best_free_known_paper_reviewer_by_reviewer():
-    instance = HELDOUT[1]
-    record = await teacher_game(instance)
-    known = [dict() for _ in REVIEWERS]
+def merged(instance: Instance) -> list[dict[int, int]]:
+    """What the proposer knows after the first message: per reviewer, paper -> value."""
+    known: list[dict[int, int]] = [{} for _ in REVIEWERS]
     for r, p, v in visible(instance, 0):
         known[r][p] = v
     for r, p, v in visible(instance, 1):
         known[r][p] = v  # the proposer's own value wins
+    return known
+
+
+async def test_teacher_proposes_the_best_free_known_paper_reviewer_by_reviewer():
+    instance = HELDOUT[1]
+    record = await teacher_game(instance)
+    known = merged(instance)
     taken, expected = set(), {}
     for r in range(8):
         free = {p: v for p, v in known[r].items() if p not in taken}
@@ -68,11 +75,36 @@ async def test_teacher_proposes_the_best_free_known_paper_reviewer_by_reviewer()
     assert reasoning.splitlines()[0].endswith(" -> " + (PAPERS[expected[0]] if 0 in expected else "later"))
 
 
+async def test_teacher_by_score_takes_known_cells_from_the_highest_down():
+    for instance in HELDOUT[3:13]:
+        record = await teacher_game(instance, "by-score")
+        assert [e["kind"] for e in record["events"]] == ["message", "propose", "accept"]
+        known = merged(instance)
+        cells = sorted(((v, r, p) for r, row in enumerate(known) for p, v in row.items()), key=lambda c: (-c[0], c[1:]))
+        expected: dict[int, int] = {}
+        for _, r, p in cells:
+            if r not in expected and p not in expected.values():
+                expected[r] = p
+        pairs = dict(record["outcome"]["proposal"])
+        assert all(pairs[r] == p for r, p in list(expected.items())[:7])  # the eighth pair is what is left
+        lines = record["players"][1]["messages"][-1]["content"].split("[propose]")[0].splitlines()
+        assert lines[0] == "Known scores, highest first:"
+        listed = [int(line.rsplit(":", 1)[0].rsplit(" ", 1)[1]) for line in lines[1:]]
+        assert listed == sorted(listed, reverse=True)
+        assert sum(line.endswith(": take") for line in lines) == min(7, len(expected))
+
+
+def test_an_unknown_teacher_plan_is_refused():
+    with pytest.raises(ValueError, match="unknown teacher plan 'hungarian'; choose one of by-reviewer, by-score"):
+        TeacherPlayer(HELDOUT[0], 1, "hungarian")
+
+
 async def test_teacher_beats_random_matching_and_sits_near_the_no_talk_plan():
-    rewards = [(await teacher_game(inst))["outcome"]["normalized_reward"] for inst in HELDOUT]
-    random_matching = [np.sum(inst.table) / 8 / inst.best_reward for inst in HELDOUT]
-    assert np.mean(rewards) > np.mean(random_matching) + 0.15
-    assert 0.78 < np.mean(rewards) < 0.88
+    random_matching = np.mean([np.sum(inst.table) / 8 / inst.best_reward for inst in HELDOUT])
+    by_reviewer = np.mean([(await teacher_game(inst))["outcome"]["normalized_reward"] for inst in HELDOUT])
+    by_score = np.mean([(await teacher_game(inst, "by-score"))["outcome"]["normalized_reward"] for inst in HELDOUT])
+    assert by_reviewer > random_matching + 0.15
+    assert 0.78 < by_reviewer < 0.86 < by_score < 0.92
 
 
 async def test_teacher_answers_a_proposal_and_reads_shared_cells():
@@ -86,7 +118,8 @@ async def test_teacher_answers_a_proposal_and_reads_shared_cells():
     assert "invalid" not in [e["kind"] for e in record["events"]]
 
 
-def test_teacher_games_evaluate_fully_grounded(tmp_path):
+@pytest.mark.parametrize("plan", ["by-reviewer", "by-score"])
+def test_teacher_games_evaluate_fully_grounded(tmp_path, plan):
     from click.testing import CliRunner
 
     from selfplay_gen.cli import main
@@ -99,6 +132,8 @@ def test_teacher_games_evaluate_fully_grounded(tmp_path):
             "scripted",
             "--scripted-policy",
             "teacher",
+            "--teacher-plan",
+            plan,
             "--instances",
             "heldout",
             "--num-instances",
@@ -113,3 +148,18 @@ def test_teacher_games_evaluate_fully_grounded(tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "metrics.json").read_text())["models"]["scripted-teacher"]
     assert summary["grounding_rate"]["mean"] == 1.0 and summary["agreement_rate"]["mean"] == 1.0
+    record = json.loads(next((tmp_path / "games").glob("*.jsonl")).read_text().splitlines()[0])
+    assert record["settings"]["seat1"] | {"plan": plan} == record["settings"]["seat1"]
+
+
+def test_a_teacher_plan_for_a_game_whose_teacher_has_none_is_refused(tmp_path):
+    from click.testing import CliRunner
+
+    from selfplay_gen.cli import main
+
+    args = ["play", "--game", "negotiation", "--backend", "scripted", "--scripted-policy", "teacher"]
+    out = tmp_path / "g.jsonl"
+    result = CliRunner().invoke(main, [*args, "--teacher-plan", "by-score", "--num-games", "1", "--out", str(out)])
+    assert result.exit_code == 2
+    assert "Invalid value for --teacher-plan: the negotiation teacher has no plans" in result.output
+    assert not out.exists()

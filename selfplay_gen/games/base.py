@@ -184,14 +184,16 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
         """This game's model-free player for `seat` of the game just reset; same seed, same play."""
 
     def _knobs(self, knobs: Mapping[str, Any]) -> dict[str, Any]:
-        """`scripted_knobs` updated by `knobs`; a knob the scripted player does not have is an error."""
-        unknown = sorted(set(knobs) - set(self.scripted_knobs))
+        """The knobs' defaults (`scripted_knobs`, then the teacher's own) updated by `knobs`; a knob
+        the scripted player does not have is an error."""
+        defaults = {**self.teacher, **self.scripted_knobs}
+        unknown = sorted(set(knobs) - set(defaults))
         if unknown:
             raise TypeError(
                 f"the {self.name} scripted player has no knob {', '.join(unknown)}; "
-                f"its knobs are {', '.join(self.scripted_knobs) or 'none'}"
+                f"its knobs are {', '.join(defaults) or 'none'}"
             )
-        return {**self.scripted_knobs, **knobs}
+        return {**defaults, **knobs}
 
     def _check_turn(self, seat: int) -> None:
         if self.done:

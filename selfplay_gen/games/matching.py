@@ -31,7 +31,7 @@ class Matching(Game[Instance, Move]):
     ability = "cooperative_negotiation"
     record = MatchingRecord
     scripted_knobs = {"policy": "share", "share": 0.5}
-    teacher = {"policy": "teacher"}
+    teacher = {"policy": "teacher", "plan": "by-reviewer"}
 
     def __init__(self, limits: Limits | None = None):
         super().__init__(limits)
@@ -99,12 +99,13 @@ class Matching(Game[Instance, Move]):
 
     def scripted_player(self, seat: int, *, seed: Seed = None, **knobs: Any) -> Player:
         """Knobs: `policy` "share" (`ScriptedPlayer`, which shares a fraction `share` of its cells,
-        its rng seeded by `seed`) or "teacher" (`TeacherPlayer`, the warm-start protocol)."""
+        its rng seeded by `seed`) or "teacher" (`TeacherPlayer`, the warm-start protocol, whose
+        `plan` is "by-reviewer" or "by-score")."""
         options = self._knobs(knobs)
         instance = self._running().instance
         if options["policy"] == "share":
             rng = np.random.default_rng(seed)
             return ScriptedPlayer(instance, seat, share=float(options["share"]), rng=rng)
         if options["policy"] == "teacher":
-            return TeacherPlayer(instance, seat)
+            return TeacherPlayer(instance, seat, plan=options["plan"])
         raise ValueError(f"unknown matching policy {options['policy']!r}; choose one of {', '.join(POLICIES)}")
