@@ -27,7 +27,8 @@ On a GPU machine (after `source bench/gpu_setup.sh`), with MODEL_DIR the raw Smo
            competitive rewards rank a refused deal above every lost one, cooperative ones not the seats)
   restore  a run continued on another machine: its adapters came back without the models (ROOT/NAME/
            iter_NNN/train/hf/lora_adapter), so each iteration's model is folded again onto the one before
-  generation  the generation benchmark (bench/generation.py) of MODEL_DIR alone on the GPU: GEN_GAMES (1024)
+  generation  the generation benchmark (bench/generation.py) of GEN_MODEL (MODEL_DIR; a trained model plays
+           whole games, MAX_NEW_TOKENS (512) per turn) alone on the GPU: GEN_GAMES (1024)
            games, GEN_CONCURRENCY (512) in flight (a game starts as one ends, so the longest games do not leave
            the server idle at the end of each wave), against GEN_SEQUENTIAL (16) of them one at a time and a
            saturation flood
@@ -72,6 +73,7 @@ export GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-0.2}
 # a run's second server (a league's opponent, a cross-play partner) and its first then take this share each
 export PARTNER_MEM_FRACTION=${PARTNER_MEM_FRACTION:-0.12}
 LORA_RANK=${LORA_RANK:-16}
+GEN_MODEL=${GEN_MODEL:-$MODEL_DIR}
 dry=()
 [[ $DRY_RUN -eq 0 ]] || dry=(--dry-run)
 [[ $DRY_RUN -eq 1 ]] || mkdir -p "$ROOT/logs"
@@ -221,11 +223,12 @@ for phase in "${PHASES[@]}"; do
       dir=$ROOT/generation
       if [[ ! -e $dir/DONE ]]; then
         run_cmd mkdir -p "$dir"
-        run_cmd env MODEL="$MODEL_DIR" PORT=30100 SGLANG_ARGS="--mem-fraction-static ${SGLANG_MEM_FRACTION:-0.25}" \
+        run_cmd env MODEL="$GEN_MODEL" PORT=30100 SGLANG_ARGS="--mem-fraction-static ${SGLANG_MEM_FRACTION:-0.25}" \
           bash "$REPO/bench/gpu_serve.sh"
         run_cmd "$SELFPLAY_PYTHON" "$REPO/bench/generation.py" --backend sglang --base-url http://127.0.0.1:30100 \
-          --tokenizer "$MODEL_DIR" --num-games "${GEN_GAMES:-1024}" --concurrency "${GEN_CONCURRENCY:-512}" \
-          --sequential-games "${GEN_SEQUENTIAL:-16}" --games-per-instance 8 --max-new-tokens 512 --max-moves 30 \
+          --tokenizer "$GEN_MODEL" --num-games "${GEN_GAMES:-1024}" --concurrency "${GEN_CONCURRENCY:-512}" \
+          --sequential-games "${GEN_SEQUENTIAL:-16}" --games-per-instance 8 --max-new-tokens "${MAX_NEW_TOKENS:-512}" \
+          --max-moves 30 \
           --out "$dir/generation.json"
         run_cmd env PORT=30100 bash "$REPO/bench/gpu_serve.sh" stop
         run_cmd touch "$dir/DONE"
