@@ -218,14 +218,16 @@ PY
 }
 
 # done_row STAGE DIR SECONDS: mark DIR done with its summary row, and rewrite RUN_DIR/summary.{tsv,md}.
+# The row counts every training game in DIR/gen/games.jsonl, also those of a run that resumed there.
 done_row() {
   [[ $DRY_RUN -eq 0 ]] || return 0
   "$SELFPLAY_PYTHON" - "$1" "$2" "$3" > "$2/summary_row.tsv" <<'PY'
-import json, sys
+import sys
 from pathlib import Path
+from selfplay_gen.runner import Summary
 stage, root, seconds = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
-games = next(iter(root.glob("gen/games.summary.json")), None)
-gen = json.loads(games.read_text()) if games else {}
+games = root / "gen" / "games.jsonl"
+gen = Summary.of_file(games).to_dict() if games.exists() else {}
 print("\t".join([stage, str(gen.get("games", "")), *(f"{gen[k]:.4f}" if k in gen else "" for k in
                  ("agreement_rate", "mean_reward")), seconds]))
 PY

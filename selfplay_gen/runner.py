@@ -16,9 +16,10 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
@@ -28,7 +29,7 @@ from .game import BACKEND_ERROR, INTERNAL, TOKEN_INVARIANT
 from .games import GameConfig
 from .games.base import Game, GameInstance, Observation, Player
 from .players import GameStop
-from .records import SCHEMA_VERSION, GameWriter, Settings
+from .records import SCHEMA_VERSION, GameWriter, Settings, read_games
 
 T = TypeVar("T")
 
@@ -157,7 +158,7 @@ class Summary:
     failures: Counter = field(default_factory=Counter)  # failed games by failure reason
     stopped: str | None = None  # why the run started no more games (every server gone)
 
-    def add(self, record: dict) -> None:
+    def add(self, record: Mapping[str, Any]) -> None:
         self.games += 1
         if record["failure"]:
             self.failures[record["failure"]["reason"]] += 1
@@ -167,6 +168,15 @@ class Summary:
         self.terminations[record["outcome"]["termination"]] += 1
         for key in ("output_tokens", "prompt_tokens", "cached_tokens"):
             setattr(self, key, getattr(self, key) + record["stats"][key])
+
+    @classmethod
+    def of_file(cls, path: Path) -> Summary:
+        """The summary of every game in a records file, those of earlier (resumed) runs included;
+        no wall time, so no rates."""
+        summary = cls()
+        for record in read_games(path):
+            summary.add(record)
+        return summary
 
     def to_dict(self) -> dict:
         games = max(self.games, 1)

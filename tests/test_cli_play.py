@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from selfplay_gen.cli import main
 from selfplay_gen.players import ScriptedPlayer
 from selfplay_gen.records import GameWriter, read_games
+from selfplay_gen.runner import Summary
 
 CMD = [sys.executable, "-m", "selfplay_gen.cli"]
 
@@ -116,6 +117,18 @@ def test_resumed_games_use_identical_instances(tmp_path):
     a = {r["game_id"]: r["instance"] for r in read_games(whole)}
     b = {r["game_id"]: r["instance"] for r in read_games(part)}
     assert a == b
+
+
+def test_a_resumed_run_summarizes_its_own_games_and_the_file_all_of_them(tmp_path):
+    out = tmp_path / "g.jsonl"
+    assert play("--backend", "scripted", "-n", "6", "-k", "2", "--out", str(out)).exit_code == 0
+    assert play("--backend", "scripted", "-n", "10", "-k", "2", "--out", str(out), "--resume").exit_code == 0
+    run = json.loads((tmp_path / "g.summary.json").read_text())
+    assert run["games"] == 4 and run["games_in_file"] == 10
+    records = list(read_games(out))
+    whole = Summary.of_file(out).to_dict()
+    assert whole["games"] == 10 and whole["agreement_rate"] == sum(r["outcome"]["agreed"] for r in records) / 10
+    assert whole["mean_reward"] == pytest.approx(sum(r["outcome"]["normalized_reward"] for r in records) / 10)
 
 
 def test_playing_loads_no_analysis_libraries():
