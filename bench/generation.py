@@ -5,7 +5,8 @@
       minutes one at a time),
   (b) the concurrent runner with `--concurrency` games in flight,
   (c) for sglang, a saturation reference: the server's output tokens/s on a flood of independent
-      `/generate` requests with the prompts and output lengths of (b)'s own turns (`ignore_eos`).
+      `/generate` requests with the prompts and output lengths of (b)'s own turns (`ignore_eos`); a
+      server that dies in the flood (e.g. out of memory) is reported as its error beside (a) and (b).
 
 Prints a table and writes JSON (and a markdown table beside it). Example:
   python bench/generation.py --backend sglang --base-url http://127.0.0.1:30000 --num-games 256
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from selfplay_gen import models
 from selfplay_gen.atomic import write_atomic, write_json_atomic
-from selfplay_gen.backends.base import BackendOptions, SamplingParams, backend_class
+from selfplay_gen.backends.base import BackendError, BackendOptions, SamplingParams, backend_class
 from selfplay_gen.game import Limits
 from selfplay_gen.games import GameConfig
 from selfplay_gen.instance import Instance
@@ -123,7 +124,12 @@ async def main(args) -> dict:
             )
         shapes = concurrent.pop("_turn_shapes")
         sequential.pop("_turn_shapes")
-        flood = await saturation(backend, shapes, params) if args.backend == "sglang" else None
+        flood = None
+        if args.backend == "sglang":
+            try:
+                flood = await saturation(backend, shapes, params)
+            except BackendError as err:  # the runner's figures stand without it
+                flood = {"requests": len(shapes), "error": str(err)}
     return {
         "backend": args.backend,
         "model": backend.model,
@@ -134,7 +140,9 @@ async def main(args) -> dict:
         "saturation": flood,
         "speedup_games_per_s": concurrent["games_per_s"] / sequential["games_per_s"],
         "speedup_output_tokens_per_s": concurrent["output_tokens_per_s"] / sequential["output_tokens_per_s"],
-        "fraction_of_saturation": concurrent["output_tokens_per_s"] / flood["output_tokens_per_s"] if flood else None,
+        "fraction_of_saturation": (
+            concurrent["output_tokens_per_s"] / flood["output_tokens_per_s"] if flood and "error" not in flood else None
+        ),
     }
 
 
@@ -152,8 +160,10 @@ def table(result: dict) -> str:
         f"| {r['output_tokens_per_s']:.1f} | {r['cache_hit_rate']:.2f} |"
         for name, r in rows
     ]
-    if result["saturation"]:
-        s = result["saturation"]
+    s = result["saturation"]
+    if s and "error" in s:
+        lines.append(f"| saturation flood ({s['requests']} requests) | failed: {s['error']} | | | | | |")
+    elif s:
         lines.append(
             f"| saturation flood ({s['requests']} requests) | - | - | {s['wall_s']:.1f} | - "
             f"| {s['output_tokens_per_s']:.1f} | - |"
@@ -168,7 +178,7 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=["sglang", "local"], default="local")
     parser.add_argument("--base-url", action="append", default=[], help="SGLang server (repeat for several)")
@@ -189,7 +199,11 @@ if __name__ == "__main__":
     parser.add_argument("--top-p", type=float, default=0.95)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("bench/results/generation.json"))
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    args = parse_args()
     result = asyncio.run(main(args))
     text = table(result)
     print(text)

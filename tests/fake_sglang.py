@@ -162,7 +162,12 @@ class FakeSGLang:
             self.malformed_next -= 1
             del answer["output_ids"]
         self.answered += 1
-        if self.die_after is not None and self.answered >= self.die_after and not self._dead:
+        if self.die_after is not None and self.answered >= self.die_after:
+            self.die()
+        return web.json_response(answer)
+
+    def die(self) -> None:
+        """Stop serving, as a crashed server does: requests in flight are dropped, new ones refused."""
+        if not self._dead:
             self._dead = True
             asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self._site.stop()))
-        return web.json_response(answer)

@@ -1,0 +1,36 @@
+"""bench/generation.py against a server that follows SGLang's protocol: a server that dies in the
+saturation flood (as SGLang did, out of memory) costs the flood's figure, not the runner's."""
+
+import importlib.util
+from pathlib import Path
+
+from fake_sglang import FakeSGLang
+
+REPO = Path(__file__).resolve().parents[1]
+# Loaded by path: putting bench/ on sys.path would let bench/convert.py shadow the convert package.
+_spec = importlib.util.spec_from_file_location("generation_bench", REPO / "bench" / "generation.py")
+assert _spec and _spec.loader
+generation = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(generation)
+
+
+async def test_a_server_that_dies_in_the_flood_leaves_the_runners_figures(tokenizer, local_model_dir, monkeypatch):
+    async with FakeSGLang(tokenizer, local_model_dir, max_running_requests=4) as fake:
+        flood = generation.saturation
+
+        async def dying_flood(backend, shapes, params):
+            fake.die()  # the server is gone when the flood comes
+            return await flood(backend, shapes, params)
+
+        monkeypatch.setattr(generation, "saturation", dying_flood)
+        args = generation.parse_args(
+            ["--backend", "sglang", "--base-url", fake.url, "--tokenizer", local_model_dir, "--num-games", "4"]
+            + ["--games-per-instance", "2", "--concurrency", "4", "--sequential-games", "1", "--max-new-tokens", "8"]
+            + ["--max-moves", "2"]
+        )
+        result = await generation.main(args)
+    assert result["concurrent"]["games"] == 4 and result["sequential"]["games"] == 1
+    assert result["saturation"]["requests"] == result["concurrent"]["turns"] > 1
+    assert "gone" in result["saturation"]["error"] and result["fraction_of_saturation"] is None
+    text = generation.table(result)
+    assert "runner, 4 in flight | 4 |" in text and "| saturation flood (" in text and "failed: " in text
