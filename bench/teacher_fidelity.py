@@ -32,8 +32,11 @@ async def teacher_outcome(instance: Instance, plan: str) -> tuple[list[tuple[int
 async def fidelity(path: Path, plan: str) -> dict:
     games = agreed = same = 0
     gaps = []
+    teacher: dict[str, tuple[list[tuple[int, int]], float]] = {}  # per instance: its games share one teacher game
     for record in read_games(path):
-        pairs, reward = await teacher_outcome(Instance.from_dict(record["instance"]), plan)
+        if record["instance_id"] not in teacher:
+            teacher[record["instance_id"]] = await teacher_outcome(Instance.from_dict(record["instance"]), plan)
+        pairs, reward = teacher[record["instance_id"]]
         games += 1
         if record["outcome"]["agreed"]:
             agreed += 1
