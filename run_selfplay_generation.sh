@@ -36,8 +36,9 @@ Environment (default):
   TP                  tensor-parallel size per server (1)
   DP                  data-parallel servers behind sglang_router when > 1 (1)
   SGLANG_PYTHON       python with sglang (python3)
-  EXTRA_SGLANG_ARGS   extra server arguments ("--attention-backend triton --sampling-backend pytorch
-                      --disable-cuda-graph --grammar-backend none")
+  CUDA_GRAPHS         1: SGLang's CUDA graphs (its default) | 0: off (1)
+  EXTRA_SGLANG_ARGS   server arguments (SGLang's defaults, with a fallback only for a kernel or backend the
+                      install lacks, each said on stderr: python -m selfplay_gen.serving sglang-args)
   SERVER_TIMEOUT      seconds to wait for /health (900)
   SERVER_START_TRIES  starts of a server that stopped on "Not enough memory" (a GPU shared with a process
                       that allocated while it started), SERVER_RETRY_WAIT seconds apart (3, 30)
@@ -98,7 +99,13 @@ PARTNER_LABEL=${PARTNER_LABEL:-$(basename "${PARTNER_MODEL:-partner}")}
 TP=${TP:-1}
 DP=${DP:-1}
 SGLANG_PYTHON=${SGLANG_PYTHON:-python3}
-EXTRA_SGLANG_ARGS=${EXTRA_SGLANG_ARGS:---attention-backend triton --sampling-backend pytorch --disable-cuda-graph --grammar-backend none}
+CUDA_GRAPHS=${CUDA_GRAPHS:-1}
+graphs=--cuda-graphs
+[[ $CUDA_GRAPHS == 1 ]] || graphs=--no-cuda-graphs
+if [[ -z ${EXTRA_SGLANG_ARGS+set} ]]; then
+  EXTRA_SGLANG_ARGS=$(PYTHONPATH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)${PYTHONPATH:+:$PYTHONPATH} \
+    "${SELFPLAY_PYTHON:-python3}" -m selfplay_gen.serving sglang-args --python "$SGLANG_PYTHON" "$graphs")
+fi
 SERVER_TIMEOUT=${SERVER_TIMEOUT:-900}
 SERVER_START_TRIES=${SERVER_START_TRIES:-3}
 SERVER_RETRY_WAIT=${SERVER_RETRY_WAIT:-30}

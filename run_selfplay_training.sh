@@ -59,9 +59,9 @@ Environment (default):
   EXPERIMENT             trainer.experiment_name (selfplay-MODE)
   ATTN_IMPL              training attention implementation (sdpa; verl's default needs flash-attn)
   USE_REMOVE_PADDING     actor_rollout_ref.model.use_remove_padding (False)
-  ENFORCE_EAGER          rollout without CUDA graphs (True)
-  SGLANG_ENGINE_KWARGS   engine options passed to verl's SGLang rollout
-                         (attention_backend=triton sampling_backend=pytorch grammar_backend=none)
+  CUDA_GRAPHS            1: the rollout engine's CUDA graphs (SGLang's default) | 0: enforce_eager (1)
+  SGLANG_ENGINE_KWARGS   engine options passed to verl's SGLang rollout (SGLang's defaults, with a fallback
+                         only for what the install lacks: python -m selfplay_gen.serving verl-overrides)
   VERL_PYTHON            python with verl (python3); this repository is appended to PYTHONPATH
 EOF
 }
@@ -115,11 +115,23 @@ TEST_FREQ=${TEST_FREQ:--1}
 EXPERIMENT=${EXPERIMENT:-selfplay-$MODE}
 ATTN_IMPL=${ATTN_IMPL:-sdpa}
 USE_REMOVE_PADDING=${USE_REMOVE_PADDING:-False}
-ENFORCE_EAGER=${ENFORCE_EAGER:-True}
-SGLANG_ENGINE_KWARGS=${SGLANG_ENGINE_KWARGS:-attention_backend=triton sampling_backend=pytorch grammar_backend=none}
+CUDA_GRAPHS=${CUDA_GRAPHS:-1}
 VERL_PYTHON=${VERL_PYTHON:-python3}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
+if [[ -z ${SGLANG_ENGINE_KWARGS+set} ]]; then
+  graphs=--cuda-graphs
+  [[ $CUDA_GRAPHS == 1 ]] || graphs=--no-cuda-graphs
+  read -r -a chosen <<< "$("$VERL_PYTHON" -m selfplay_gen.serving verl-overrides --python "$VERL_PYTHON" "$graphs")"
+  SGLANG_ENGINE_KWARGS=
+  for o in "${chosen[@]}"; do
+    case "$o" in
+      actor_rollout_ref.rollout.enforce_eager=*) ENFORCE_EAGER=${ENFORCE_EAGER:-${o#*=}} ;;
+      *) SGLANG_ENGINE_KWARGS+="${SGLANG_ENGINE_KWARGS:+ }${o#+actor_rollout_ref.rollout.engine_kwargs.sglang.}" ;;
+    esac
+  done
+fi
+ENFORCE_EAGER=${ENFORCE_EAGER:-$([[ $CUDA_GRAPHS == 1 ]] && echo False || echo True)}
 
 STEP=setup
 on_exit() {

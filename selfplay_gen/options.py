@@ -126,8 +126,9 @@ def generation_options(f):
             "--concurrency",
             type=click.IntRange(min=1),
             default=None,
-            help="Games in flight. Default: what the backend serves at once (server's max running "
-            "requests, local batch size).",
+            help="Games in flight. Default: what keeps the backend full (sglang: twice the requests its "
+            "servers run at once, so a queue refills each batch slot a game frees while its turn is on the "
+            "client; local: its batch size).",
         ),
         click.option(
             "--scripted-policy",

@@ -85,14 +85,17 @@ class LLMPlayer(ChatSeat):
         self.ids: list[int] = []
         self.turns: list[Turn] = []
         self.invariant_ok = True
+        self._encoded: dict[str, list[int]] = {}  # template text -> ids, for the per-turn check
 
     def _next_prompt(self) -> list[int]:
         """The context so far and the template delta of the new user turn, checked against a fresh
         rendering of the whole conversation."""
         context = token_context(self.tokenizer)
-        prompt = self.ids + context.delta(self.messages[-1]) if self.ids else context.prompt(self.messages)
+        prompt = (
+            self.ids + context.delta(self.messages[-1], self._encoded) if self.ids else context.prompt(self.messages)
+        )
         try:
-            context.check(prompt, [(t.prompt_len, t.output_ids) for t in self.turns], self.messages)
+            context.check(prompt, [(t.prompt_len, t.output_ids) for t in self.turns], self.messages, self._encoded)
         except TokenInvariantError as err:
             self.invariant_ok = False
             raise GameStop("token_invariant", str(err)) from None

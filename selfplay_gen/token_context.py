@@ -63,24 +63,34 @@ class TokenContext:
         self._closing = text[after : text.index(self.end_of_turn, after) + len(self.end_of_turn)]
         self._closed = text[: after + len(self._closing)]  # _BASE up to its closed assistant turn
 
-    def prompt(self, messages: list[dict]) -> list[int]:
-        """Ids of a first prompt: the conversation so far and the generation prompt."""
-        return self._encode(self._render(messages, add_generation_prompt=True))
+    def prompt(self, messages: list[dict], memo: dict[str, list[int]] | None = None) -> list[int]:
+        """Ids of a first prompt: the conversation so far and the generation prompt (`memo` as in `check`)."""
+        text = self._render(messages, add_generation_prompt=True)
+        return self._encode(text) if memo is None else _memoized(memo, text, self._encode)
 
-    def delta(self, message: dict) -> list[int]:
+    def delta(self, message: dict, memo: dict[str, list[int]] | None = None) -> list[int]:
         """Ids that follow a closed assistant turn for a new (user or tool) message and the
-        generation prompt (ChatML: "\\n<|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n")."""
+        generation prompt (ChatML: "\\n<|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n").
+        With `memo` (as in `check`), the encoding is kept for the check of the same turn."""
         text = self._render([*_BASE, message], add_generation_prompt=True)
         if not text.startswith(self._closed):
             raise ValueError(f"the chat template of {self.model!r} is not append-only after an assistant turn")
-        return self._encode(text[len(self._closed) :])
+        piece = text[len(self._closed) :]
+        return self._encode(piece) if memo is None else _memoized(memo, piece, self._encode)
 
-    def check(self, ids: Sequence[int], turns: Turns, messages: list[dict]) -> None:
+    def check(
+        self, ids: Sequence[int], turns: Turns, messages: list[dict], memo: dict[str, list[int]] | None = None
+    ) -> None:
         """Raise TokenInvariantError unless `ids` is the template's rendering of `messages` (which end
         with the message to answer) and the generation prompt, with each assistant message replaced
-        by its turn's output_ids, each closed by the end-of-turn token."""
+        by its turn's output_ids, each closed by the end-of-turn token.
+
+        `memo` (text -> ids, owned by the caller, e.g. one per seat) keeps the encoding of each piece
+        of template text: the conversation is still rendered afresh every turn, but only text not
+        seen before is encoded, so checking a seat's whole game costs encodes linear in its length
+        rather than quadratic. Encoding is deterministic, so the check is the same either way."""
         check_spans(ids, turns)
-        pieces = self._pieces(messages)
+        pieces = self._pieces(messages, memo)
         if len(pieces) != len(turns) + 1:
             raise TokenInvariantError(f"{len(turns)} sampled turns for {len(pieces) - 1} assistant messages")
         bounds = [0, *(x for at, out in turns for x in (at, at + len(out))), len(ids)]
@@ -112,7 +122,7 @@ class TokenContext:
                 ids += self.delta(message)
         return ids, turns
 
-    def _pieces(self, messages: list[dict]) -> list[list[int]]:
+    def _pieces(self, messages: list[dict], memo: dict[str, list[int]] | None = None) -> list[list[int]]:
         """The template's ids around the assistant messages of a fresh rendering of `messages` (and
         the generation prompt): before the first, then after each one's end-of-turn token."""
         stand_in = [{**m, "content": _TURN} if m["role"] == "assistant" else m for m in messages]
@@ -124,10 +134,18 @@ class TokenContext:
                 raise TokenInvariantError(
                     f"the chat template does not close assistant message {n} with {self._closing!r}"
                 )
-        return [self._encode(texts[0]), *(self._encode(text[len(self._closing) :]) for text in texts[1:])]
+        encode = self._encode if memo is None else lambda text: _memoized(memo, text, self._encode)
+        return [encode(texts[0]), *(encode(text[len(self._closing) :]) for text in texts[1:])]
 
     def _render(self, messages: list[dict], add_generation_prompt: bool = False) -> str:
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
 
     def _encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
+
+
+def _memoized(memo: dict[str, list[int]], text: str, encode) -> list[int]:
+    ids = memo.get(text)
+    if ids is None:
+        ids = memo[text] = encode(text)
+    return ids

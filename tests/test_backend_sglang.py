@@ -64,7 +64,8 @@ def prompt_ids(tokenizer, text="Reply with one word: yes or no?"):
 async def test_games_end_to_end(tokenizer, local_model_dir, tmp_path):
     async with FakeSGLang(tokenizer, local_model_dir, max_running_requests=6, context_length=8192) as fake:
         async with sglang(fake.url) as backend:
-            assert (backend.model, backend.max_concurrency, backend.context_length) == (local_model_dir, 6, 8192)
+            assert (backend.model, backend.capacity, backend.context_length) == (local_model_dir, 6, 8192)
+            assert backend.max_concurrency == 12  # games in flight: a queue that refills each freed batch slot
             summary, records = await play(backend, tokenizer, tmp_path / "games.jsonl")
     assert summary.games == len(records) == 2
     eot = tokenizer.eos_token_id
@@ -159,7 +160,7 @@ async def test_start_waits_for_health(tokenizer, local_model_dir):
 async def test_each_session_sticks_to_one_server(tokenizer, local_model_dir, tmp_path):
     async with FakeSGLang(tokenizer, local_model_dir) as one, FakeSGLang(tokenizer, local_model_dir) as two:
         async with sglang(one.url, two.url) as backend:
-            assert backend.max_concurrency == 16
+            assert (backend.capacity, backend.max_concurrency) == (16, 32)
             _, records = await play(backend, tokenizer, tmp_path / "games.jsonl", num_games=3)
     servers = (one, two)
     for record in records:

@@ -21,16 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import random
 import zlib
 from collections.abc import Iterator
 
 import aiohttp
+import orjson
 
 from .base import Backend, BackendError, BackendOptions, BackendStats
 
 MAX_BACKOFF_S = 30.0
+_JSON = {"Content-Type": "application/json"}
 
 
 def field(body: dict, path: str, kind: type | tuple[type, ...], where: str):
@@ -109,7 +110,8 @@ class HttpBackend(Backend):
                 raise BackendError(self.down)
             delay = min(MAX_BACKOFF_S, self.options.retry_backoff_s * 2**attempt) * random.uniform(0.5, 1.0)
             try:
-                async with self._client.request(method, url, json=payload) as response:
+                body = None if payload is None else orjson.dumps(payload)  # token-id lists: orjson is ~10x json
+                async with self._client.request(method, url, data=body, headers=_JSON if body else None) as response:
                     status, retry_after, raw = (
                         response.status,
                         response.headers.get("retry-after", ""),
@@ -125,20 +127,20 @@ class HttpBackend(Backend):
                     self._note_refused(url)
             else:
                 self._refused.clear()  # a server answered
-                text = raw.decode(errors="replace")
                 if status < 400:
                     try:
-                        body = json.loads(raw)
+                        answer = orjson.loads(raw)
                     except ValueError:
+                        text = raw.decode(errors="replace")
                         raise BackendError(
                             self.redact(f"malformed response from {url}: not JSON: {text[:200]!r}")
                         ) from None
-                    if not isinstance(body, dict):
+                    if not isinstance(answer, dict):
                         raise BackendError(
-                            f"malformed response from {url}: expected a JSON object, got {type(body).__name__}"
+                            f"malformed response from {url}: expected a JSON object, got {type(answer).__name__}"
                         )
-                    return body
-                problem = self.redact(f"HTTP {status}: {text[:300]}")
+                    return answer
+                problem = self.redact(f"HTTP {status}: {raw.decode(errors='replace')[:300]}")
                 self.stats.errors[f"http_{status}"] += 1
                 if status != 429 and status < 500:
                     raise BackendError(f"{method} {url} failed: {problem}")

@@ -21,6 +21,11 @@ from .base import BackendError, Generation, SamplingParams, register
 from .http import HttpBackend, field
 
 DEFAULT_CONCURRENCY_PER_SERVER = 64  # when a server does not report its running-request limit
+# Games in flight per request a server runs at once. A game has at most one request at the server, and
+# between its turns it is on the client (the game's step, the token check, the next prompt): with as many
+# games as batch slots, every game on the client is an empty slot. Twice as many keep a queue at the server
+# that fills each slot as it frees; a game waiting there holds no KV beyond its cached prefix.
+GAMES_PER_RUNNING_REQUEST = 2
 
 
 def server_capacity(info: dict) -> int | None:
@@ -35,6 +40,8 @@ def server_capacity(info: dict) -> int | None:
 
 @register("sglang")
 class SGLangBackend(HttpBackend):
+    capacity = 0  # requests the servers run at once, read from their /get_server_info
+
     async def start(self) -> None:
         await super().start()
         await asyncio.gather(*(self._wait_healthy(url) for url in self.base_urls))
@@ -55,7 +62,8 @@ class SGLangBackend(HttpBackend):
         if len(models) > 1:
             raise BackendError(f"the SGLang servers serve different models: {sorted(models)}")
         self.model = models.pop()
-        self.max_concurrency = sum(capacities)
+        self.capacity = sum(capacities)  # requests the servers run at once
+        self.max_concurrency = GAMES_PER_RUNNING_REQUEST * self.capacity
 
     async def _wait_healthy(self, url: str) -> None:
         """Poll `/health` until it answers 200. A server that refuses connections for the first

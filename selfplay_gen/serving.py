@@ -1,0 +1,142 @@
+"""How to start SGLang fast on the install at hand: SGLang's own defaults (CUDA graphs, its choice of
+attention and sampling kernels, its grammar backend), and a fallback only for a part the install lacks.
+
+The fallbacks, each said in the log with its reason:
+- no FlashAttention-3 ops in sgl-kernel and no prebuilt flashinfer kernels: `--attention-backend
+  triton` (flashinfer would compile its attention kernels with nvcc when the server starts);
+- no prebuilt flashinfer kernels: `--sampling-backend pytorch` (likewise for its sampling kernels);
+- no xgrammar: `--grammar-backend none` (the scheduler builds its default grammar backend at start and
+  fails without it; games never constrain decoding).
+CUDA graphs stay on unless asked off (`cuda_graphs=False`, e.g. to debug a capture failure). The same
+choice gives verl's rollout engine its `engine_kwargs.sglang.*` and `enforce_eager`.
+
+The probe runs in the Python that will run SGLang (`--python`), which may not be this one:
+
+    python -m selfplay_gen.serving sglang-args --python /opt/sglang/bin/python
+    python -m selfplay_gen.serving verl-overrides --no-cuda-graphs
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import click
+
+# module -> what its presence means; probed by import spec only, so nothing starts a GPU
+PROBED = {
+    "sgl_kernel.flash_ops": "FlashAttention-3 ops of sgl-kernel",
+    "flashinfer_cubin": "prebuilt flashinfer kernels",
+    "flashinfer_jit_cache": "prebuilt flashinfer kernels",
+    "xgrammar": "xgrammar",
+}
+
+_PROBE = (
+    "import importlib.util, json, sys\n"
+    "def has(name):\n"
+    "    try:\n"
+    "        return importlib.util.find_spec(name) is not None\n"
+    "    except (ImportError, ValueError):\n"
+    "        return False\n"
+    "print(json.dumps({name: has(name) for name in sys.argv[1:]}))\n"
+)
+
+
+@dataclass(frozen=True)
+class ServerChoice:
+    """SGLang settings for one install: `None` leaves a setting to SGLang's own default."""
+
+    attention_backend: str | None
+    sampling_backend: str | None
+    grammar_backend: str | None
+    cuda_graphs: bool
+    reasons: tuple[str, ...]
+
+    def sglang_args(self) -> list[str]:
+        """`python -m sglang.launch_server` arguments."""
+        args = []
+        for flag, value in (
+            ("--attention-backend", self.attention_backend),
+            ("--sampling-backend", self.sampling_backend),
+            ("--grammar-backend", self.grammar_backend),
+        ):
+            if value is not None:
+                args += [flag, value]
+        return args + ([] if self.cuda_graphs else ["--disable-cuda-graph"])
+
+    def verl_overrides(self) -> list[str]:
+        """Hydra overrides for verl's SGLang rollout engine (`enforce_eager` turns CUDA graphs off)."""
+        prefix = "+actor_rollout_ref.rollout.engine_kwargs.sglang"
+        kwargs = {
+            "attention_backend": self.attention_backend,
+            "sampling_backend": self.sampling_backend,
+            "grammar_backend": self.grammar_backend,
+        }
+        return [f"{prefix}.{k}={v}" for k, v in kwargs.items() if v is not None] + [
+            f"actor_rollout_ref.rollout.enforce_eager={not self.cuda_graphs}"
+        ]
+
+
+def choose(installed: dict[str, bool], cuda_graphs: bool = True) -> ServerChoice:
+    """The settings for an install that has the modules `installed` marks True."""
+    prebuilt_flashinfer = installed.get("flashinfer_cubin", False) or installed.get("flashinfer_jit_cache", False)
+    attention = sampling = grammar = None
+    reasons = []
+    if not (installed.get("sgl_kernel.flash_ops", False) or prebuilt_flashinfer):
+        attention = "triton"
+        reasons.append("attention: triton (no FlashAttention-3 ops and no prebuilt flashinfer kernels)")
+    if not prebuilt_flashinfer:
+        sampling = "pytorch"
+        reasons.append("sampling: pytorch (no prebuilt flashinfer kernels)")
+    if not installed.get("xgrammar", False):
+        grammar = "none"
+        reasons.append("grammar: none (no xgrammar; games do not constrain decoding)")
+    reasons.append("CUDA graphs: on" if cuda_graphs else "CUDA graphs: off (asked for)")
+    return ServerChoice(attention, sampling, grammar, cuda_graphs, tuple(reasons))
+
+
+def probe(python: str = sys.executable) -> dict[str, bool]:
+    """Which of `PROBED` the Python `python` can import (by spec, nothing is imported)."""
+    try:
+        done = subprocess.run([python, "-c", _PROBE, *PROBED], capture_output=True, text=True, timeout=120, check=True)
+    except (OSError, subprocess.SubprocessError) as err:
+        raise click.ClickException(f"cannot probe the SGLang install with {python!r}: {err}") from None
+    return json.loads(done.stdout)
+
+
+def _options(command):
+    command = click.option("--python", default=sys.executable, show_default=True, help="The Python that runs SGLang.")(
+        command
+    )
+    return click.option(
+        "--cuda-graphs/--no-cuda-graphs", default=True, show_default=True, help="SGLang's CUDA graphs."
+    )(command)
+
+
+@click.group(help=__doc__)
+def main() -> None:
+    pass
+
+
+@main.command("sglang-args", help="Print the launch_server arguments for this install (reasons on stderr).")
+@_options
+def sglang_args(python: str, cuda_graphs: bool) -> None:
+    choice = choose(probe(python), cuda_graphs)
+    for reason in choice.reasons:
+        click.echo(f"sglang server: {reason}", err=True)
+    click.echo(" ".join(choice.sglang_args()))
+
+
+@main.command("verl-overrides", help="Print verl's rollout-engine overrides for this install (reasons on stderr).")
+@_options
+def verl_overrides(python: str, cuda_graphs: bool) -> None:
+    choice = choose(probe(python), cuda_graphs)
+    for reason in choice.reasons:
+        click.echo(f"verl rollout: {reason}", err=True)
+    click.echo(" ".join(choice.verl_overrides()))
+
+
+if __name__ == "__main__":
+    main()
