@@ -70,10 +70,17 @@ async def play(backend, tokenizer, specs, limits, params, concurrency: int, work
     }
 
 
-async def saturation(backend, shapes, params) -> dict:
-    """Independent `/generate` requests, all at once, each forced to its recorded output length."""
+async def saturation(backend, shapes, params, in_flight: int | None = None) -> dict:
+    """Independent `/generate` requests, each forced to its recorded output length: all at once (the
+    flood), or `in_flight` at a time (1: the server's own single-request speed)."""
+    gate = asyncio.Semaphore(in_flight or len(shapes) or 1)
 
     async def one(prompt_ids, length):
+        async with gate:
+            await send(prompt_ids, length)
+        return max(1, length)
+
+    async def send(prompt_ids, length):
         await backend.request(
             "POST",
             f"{backend.server_for(str(len(prompt_ids)))}/generate",
@@ -88,7 +95,6 @@ async def saturation(backend, shapes, params) -> dict:
                 },
             },
         )
-        return max(1, length)
 
     started = time.perf_counter()
     output = sum(await asyncio.gather(*(one(p, n) for p, n in shapes)))
@@ -104,7 +110,7 @@ async def saturation(backend, shapes, params) -> dict:
 async def main(args) -> dict:
     tokenizer = models.load_tokenizer(args.model if args.backend == "local" else args.tokenizer)
     options = BackendOptions(
-        base_urls=tuple(args.base_url), model=args.model, max_batch=args.concurrency, seed=args.seed
+        base_urls=tuple(args.base_url), model=args.model, max_batch=args.concurrency or 16, seed=args.seed
     )
     stop = (token_context(tokenizer).end_of_turn_id,)
     params = SamplingParams(args.temperature, args.top_p, args.max_new_tokens, stop)
@@ -119,13 +125,13 @@ async def main(args) -> dict:
             step = max(1, len(specs) // args.sequential_games) if args.sequential_games else 1
             one_by_one = specs[::step][: args.sequential_games or None]
             sequential = await play(backend, tokenizer, one_by_one, limits, params, 1, Path(tmp), "sequential")
-            concurrent = await play(
-                backend, tokenizer, specs, limits, params, args.concurrency, Path(tmp), "concurrent"
-            )
+            in_flight = args.concurrency or backend.max_concurrency
+            concurrent = await play(backend, tokenizer, specs, limits, params, in_flight, Path(tmp), "concurrent")
         shapes = concurrent.pop("_turn_shapes")
-        sequential.pop("_turn_shapes")
-        flood = None
+        single_shapes = sequential.pop("_turn_shapes")
+        flood = single = None
         if args.backend == "sglang":
+            single = await saturation(backend, single_shapes, params, in_flight=1)
             try:
                 flood = await saturation(backend, shapes, params)
             except BackendError as err:  # the runner's figures stand without it
@@ -138,6 +144,10 @@ async def main(args) -> dict:
         "sequential": sequential,
         "concurrent": concurrent,
         "saturation": flood,
+        "single_request": single,
+        "sequential_vs_single_request": (
+            sequential["output_tokens_per_s"] / single["output_tokens_per_s"] if single else None
+        ),
         "speedup_games_per_s": concurrent["games_per_s"] / sequential["games_per_s"],
         "speedup_output_tokens_per_s": concurrent["output_tokens_per_s"] / sequential["output_tokens_per_s"],
         "fraction_of_saturation": (
@@ -173,6 +183,11 @@ def table(result: dict) -> str:
         f"runner / one-at-a-time: {result['speedup_games_per_s']:.2f}x games/s, "
         f"{result['speedup_output_tokens_per_s']:.2f}x output tokens/s"
     )
+    if result.get("sequential_vs_single_request") is not None:
+        lines.append(
+            f"one game at a time = {result['sequential_vs_single_request']:.2f} of the server's single-request "
+            f"speed ({result['single_request']['output_tokens_per_s']:.1f} output tok/s, the same turns one by one)"
+        )
     if result["fraction_of_saturation"] is not None:
         lines.append(f"runner output tokens/s = {result['fraction_of_saturation']:.2f} of the saturation flood")
     return "\n".join(lines)
@@ -186,7 +201,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tokenizer", default=None, help="sglang: local tokenizer directory (default: embedded)")
     parser.add_argument("--num-games", type=int, default=8)
     parser.add_argument("--games-per-instance", type=int, default=4)
-    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument(
+        "--concurrency", type=int, default=0, help="games in flight (0: the backend's default, as selfplay-gen)"
+    )
     parser.add_argument(
         "--sequential-games",
         type=int,

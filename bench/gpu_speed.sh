@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Speed runbook on one GPU (after `source bench/gpu_setup.sh`): the generation benchmark of the embedded warm
+# start with SGLang's fast path and with CUDA graphs off, and the wall time of one filtered-BC iteration of
+# 4,096 games with its evaluations. Results in ROOT/speed/; each phase is skipped once its DONE marker exists.
+#   bench/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [fbc] [gen-eager]
+set -euo pipefail
+MODEL_DIR=$1 ROOT=$2
+shift 2
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
+OUT=$ROOT/speed
+mkdir -p "$OUT" "$ROOT/logs"
+WARM=$ROOT/embedded/warm/train/hf
+
+# serve GRAPHS PORT: SGLang on the warm model, alone on the GPU, with the project's default arguments
+serve() {
+  local graphs=--cuda-graphs
+  [[ $1 == 1 ]] || graphs=--no-cuda-graphs
+  read -r -a args <<< "$(python3 -m selfplay_gen.serving sglang-args "$graphs")"
+  setsid nohup python3 -m sglang.launch_server --model-path "$WARM" --host 127.0.0.1 --port "$2" \
+    --mem-fraction-static 0.8 "${args[@]}" > "$ROOT/logs/sglang_$2.log" 2>&1 < /dev/null &
+  echo $! > "$ROOT/logs/sglang_$2.pid"
+  local start=$SECONDS
+  until curl -sf "http://127.0.0.1:$2/health" > /dev/null; do
+    sleep 2
+    kill -0 "$(cat "$ROOT/logs/sglang_$2.pid")" 2> /dev/null || { tail -20 "$ROOT/logs/sglang_$2.log"; return 1; }
+  done
+  echo "server up in $((SECONDS - start)) s (${args[*]})" | tee -a "$OUT/server_start.txt"
+}
+stop() { kill "$(cat "$ROOT/logs/sglang_$1.pid")" 2> /dev/null || true; sleep 5; }
+
+generation() {  # NAME GRAPHS
+  [[ ! -e $OUT/$1.DONE ]] || return 0
+  serve "$2" 30100
+  python3 "$REPO/bench/generation.py" --backend sglang --base-url http://127.0.0.1:30100 --tokenizer "$WARM" \
+    --num-games "${GEN_GAMES:-2048}" --sequential-games "${GEN_SEQUENTIAL:-8}" --games-per-instance 8 \
+    --max-new-tokens 512 --max-moves 30 --out "$OUT/$1.json"
+  curl -s http://127.0.0.1:30100/get_server_info > "$OUT/$1.server_info.json" || true
+  stop 30100
+  touch "$OUT/$1.DONE"
+}
+
+for phase in "$@"; do
+  case "$phase" in
+    embedded) bash "$REPO/bench/gpu_learning.sh" "$MODEL_DIR" "$ROOT" embedded ;;
+    gen-graphs) generation generation_cuda_graphs 1 ;;
+    gen-eager) generation generation_no_cuda_graphs 0 ;;
+    fbc)  # one iteration from the embedded warm start, everything at the scripts' defaults
+      mkdir -p "$ROOT/fbc"
+      [[ -e $ROOT/fbc/base/DONE ]] || { mkdir -p "$ROOT/fbc/base"; cp -r "$ROOT/embedded/base/." "$ROOT/fbc/base/"; }
+      env RUN_DIR="$ROOT/fbc" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=filtered-bc NUM_ITERATIONS=1 \
+        GAMES_PER_ITER=4096 SELFPLAY_PYTHON=python3 VERL_PYTHON=python3 SGLANG_PYTHON=python3 \
+        "$REPO/run_selfplay_iteration.sh" > "$ROOT/logs/fbc.log" 2>&1
+      cp "$ROOT/fbc/summary.md" "$OUT/fbc_summary.md" ;;
+    *) echo "unknown phase $phase" >&2; exit 2 ;;
+  esac
+done
