@@ -27,7 +27,12 @@ serve() {
   done
   echo "server up in $((SECONDS - start)) s (${args[*]})" | tee -a "$OUT/server_start.txt"
 }
-stop() { kill "$(cat "$ROOT/logs/sglang_$1.pid")" 2> /dev/null || true; sleep 5; }
+stop() {  # PORT: the server and its scheduler processes, until the GPU memory is free again
+  pkill -f "sglang.launch_server.*--port $1" 2> /dev/null || true
+  for _ in $(seq 60); do pgrep -f "sglang.launch_server.*--port $1" > /dev/null || break; sleep 1; done
+  pkill -9 -f "sglang::" 2> /dev/null || true
+  sleep 3
+}
 
 generation() {  # NAME GRAPHS
   [[ ! -e $OUT/$1.DONE ]] || return 0
