@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from selfplay_gen.atomic import write_json_atomic
-from selfplay_gen.game import BACKEND_ERROR, INTERNAL, TOKEN_INVARIANT
+from selfplay_gen.games.base import BACKEND_ERROR, INTERNAL, TOKEN_INVARIANT
 from selfplay_gen.locking import Lock
 from selfplay_gen.models import load_tokenizer
 from selfplay_gen.records import Record, read_games

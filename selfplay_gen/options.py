@@ -17,11 +17,11 @@ import click
 
 from . import games
 from .backends.base import BackendOptions, SamplingParams, backend_class
-from .game import Limits
 from .games import GameConfig
-from .games.base import GameInstance
-from .instance import HUMAN_GAMES, Instance
-from .players import LLMPlayer, TeacherPlayer
+from .games.base import GameInstance, Limits
+from .games.matching.instance import HUMAN_GAMES, Instance
+from .games.matching.scripted import TeacherPlayer
+from .players import LLMPlayer
 from .token_context import token_context
 
 BACKENDS = ("local", "sglang", "openai", "scripted")

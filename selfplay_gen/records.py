@@ -6,9 +6,9 @@ The record's schema lives here: the TypedDicts below say what a record holds, to
 range, token ids int32 and non-negative, logprobs finite and <= 0). So no reader gets a NaN
 reward, a negative token id or a missing field, and each rejection names the file, line, field
 and value. A record names its `game`; the parts each game fills in its own way (its instance, the
-details of its outcome, its events) are that game's `record` TypedDict, checked too (the
-matching game's is `MatchingRecord`, below). Records written before games had names are matching
-games: they read as such, with the per-seat `rewards` they imply.
+details of its outcome, its events) are that game's `record` TypedDict, checked too. Records
+written before games had names are of the registry's first game (`games.UNNAMED`), and each
+game brings records of its earlier versions up to date (`Game.upgrade_record`).
 """
 
 from __future__ import annotations
@@ -26,11 +26,10 @@ import orjson
 
 from . import games
 from .atomic import temporary
-from .game import TERMINATIONS
 from .locking import Lock
 from .validate import Invalid, Whole, as_list, check, each, lengths, missing, no_booleans, within
 
-UNNAMED_GAME = "matching"  # the game of records written before games had names
+UNNAMED_GAME = games.UNNAMED  # the game of records written before games had names
 
 SCHEMA_VERSION = 1
 INT32_MAX = 2**31 - 1  # token ids are int32 in the parquet
@@ -133,26 +132,6 @@ class Event(TypedDict):
     error: str | None
 
 
-class MatchingEvent(Event):
-    pairs: Grid | None
-
-
-class _InstanceData(TypedDict):
-    table: Annotated[Grid, lengths(8, 8)]
-    masks: Annotated[list[Grid], lengths(2, 8, 8)]
-    scales: Annotated[list[Annotated[float, within(0, open_low=True)]], lengths(2)]
-
-
-class InstanceData(_InstanceData, total=False):
-    """`Instance.to_dict()`."""
-
-    seed: int | None
-    hard: bool
-    source: str
-    best_reward: Count
-    best_assignment: Grid
-
-
 class Sampling(TypedDict, total=False):
     temperature: Annotated[float, within(0)]
     top_p: Annotated[float, within(0, 1, open_low=True)]
@@ -176,25 +155,6 @@ class Outcome(_Outcome, total=False):
 
     rewards: Annotated[list[float], lengths(2)]  # per seat, what training compares; always there once read
     truncated: bool
-
-
-class _MatchingOutcome(TypedDict):
-    termination: Annotated[str, terminations(TERMINATIONS)]
-    raw_reward: Count  # the agreed matching's total score
-    best_reward: Count
-    normalized_reward: Annotated[float, within(0, 1)]  # raw / best, both seats' reward
-
-
-class MatchingOutcome(_MatchingOutcome, total=False):
-    proposal: Grid | None
-
-
-class MatchingRecord(TypedDict):
-    """The matching game's own parts of a record (`Matching.record`)."""
-
-    instance: InstanceData
-    outcome: MatchingOutcome
-    events: list[MatchingEvent]
 
 
 class _Failure(TypedDict):
@@ -276,8 +236,7 @@ def parse(raw: bytes, where: str) -> Record:
         check(named, _game_parts(named.setdefault("game", UNNAMED_GAME)))
     except Invalid as err:
         raise RecordError(f"{where}: {err}") from None
-    if named["game"] == UNNAMED_GAME and "rewards" not in named["outcome"]:  # written before per-seat rewards
-        named["outcome"]["rewards"] = [cast(MatchingOutcome, named["outcome"])["normalized_reward"]] * 2
+    games.get(named["game"]).upgrade_record(cast(dict, named))
     return named
 
 

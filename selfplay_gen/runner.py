@@ -25,9 +25,8 @@ from typing import Any, TypeVar
 from tqdm.auto import tqdm
 
 from .backends.base import BackendError
-from .game import BACKEND_ERROR, INTERNAL, TOKEN_INVARIANT
 from .games import GameConfig
-from .games.base import Game, GameInstance, Observation, Player
+from .games.base import BACKEND_ERROR, INTERNAL, TOKEN_INVARIANT, Game, GameInstance, Observation, Player
 from .players import GameStop
 from .records import SCHEMA_VERSION, GameWriter, Settings, read_games
 

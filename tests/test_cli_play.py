@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from selfplay_gen.cli import main
-from selfplay_gen.players import ScriptedPlayer
+from selfplay_gen.games.matching.scripted import ScriptedPlayer
 from selfplay_gen.records import GameWriter, read_games
 from selfplay_gen.runner import Summary
 

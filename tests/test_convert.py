@@ -28,12 +28,13 @@ from convert.rows import AGENT_NAME, GROUP_INFO
 from convert.summary import main as summary_main
 from selfplay_gen.atomic import write_json_atomic
 from selfplay_gen.backends.base import Backend, BackendOptions, Generation, SamplingParams, backend_class
-from selfplay_gen.game import Limits
 from selfplay_gen.games import GameConfig
-from selfplay_gen.instance import Instance
+from selfplay_gen.games.base import Limits
+from selfplay_gen.games.matching.instance import Instance
+from selfplay_gen.games.matching.moves import render_proposal
+from selfplay_gen.games.matching.scripted import ScriptedPlayer
 from selfplay_gen.locking import Lock
-from selfplay_gen.moves import render_proposal
-from selfplay_gen.players import LLMPlayer, ScriptedPlayer
+from selfplay_gen.players import LLMPlayer
 from selfplay_gen.records import GameWriter, read_games
 from selfplay_gen.runner import plan_games, run_games
 

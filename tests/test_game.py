@@ -4,9 +4,11 @@ import copy
 
 import pytest
 
-from selfplay_gen.game import ACCEPTED, MAX_INVALID, MAX_MOVES, MAX_NEW_TOKENS, TERMINATIONS, Limits, MatchingGame
-from selfplay_gen.instance import Instance, score
-from selfplay_gen.moves import render_proposal
+from selfplay_gen.games.base import MAX_INVALID, MAX_MOVES, MAX_NEW_TOKENS, Limits
+from selfplay_gen.games.matching.instance import Instance, score
+from selfplay_gen.games.matching.moves import render_proposal
+from selfplay_gen.games.matching.record import ACCEPTED, TERMINATIONS
+from selfplay_gen.games.matching.rules import MatchingGame
 
 INSTANCE = Instance.from_seed(0)
 DIAGONAL = [(i, i) for i in range(8)]

@@ -5,12 +5,12 @@ are those it wrote before it drove the protocol: test_golden_records.py.)"""
 import pytest
 
 from selfplay_gen import games
-from selfplay_gen.game import MAX_INVALID, TERMINATIONS, Limits
 from selfplay_gen.games import GameConfig
-from selfplay_gen.games.base import STOPS, Observation, Player, play
+from selfplay_gen.games.base import MAX_INVALID, STOPS, Limits, Observation, Player, play
 from selfplay_gen.games.matching import Matching
-from selfplay_gen.instance import PAPERS, REVIEWERS, Instance
-from selfplay_gen.players import ScriptedPlayer
+from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance
+from selfplay_gen.games.matching.record import TERMINATIONS
+from selfplay_gen.games.matching.scripted import ScriptedPlayer
 from selfplay_gen.runner import GameSpec, play_game
 
 

@@ -57,6 +57,6 @@ def test_a_name_cannot_be_taken_twice(registry):
 def test_targets_must_be_qualified_game_classes(registry):
     with pytest.raises(ValueError, match="package.module.Class"):
         registry.register("bad", "Matching")
-    registry.register("not-a-game", "selfplay_gen.game.Limits")
+    registry.register("not-a-game", "selfplay_gen.games.base.Limits")
     with pytest.raises(TypeError, match="not a Game class"):
         registry.get("not-a-game")

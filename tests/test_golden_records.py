@@ -16,9 +16,9 @@ from golden_backends import ScriptBackend
 from test_convert import ProposerBackend
 
 from selfplay_gen.backends.base import SamplingParams
-from selfplay_gen.game import Limits
 from selfplay_gen.games import GameConfig
-from selfplay_gen.instance import Instance
+from selfplay_gen.games.base import Limits
+from selfplay_gen.games.matching.instance import Instance
 from selfplay_gen.options import load_instances
 from selfplay_gen.players import LLMPlayer
 from selfplay_gen.records import read_games

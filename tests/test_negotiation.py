@@ -9,8 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from selfplay_gen import games
-from selfplay_gen.game import MAX_INVALID, MAX_MOVES, Limits
-from selfplay_gen.games.base import STOPS, InvalidMove, play
+from selfplay_gen.games.base import MAX_INVALID, MAX_MOVES, STOPS, InvalidMove, Limits, play
 from selfplay_gen.games.negotiation import (
     AGREED,
     INCONSISTENT,

@@ -25,15 +25,31 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from ..game import BACKEND_ERROR, CONTEXT_LENGTH, INTERNAL, MAX_INVALID, MAX_MOVES, MAX_NEW_TOKENS, TOKEN_INVARIANT
-from ..game import Limits as Limits
-from ..moves import InvalidMove as InvalidMove
 
-# Ends a driver reports through `stop`: limits the rules cannot see, and failures. Every game
-# accepts them; its own ends are its business (`Game.terminations`).
-STOPS = (MAX_NEW_TOKENS, CONTEXT_LENGTH, BACKEND_ERROR, TOKEN_INVARIANT, INTERNAL)
-# Limits every game enforces itself (`Limits`): too many valid moves, too many invalid in a row.
+class InvalidMove(ValueError):
+    """A turn that is not a legal move; the message says what is wrong (shown to the mover)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """When a game ends without agreement. Recorded with every game."""
+
+    max_moves: int = 30  # valid moves, both seats together
+    max_invalid: int = 3  # consecutive invalid moves by one seat
+
+    def __post_init__(self):
+        if self.max_moves < 1 or self.max_invalid < 1:
+            raise ValueError(f"limits must be positive: {self}")
+
+
+# Ends every game shares. Limits every game enforces itself (`Limits`): too many valid moves, too
+# many invalid in a row.
+MAX_MOVES, MAX_INVALID = "max_moves", "max_invalid"
+# Ends a driver reports through `stop`: limits the rules cannot see, and failures of the driver.
+MAX_NEW_TOKENS, CONTEXT_LENGTH = "max_new_tokens", "context_length"
+BACKEND_ERROR, TOKEN_INVARIANT, INTERNAL = "backend_error", "token_invariant", "internal"
 LIMIT_ENDS = (MAX_MOVES, MAX_INVALID)
+STOPS = (MAX_NEW_TOKENS, CONTEXT_LENGTH, BACKEND_ERROR, TOKEN_INVARIANT, INTERNAL)
 
 _I = TypeVar("_I", bound="GameInstance")
 InstanceT = TypeVar("InstanceT", bound="GameInstance")  # a game's instance type
@@ -182,6 +198,11 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
     @abc.abstractmethod
     def scripted_player(self, seat: int, *, seed: Seed = None, **knobs: Any) -> Player:
         """This game's model-free player for `seat` of the game just reset; same seed, same play."""
+
+    @classmethod
+    def upgrade_record(cls, record: dict[str, Any]) -> None:
+        """Bring a checked record written by an earlier version of this game up to date, in
+        place (e.g. fields added since); records of the current version pass unchanged."""
 
     def _knobs(self, knobs: Mapping[str, Any]) -> dict[str, Any]:
         """The knobs' defaults (`scripted_knobs`, then the teacher's own) updated by `knobs`; a knob

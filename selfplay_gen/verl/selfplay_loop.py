@@ -51,9 +51,8 @@ from convert.reward import training_reward
 from convert.tokens import sampled
 
 from ..backends.base import Backend, BackendError, Generation, SamplingParams
-from ..game import Limits
 from ..games import GameConfig
-from ..games.base import Game, GameInstance, Observation
+from ..games.base import Game, GameInstance, Limits, Observation
 from ..players import LLMPlayer
 from ..runner import GameSpec, play_game
 from ..token_context import token_context

@@ -15,8 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ...game import MAX_INVALID, MAX_MOVES
-from ..base import STOPS, Game, InvalidMove, Limits, Observation, Outcome, Seed, StepResult
+from ..base import MAX_INVALID, MAX_MOVES, STOPS, Game, InvalidMove, Limits, Observation, Outcome, Seed, StepResult
 from . import prompts
 from .instance import REWARD_MODES, Instance, Share, consistent, points, rewards
 from .moves import Move, parse_move

@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import prompts
-from ..game import TERMINATIONS, MatchingGame
-from ..instance import Instance
-from ..moves import Move
-from ..players import Player, ScriptedPlayer, TeacherPlayer
-from ..records import MatchingRecord
-from .base import STOPS, Game, Limits, Observation, Outcome, Seed, StepResult
+from ..base import STOPS, Game, Limits, Observation, Outcome, Seed, StepResult
+from . import prompts
+from .instance import Instance
+from .moves import Move
+from .record import TERMINATIONS, MatchingRecord
+from .rules import MatchingGame
+from .scripted import Player, ScriptedPlayer, TeacherPlayer
 
 POLICIES = ("share", "teacher")
 
@@ -32,6 +32,12 @@ class Matching(Game[Instance, Move]):
     record = MatchingRecord
     scripted_knobs = {"policy": "share", "share": 0.5}
     teacher = {"policy": "teacher", "plan": "by-reviewer"}
+
+    @classmethod
+    def upgrade_record(cls, record: dict[str, Any]) -> None:
+        """Records written before per-seat rewards: both seats' reward is the normalized one."""
+        outcome = record["outcome"]
+        outcome.setdefault("rewards", [outcome["normalized_reward"]] * 2)
 
     def __init__(self, limits: Limits | None = None):
         super().__init__(limits)

@@ -9,41 +9,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..base import MAX_INVALID, MAX_MOVES, Limits
 from .instance import Instance, score
 from .moves import InvalidMove, Move, parse_move
-
-
-@dataclass(frozen=True)
-class Limits:
-    """When a game ends without agreement. Recorded with every game."""
-
-    max_moves: int = 30  # valid moves, both players together
-    max_invalid: int = 3  # consecutive invalid moves by one player
-
-    def __post_init__(self):
-        if self.max_moves < 1 or self.max_invalid < 1:
-            raise ValueError(f"limits must be positive: {self}")
-
-
-# Every way a game can end.
-ACCEPTED, MAX_MOVES, MAX_INVALID = "accepted", "max_moves", "max_invalid"
-MAX_NEW_TOKENS, CONTEXT_LENGTH, BACKEND_ERROR, TOKEN_INVARIANT, INTERNAL = (
-    "max_new_tokens",
-    "context_length",
-    "backend_error",
-    "token_invariant",
-    "internal",
-)
-TERMINATIONS = (
-    ACCEPTED,
-    MAX_MOVES,
-    MAX_INVALID,
-    MAX_NEW_TOKENS,
-    CONTEXT_LENGTH,
-    BACKEND_ERROR,
-    TOKEN_INVARIANT,
-    INTERNAL,
-)
+from .record import ACCEPTED, TERMINATIONS
 
 
 @dataclass(frozen=True)
