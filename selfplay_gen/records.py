@@ -17,7 +17,7 @@ import json
 import os
 import sys
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO, Literal, TypedDict, cast
@@ -26,12 +26,14 @@ import orjson
 
 from . import games
 from .atomic import temporary
+from .games.base import end_of
 from .locking import Lock
 from .validate import Invalid, Whole, as_list, check, each, lengths, missing, no_booleans, within
 
 UNNAMED_GAME = games.UNNAMED  # the game of records written before games had names
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: an outcome's `terminated` and `truncated` are Gymnasium's ends (`games.base.end_of`)
+READ_VERSIONS = (1, 2)
 INT32_MAX = 2**31 - 1  # token ids are int32 in the parquet
 _TOP_BYTES = slice(3, None, 4) if sys.byteorder == "little" else slice(0, None, 4)  # of array("I")'s 4-byte items
 
@@ -41,8 +43,8 @@ class RecordError(ValueError):
 
 
 def _schema_version(value: int) -> None:
-    if value != SCHEMA_VERSION:
-        raise Invalid(value, f"is not {SCHEMA_VERSION}, the schema version this reads")
+    if value not in READ_VERSIONS:
+        raise Invalid(value, f"is not {' or '.join(map(str, READ_VERSIONS))}, the schema versions this reads")
 
 
 def _token_id(value: object) -> None:
@@ -154,7 +156,8 @@ class Outcome(_Outcome, total=False):
     """`games.base.Outcome.to_dict()`: the game's own details beside these."""
 
     rewards: Annotated[list[float], lengths(2)]  # per seat, what training compares; always there once read
-    truncated: bool
+    terminated: bool  # the rules ended the game; always there once read
+    truncated: bool  # a limit ended it (neither: the driver failed, see `failure`); always there once read
 
 
 class _Failure(TypedDict):
@@ -195,6 +198,7 @@ class Record(_Record, total=False):
     """One game, as the runner writes it and every reader gets it."""
 
     game: str  # its registered name; always there once read
+    game_version: Annotated[int, within(1)]  # `Game.version` of its rules and record parts (1 when absent)
     game_index: Count
     failure: Failure | None  # None for a game that ended by the rules or a limit
 
@@ -237,6 +241,10 @@ def parse(raw: bytes, where: str) -> Record:
     except Invalid as err:
         raise RecordError(f"{where}: {err}") from None
     games.get(named["game"]).upgrade_record(cast(dict, named))
+    if named["schema_version"] < SCHEMA_VERSION or "terminated" not in named["outcome"]:
+        # schema 1: `truncated` meant "stopped by the driver", failures included
+        end = end_of(named["outcome"]["termination"])
+        named["outcome"]["terminated"], named["outcome"]["truncated"] = end == "terminated", end == "truncated"
     return named
 
 
@@ -354,7 +362,7 @@ class GameWriter:
         dropped, self.done, self.failed = len(self.failed), self.done - self.failed, set()
         return dropped
 
-    def write(self, record: dict) -> None:
+    def write(self, record: Mapping[str, Any]) -> None:
         """Append one record and fsync it. A write that fails (a full disk) is cut off again, so
         the file keeps whole records only, and the error names the file."""
         line = memoryview((json.dumps(record, separators=(",", ":")) + "\n").encode())

@@ -191,7 +191,7 @@ def test_llm_rows_hold_the_sampled_tokens(llm_games, tmp_path):
 
 
 def test_scripted_seats_are_retokenized_like_a_chat(scripted_games, tokenizer):
-    from convert.tokens import seat_tokens
+    from selfplay_gen.seat_tokens import seat_tokens
 
     for record in scripted_games[:4]:
         for seat in record["players"]:
@@ -210,7 +210,7 @@ def test_scripted_seats_are_retokenized_like_a_chat(scripted_games, tokenizer):
 
 def test_scripted_seats_are_retokenized_alike_whatever_eos_the_model_ships(scripted_games, tokenizer, eos_apart):
     """Both tokenizers share the chat template; only eos differs, and it plays no part in a chat."""
-    from convert.tokens import seat_tokens
+    from selfplay_gen.seat_tokens import seat_tokens
 
     for record in scripted_games[:2]:
         for seat in record["players"]:

@@ -27,7 +27,6 @@ from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.replica import TokenOutput
 
 from convert.rows import RowBatch, group_rows
-from convert.tokens import sampled
 from selfplay_gen.backends.base import BackendOptions, SamplingParams
 from selfplay_gen.backends.local import LocalBackend
 from selfplay_gen.games import GameConfig
@@ -39,6 +38,7 @@ from selfplay_gen.games.negotiation import Instance as NegotiationInstance
 from selfplay_gen.games.negotiation import render_share
 from selfplay_gen.players import LLMPlayer
 from selfplay_gen.runner import GameSpec, play_game
+from selfplay_gen.seat_tokens import sampled
 from selfplay_gen.verl import ONLINE_AGENT, REPLAY_AGENT, config_path
 from selfplay_gen.verl.init_data import init_command, initial_messages
 from selfplay_gen.verl.replay_loop import ReplayAgentLoop, ReplayError

@@ -20,7 +20,7 @@ from .base import Game, Limits
 UNNAMED = "matching"
 # name -> "package.module.Class"
 _TARGETS: dict[str, str] = {
-    "matching": "selfplay_gen.games.matching.Matching",
+    "matching": "selfplay_gen.games.matching.MatchingGame",
     "negotiation": "selfplay_gen.games.negotiation.NegotiationGame",
 }
 

@@ -5,11 +5,10 @@ lives here: instances (`instance`, with DialOp's 134 human games in `data/`), th
 solver (`assignment`), moves, rules, prompts, scripted and teacher players, the record's own
 parts and the grounding of stated values."""
 
-from .game import Matching
+from .game import Event, MatchingGame
 from .instance import HUMAN_GAMES, PAPERS, REVIEWERS, Instance, score
 from .moves import Move, parse_move, render_proposal
 from .record import ACCEPTED, TERMINATIONS, MatchingRecord
-from .rules import MatchingGame
 from .scripted import ScriptedPlayer, TeacherPlayer
 
 __all__ = [
@@ -19,7 +18,7 @@ __all__ = [
     "REVIEWERS",
     "TERMINATIONS",
     "Instance",
-    "Matching",
+    "Event",
     "MatchingGame",
     "MatchingRecord",
     "Move",
