@@ -23,7 +23,7 @@ from selfplay_gen.games.matching.instance import Instance
 from selfplay_gen.games.matching.record import ACCEPTED
 from selfplay_gen.options import load_instances
 from selfplay_gen.players import LLMPlayer
-from selfplay_gen.records import SCHEMA_VERSION, read_games
+from selfplay_gen.records import SCHEMA_VERSION, parse, read_games
 from selfplay_gen.runner import plan_games, play_game
 
 GOLDEN = Path(__file__).parent / "data" / "golden_matching.jsonl"
@@ -92,3 +92,20 @@ def test_old_records_read_as_matching_games_with_per_seat_rewards(golden):
         termination = record["outcome"]["termination"]
         assert record["outcome"]["terminated"] == (termination == ACCEPTED)
         assert record["outcome"]["truncated"] == (termination in TRUNCATIONS)  # schema 1 said: stopped by the driver
+
+
+def test_schema_1_ends_read_as_gymnasium_ends():
+    """Schema 1 wrote `truncated` for every end the driver reported, failures included; read, a
+    failed game is neither terminated nor truncated, and a limit of the rules is truncated."""
+    old = json.loads(GOLDEN.read_text().splitlines()[-1])
+    assert old["schema_version"] == 1
+    for termination, said, ends in [
+        ("backend_error", True, (False, False)),
+        ("max_new_tokens", True, (False, True)),
+        ("max_moves", False, (False, True)),
+        ("accepted", False, (True, False)),
+    ]:
+        line = {**old, "outcome": {**old["outcome"], "termination": termination, "truncated": said}}
+        line["outcome"].pop("rewards", None)
+        read = parse(json.dumps(line).encode(), "old:1")
+        assert (read["outcome"]["terminated"], read["outcome"]["truncated"]) == ends, termination

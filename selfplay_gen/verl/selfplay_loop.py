@@ -13,7 +13,7 @@ Both seats are trained because both rows exist. (Each game trains one seat; the 
 tokens are played but not returned.)
 
 It plays the game the row names (`selfplay-gen init --game NAME`, with the game's options such
-as a reward mode; rows without one are matching games), and each seat's reward is its own
+as a reward mode; rows without one are of `games.UNNAMED`), and each seat's reward is its own
 (`outcome.rewards`). The game itself is `runner.play_game` with two `LLMPlayer`s, exactly as in
 offline generation;
 only the backend differs: `ServerManagerBackend` sends each turn to verl's server manager with
