@@ -34,8 +34,8 @@ VOCAB = 49_152
 
 def synthetic_games(path: Path, games: int, per_instance: int = 8, seed: int = 0) -> None:
     """Write `games` records shaped like the runner's (schema v1, LLM seats, token ids)."""
-    from selfplay_gen import prompts
-    from selfplay_gen.instance import Instance
+    from selfplay_gen.games.matching import prompts
+    from selfplay_gen.games.matching.instance import Instance
     from selfplay_gen.records import SCHEMA_VERSION
 
     rng = np.random.default_rng(seed)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from selfplay_gen.instance import HARD_FACTOR, HIDDEN_VALUE, VISIBLE_P, Instance, sample
+from selfplay_gen.games.matching.instance import HARD_FACTOR, HIDDEN_VALUE, VISIBLE_P, Instance, sample
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -19,10 +19,10 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from selfplay_gen import prompts
-from selfplay_gen.instance import PAPERS, REVIEWERS, Instance, score
-from selfplay_gen.moves import InvalidMove, parse_move
-from selfplay_gen.players import TeacherPlayer
+from selfplay_gen.games.matching import prompts
+from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance, score
+from selfplay_gen.games.matching.moves import InvalidMove, parse_move
+from selfplay_gen.games.matching.scripted import TeacherPlayer
 
 LINE = re.compile(r"(?P<name>[A-Z][a-z]+ [A-Z][a-z]+): (?P<cells>.*) -> (?P<pick>\S+)$")
 CELL = re.compile(r"(?:^|, )(\S+) (\d+)")

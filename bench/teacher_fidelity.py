@@ -17,8 +17,8 @@ import numpy as np
 
 from selfplay_gen.atomic import write_json_atomic
 from selfplay_gen.games import GameConfig
-from selfplay_gen.instance import Instance
-from selfplay_gen.players import TeacherPlayer
+from selfplay_gen.games.matching.instance import Instance
+from selfplay_gen.games.matching.scripted import TeacherPlayer
 from selfplay_gen.records import read_games
 from selfplay_gen.runner import GameSpec, play_game
 

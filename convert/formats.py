@@ -20,9 +20,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from selfplay_gen.seat_tokens import prompt_messages
+
 from .groups import SPILLED, extremes
 from .rows import GAME, GRPO_SCHEMA, MESSAGES, data_source, group_rows
-from .tokens import prompt_messages
 
 TRAIN, VAL, DROP = 0, 1, -1
 

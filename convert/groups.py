@@ -10,7 +10,7 @@ import math
 
 import pandas as pd
 
-from .tokens import RETOKENIZED, SAMPLED
+from selfplay_gen.seat_tokens import RETOKENIZED, SAMPLED
 
 # a seat row's status, besides SAMPLED and RETOKENIZED; OPPONENT: a seat `--seat` does not train
 TOO_LONG, IDLE, OPPONENT = "too_long", "idle", "opponent"

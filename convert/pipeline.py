@@ -15,25 +15,25 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import cast
 
 import numpy as np
 import pandas as pd
 
 from selfplay_gen.atomic import write_json_atomic
-from selfplay_gen.game import BACKEND_ERROR, INTERNAL, TOKEN_INVARIANT
+from selfplay_gen.games.base import end_of
 from selfplay_gen.locking import Lock
 from selfplay_gen.models import load_tokenizer
 from selfplay_gen.records import Record, read_games
+from selfplay_gen.reward import training_reward
+from selfplay_gen.seat_tokens import RETOKENIZED, seat_tokens
 from selfplay_gen.token_context import TokenInvariantError
 
 from . import groups
 from .formats import FORMATS, TRAIN, VAL, GrpoRows
 from .groups import IDLE, OPPONENT, SPILLED, TOO_LONG, GroupError
-from .reward import BASELINES, per_seat_baseline, training_reward
+from .reward import BASELINES, per_seat_baseline
 from .rows import SPILL_SCHEMA, RowBatch, ground_truth
 from .split import validation_instances
-from .tokens import RETOKENIZED, seat_tokens
 from .writer import ParquetOutput, Spill
 
 OUTPUTS = {"train": "train.parquet", "val": "val.parquet", "summary": "convert_summary.json"}
@@ -248,18 +248,17 @@ def _status(tokens, options: Options) -> str:
 def _examine(record: Record, seen: set[str], options: Options) -> tuple[str | None, str, list]:
     """Why a game cannot be used at all (None if it can) with details, and each seat's tokens.
     Failed games (backend errors, broken token invariants, internal errors) are never trained, nor counted in a
-    group: their rewards say nothing about the policy."""
+    group: their rewards say nothing about the policy. Truncated games (a limit) are trained with their score."""
     if record["game_id"] in seen:
         return "duplicate_game_id", "", []
     seen.add(record["game_id"])
     failure, termination = record.get("failure"), record["outcome"]["termination"]
     if failure:
         return f"failed:{failure['reason']}", failure.get("detail", ""), []
-    if termination in (BACKEND_ERROR, TOKEN_INVARIANT, INTERNAL):
+    if end_of(termination) == "failed":
         return f"failed:{termination}", "", []
     try:
-        # cast: tokens.py takes seats as plain dicts, which a TypedDict is at run time
-        seats = [seat_tokens(cast(dict, seat), lambda: load_tokenizer(options.model)) for seat in record["players"]]
+        seats = [seat_tokens(seat, lambda: load_tokenizer(options.model)) for seat in record["players"]]
         return None, "", seats
     except TokenInvariantError as err:
         return "token_invariant", str(err), []

@@ -45,8 +45,8 @@ import pyarrow as pa
 
 from selfplay_gen import games
 from selfplay_gen.records import Record
-
-from .tokens import SeatTokens, prompt_messages
+from selfplay_gen.seat_tokens import SeatTokens, prompt_messages
+from selfplay_gen.verl import data_source
 
 AGENT_NAME = "selfplay_replay"
 
@@ -98,10 +98,6 @@ GRPO_SCHEMA = pa.schema(
         ("agent_name", pa.string()),
     ]
 )
-
-
-def data_source(game: str) -> str:
-    return f"selfplay_{game}"
 
 
 def ground_truth(record: Record) -> str:

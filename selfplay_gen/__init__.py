@@ -1,23 +1,10 @@
-"""selfplay-gen: LLM self-play on DialOp's reviewer-paper matching game, for verl GRPO training.
+"""selfplay-gen: LLM self-play on two-seat dialogue games, for verl GRPO training.
 
-The public API that other parts and user scripts rely on.
+The public API that other parts and user scripts rely on: the game registry and the protocol
+every game follows. Each game's own API lives in its package (`selfplay_gen.games.<name>`).
 """
 
-from .game import Limits, MatchingGame, Outcome, StepResult
-from .instance import PAPERS, REVIEWERS, Instance, score
-from .moves import InvalidMove, Move, parse_move, render_proposal
+from .games import GameConfig, get, names
+from .games.base import Game, InvalidMove, Limits, Observation, Outcome, StepResult
 
-__all__ = [
-    "Instance",
-    "InvalidMove",
-    "Limits",
-    "MatchingGame",
-    "Move",
-    "Outcome",
-    "PAPERS",
-    "REVIEWERS",
-    "StepResult",
-    "parse_move",
-    "render_proposal",
-    "score",
-]
+__all__ = ["Game", "GameConfig", "InvalidMove", "Limits", "Observation", "Outcome", "StepResult", "get", "names"]

@@ -7,7 +7,6 @@ everywhere.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import zlib
 from dataclasses import dataclass
@@ -17,11 +16,9 @@ import click
 
 from . import games
 from .backends.base import BackendOptions, SamplingParams, backend_class
-from .game import Limits
 from .games import GameConfig
-from .games.base import GameInstance
-from .instance import HUMAN_GAMES, Instance
-from .players import LLMPlayer, TeacherPlayer
+from .games.base import GameInstance, Limits
+from .players import LLMPlayer
 from .token_context import token_context
 
 BACKENDS = ("local", "sglang", "openai", "scripted")
@@ -37,6 +34,11 @@ class FiniteRange(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+def _teacher_plans() -> list[str]:
+    """The plans any registered game's teacher has (`Game.teacher_plans`)."""
+    return sorted({plan for name in games.names() for plan in games.get(name).teacher_plans})
 
 
 def _seat_options(prefix: str, who: str):
@@ -142,7 +144,7 @@ def generation_options(f):
         ),
         click.option(
             "--teacher-plan",
-            type=click.Choice(TeacherPlayer.PLANS),
+            type=click.Choice(_teacher_plans()),
             default=None,
             help="Matching teacher's plan: 'by-reviewer' (the default; reviewer by reviewer the best "
             "free paper known, about 0.82, learnable by a 135M model) or 'by-score' (every known cell "
@@ -229,7 +231,7 @@ def game_options(f):
     options = [
         click.option(
             "--game",
-            default="matching",
+            default=games.UNNAMED,
             show_default=True,
             callback=_known_game,
             help=f"The game to play, by its registered name: {', '.join(games.names())}.",
@@ -290,7 +292,7 @@ def _scripted_knobs(opts, prefix: str = "") -> dict:
     """The knobs the chosen game's scripted player has, from the options (`prefix` "partner_":
     seat 1's, where a partner option exists and is given); `--scripted-policy teacher` is the
     game's own teacher (`Game.teacher`), whatever the other knobs say but `--teacher-plan`."""
-    game = games.get(opts.get("game", "matching"))
+    game = games.get(opts.get("game", games.UNNAMED))
     if opts.get("scripted_policy") == "teacher":
         return {**game.teacher, **({"plan": opts["teacher_plan"]} if opts.get("teacher_plan") else {})}
     return {
@@ -394,7 +396,7 @@ async def open_seats(**opts):
 def game_from(opts) -> GameConfig:
     """The game the options choose, with their limits and its options; a bad option is a usage error."""
     options = {"reward_mode": opts["reward_mode"]} if opts.get("reward_mode") else {}
-    name = opts.get("game", "matching")
+    name = opts.get("game", games.UNNAMED)
     if opts.get("teacher_plan") and "plan" not in games.get(name).teacher:
         raise click.BadParameter(f"the {name} teacher has no plans", param_hint="--teacher-plan")
     try:
@@ -408,21 +410,17 @@ def limits_from(opts) -> Limits:
     return Limits(**{k: opts[k] for k in ("max_moves", "max_invalid") if k in opts})
 
 
-def load_instances(kind: str, count: int, seed: int, game: str = "matching") -> list[GameInstance]:
-    """`count` instances of `game`: seeded random ones (seeds seed, seed+1, ...) or, for the
-    matching game, the human-played ones."""
+def load_instances(kind: str, count: int, seed: int, game: str = games.UNNAMED) -> list[GameInstance]:
+    """`count` instances of `game`: seeded random ones (seeds seed, seed+1, ...) or, for a game
+    that has them (`Game.human_games`), the human-played ones."""
+    game_class = games.get(game)
     if kind == "human":
-        if game != "matching":
-            raise click.UsageError(f"--instances human are matching games; the {game} game has random ones only")
-        lines = HUMAN_GAMES.read_text().splitlines()
-        if count > len(lines):
+        if not game_class.human_games:
+            raise click.UsageError(f"--instances human: the {game} game has random ones only")
+        if count > game_class.human_games:
             raise click.UsageError(
-                f"--instances human has {len(lines)} instances; ask for at most "
-                f"{len(lines)} x --games-per-instance games"
+                f"--instances human has {game_class.human_games} instances; ask for at most "
+                f"{game_class.human_games} x --games-per-instance games"
             )
-        return [
-            Instance.from_human_record(json.loads(line), source=f"human-{i:03d}")
-            for i, line in enumerate(lines[:count])
-        ]
-    instance_type = games.get(game).instance_type
-    return [instance_type.from_seed(seed + i) for i in range(count)]
+        return game_class.human_instances(count)
+    return [game_class.instance_type.from_seed(seed + i) for i in range(count)]

@@ -6,9 +6,9 @@ The record's schema lives here: the TypedDicts below say what a record holds, to
 range, token ids int32 and non-negative, logprobs finite and <= 0). So no reader gets a NaN
 reward, a negative token id or a missing field, and each rejection names the file, line, field
 and value. A record names its `game`; the parts each game fills in its own way (its instance, the
-details of its outcome, its events) are that game's `record` TypedDict, checked too (the
-matching game's is `MatchingRecord`, below). Records written before games had names are matching
-games: they read as such, with the per-seat `rewards` they imply.
+details of its outcome, its events) are that game's `record` TypedDict, checked too. Records
+written before games had names are of the registry's first game (`games.UNNAMED`), and each
+game brings records of its earlier versions up to date (`Game.upgrade_record`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 import os
 import sys
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO, Literal, TypedDict, cast
@@ -26,13 +26,14 @@ import orjson
 
 from . import games
 from .atomic import temporary
-from .game import TERMINATIONS
+from .games.base import end_of
 from .locking import Lock
 from .validate import Invalid, Whole, as_list, check, each, lengths, missing, no_booleans, within
 
-UNNAMED_GAME = "matching"  # the game of records written before games had names
+UNNAMED_GAME = games.UNNAMED  # the game of records written before games had names
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: an outcome's `terminated` and `truncated` are Gymnasium's ends (`games.base.end_of`)
+READ_VERSIONS = (1, 2)
 INT32_MAX = 2**31 - 1  # token ids are int32 in the parquet
 _TOP_BYTES = slice(3, None, 4) if sys.byteorder == "little" else slice(0, None, 4)  # of array("I")'s 4-byte items
 
@@ -42,8 +43,8 @@ class RecordError(ValueError):
 
 
 def _schema_version(value: int) -> None:
-    if value != SCHEMA_VERSION:
-        raise Invalid(value, f"is not {SCHEMA_VERSION}, the schema version this reads")
+    if value not in READ_VERSIONS:
+        raise Invalid(value, f"is not {' or '.join(map(str, READ_VERSIONS))}, the schema versions this reads")
 
 
 def _token_id(value: object) -> None:
@@ -133,26 +134,6 @@ class Event(TypedDict):
     error: str | None
 
 
-class MatchingEvent(Event):
-    pairs: Grid | None
-
-
-class _InstanceData(TypedDict):
-    table: Annotated[Grid, lengths(8, 8)]
-    masks: Annotated[list[Grid], lengths(2, 8, 8)]
-    scales: Annotated[list[Annotated[float, within(0, open_low=True)]], lengths(2)]
-
-
-class InstanceData(_InstanceData, total=False):
-    """`Instance.to_dict()`."""
-
-    seed: int | None
-    hard: bool
-    source: str
-    best_reward: Count
-    best_assignment: Grid
-
-
 class Sampling(TypedDict, total=False):
     temperature: Annotated[float, within(0)]
     top_p: Annotated[float, within(0, 1, open_low=True)]
@@ -175,26 +156,8 @@ class Outcome(_Outcome, total=False):
     """`games.base.Outcome.to_dict()`: the game's own details beside these."""
 
     rewards: Annotated[list[float], lengths(2)]  # per seat, what training compares; always there once read
-    truncated: bool
-
-
-class _MatchingOutcome(TypedDict):
-    termination: Annotated[str, terminations(TERMINATIONS)]
-    raw_reward: Count  # the agreed matching's total score
-    best_reward: Count
-    normalized_reward: Annotated[float, within(0, 1)]  # raw / best, both seats' reward
-
-
-class MatchingOutcome(_MatchingOutcome, total=False):
-    proposal: Grid | None
-
-
-class MatchingRecord(TypedDict):
-    """The matching game's own parts of a record (`Matching.record`)."""
-
-    instance: InstanceData
-    outcome: MatchingOutcome
-    events: list[MatchingEvent]
+    terminated: bool  # the rules ended the game; always there once read
+    truncated: bool  # a limit ended it (neither: the driver failed, see `failure`); always there once read
 
 
 class _Failure(TypedDict):
@@ -235,6 +198,7 @@ class Record(_Record, total=False):
     """One game, as the runner writes it and every reader gets it."""
 
     game: str  # its registered name; always there once read
+    game_version: Annotated[int, within(1)]  # `Game.version` of its rules and record parts (1 when absent)
     game_index: Count
     failure: Failure | None  # None for a game that ended by the rules or a limit
 
@@ -276,8 +240,11 @@ def parse(raw: bytes, where: str) -> Record:
         check(named, _game_parts(named.setdefault("game", UNNAMED_GAME)))
     except Invalid as err:
         raise RecordError(f"{where}: {err}") from None
-    if named["game"] == UNNAMED_GAME and "rewards" not in named["outcome"]:  # written before per-seat rewards
-        named["outcome"]["rewards"] = [cast(MatchingOutcome, named["outcome"])["normalized_reward"]] * 2
+    games.get(named["game"]).upgrade_record(cast(dict, named))
+    if named["schema_version"] < SCHEMA_VERSION or "terminated" not in named["outcome"]:
+        # schema 1: `truncated` meant "stopped by the driver", failures included
+        end = end_of(named["outcome"]["termination"])
+        named["outcome"]["terminated"], named["outcome"]["truncated"] = end == "terminated", end == "truncated"
     return named
 
 
@@ -395,7 +362,7 @@ class GameWriter:
         dropped, self.done, self.failed = len(self.failed), self.done - self.failed, set()
         return dropped
 
-    def write(self, record: dict) -> None:
+    def write(self, record: Mapping[str, Any]) -> None:
         """Append one record and fsync it. A write that fails (a full disk) is cut off again, so
         the file keeps whole records only, and the error names the file."""
         line = memoryview((json.dumps(record, separators=(",", ":")) + "\n").encode())

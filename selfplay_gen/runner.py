@@ -20,16 +20,16 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from tqdm.auto import tqdm
 
+from . import records
 from .backends.base import BackendError
-from .game import BACKEND_ERROR, INTERNAL, TOKEN_INVARIANT
 from .games import GameConfig
-from .games.base import Game, GameInstance, Observation, Player
+from .games.base import BACKEND_ERROR, FAILURES, INTERNAL, Game, GameInstance, Observation, Player
 from .players import GameStop
-from .records import SCHEMA_VERSION, GameWriter, Settings, read_games
+from .records import SCHEMA_VERSION, GameWriter, Record, Settings, read_games
 
 T = TypeVar("T")
 
@@ -91,15 +91,14 @@ def check_same_settings(path: object, old: Settings | dict, new: dict) -> None:
         )
 
 
-async def play_game(spec: GameSpec, seats: Sequence[SeatFactory], config: GameConfig, settings: dict) -> dict:
-    """Play one game to its end and return its record."""
-    started = time.perf_counter()
-    game = config.new()
-    start = game.reset(spec.instance)
-    players = [seats[s](spec, s, game, start) for s in range(game.seats)]
+async def play(game: Game[Any, Any], players: Sequence[Player], start: Observation) -> records.Failure | None:
+    """Drive a reset game to its end with `players` (one per seat), telling each what the game
+    says: the one game loop, for runs and for the online trainer alike. A limit a player hits
+    (`GameStop`) and whatever a player or a backend raises end the game through `stop`; the
+    result is the failure (reason, detail, seat) when the driver failed, None otherwise."""
     for seat, player in enumerate(players):
         player.observe(start.told[seat], None)
-    failure = None  # only errors; a game that hit a limit ended normally
+    failure: records.Failure | None = None
     while not game.done:
         mover = game.to_move
         await asyncio.sleep(0)  # a turn for the loop (signals, other games) even when players answer at once
@@ -108,31 +107,43 @@ async def play_game(spec: GameSpec, seats: Sequence[SeatFactory], config: GameCo
             for seat, player in enumerate(players):
                 player.observe(step.told[seat], step)
         except GameStop as stop:
-            game.stop(stop.reason, mover, stop.detail)
-            if stop.reason == TOKEN_INVARIANT:
-                failure = {"reason": stop.reason, "detail": stop.detail, "player": mover}
+            reason, detail = stop.reason, stop.detail
         except BackendError as err:
-            game.stop(BACKEND_ERROR, mover, str(err))
-            failure = {"reason": BACKEND_ERROR, "detail": str(err), "player": mover}
+            reason, detail = BACKEND_ERROR, str(err)
         except Exception as err:  # a defect (in a player, a backend, the game): this game fails, the run goes on
-            detail = f"{type(err).__name__}: {err}"
-            game.stop(INTERNAL, mover, detail)
-            failure = {"reason": INTERNAL, "detail": detail, "player": mover}
-    assert game.outcome is not None  # the loop runs until the game has ended
+            reason, detail = INTERNAL, f"{type(err).__name__}: {err}"
+        else:
+            continue
+        game.stop(reason, mover, detail)
+        if reason in FAILURES:
+            failure = {"reason": reason, "detail": detail, "player": mover}
+    return failure
+
+
+async def play_game(spec: GameSpec, seats: Sequence[SeatFactory], config: GameConfig, settings: dict) -> Record:
+    """Play one game to its end and return its record: the one record type that the writer,
+    `selfplay-convert` and the online trainer read."""
+    started = time.perf_counter()
+    game = config.new()
+    start = game.reset(spec.instance)
+    players = [seats[s](spec, s, game, start) for s in range(game.seats)]
+    failure = await play(game, players, start)
+    assert game.outcome is not None  # play runs until the game has ended
     logs = [p.log() for p in players]
     turns = [t for log in logs for t in log.get("turns", [])]
-    return {
+    record: Record = {
         "schema_version": SCHEMA_VERSION,
         "game": game.name,
+        "game_version": game.version,
         "game_id": spec.game_id,
         "group": spec.group,
         "game_index": spec.game_index,
         "instance_id": spec.instance.id,
         "instance": spec.instance.to_dict(),
-        "settings": recorded_settings(settings, config),
-        "players": logs,
-        "events": game.events(),
-        "outcome": game.outcome.to_dict(),
+        "settings": cast(Settings, recorded_settings(settings, config)),
+        "players": cast(list[records.Seat], logs),
+        "events": cast(list[records.Event], game.events()),
+        "outcome": cast(records.Outcome, game.outcome.to_dict()),
         "failure": failure,
         "stats": {
             "valid_moves": game.valid_moves,
@@ -143,6 +154,7 @@ async def play_game(spec: GameSpec, seats: Sequence[SeatFactory], config: GameCo
             "wall_time_s": round(time.perf_counter() - started, 4),
         },
     }
+    return record
 
 
 @dataclass
@@ -221,7 +233,7 @@ async def run_games(
     started = time.perf_counter()
     disk = ThreadPoolExecutor(1, thread_name_prefix="game-writer")  # one thread: records in the order games end
 
-    def save(record: dict) -> None:
+    def save(record: Record) -> None:
         writer.write(record)
         summary.add(record)
         summary.wall_time_s = time.perf_counter() - started

@@ -4,7 +4,7 @@ rejections and a turn cut by its token budget."""
 from __future__ import annotations
 
 from selfplay_gen.backends.base import Backend, Generation
-from selfplay_gen.moves import render_proposal
+from selfplay_gen.games.matching.moves import render_proposal
 
 PROPOSAL = "[propose] " + render_proposal([(i, (i + 3) % 8) for i in range(8)])
 # per seat: its turns in order; "<cut>" is a turn that does not end within its token budget

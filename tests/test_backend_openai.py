@@ -10,9 +10,9 @@ from fake_sglang import serving
 
 from selfplay_gen.backends.base import BackendError, BackendOptions, SamplingParams, backend_class
 from selfplay_gen.cli import main
-from selfplay_gen.game import Limits
 from selfplay_gen.games import GameConfig
-from selfplay_gen.instance import Instance
+from selfplay_gen.games.base import Limits
+from selfplay_gen.games.matching.instance import Instance
 from selfplay_gen.players import LLMPlayer
 from selfplay_gen.records import GameWriter, read_games
 from selfplay_gen.runner import plan_games, run_games

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from selfplay_gen.cli import main
-from selfplay_gen.players import ScriptedPlayer
+from selfplay_gen.games.matching.scripted import ScriptedPlayer
 from selfplay_gen.records import GameWriter, read_games
 from selfplay_gen.runner import Summary
 
@@ -273,7 +273,7 @@ class Failing(ScriptedPlayer):
 @pytest.mark.parametrize("failing, status", [(("seed-0",), 0), (("seed-0", "seed-1"), 1)])
 def test_exit_status_is_1_only_when_every_game_failed(tmp_path, monkeypatch, failing, status):
     monkeypatch.setattr(Failing, "FAILING", failing)
-    monkeypatch.setattr("selfplay_gen.games.matching.ScriptedPlayer", Failing)
+    monkeypatch.setattr("selfplay_gen.games.matching.game.ScriptedPlayer", Failing)
     result = play("--backend", "scripted", "-n", "4", "-k", "2", "--out", str(tmp_path / "g.jsonl"))
     assert result.exit_code == status, result.output
     assert f"{2 * len(failing)} of 4 games failed (internal: {2 * len(failing)})" in result.stderr

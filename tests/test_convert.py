@@ -28,12 +28,13 @@ from convert.rows import AGENT_NAME, GROUP_INFO
 from convert.summary import main as summary_main
 from selfplay_gen.atomic import write_json_atomic
 from selfplay_gen.backends.base import Backend, BackendOptions, Generation, SamplingParams, backend_class
-from selfplay_gen.game import Limits
 from selfplay_gen.games import GameConfig
-from selfplay_gen.instance import Instance
+from selfplay_gen.games.base import Limits
+from selfplay_gen.games.matching.instance import Instance
+from selfplay_gen.games.matching.moves import render_proposal
+from selfplay_gen.games.matching.scripted import ScriptedPlayer
 from selfplay_gen.locking import Lock
-from selfplay_gen.moves import render_proposal
-from selfplay_gen.players import LLMPlayer, ScriptedPlayer
+from selfplay_gen.players import LLMPlayer
 from selfplay_gen.records import GameWriter, read_games
 from selfplay_gen.runner import plan_games, run_games
 
@@ -190,7 +191,7 @@ def test_llm_rows_hold_the_sampled_tokens(llm_games, tmp_path):
 
 
 def test_scripted_seats_are_retokenized_like_a_chat(scripted_games, tokenizer):
-    from convert.tokens import seat_tokens
+    from selfplay_gen.seat_tokens import seat_tokens
 
     for record in scripted_games[:4]:
         for seat in record["players"]:
@@ -209,7 +210,7 @@ def test_scripted_seats_are_retokenized_like_a_chat(scripted_games, tokenizer):
 
 def test_scripted_seats_are_retokenized_alike_whatever_eos_the_model_ships(scripted_games, tokenizer, eos_apart):
     """Both tokenizers share the chat template; only eos differs, and it plays no part in a chat."""
-    from convert.tokens import seat_tokens
+    from selfplay_gen.seat_tokens import seat_tokens
 
     for record in scripted_games[:2]:
         for seat in record["players"]:

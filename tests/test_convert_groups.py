@@ -4,8 +4,8 @@ hand-made groups whose values are worked out by hand."""
 import pandas as pd
 
 from convert.groups import constant, extremes, top
-from convert.reward import training_reward
 from convert.split import validation_instances
+from selfplay_gen.reward import training_reward
 
 # group a: 1.0, 0.0, 0.5 (mean 0.5, population std sqrt(1/6)); b: 0.2, 0.2 (constant); c: one game
 REWARDS = pd.Series([1.0, 0.0, 0.5, 0.2, 0.2, 0.7])

@@ -26,10 +26,10 @@ from selfplay_gen.evaluation.metrics import (
     summarize,
 )
 from selfplay_gen.evaluation.ratings import bradley_terry, rate
-from selfplay_gen.game import Limits
 from selfplay_gen.games import GameConfig
-from selfplay_gen.instance import Instance
-from selfplay_gen.players import ScriptedPlayer
+from selfplay_gen.games.base import Limits
+from selfplay_gen.games.matching.instance import Instance
+from selfplay_gen.games.matching.scripted import ScriptedPlayer
 from selfplay_gen.records import read_games
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -1,17 +1,17 @@
-"""The matching game under the game protocol: the runner and `games.base.play` drive it alike,
+"""The matching game under the game protocol: `runner.play_game` and `runner.play` drive it alike,
 and each seat is told exactly what its chat then holds as user turns. (That the runner's records
 are those it wrote before it drove the protocol: test_golden_records.py.)"""
 
 import pytest
 
 from selfplay_gen import games
-from selfplay_gen.game import MAX_INVALID, TERMINATIONS, Limits
 from selfplay_gen.games import GameConfig
-from selfplay_gen.games.base import STOPS, Observation, Player, play
-from selfplay_gen.games.matching import Matching
-from selfplay_gen.instance import PAPERS, REVIEWERS, Instance
-from selfplay_gen.players import ScriptedPlayer
-from selfplay_gen.runner import GameSpec, play_game
+from selfplay_gen.games.base import FAILURES, MAX_INVALID, STOPS, Limits, Observation, Player
+from selfplay_gen.games.matching import MatchingGame
+from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance
+from selfplay_gen.games.matching.record import TERMINATIONS
+from selfplay_gen.games.matching.scripted import ScriptedPlayer
+from selfplay_gen.runner import GameSpec, play, play_game
 
 
 class Told:
@@ -33,7 +33,7 @@ class Told:
         return self.inner.log()
 
 
-def start(seed: int, limits: Limits | None = None) -> tuple[Matching, Observation]:
+def start(seed: int, limits: Limits | None = None) -> tuple[MatchingGame, Observation]:
     game = games.get("matching")(limits)
     return game, game.reset(Instance.from_seed(seed))
 
@@ -48,14 +48,16 @@ async def test_the_runner_plays_the_protocol_game_as_play_does(seed, policy):
 
     record = await play_game(GameSpec("g", 0, 0, instance), (seat, seat), GameConfig(), {})
 
-    game = Matching()
+    game = MatchingGame()
     first = game.reset(instance)
     players = [Told(game.scripted_player(s, seed=2 * seed + s, policy=policy)) for s in (0, 1)]
-    outcome = await play(game, players, first)
+    assert await play(game, players, first) is None  # no failure
+    outcome = game.outcome
+    assert outcome is not None
 
     assert record["game"] == "matching" and game.events() == record["events"]
-    assert outcome.to_dict() == record["outcome"] and outcome.details["agreed"]
-    assert outcome.rewards == (record["outcome"]["normalized_reward"],) * 2 and not outcome.truncated
+    assert outcome.to_dict() == record["outcome"] and outcome.agreed
+    assert outcome.rewards == (record["outcome"]["normalized_reward"],) * 2 and outcome.terminated
     assert (game.valid_moves, game.invalid_moves) == (record["stats"]["valid_moves"], record["stats"]["invalid_moves"])
     for s, player in enumerate(players):
         user_turns = [m["content"] for m in player.log()["messages"] if m["role"] == "user"]
@@ -68,7 +70,7 @@ async def test_the_runner_plays_the_protocol_game_as_play_does(seed, policy):
 
 def test_reset_shows_each_seat_its_own_table_and_tells_seat_0_to_move():
     game, first = start(1)
-    assert first.system == tuple(ScriptedPlayer(game.game.instance, s).messages[0]["content"] for s in (0, 1))
+    assert first.system == tuple(ScriptedPlayer(game.instance, s).messages[0]["content"] for s in (0, 1))
     assert first.system[0] != first.system[1]
     assert first.told == (("You move first. Make your move.",), ())
 
@@ -89,7 +91,7 @@ def test_a_reject_keeps_the_turn_and_says_so():
 
 
 def test_turn_order_and_lifecycle_are_checked():
-    game = Matching()
+    game = MatchingGame()
     assert not game.done and game.outcome is None and game.valid_moves == 0
     with pytest.raises(RuntimeError, match="reset"):
         game.step(0, "[message] hi")
@@ -98,14 +100,16 @@ def test_turn_order_and_lifecycle_are_checked():
         game.step(1, "[message] hi")
 
 
-def test_driver_stops_are_truncations_and_the_games_own_limits_are_not():
+def test_limits_truncate_and_driver_failures_fail():
     game, _ = start(1, Limits(max_invalid=1))
     assert game.step(0, "no tag").done
-    assert game.outcome is not None and game.outcome.termination == MAX_INVALID and not game.outcome.truncated
+    assert game.outcome is not None and game.outcome.termination == MAX_INVALID
+    assert game.outcome.truncated and not game.outcome.terminated and not game.outcome.failed
     for reason in STOPS:
         game, _ = start(1)
         outcome = game.stop(reason, 1, "why")
-        assert outcome.truncated and outcome.termination == reason and outcome.rewards == (0.0, 0.0)
+        assert outcome.termination == reason and outcome.rewards == (0.0, 0.0) and not outcome.terminated
+        assert (outcome.truncated, outcome.failed) == (reason not in FAILURES, reason in FAILURES)
         assert game.events()[-1] == {"player": 1, "kind": "stop", "text": "", "pairs": None, "error": "why"}
 
 
@@ -118,6 +122,6 @@ def test_scripted_knobs_are_checked():
 
 
 def test_the_instance_is_a_game_instance():
-    inst = Matching.instance_type.from_seed(3)
-    assert Matching.instance_type.from_dict(inst.to_dict()) == inst and inst.id == "seed-3"
-    assert set(STOPS) < set(TERMINATIONS) == set(Matching.terminations)
+    inst = MatchingGame.instance_type.from_seed(3)
+    assert MatchingGame.instance_type.from_dict(inst.to_dict()) == inst and inst.id == "seed-3"
+    assert set(STOPS) < set(TERMINATIONS) == set(MatchingGame.terminations)

@@ -43,20 +43,20 @@ def test_importing_the_registry_imports_no_game():
 
 
 def test_register_adds_a_game_by_qualified_name(registry):
-    registry.register("matching-again", "selfplay_gen.games.matching.Matching")
+    registry.register("matching-again", "selfplay_gen.games.matching.MatchingGame")
     assert registry.get("matching-again") is registry.get("matching")
     assert "matching-again" in registry.names()
 
 
 def test_a_name_cannot_be_taken_twice(registry):
-    registry.register("matching", "selfplay_gen.games.matching.Matching")  # the same class again is fine
-    with pytest.raises(ValueError, match="already registered as selfplay_gen.games.matching.Matching"):
+    registry.register("matching", "selfplay_gen.games.matching.MatchingGame")  # the same class again is fine
+    with pytest.raises(ValueError, match="already registered as selfplay_gen.games.matching.MatchingGame"):
         registry.register("matching", "some.other.Game")
 
 
 def test_targets_must_be_qualified_game_classes(registry):
     with pytest.raises(ValueError, match="package.module.Class"):
         registry.register("bad", "Matching")
-    registry.register("not-a-game", "selfplay_gen.game.Limits")
+    registry.register("not-a-game", "selfplay_gen.games.base.Limits")
     with pytest.raises(TypeError, match="not a Game class"):
         registry.get("not-a-game")

@@ -1,8 +1,9 @@
 """The runner plays every game through the games protocol; for the matching game its records are
 those it wrote when it drove `MatchingGame` itself (tests/data/golden_matching.jsonl, written by
 that runner with the same players and seeds), apart from what the protocol adds: the `game`
-field and the per-seat `rewards` and `truncated` of the outcome. Old records read as matching
-games with those rewards."""
+and `game_version` fields, the per-seat `rewards` and Gymnasium's ends (`terminated`,
+`truncated`) of the outcome, and the schema version those ends came with. Old records read as
+matching games with those rewards and ends."""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from golden_backends import ScriptBackend
 from test_convert import ProposerBackend
 
 from selfplay_gen.backends.base import SamplingParams
-from selfplay_gen.game import Limits
 from selfplay_gen.games import GameConfig
-from selfplay_gen.instance import Instance
+from selfplay_gen.games.base import TRUNCATIONS, Limits
+from selfplay_gen.games.matching.instance import Instance
+from selfplay_gen.games.matching.record import ACCEPTED
 from selfplay_gen.options import load_instances
 from selfplay_gen.players import LLMPlayer
-from selfplay_gen.records import read_games
+from selfplay_gen.records import SCHEMA_VERSION, parse, read_games
 from selfplay_gen.runner import plan_games, play_game
 
 GOLDEN = Path(__file__).parent / "data" / "golden_matching.jsonl"
@@ -74,10 +76,12 @@ def test_matching_records_are_unchanged(golden, tokenizer):
     played = replay(tokenizer)
     assert [r["settings"]["case"] for r in played] == [r["settings"]["case"] for r in golden]
     for new, old in zip(played, golden):
-        assert new.pop("game") == "matching"
-        outcome = new["outcome"]
+        assert new.pop("game") == "matching" and new.pop("game_version") == 1
+        assert (new.pop("schema_version"), old.pop("schema_version")) == (SCHEMA_VERSION, 1)
+        outcome, termination = new["outcome"], old["outcome"]["termination"]
         assert outcome.pop("rewards") == [old["outcome"]["normalized_reward"]] * 2
-        assert outcome.pop("truncated") == (old["outcome"]["termination"] == "max_new_tokens")
+        assert outcome.pop("terminated") == (termination == ACCEPTED)
+        assert outcome.pop("truncated") == (termination in TRUNCATIONS)
         assert new == old, new["game_id"]
 
 
@@ -85,3 +89,23 @@ def test_old_records_read_as_matching_games_with_per_seat_rewards(golden):
     for record in read_games(GOLDEN):
         assert record["game"] == "matching"
         assert record["outcome"]["rewards"] == [record["outcome"]["normalized_reward"]] * 2
+        termination = record["outcome"]["termination"]
+        assert record["outcome"]["terminated"] == (termination == ACCEPTED)
+        assert record["outcome"]["truncated"] == (termination in TRUNCATIONS)  # schema 1 said: stopped by the driver
+
+
+def test_schema_1_ends_read_as_gymnasium_ends():
+    """Schema 1 wrote `truncated` for every end the driver reported, failures included; read, a
+    failed game is neither terminated nor truncated, and a limit of the rules is truncated."""
+    old = json.loads(GOLDEN.read_text().splitlines()[-1])
+    assert old["schema_version"] == 1
+    for termination, said, ends in [
+        ("backend_error", True, (False, False)),
+        ("max_new_tokens", True, (False, True)),
+        ("max_moves", False, (False, True)),
+        ("accepted", False, (True, False)),
+    ]:
+        line = {**old, "outcome": {**old["outcome"], "termination": termination, "truncated": said}}
+        line["outcome"].pop("rewards", None)
+        read = parse(json.dumps(line).encode(), "old:1")
+        assert (read["outcome"]["terminated"], read["outcome"]["truncated"]) == ends, termination

@@ -6,12 +6,15 @@ from importlib import resources
 
 import pytest
 
-from selfplay_gen.instance import Instance, score
-from selfplay_gen.moves import InvalidMove, parse_move, render_proposal
+from selfplay_gen.games.matching.instance import Instance, score
+from selfplay_gen.games.matching.moves import InvalidMove, parse_move, render_proposal
 
 RECORDS = [
     json.loads(line)
-    for line in resources.files("selfplay_gen").joinpath("data/optimization_human_games.jsonl").read_text().splitlines()
+    for line in resources.files("selfplay_gen")
+    .joinpath("games/matching/data/optimization_human_games.jsonl")
+    .read_text()
+    .splitlines()
 ]
 
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from selfplay_gen import matching
-from selfplay_gen.instance import HIDDEN_VALUE, Instance, sample, score
-from selfplay_gen.matching import batch_best_totals, batch_planned_totals, max_matching
+from selfplay_gen.games.matching import assignment as matching
+from selfplay_gen.games.matching.assignment import batch_best_totals, batch_planned_totals, max_matching
+from selfplay_gen.games.matching.instance import HIDDEN_VALUE, Instance, sample, score
 
 PERMUTATIONS = np.array(list(itertools.permutations(range(8))))  # (40320, 8): paper of each reviewer
 ROWS = np.arange(8)

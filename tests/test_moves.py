@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from selfplay_gen.instance import PAPER_TITLES, PAPERS, REVIEWERS
-from selfplay_gen.moves import InvalidMove, parse_move, render_proposal
+from selfplay_gen.games.matching.instance import PAPER_TITLES, PAPERS, REVIEWERS
+from selfplay_gen.games.matching.moves import InvalidMove, parse_move, render_proposal
 
 DIAGONAL = tuple((i, i) for i in range(8))  # reviewer i reviews paper i
 LINES = [f"{PAPERS[i]}: {REVIEWERS[i]}" for i in range(8)]

@@ -9,8 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from selfplay_gen import games
-from selfplay_gen.game import MAX_INVALID, MAX_MOVES, Limits
-from selfplay_gen.games.base import STOPS, InvalidMove, play
+from selfplay_gen.games.base import FAILURES, MAX_INVALID, MAX_MOVES, STOPS, InvalidMove, Limits
 from selfplay_gen.games.negotiation import (
     AGREED,
     INCONSISTENT,
@@ -25,6 +24,7 @@ from selfplay_gen.games.negotiation import (
     rewards,
     stated_offer,
 )
+from selfplay_gen.runner import play
 
 COUNTS = (2, 1, 3)  # 2 books, 1 hat, 3 balls
 seeds = st.integers(0, 2**32 - 1)
@@ -46,8 +46,8 @@ def scripted_game(seed: int, strength0: float, strength1: float, mode: str = "se
     game = NegotiationGame(limits, reward_mode=mode)
     first = game.reset(Instance.from_seed(seed))
     players = [game.scripted_player(s, seed=seed, strength=x) for s, x in enumerate((strength0, strength1))]
-    outcome = asyncio.run(play(game, players, first))
-    return game, players, outcome
+    assert asyncio.run(play(game, players, first)) is None  # no failure
+    return game, players, game.outcome
 
 
 # --- moves -------------------------------------------------------------------------------------
@@ -250,15 +250,17 @@ def test_limits_end_the_game_without_a_deal():
     assert game.step(0, "[message] ok").valid  # a valid move resets the streak
     game.step(1, "x")
     assert game.step(1, "y").done
-    assert game.outcome is not None and game.outcome.termination == MAX_INVALID and not game.outcome.truncated
+    assert game.outcome is not None and game.outcome.termination == MAX_INVALID
+    assert game.outcome.truncated and not game.outcome.terminated and not game.outcome.failed  # a limit
 
 
-def test_driver_stops_are_truncations():
+def test_driver_stops_are_truncations_or_failures():
     for reason in STOPS:
         game = NegotiationGame()
         game.reset(Instance.from_seed(1))
         outcome = game.stop(reason, 0, "too long")
-        assert outcome.truncated and outcome.termination == reason and outcome.rewards == (0, 0)
+        assert outcome.termination == reason and outcome.rewards == (0, 0) and not outcome.terminated
+        assert (outcome.truncated, outcome.failed) == (reason not in FAILURES, reason in FAILURES)
         assert game.events()[-1] == {"player": 0, "kind": "stop", "text": "", "share": None, "error": "too long"}
         assert game.stop(reason) is outcome  # a finished game keeps its outcome
     with pytest.raises(ValueError, match="not 'accepted'"):

@@ -18,8 +18,8 @@ from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
 
 from selfplay_gen.backends.base import Backend, Generation, SamplingParams
 from selfplay_gen.cli import main
-from selfplay_gen.game import Limits
 from selfplay_gen.games import GameConfig
+from selfplay_gen.games.base import Limits
 from selfplay_gen.games.negotiation import Instance, render_share, stated_offer
 from selfplay_gen.players import LLMPlayer
 from selfplay_gen.records import GameWriter, RecordError, parse, read_games

@@ -3,9 +3,9 @@
 import pytest
 
 from selfplay_gen.backends.base import BackendOptions, SamplingParams, backend_class
-from selfplay_gen.game import CONTEXT_LENGTH, Limits
 from selfplay_gen.games import GameConfig
-from selfplay_gen.instance import Instance
+from selfplay_gen.games.base import CONTEXT_LENGTH, Limits
+from selfplay_gen.games.matching.instance import Instance
 from selfplay_gen.players import LLMPlayer
 from selfplay_gen.runner import GameSpec, play_game
 

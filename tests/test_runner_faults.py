@@ -8,10 +8,10 @@ import threading
 import numpy as np
 import pytest
 
-from selfplay_gen.game import INTERNAL
 from selfplay_gen.games import GameConfig
-from selfplay_gen.instance import Instance
-from selfplay_gen.players import ScriptedPlayer
+from selfplay_gen.games.base import INTERNAL
+from selfplay_gen.games.matching.instance import Instance
+from selfplay_gen.games.matching.scripted import ScriptedPlayer
 from selfplay_gen.records import GameWriter, read_games
 from selfplay_gen.runner import plan_games, run_games
 

@@ -7,18 +7,21 @@ from importlib import resources
 import numpy as np
 import pytest
 
-from selfplay_gen.game import ACCEPTED
 from selfplay_gen.games import GameConfig
-from selfplay_gen.instance import PAPERS, REVIEWERS, Instance
-from selfplay_gen.moves import parse_move
-from selfplay_gen.players import ScriptedPlayer
+from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance
+from selfplay_gen.games.matching.moves import parse_move
+from selfplay_gen.games.matching.record import ACCEPTED
+from selfplay_gen.games.matching.scripted import ScriptedPlayer
 from selfplay_gen.runner import GameSpec, play_game
 
 SEEDED = [Instance.from_seed(seed) for seed in range(30)]
 HUMAN = [
     Instance.from_human_record(json.loads(line), source=f"human-{i:03d}")
     for i, line in enumerate(
-        resources.files("selfplay_gen").joinpath("data/optimization_human_games.jsonl").read_text().splitlines()[:20]
+        resources.files("selfplay_gen")
+        .joinpath("games/matching/data/optimization_human_games.jsonl")
+        .read_text()
+        .splitlines()[:20]
     )
 ]
 

@@ -6,11 +6,11 @@ import json
 import numpy as np
 import pytest
 
-from selfplay_gen import prompts
-from selfplay_gen.game import ACCEPTED
 from selfplay_gen.games import GameConfig
-from selfplay_gen.instance import PAPERS, REVIEWERS, Instance
-from selfplay_gen.players import ScriptedPlayer, TeacherPlayer
+from selfplay_gen.games.matching import prompts
+from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance
+from selfplay_gen.games.matching.record import ACCEPTED
+from selfplay_gen.games.matching.scripted import ScriptedPlayer, TeacherPlayer
 from selfplay_gen.runner import GameSpec, play_game
 
 HELDOUT = [Instance.from_seed(10**9 + i) for i in range(120)]

@@ -5,12 +5,13 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from selfplay_gen import prompts
 from selfplay_gen.backends.base import Backend, Generation, SamplingParams
-from selfplay_gen.game import Limits
 from selfplay_gen.games import GameConfig
-from selfplay_gen.instance import Instance
-from selfplay_gen.players import GameStop, LLMPlayer, ScriptedPlayer
+from selfplay_gen.games.base import Limits
+from selfplay_gen.games.matching import prompts
+from selfplay_gen.games.matching.instance import Instance
+from selfplay_gen.games.matching.scripted import ScriptedPlayer
+from selfplay_gen.players import GameStop, LLMPlayer
 from selfplay_gen.runner import GameSpec, play_game
 from selfplay_gen.token_context import TokenInvariantError, token_context
 

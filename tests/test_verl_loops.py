@@ -27,17 +27,18 @@ from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.replica import TokenOutput
 
 from convert.rows import RowBatch, group_rows
-from convert.tokens import sampled
 from selfplay_gen.backends.base import BackendOptions, SamplingParams
 from selfplay_gen.backends.local import LocalBackend
-from selfplay_gen.game import TERMINATIONS, Limits
 from selfplay_gen.games import GameConfig
+from selfplay_gen.games.base import Limits
+from selfplay_gen.games.matching.instance import Instance
+from selfplay_gen.games.matching.moves import render_proposal
+from selfplay_gen.games.matching.record import TERMINATIONS
 from selfplay_gen.games.negotiation import Instance as NegotiationInstance
 from selfplay_gen.games.negotiation import render_share
-from selfplay_gen.instance import Instance
-from selfplay_gen.moves import render_proposal
 from selfplay_gen.players import LLMPlayer
 from selfplay_gen.runner import GameSpec, play_game
+from selfplay_gen.seat_tokens import sampled
 from selfplay_gen.verl import ONLINE_AGENT, REPLAY_AGENT, config_path
 from selfplay_gen.verl.init_data import init_command, initial_messages
 from selfplay_gen.verl.replay_loop import ReplayAgentLoop, ReplayError

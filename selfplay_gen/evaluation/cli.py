@@ -1,7 +1,7 @@
 """`selfplay-gen eval`: evaluate models on the human benchmark or on held-out instances, or
 evaluate games already played (`--from-games`), and write a report directory.
 
-Each game has its own metrics and report (`EVALUATIONS`): the matching game's compare models
+Each game has its own metrics and report (`Game.evaluation`): the matching game's compare models
 with humans and the random-matching floor; the negotiation game's count points, deals and
 cross-play wins. Playing (self-play and cross-play in both seat orders) is the same for all.
 
@@ -23,6 +23,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from .. import games as registry
 from ..backends.base import BackendError
 from ..games import GameConfig
 from ..games.base import GameInstance
@@ -46,14 +47,13 @@ class Evaluation:
     append: Callable[..., dict]  # (run dir, metrics, source) -> the run-level report with this model's row
 
 
-# game -> its evaluation's module, imported when used (the matching game's spans two modules)
-EVALUATIONS = {"matching": "selfplay_gen.evaluation.report", "negotiation": "selfplay_gen.evaluation.negotiation"}
-
-
 def evaluation(game: str) -> Evaluation:
-    if game not in EVALUATIONS:
-        raise click.UsageError(f"eval has no metrics for the {game} game; it evaluates {', '.join(EVALUATIONS)}")
-    module = importlib.import_module(EVALUATIONS[game])
+    """The evaluation a game names (`Game.evaluation`, a module imported when used)."""
+    target = getattr(registry.get(game), "evaluation", None)
+    if target is None:
+        evaluated = [name for name in registry.names() if getattr(registry.get(name), "evaluation", None)]
+        raise click.UsageError(f"eval has no metrics for the {game} game; it evaluates {', '.join(evaluated)}")
+    module = importlib.import_module(target)
     return Evaluation(
         module.game_table, module.evaluate, module.write_report, module.summary_text, module.append_to_run
     )
@@ -268,13 +268,14 @@ def eval_command(
     per seat, deals, and cross-play win/tie/loss rates and ratings from wins (plotted)."""
     game = game_from(opts)
     chosen_evaluation = evaluation(game.name)
-    instances = instances or ("human" if game.name == "matching" else "heldout")
+    human_games = registry.get(game.name).human_games
+    instances = instances or ("human" if human_games else "heldout")
     if from_games:
         inputs = [parse_input(spec) for spec in from_games]
     else:
-        count = num_instances or (HUMAN_INSTANCES if instances == "human" else 128)
-        if instances == "human" and count > HUMAN_INSTANCES:
-            raise click.UsageError(f"--limit-instances: there are {HUMAN_INSTANCES} human instances, not {count}")
+        count = num_instances or (human_games if instances == "human" else 128)
+        if instances == "human" and human_games and count > human_games:
+            raise click.UsageError(f"--limit-instances: there are {human_games} human instances, not {count}")
         chosen = (
             load_instances("human", count, opts["seed"], game.name)
             if instances == "human"

@@ -21,9 +21,10 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from ..instance import HUMAN_GAMES, Instance
-from ..records import UNNAMED_GAME, MatchingOutcome, Record
-from .grounding import count_grounded, grounding
+from ..games.matching.grounding import count_grounded, grounding
+from ..games.matching.instance import HUMAN_GAMES, Instance
+from ..games.matching.record import MatchingOutcome
+from ..records import UNNAMED_GAME, Record
 
 LEVEL = 0.95
 # Per-game means reported with an interval.

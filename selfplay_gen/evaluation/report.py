@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..atomic import write_atomic
+from ..records import UNNAMED_GAME
 from .metrics import game_table as game_table
 from .metrics import human_games_on, mean_interval, paired_difference, per_instance, summarize
 from .ratings import rate
@@ -458,7 +459,7 @@ def only_model(metrics: dict) -> str:
 
 
 def add_run_row(run_dir: Path, game: str, row: dict[str, Any]) -> dict[str, Any]:
-    """The run-level report in `run_dir` (of `game`; reports without a game are matching ones)
+    """The run-level report in `run_dir` (of `game`; reports without a game are of `UNNAMED_GAME`)
     with `row` as its next row, or in place of the row with its label. Every game's run report
     starts here; each writes its own tables from the rows."""
     path = run_dir / "metrics.json"
@@ -466,7 +467,7 @@ def add_run_row(run_dir: Path, game: str, row: dict[str, Any]) -> dict[str, Any]
     run: dict[str, Any] = json.loads(path.read_text()) if path.exists() else new
     if run.get("schema") != RUN_SCHEMA:
         raise ValueError(f"{path}: not a run-level report (schema {run.get('schema')!r}, expected {RUN_SCHEMA!r})")
-    if run.setdefault("game", "matching") != game:
+    if run.setdefault("game", UNNAMED_GAME) != game:
         raise ValueError(f"{path}: a run-level report of the {run['game']} game; this evaluation is of the {game} game")
     run_dir.mkdir(parents=True, exist_ok=True)
     labels = [r["label"] for r in run["rows"]]

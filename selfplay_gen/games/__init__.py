@@ -16,9 +16,11 @@ from typing import Any
 
 from .base import Game, Limits
 
+# The game of records and init rows written before games had names, and of a run that names none.
+UNNAMED = "matching"
 # name -> "package.module.Class"
 _TARGETS: dict[str, str] = {
-    "matching": "selfplay_gen.games.matching.Matching",
+    "matching": "selfplay_gen.games.matching.MatchingGame",
     "negotiation": "selfplay_gen.games.negotiation.NegotiationGame",
 }
 
@@ -55,7 +57,7 @@ class GameConfig:
     """What a run plays: a registered game, its limits and its options (e.g. a reward mode).
     Checked when made, so a bad name or option fails before any game is played."""
 
-    name: str = "matching"
+    name: str = UNNAMED
     limits: Limits = field(default_factory=Limits)
     options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -71,4 +73,4 @@ class GameConfig:
             raise ValueError(f"the {self.name} game does not take the options {dict(self.options)} ({err})") from None
 
 
-__all__ = ["Game", "GameConfig", "get", "names", "register"]
+__all__ = ["UNNAMED", "Game", "GameConfig", "get", "names", "register"]

@@ -1,13 +1,17 @@
 """The game protocol: what the runner, records and convert may assume of any two-seat dialogue game.
 
-Modelled on Gymnasium's `Env` and verl's agent loops, and on what `MatchingGame` already does:
+Modelled on Gymnasium's `Env` and verl's agent loops:
 
 - `reset(instance)` starts a game and returns what each seat sees first (its system prompt and
   its first messages); `step(seat, text)` applies one turn and returns an explicit `StepResult`,
   with the new messages for *each* seat, so no driver routes feedback itself.
 - `done`, `to_move` and, once done, `outcome`: a termination reason and a reward per seat.
-  `stop(reason)` ends a game for a limit only the driver sees (tokens, context, errors); the
-  outcome marks such ends `truncated`, apart from the game's own ends (its limits included).
+  `stop(reason)` ends a game for a limit only the driver sees (tokens, context) or a failure of
+  the driver (a backend error, a broken token invariant, a defect).
+- Every end is one of three, as in Gymnasium: `terminated` (the rules ended the game, e.g. an
+  agreement), `truncated` (a limit cut it short: moves, invalid moves, tokens, context) or
+  `failed` (the driver failed; such a game says nothing about the players and is never trained).
+  The termination reason says which (`TRUNCATIONS`, `FAILURES`; every other reason is a game's own).
 - Instances are plain data: `from_seed`, `to_dict` / `from_dict`, an `id`.
 - `scripted_player(seat, seed=...)` builds the game's model-free player, deterministic per seed;
   `teacher` names the knobs of the one whose games warm-start a model that cannot play yet.
@@ -21,19 +25,43 @@ from __future__ import annotations
 
 import abc
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from ..game import BACKEND_ERROR, CONTEXT_LENGTH, INTERNAL, MAX_INVALID, MAX_MOVES, MAX_NEW_TOKENS, TOKEN_INVARIANT
-from ..game import Limits as Limits
-from ..moves import InvalidMove as InvalidMove
 
-# Ends a driver reports through `stop`: limits the rules cannot see, and failures. Every game
-# accepts them; its own ends are its business (`Game.terminations`).
-STOPS = (MAX_NEW_TOKENS, CONTEXT_LENGTH, BACKEND_ERROR, TOKEN_INVARIANT, INTERNAL)
-# Limits every game enforces itself (`Limits`): too many valid moves, too many invalid in a row.
+class InvalidMove(ValueError):
+    """A turn that is not a legal move; the message says what is wrong (shown to the mover)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """When a game ends without agreement. Recorded with every game."""
+
+    max_moves: int = 30  # valid moves, both seats together
+    max_invalid: int = 3  # consecutive invalid moves by one seat
+
+    def __post_init__(self):
+        if self.max_moves < 1 or self.max_invalid < 1:
+            raise ValueError(f"limits must be positive: {self}")
+
+
+# Ends every game shares. Limits every game enforces itself (`Limits`): too many valid moves, too
+# many invalid in a row.
+MAX_MOVES, MAX_INVALID = "max_moves", "max_invalid"
+# Ends a driver reports through `stop`: limits the rules cannot see, and failures of the driver.
+MAX_NEW_TOKENS, CONTEXT_LENGTH = "max_new_tokens", "context_length"
+BACKEND_ERROR, TOKEN_INVARIANT, INTERNAL = "backend_error", "token_invariant", "internal"
 LIMIT_ENDS = (MAX_MOVES, MAX_INVALID)
+STOPS = (MAX_NEW_TOKENS, CONTEXT_LENGTH, BACKEND_ERROR, TOKEN_INVARIANT, INTERNAL)
+TRUNCATIONS = (*LIMIT_ENDS, MAX_NEW_TOKENS, CONTEXT_LENGTH)  # a limit: scored (0 without agreement), trained
+FAILURES = (BACKEND_ERROR, TOKEN_INVARIANT, INTERNAL)  # the driver failed: never trained, played again on --resume
+
+
+def end_of(termination: str) -> str:
+    """ "terminated", "truncated" or "failed": which of Gymnasium's ends a termination reason is."""
+    return "failed" if termination in FAILURES else "truncated" if termination in TRUNCATIONS else "terminated"
+
 
 _I = TypeVar("_I", bound="GameInstance")
 InstanceT = TypeVar("InstanceT", bound="GameInstance")  # a game's instance type
@@ -88,15 +116,26 @@ class StepResult(Generic[MoveT]):
 
 @dataclass(frozen=True)
 class Outcome:
-    """How a game ended. `rewards[s]` is what training compares for seat s; `truncated` is true
-    when the driver stopped the game (`stop`), false for the game's own ends, limits included.
-    `details` holds the game's own results (JSON values), e.g. the agreed proposal."""
+    """How a game ended: its reason (`termination`), whether the seats agreed, and `rewards[s]`,
+    what training compares for seat s. Exactly one of `terminated`, `truncated` and `failed` holds
+    (`end_of`). `details` holds the game's own results (JSON values), e.g. the agreed proposal."""
 
     termination: str
     agreed: bool
     rewards: tuple[float, ...]
-    truncated: bool = False
     details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def terminated(self) -> bool:
+        return end_of(self.termination) == "terminated"
+
+    @property
+    def truncated(self) -> bool:
+        return end_of(self.termination) == "truncated"
+
+    @property
+    def failed(self) -> bool:
+        return end_of(self.termination) == "failed"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -104,6 +143,7 @@ class Outcome:
             "termination": self.termination,
             "agreed": self.agreed,
             "rewards": list(self.rewards),
+            "terminated": self.terminated,
             "truncated": self.truncated,
         }
 
@@ -126,62 +166,130 @@ class Player(Protocol):
 class Game(abc.ABC, Generic[InstanceT, MoveT]):
     """A two-seat dialogue game as a pure state machine: no I/O, no model, no clock. State
     exists from `__init__`; `reset` (re)starts it. Options such as a reward mode are
-    constructor keywords, so one run plays one configuration."""
+    constructor keywords, so one run plays one configuration.
+
+    What every game shares lives here: the turn order and move counters, the limits (`Limits`),
+    the event log and `stop`. A game supplies `reset`, `step` (with `_refuse` for an invalid
+    move, `_count` for a valid one) and `_end`, which makes the outcome of a termination reason.
+    Decisions other parts make per game (human instances, cross-play by default, its evaluation)
+    are read from its class attributes, never from its name."""
 
     name: ClassVar[str]
+    version: ClassVar[int] = 1  # of its rules and record parts; recorded with every game
     instance_type: ClassVar[type[GameInstance]]
+    event_type: ClassVar[Callable[..., Any]]  # a dataclass (player, kind, text, ..., error): a line of the log
     seats: ClassVar[int] = 2
     terminations: ClassVar[tuple[str, ...]]  # every `Outcome.termination` this game can give
     ability: ClassVar[str]  # what it trains, as verl's `ability` column names it
     record: ClassVar[Any]  # a TypedDict of its record's own parts (instance, outcome, events)
     scripted_knobs: ClassVar[Mapping[str, Any]]  # the scripted player's knobs and their defaults
     teacher: ClassVar[Mapping[str, Any]]  # the scripted player's knobs whose games a warm start imitates
+    teacher_plans: ClassVar[tuple[str, ...]] = ()  # the values of the teacher's `plan` knob, if it has one
+    human_games: ClassVar[int] = 0  # how many instances people played this game has (`human_instances`)
+    crossplay_by_default: ClassVar[bool] = False  # competitive: iterations measure checkpoints against each other
+    evaluation: ClassVar[str]  # the module of its `eval` metrics and report (`selfplay_gen.evaluation.cli`)
 
     def __init__(self, limits: Limits | None = None):
         self.limits = limits or Limits()
+        self.instance: InstanceT | None = None
+        self._clear()
+
+    def _clear(self) -> None:
+        """The state of a game about to start (a subclass adds its own, calling this)."""
+        self._to_move = 0
+        self._valid = self._invalid = self.invalid_streak = 0
+        self._events: list[Any] = []
+        self._outcome: Outcome | None = None
 
     @abc.abstractmethod
     def reset(self, instance: InstanceT) -> Observation:
-        """Start a game of `instance`; what each seat sees first."""
+        """Start a game of `instance` (set `self.instance`, call `_clear`); what each seat sees first."""
 
     @abc.abstractmethod
     def step(self, seat: int, text: str) -> StepResult[MoveT]:
         """Apply `seat`'s turn (it must be `to_move`). An invalid move changes nothing but the
         mover's invalid count; the result says what each seat is told."""
 
-    @property
     @abc.abstractmethod
-    def done(self) -> bool: ...
+    def _end(self, termination: str) -> None:
+        """Set `self._outcome` for `termination` from the game's state (rewards, details)."""
+
+    @classmethod
+    def human_instances(cls, count: int) -> list[GameInstance]:
+        """The first `count` of the `human_games` instances people played (none by default)."""
+        raise ValueError(f"the {cls.name} game has random ones only")
+
+    def _running(self) -> InstanceT:
+        if self.instance is None:
+            raise RuntimeError("no game yet; call reset(instance)")
+        return self.instance
 
     @property
-    @abc.abstractmethod
-    def to_move(self) -> int: ...
+    def done(self) -> bool:
+        return self._outcome is not None
 
     @property
-    @abc.abstractmethod
+    def to_move(self) -> int:
+        self._running()
+        return self._to_move
+
+    @property
     def outcome(self) -> Outcome | None:
         """None until the game is done."""
+        return self._outcome
 
     @property
-    @abc.abstractmethod
-    def valid_moves(self) -> int: ...
+    def valid_moves(self) -> int:
+        return self._valid
 
     @property
-    @abc.abstractmethod
-    def invalid_moves(self) -> int: ...
+    def invalid_moves(self) -> int:
+        return self._invalid
 
-    @abc.abstractmethod
+    def _refuse(self, seat: int, text: str, error: InvalidMove) -> None:
+        """Log an invalid move; the limit on invalid moves in a row ends the game."""
+        self._invalid += 1
+        self.invalid_streak += 1
+        self._events.append(self.event_type(seat, "invalid", text, error=str(error)))
+        if self.invalid_streak >= self.limits.max_invalid:
+            self._end(MAX_INVALID)
+
+    def _count(self, event: Any) -> None:
+        """Log a valid move (its event); the limit on moves ends the game once `step` calls
+        `_check_moves` after applying it."""
+        self.invalid_streak = 0
+        self._valid += 1
+        self._events.append(event)
+
+    def _check_moves(self) -> None:
+        if not self.done and self._valid >= self.limits.max_moves:
+            self._end(MAX_MOVES)
+
     def stop(self, reason: str, seat: int | None = None, detail: str = "") -> Outcome:
         """End the game without agreement for a limit or failure the rules cannot see (one of
         `STOPS`); the event log says who hit it. A game already over keeps its outcome."""
+        if reason not in STOPS:
+            stops = ", ".join(STOPS)
+            raise ValueError(f"unknown termination reason: a driver stops a game for one of {stops}, not {reason!r}")
+        if not self.done:
+            seat = self.to_move if seat is None else seat
+            self._events.append(self.event_type(seat, "stop", "", error=detail or reason))
+            self._end(reason)
+        assert self._outcome is not None  # _end always sets it
+        return self._outcome
 
-    @abc.abstractmethod
     def events(self) -> list[dict[str, Any]]:
         """The game log as JSON values: valid moves, invalid attempts with their error, stops."""
+        return [asdict(event) for event in self._events]
 
     @abc.abstractmethod
     def scripted_player(self, seat: int, *, seed: Seed = None, **knobs: Any) -> Player:
         """This game's model-free player for `seat` of the game just reset; same seed, same play."""
+
+    @classmethod
+    def upgrade_record(cls, record: dict[str, Any]) -> None:
+        """Bring a checked record written by an earlier version of this game up to date, in
+        place (e.g. fields added since); records of the current version pass unchanged."""
 
     def _knobs(self, knobs: Mapping[str, Any]) -> dict[str, Any]:
         """The knobs' defaults (`scripted_knobs`, then the teacher's own) updated by `knobs`; a knob
@@ -200,20 +308,6 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
             raise RuntimeError("the game is over; call reset()")
         if seat != self.to_move:
             raise ValueError(f"it is seat {self.to_move}'s turn, not seat {seat}'s")
-
-
-async def play(game: Game[Any, Any], players: Sequence[Player], start: Observation) -> Outcome:
-    """Drive a reset game to its end with `players` (one per seat), telling each what the game
-    says. The runner is this loop plus records, `stop` for the limits players hit, and errors."""
-    for seat, player in enumerate(players):
-        player.observe(start.told[seat], None)
-    while not game.done:
-        seat = game.to_move
-        step = game.step(seat, await players[seat].act())
-        for s, player in enumerate(players):
-            player.observe(step.told[s], step)
-    assert game.outcome is not None  # done means an outcome exists
-    return game.outcome
 
 
 class ChatSeat(abc.ABC):

@@ -28,6 +28,11 @@ AGENT_LOOPS_YAML = Path(__file__).with_name("agent_loops.yaml")
 REPLAY_AGENT, ONLINE_AGENT = "selfplay_replay", "selfplay_online"
 
 
+def data_source(game: str) -> str:
+    """verl's `data_source` column of a game's rows, offline (`selfplay-convert`) and online alike."""
+    return f"selfplay_{game}"
+
+
 def config_path() -> str:
     """The installed registration file, for `actor_rollout_ref.rollout.agent.agent_loop_config_path`."""
     return str(AGENT_LOOPS_YAML)

@@ -23,12 +23,11 @@ import click
 import pandas as pd
 from tqdm.auto import tqdm
 
-from convert.rows import data_source
-
+from .. import games
 from ..games import GameConfig
 from ..games.base import GameInstance
 from ..options import game_from, game_options
-from . import ONLINE_AGENT
+from . import ONLINE_AGENT, data_source
 
 
 def initial_messages(game: GameConfig, instance: GameInstance, seat: int) -> list[dict]:
@@ -39,8 +38,8 @@ def initial_messages(game: GameConfig, instance: GameInstance, seat: int) -> lis
 
 
 def game_of(info: Mapping[str, Any]) -> GameConfig:
-    """The game a row of init data plays (rows from before games had names: matching)."""
-    return GameConfig(info.get("game") or "matching", options=json.loads(info.get("game_options") or "{}"))
+    """The game a row of init data plays (rows from before games had names: `games.UNNAMED`)."""
+    return GameConfig(info.get("game") or games.UNNAMED, options=json.loads(info.get("game_options") or "{}"))
 
 
 def init_rows(game: GameConfig, instances: list[GameInstance]) -> pd.DataFrame:

@@ -13,7 +13,7 @@ Both seats are trained because both rows exist. (Each game trains one seat; the 
 tokens are played but not returned.)
 
 It plays the game the row names (`selfplay-gen init --game NAME`, with the game's options such
-as a reward mode; rows without one are matching games), and each seat's reward is its own
+as a reward mode; rows without one are of `games.UNNAMED`), and each seat's reward is its own
 (`outcome.rewards`). The game itself is `runner.play_game` with two `LLMPlayer`s, exactly as in
 offline generation;
 only the backend differs: `ServerManagerBackend` sends each turn to verl's server manager with
@@ -30,7 +30,7 @@ end-of-turn id: nothing of it is trained, but its game's reward still counts in 
 A game that failed (the record has a `failure`: a backend error such as an aborted request, or
 a broken token invariant) is never trained either: both seats return that fully masked
 trajectory, and its reward (0: no agreement) still counts in the group's mean and std, since
-verl's GRPO cannot leave one session of a group out. The reward is `convert.reward`'s training
+verl's GRPO cannot leave one session of a group out. The reward is `selfplay_gen.reward`'s training
 reward, the same as offline (`+selfplay.invalid_move_penalty`, as `selfplay-convert`'s option).
 
 Game settings come from the optional trainer config group `selfplay` (Hydra
@@ -47,15 +47,14 @@ from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
-from convert.reward import training_reward
-from convert.tokens import sampled
-
 from ..backends.base import Backend, BackendError, Generation, SamplingParams
-from ..game import Limits
 from ..games import GameConfig
-from ..games.base import Game, GameInstance, Observation
+from ..games.base import Game, GameInstance, Limits, Observation
 from ..players import LLMPlayer
+from ..records import Record
+from ..reward import training_reward
 from ..runner import GameSpec, play_game
+from ..seat_tokens import sampled
 from ..token_context import token_context
 from .init_data import game_of, initial_messages
 
@@ -174,7 +173,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
             },
         )
 
-    def _trajectory(self, record: dict, seat: int, game: GameConfig, instance: GameInstance) -> dict:
+    def _trajectory(self, record: Record, seat: int, game: GameConfig, instance: GameInstance) -> dict:
         """Seat `seat`'s ids split into prompt and response, cut after its last sampled id."""
         log = record["players"][seat]
         if record["failure"] or not log["turns"] or not log["invariant_ok"]:

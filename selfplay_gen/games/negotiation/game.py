@@ -10,13 +10,12 @@ nothing: only the mover is told, and moves again. `Limits` ends a game without a
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ...game import MAX_INVALID, MAX_MOVES
-from ..base import STOPS, Game, InvalidMove, Limits, Observation, Outcome, Seed, StepResult
+from ..base import Game, InvalidMove, Limits, Observation, Outcome, Seed, StepResult
 from . import prompts
 from .instance import REWARD_MODES, Instance, Share, consistent, points, rewards
 from .moves import Move, parse_move
@@ -45,21 +44,19 @@ class NegotiationGame(Game[Instance, Move]):
     # full strength: it asks for all it values and concedes a point per counter-offer, in one fixed
     # wording ("I propose: I take ...; you take ..."), so its games show both the format and haggling
     teacher = {"strength": 1.0}
+    event_type = Event
+    crossplay_by_default = True  # each seat's reward is its own: checkpoints are compared by playing each other
+    evaluation = "selfplay_gen.evaluation.negotiation"
 
     def __init__(self, limits: Limits | None = None, reward_mode: str = "semi-competitive"):
         if reward_mode not in REWARD_MODES:
             raise ValueError(f"unknown reward mode {reward_mode!r}; choose one of {', '.join(REWARD_MODES)}")
-        super().__init__(limits)
         self.reward_mode = reward_mode
-        self.instance: Instance | None = None
-        self._clear()
+        super().__init__(limits)
 
     def _clear(self) -> None:
-        self._to_move = 0
+        super()._clear()
         self.proposals: list[Share | None] = [None, None]
-        self._valid = self._invalid = self.invalid_streak = 0
-        self._events: list[Event] = []
-        self._outcome: Outcome | None = None
         self._system: tuple[str, str] = ("", "")
 
     def reset(self, instance: Instance) -> Observation:
@@ -71,55 +68,22 @@ class NegotiationGame(Game[Instance, Move]):
     def _prompt(self, seat: int) -> str:
         return prompts.system_prompt(self._running(), seat, self.reward_mode, self.limits.max_moves)
 
-    def _running(self) -> Instance:
-        if self.instance is None:
-            raise RuntimeError("no game yet; call reset(instance)")
-        return self.instance
-
-    @property
-    def done(self) -> bool:
-        return self._outcome is not None
-
-    @property
-    def to_move(self) -> int:
-        self._running()
-        return self._to_move
-
-    @property
-    def outcome(self) -> Outcome | None:
-        return self._outcome
-
-    @property
-    def valid_moves(self) -> int:
-        return self._valid
-
-    @property
-    def invalid_moves(self) -> int:
-        return self._invalid
-
     def step(self, seat: int, text: str) -> StepResult[Move]:
         self._check_turn(seat)
         partner = 1 - seat
         try:
             move = self._check(seat, parse_move(text, self._running().counts))
         except InvalidMove as err:
-            self._invalid += 1
-            self.invalid_streak += 1
-            self._events.append(Event(seat, "invalid", text, error=str(err)))
-            if self.invalid_streak >= self.limits.max_invalid:
-                self._end(MAX_INVALID)
+            self._refuse(seat, text, err)
             error = (prompts.INVALID.format(error=err),)
             return StepResult(seat, None, str(err), (error, ()) if seat == 0 else ((), error), self.done)
-        self.invalid_streak = 0
-        self._valid += 1
-        self._events.append(Event(seat, move.kind, move.text, list(move.share) if move.share else None))
+        self._count(Event(seat, move.kind, move.text, list(move.share) if move.share else None))
         if move.kind == "propose":
             self.proposals[seat] = move.share
             if self.proposals[partner] is not None:
                 self._end(AGREED if consistent(self._running(), self._shares()) else INCONSISTENT)
         self._to_move = partner
-        if not self.done and self._valid >= self.limits.max_moves:
-            self._end(MAX_MOVES)
+        self._check_moves()
         told: tuple[str, ...] = (prompts.PARTNER_MOVED.format(move=move.public),)
         if move.kind == "propose" and not self.done:
             told += (prompts.PROPOSE_NOW,)
@@ -135,15 +99,6 @@ class NegotiationGame(Game[Instance, Move]):
         assert a is not None and b is not None  # both seats have proposed
         return a, b
 
-    def stop(self, reason: str, seat: int | None = None, detail: str = "") -> Outcome:
-        if reason not in STOPS:
-            raise ValueError(f"a driver stops a game for one of {', '.join(STOPS)}, not {reason!r}")
-        if not self.done:
-            self._events.append(Event(self._to_move if seat is None else seat, "stop", "", error=detail or reason))
-            self._end(reason)
-        assert self._outcome is not None
-        return self._outcome
-
     def _end(self, termination: str) -> None:
         instance = self._running()
         agreed = termination == AGREED
@@ -152,7 +107,6 @@ class NegotiationGame(Game[Instance, Move]):
             termination,
             agreed,
             rewards(pts, self.reward_mode),
-            termination in STOPS,
             {
                 "reward_mode": self.reward_mode,
                 "proposals": [list(s) if s else None for s in self.proposals],
@@ -161,9 +115,6 @@ class NegotiationGame(Game[Instance, Move]):
                 "pareto_optimal": agreed and instance.pareto_optimal(self._shares()[0]),
             },
         )
-
-    def events(self) -> list[dict[str, Any]]:
-        return [asdict(event) for event in self._events]
 
     def scripted_player(self, seat: int, *, seed: Seed = None, **knobs: Any) -> ScriptedNegotiator:
         """Knobs: `strength` in [0, 1] (see `ScriptedNegotiator`). Several ints seed it through

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated, TypedDict
 
-from ...game import MAX_INVALID, MAX_MOVES
 from ...records import Count, Event, terminations
 from ...validate import Invalid, lengths, within
-from ..base import STOPS
+from ..base import MAX_INVALID, MAX_MOVES, STOPS
 from .instance import MAX_COUNT, REWARD_MODES, TOTAL_VALUE
 
 AGREED, INCONSISTENT = "agreed", "inconsistent"

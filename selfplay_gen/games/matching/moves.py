@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..base import InvalidMove
 from .instance import PAPER_TITLES, PAPERS, REVIEWERS, Pairs
 
 TAGS = ("message", "propose", "accept", "reject")
@@ -24,10 +25,6 @@ for _i, _short in enumerate(PAPERS):
     for _name in (_short, _title, _title.split(":", 1)[1]):
         _PAPER_NAMES[_name.strip().lower()] = _i
 _REVIEWER_NAMES = {name.lower(): i for i, name in enumerate(REVIEWERS)}
-
-
-class InvalidMove(ValueError):
-    """A turn that is not a valid move; the message says exactly what is wrong."""
 
 
 @dataclass(frozen=True)

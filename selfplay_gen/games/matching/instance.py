@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .matching import batch_best_totals, batch_planned_totals, max_matching
+from .assignment import batch_best_totals, batch_planned_totals, max_matching
 
 REVIEWERS = (
     "Ava Li",

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..instance import Instance
-from ..prompts import stated_cells
-from ..records import Record
+from ...records import Record
+from .instance import Instance
+from .prompts import stated_cells
 
 
 def count_grounded(instance: Instance, messages: Iterable[tuple[int, str]]) -> tuple[int, int]:

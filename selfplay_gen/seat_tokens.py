@@ -1,5 +1,6 @@
-"""The token view of one seat: its full context ids, where its initial prompt ends, which ids it
-produced itself, and their logprobs.
+"""The token view of one seat of a game record: its full context ids, where its initial prompt
+ends, which ids it produced itself, and their logprobs. What training reads of a seat, offline
+(`selfplay-convert`) and online (`selfplay_gen.verl`) alike.
 
 A seat that sampled (kind "llm") already holds its ids; they are checked, never rebuilt: each
 turn's `output_ids` must sit verbatim at its `prompt_len` and turns must only append (the
@@ -12,10 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
-from selfplay_gen.token_context import TokenInvariantError, check_spans, token_context
+from .records import Seat
+from .token_context import TokenInvariantError, check_spans, token_context
 
 SAMPLED, RETOKENIZED = "sampled", "retokenized"
 
@@ -49,17 +52,17 @@ def prompt_messages(messages: list[dict]) -> list[dict]:
     return messages[:first]
 
 
-def seat_tokens(seat: dict, tokenizer: Callable[[], object]) -> SeatTokens | None:
+def seat_tokens(seat: Seat, tokenizer: Callable[[], object]) -> SeatTokens | None:
     """The seat's tokens, or None for a seat that never moved. `tokenizer()` is called only for a
     seat without ids, so converting LLM games never loads one."""
     if seat.get("kind") == "llm":
         return sampled(seat) if seat["turns"] else None
     if not any(m["role"] == "assistant" for m in seat["messages"]):
         return None
-    return retokenized(seat["messages"], tokenizer())
+    return retokenized(cast(list[dict], seat["messages"]), tokenizer())  # Message is a dict at run time
 
 
-def sampled(seat: dict) -> SeatTokens:
+def sampled(seat: Seat) -> SeatTokens:
     """The recorded ids of an LLM seat, checked against its turns."""
     if not seat["invariant_ok"]:
         raise TokenInvariantError("the player flagged its context as not append-only")

@@ -1,0 +1,134 @@
+"""The matching game's turn rules, under the game protocol (shared/spec/matching-game.md,
+section 4).
+
+Seat 0 moves first. A `[message]` or a `[propose]` passes the turn; a proposal stays pending
+until the partner answers it: `[accept]` ends the game with the proposal's score, `[reject]`
+drops it and the responder keeps the turn. An invalid move changes nothing: only the mover is
+told, and moves again. Both seats get the same reward, the agreed matching's score over the
+best one's (0 without agreement).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..base import Game, GameInstance, InvalidMove, Observation, Outcome, Seed, StepResult
+from . import prompts
+from .instance import HUMAN_GAMES, Instance, score
+from .moves import Move, parse_move
+from .record import ACCEPTED, TERMINATIONS, MatchingRecord
+from .scripted import Player, ScriptedPlayer, TeacherPlayer
+
+POLICIES = ("share", "teacher")
+
+
+@dataclass
+class Event:
+    """A line of the game log: a valid move, an invalid attempt with its error, or a stop."""
+
+    player: int
+    kind: str  # message | propose | accept | reject | invalid | stop
+    text: str
+    pairs: list[list[int]] | None = None  # [reviewer, paper] lists, as JSON holds them
+    error: str | None = None
+
+
+class MatchingGame(Game[Instance, Move]):
+    name = "matching"
+    instance_type = Instance
+    event_type = Event
+    terminations = TERMINATIONS
+    ability = "cooperative_negotiation"
+    record = MatchingRecord
+    scripted_knobs = {"policy": "share", "share": 0.5}
+    teacher = {"policy": "teacher", "plan": "by-reviewer"}
+    teacher_plans = TeacherPlayer.PLANS
+    human_games = 134
+    evaluation = "selfplay_gen.evaluation.report"
+
+    def _clear(self) -> None:
+        super()._clear()
+        self.pending: tuple[int, tuple[tuple[int, int], ...]] | None = None  # (proposer, pairs)
+
+    def reset(self, instance: Instance) -> Observation:
+        self.instance = instance
+        self._clear()
+        return Observation(tuple(prompts.system_prompt(instance, seat) for seat in (0, 1)), ((prompts.FIRST_MOVE,), ()))
+
+    def step(self, seat: int, text: str) -> StepResult[Move]:
+        self._check_turn(seat)
+        told: tuple[list[str], list[str]] = ([], [])
+        try:
+            move = self._check(parse_move(text))
+        except InvalidMove as err:
+            self._refuse(seat, text, err)
+            told[seat].append(prompts.INVALID.format(error=err))
+            return StepResult(seat, None, str(err), (tuple(told[0]), tuple(told[1])), self.done)
+        self._count(Event(seat, move.kind, move.text, [list(p) for p in move.pairs] or None))
+        if move.kind == "accept":
+            self._end(ACCEPTED)
+        elif move.kind == "reject":
+            self.pending = None
+        else:
+            if move.kind == "propose":
+                self.pending = (seat, move.pairs)
+            self._to_move = 1 - seat
+        self._check_moves()
+        told[1 - seat].append(prompts.PARTNER_MOVED.format(move=move.public))
+        if not self.done and self._to_move == seat:
+            told[seat].append(prompts.AGAIN)
+        return StepResult(seat, move, None, (tuple(told[0]), tuple(told[1])), self.done)
+
+    def _check(self, move: Move) -> Move:
+        responding = self.pending is not None
+        if responding and move.kind not in ("accept", "reject"):
+            raise InvalidMove(
+                f"your partner's proposal is pending: answer it with [accept] or [reject] "
+                f"before making a {move.kind} move"
+            )
+        if not responding and move.kind in ("accept", "reject"):
+            raise InvalidMove(f"there is no pending proposal to {move.kind}")
+        return move
+
+    def _end(self, termination: str) -> None:
+        instance = self._running()
+        proposal = list(self.pending[1]) if termination == ACCEPTED and self.pending else None
+        raw = score(instance, proposal) if proposal else 0
+        best = instance.best_reward
+        normalized = raw / best if best else 0.0
+        details = {"proposal": proposal, "raw_reward": raw, "best_reward": best, "normalized_reward": normalized}
+        self._outcome = Outcome(termination, proposal is not None, (normalized, normalized), details)
+
+    def scripted_player(self, seat: int, *, seed: Seed = None, **knobs: Any) -> Player:
+        """Knobs: `policy` "share" (`ScriptedPlayer`, which shares a fraction `share` of its cells,
+        its rng seeded by `seed`) or "teacher" (`TeacherPlayer`, the warm-start protocol, whose
+        `plan` is "by-reviewer" or "by-score")."""
+        options = self._knobs(knobs)
+        instance = self._running()
+        if options["policy"] == "share":
+            rng = np.random.default_rng(seed)
+            return ScriptedPlayer(instance, seat, share=float(options["share"]), rng=rng)
+        if options["policy"] == "teacher":
+            return TeacherPlayer(instance, seat, plan=options["plan"])
+        raise ValueError(f"unknown matching policy {options['policy']!r}; choose one of {', '.join(POLICIES)}")
+
+    @classmethod
+    def human_instances(cls, count: int) -> list[GameInstance]:
+        """The first `count` of DialOp's 134 human games' instances (`source` human-NNN)."""
+        lines = HUMAN_GAMES.read_text().splitlines()
+        if count > len(lines):
+            raise ValueError(f"there are {len(lines)} human instances, not {count}")
+        return [
+            Instance.from_human_record(json.loads(line), source=f"human-{i:03d}")
+            for i, line in enumerate(lines[:count])
+        ]
+
+    @classmethod
+    def upgrade_record(cls, record: dict[str, Any]) -> None:
+        """Records written before per-seat rewards: both seats' reward is the normalized one."""
+        outcome = record["outcome"]
+        outcome.setdefault("rewards", [outcome["normalized_reward"]] * 2)
