@@ -30,9 +30,9 @@ from aiohttp import web
 from selfplay_gen import models
 from selfplay_gen.atomic import write_json_atomic
 from selfplay_gen.backends.base import BackendOptions, SamplingParams, backend_class
-from selfplay_gen.game import Limits
 from selfplay_gen.games import GameConfig
-from selfplay_gen.instance import Instance
+from selfplay_gen.games.base import Limits
+from selfplay_gen.games.matching.instance import Instance
 from selfplay_gen.players import LLMPlayer
 from selfplay_gen.records import GameWriter
 from selfplay_gen.runner import instances_needed, plan_games, run_games
