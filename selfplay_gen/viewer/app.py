@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from markdown_it import MarkdownIt
@@ -42,6 +42,7 @@ ARENA = web.AppKey("arena", Arena)
 CSP = (
     "default-src 'self'; img-src 'self' data:; script-src 'self'; style-src 'self'; object-src 'none'; base-uri 'none'"
 )
+R = TypeVar("R", web.StreamResponse, web.HTTPException)
 MOVE_WAIT_S = 120.0  # how long a move's request waits for the partner's answer before the page polls
 
 
@@ -66,9 +67,13 @@ async def _guard(request: web.Request, handler):
     try:
         response = await handler(request)
     except OutsideRoot as err:
-        response = _error(web.HTTPNotFound, str(err))
+        raise _secured(_error(web.HTTPNotFound, str(err))) from None
     except web.HTTPException as err:
-        response = err
+        raise _secured(err) from None
+    return _secured(response)
+
+
+def _secured(response: R) -> R:
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Referrer-Policy"] = "no-referrer"

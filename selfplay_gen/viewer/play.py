@@ -150,10 +150,11 @@ class Arena:
             async with open_seats(**{**self.opts, "game": game, "backend": "scripted", "partner_backend": None}) as s:
                 return s  # scripted seats hold nothing open
         async with self._model_lock:
-            seating = self._model
-            if seating is None:
-                seating = self._model = await self._stack.enter_async_context(open_seats(**self.opts))
-            return seating
+            if self._model is not None:
+                return self._model
+            opened: Seating = await self._stack.enter_async_context(open_seats(**self.opts))
+            self._model = opened
+            return opened
 
     async def start(self, game: str, seat: int, partner: str, seed: int | None, options: dict[str, Any]) -> Session:
         """Start a game of `game` (its `options`, e.g. a reward mode) on the instance of `seed`
