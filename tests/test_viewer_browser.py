@@ -95,6 +95,7 @@ def shot(browser, name: str, height: int | None = None) -> None:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         if height:
             browser.set_window_size(1280, height)
+        browser.execute_script("window.scrollTo(0, 0)")
         browser.save_screenshot(str(Path(SHOTS) / f"{name}.png"))
         browser.set_window_size(1280, 1000)
 
@@ -150,9 +151,9 @@ def test_play_a_whole_matching_game_as_the_human_seat(browser, served, run_dir):
     by_id(browser, "play-start").click()
     # the scripted partner in seat 0 has moved; the page shows what a model in seat 1 is given
     wait_for(lambda: by_id(browser, "move"))
-    chat = css(browser, "#play-chat .msg pre")
-    assert chat[0].text.startswith("You and your partner are area chairs") and "Your table:" in chat[0].text
-    assert chat[-1].text.startswith("Partner: [message]")
+    system = by_id(browser, "play-system").text
+    assert system.startswith("You and your partner are area chairs") and "Your table:" in system
+    assert css(browser, "#play-chat .msg pre")[-1].text.startswith("Partner: [message]")
 
     def send(text: str) -> None:
         box = wait_for(lambda: by_id(browser, "move"))
@@ -163,7 +164,7 @@ def test_play_a_whole_matching_game_as_the_human_seat(browser, served, run_dir):
     send("[propose] everyone to BLEU")
     assert "Invalid move:" in css(browser, "#play-chat .msg pre")[-1].text  # the game's reason, and move again
     send("[message] " + XSS)
-    shot(browser, "play")
+    shot(browser, "play", height=1250)
     for _ in range(30):
         if css(browser, "#play-outcome"):
             break

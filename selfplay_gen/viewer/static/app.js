@@ -227,7 +227,7 @@ function turnNode(view, turn, number) {
   return el(
     "li",
     { class: `turn seat${turn.seat} ${turn.kind}` },
-    el("span", { class: "who" }, `${number}. ${seatName(turn.seat)} · ${turn.kind}`),
+    el("span", { class: "who" }, `${number}. ${seatName(turn.seat)} (${view.seats[turn.seat].kind}) · ${turn.kind}`),
     body,
   );
 }
@@ -463,19 +463,29 @@ const GRAMMAR = {
 };
 
 function renderPlay(state) {
+  const system = state.messages.length && state.messages[0].role === "system" ? state.messages[0].content : "";
   const chat = el(
     "div",
     { class: "chat live", id: "play-chat" },
-    state.messages.map((m) => el("div", { class: `msg ${m.role}` }, el("span", { class: "role" }, m.role === "assistant" ? "you" : m.role), el("pre", {}, m.content))),
+    state.messages
+      .filter((m) => m.role !== "system")
+      .map((m) => el("div", { class: `msg ${m.role}` }, el("span", { class: "role" }, m.role === "assistant" ? "you" : "told"), el("pre", {}, m.content))),
+    state.inbox.length ? el("div", { class: "msg user" }, el("span", { class: "role" }, "told (next turn)"), el("pre", {}, state.inbox.join("\n"))) : null,
   );
+  const side = el("section", { class: "conversation" }, el("h3", {}, "The conversation, as your seat is told it"), chat);
   const page = [
     el("h1", {}, `${state.game}: you are ${seatName(state.seat)}, against a ${state.partner === "model" ? "model" : "scripted player"}`),
-    el("p", { class: "muted" }, "Below is everything the game has given your seat, as a model would get it."),
-    chat,
+    el("p", { class: "muted" }, "Left: the system prompt of your seat (rules and your private view). Right: what the game told your seat and what you answered. A model in your seat gets exactly these texts."),
+    el(
+      "div",
+      { class: "play" },
+      el("section", { class: "card system" }, el("h3", {}, "Your system prompt"), el("pre", { id: "play-system" }, system)),
+      side,
+    ),
   ];
   if (state.done) {
     const o = state.outcome;
-    page.push(
+    side.append(
       el(
         "section",
         { class: "card outcome", id: "play-outcome" },
@@ -487,7 +497,7 @@ function renderPlay(state) {
       ),
     );
   } else if (state.your_turn) {
-    const box = el("textarea", { id: "move", rows: "6", placeholder: GRAMMAR[state.game] || "your move" });
+    const box = el("textarea", { id: "move", rows: "5", placeholder: "Your move (Ctrl+Enter sends)" });
     const send = el("button", { id: "send", type: "submit" }, "Send move");
     const form = el("form", { class: "card move" }, el("div", { class: "muted" }, "Grammar: " + (GRAMMAR[state.game] || "see the system prompt")), box, send);
     form.addEventListener("submit", async (event) => {
@@ -505,10 +515,10 @@ function renderPlay(state) {
     box.addEventListener("keydown", (event) => {
       if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) form.requestSubmit();
     });
-    page.push(form);
-    setTimeout(() => box.focus(), 0);
+    side.append(form);
+    setTimeout(() => box.focus({ preventScroll: true }), 0);
   } else {
-    page.push(el("p", { class: "muted", id: "waiting" }, "Your partner is thinking…"));
+    side.append(el("p", { class: "muted", id: "waiting" }, "Your partner is thinking…"));
     setTimeout(() => pollPlay(state.id), 0);
   }
   main().replaceChildren(...page);
