@@ -42,10 +42,12 @@ async def get_json(client, path, status=200):
 
 async def test_library_lists_the_runs_games_and_reports(client, run_dir):
     lib = await get_json(client, "/api/library")
-    files = {f["file"]: f for f in lib["games_files"]}
-    assert files["iter_001/gen/games.jsonl"] == {"file": "iter_001/gen/games.jsonl", "games": 8, "errors": 0}
-    assert files["base/eval/heldout/games/base__base.jsonl"]["games"] == 6
+    files = {f["file"]: f["bytes"] for f in lib["games_files"]}
+    assert files["iter_001/gen/games.jsonl"] == (run_dir / "iter_001/gen/games.jsonl").stat().st_size
+    assert "base/eval/heldout/games/base__base.jsonl" in files
     assert not any(Path(f).name.startswith(".") for f in files)  # lock files are not games
+    games = await get_json(client, "/api/games?file=iter_001/gen/games.jsonl")
+    assert [g["line"] for g in games["games"]] == list(range(1, 9)) and games["errors"] == []
     assert set(lib["reports"]) == {"base/eval/heldout", "iter_001/eval/heldout", "report/heldout"}
 
 
@@ -73,10 +75,11 @@ async def test_a_matching_game_shows_both_views_every_turn_and_what_was_possible
 
 async def test_two_checkpoints_games_of_an_instance_are_found_for_side_by_side(client):
     view = await get_json(client, "/api/game?file=base/eval/heldout/games/base__base.jsonl&line=1")
-    others = {(g["file"], g["instance_id"]) for g in view["same_instance"]}
+    same = await get_json(client, "/api/same?file=base/eval/heldout/games/base__base.jsonl&line=1")
+    others = {(g["file"], g["instance_id"]) for g in same}
     assert ("iter_001/eval/heldout/games/iter_1__iter_1.jsonl", view["instance_id"]) in others
     assert ("base/eval/heldout/games/base__base.jsonl", view["instance_id"]) in others  # its group's other game
-    assert all(g["line"] != 1 or g["file"] != "base/eval/heldout/games/base__base.jsonl" for g in view["same_instance"])
+    assert all(g["line"] != 1 or g["file"] != "base/eval/heldout/games/base__base.jsonl" for g in same)
 
 
 async def test_a_negotiation_game_shows_each_seats_values_and_what_proposals_are_worth(tmp_path):

@@ -90,6 +90,16 @@ def css(browser, selector: str) -> list:
     return browser.find_elements(By.CSS_SELECTOR, selector)
 
 
+def stale(element) -> bool:
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    return False
+
+
 def shot(browser, name: str, height: int | None = None) -> None:
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
@@ -159,6 +169,7 @@ def test_play_a_whole_matching_game_as_the_human_seat(browser, served, run_dir):
         box = wait_for(lambda: by_id(browser, "move"))
         box.send_keys(text)
         by_id(browser, "send").click()
+        wait_for(lambda: stale(box))  # the page is drawn anew once the partner has answered
         wait_for(lambda: css(browser, "#move") or css(browser, "#play-outcome"))
 
     send("[propose] everyone to BLEU")

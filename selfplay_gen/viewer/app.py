@@ -4,8 +4,8 @@ Routes:
     GET  /                      the page (one HTML file; the rest of the page is in /static)
     GET  /api/library           games files, reports and the run summary under the root
     GET  /api/games?file=F      the games of F, with an error per line that is not a record
-    GET  /api/game?file=F&line=N  one game as `replay.describe` shows it, and the other games
-                                of its instance (to put side by side)
+    GET  /api/game?file=F&line=N  one game as `replay.describe` shows it
+    GET  /api/same?file=F&line=N  the other games of its instance (to put side by side)
     GET  /api/report?dir=D      a report directory: its report.md as HTML, its games files,
                                 and for run-level reports the games behind each row
     GET  /files/PATH            a file under the root (the reports' plots)
@@ -32,7 +32,7 @@ from markdown_it import MarkdownIt
 
 from .. import games
 from ..records import RecordError
-from .library import Library, OutsideRoot
+from .library import GamesIndex, Library, OutsideRoot
 from .play import PARTNERS, Arena
 from .replay import describe
 
@@ -104,46 +104,57 @@ def _markdown(text: str, folder: str) -> str:
 
 
 async def library(request: web.Request) -> web.StreamResponse:
+    """What is under the root. Games files are listed, not read: a run holds files of thousands
+    of games, and each is read (`Library.index`) only when it is opened."""
     lib = _lib(request)
     summary = lib.root / "summary.md"
-    files = []
-    for name in lib.games_files():
-        try:
-            index = lib.index(name)
-            files.append({"file": name, "games": len(index.games), "errors": len(index.errors)})
-        except OSError as err:
-            files.append({"file": name, "games": 0, "errors": 1, "error": str(err)})
     return web.json_response(
         {
             "root": lib.root.name if lib.single is None else lib.single.name,
-            "games_files": files,
+            "games_files": [{"file": name, "bytes": lib.resolve(name).stat().st_size} for name in lib.games_files()],
             "reports": lib.reports(),
             "summary": _markdown(summary.read_text(), ".") if lib.single is None and summary.is_file() else None,
         }
     )
 
 
+async def _index(request: web.Request, name: str) -> GamesIndex:
+    """The file's index, built off the event loop (reading a large file takes seconds, and games
+    in play must not wait for it)."""
+    return await asyncio.to_thread(_lib(request).index, name)
+
+
 async def games_list(request: web.Request) -> web.StreamResponse:
-    index = _lib(request).index(_param(request, "file"))
+    index = await _index(request, _param(request, "file"))
     return web.json_response({"file": index.name, "games": [g.to_dict() for g in index.games], "errors": index.errors})
 
 
-async def game(request: web.Request) -> web.StreamResponse:
-    lib = _lib(request)
-    name = _param(request, "file")
+def _line(request: web.Request) -> int:
     try:
-        line = int(_param(request, "line"))
+        return int(_param(request, "line"))
     except ValueError:
         raise _error(web.HTTPBadRequest, f"line must be a number, got {request.query['line']!r}") from None
-    index = lib.index(name)
+
+
+async def game(request: web.Request) -> web.StreamResponse:
+    index, line = await _index(request, _param(request, "file")), _line(request)
     try:
         record = index.record(line)
     except RecordError as err:
         raise _error(web.HTTPUnprocessableEntity, str(err)) from None
-    view = describe(record)
-    same = lib.same_instance(record["instance_id"], view["game"])
-    view["same_instance"] = [g for g in same if (g["file"], g["line"]) != (index.name, line)]
-    return web.json_response({"file": index.name, "line": line, **view})
+    return web.json_response({"file": index.name, "line": line, **describe(record)})
+
+
+async def same_instance(request: web.Request) -> web.StreamResponse:
+    """The other games of a game's instance, in every games file under the root (each file read
+    once): what the page offers to put side by side."""
+    lib, line = _lib(request), _line(request)
+    index = await _index(request, _param(request, "file"))
+    summary = next((g for g in index.games if g.line == line), None)
+    if summary is None:
+        raise _error(web.HTTPNotFound, f"{index.name}:{line}: no game on this line")
+    same = await asyncio.to_thread(lib.same_instance, summary.instance_id, summary.game)
+    return web.json_response([g for g in same if (g["file"], g["line"]) != (index.name, line)])
 
 
 async def report(request: web.Request) -> web.StreamResponse:
@@ -277,6 +288,7 @@ def make_app(path: str | Path, play_opts: dict[str, Any], play_out: Path | None 
     app.router.add_get("/api/library", library)
     app.router.add_get("/api/games", games_list)
     app.router.add_get("/api/game", game)
+    app.router.add_get("/api/same", same_instance)
     app.router.add_get("/api/report", report)
     app.router.add_get("/api/play/setup", play_setup)
     app.router.add_post("/api/play", play_start)

@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import secrets
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,7 +83,6 @@ class Session:
         """What the page shows: this seat's chat so far (what a model in it would have been
         given), what it has been told since its last turn, the public log, and the end."""
         human, game = self.human, self.game
-        events = game.events() if game is not None else []
         outcome = game.outcome.to_dict() if game is not None and game.outcome is not None else None
         return {
             "id": self.id,
@@ -92,7 +92,6 @@ class Session:
             "messages": human.messages if human else [],
             "inbox": human.inbox if human else [],
             "your_turn": bool(human and human.asked) and self.record is None,
-            "events": [e for e in events if e["player"] == self.human_seat or e["kind"] != "invalid"],
             "done": self.record is not None or self.error is not None,
             "outcome": outcome,
             "error": self.error,
@@ -126,12 +125,14 @@ class Arena:
         self._model: Seating | None = None
         self._model_lock = asyncio.Lock()
         self._counter = itertools.count()
+        self._disk = ThreadPoolExecutor(1, thread_name_prefix="played-games")  # one writer, as the runner has
 
     async def close(self) -> None:
         for session in self.sessions.values():
             if session.task is not None:
                 session.task.cancel()
         await self._stack.aclose()
+        self._disk.shutdown(wait=True)
         for writer in self._writers.values():
             writer.close()
 
@@ -187,7 +188,7 @@ class Arena:
         async def go() -> dict[str, Any]:
             try:
                 record = await play_game(spec, seats, config, settings)
-                await asyncio.get_running_loop().run_in_executor(None, writer.write, record)
+                await asyncio.get_running_loop().run_in_executor(self._disk, writer.write, record)
                 session.record = record
                 return record
             except Exception as err:  # shown on the page; the viewer goes on

@@ -44,6 +44,7 @@ async function api(path, options) {
 
 const fmt = (x, digits = 3) => (typeof x === "number" ? x.toFixed(digits) : "–");
 const seatName = (s) => `seat ${s}`;
+const size = (n) => (n < 1e6 ? `${(n / 1e3).toFixed(1)} kB` : `${(n / 1e6).toFixed(1)} MB`);
 
 // ---------------------------------------------------------------- library (runs and files)
 
@@ -81,16 +82,8 @@ async function showLibrary() {
       el(
         "table",
         { class: "list" },
-        el("tr", {}, el("th", {}, "file"), el("th", {}, "games"), el("th", {}, "bad lines")),
-        files.map((f) =>
-          el(
-            "tr",
-            {},
-            el("td", {}, link("games", { file: f.file }, f.file)),
-            el("td", { class: "num" }, f.games),
-            el("td", { class: f.errors ? "num bad" : "num" }, f.errors),
-          ),
-        ),
+        el("tr", {}, el("th", {}, "file"), el("th", {}, "size")),
+        files.map((f) => el("tr", {}, el("td", {}, link("games", { file: f.file }, f.file)), el("td", { class: "num" }, size(f.bytes)))),
       ),
     );
   }
@@ -312,14 +305,17 @@ async function showGame(params) {
     next.disabled = last.disabled = shown === view.turns.length;
     end.replaceChildren(...(shown === view.turns.length ? [outcomeNode(view), bestPlanNode(view)] : []));
   }
-  const others = view.same_instance.length
-    ? el(
-        "section",
-        { class: "card", id: "same-instance" },
-        el("h3", {}, "This instance in other games (side by side)"),
-        el("ul", {}, view.same_instance.map((g) => el("li", {}, link("compare", { a: file, al: line, b: g.file, bl: g.line }, `${g.file} · ${g.game_id}`), ` — rewards ${g.rewards.map((r) => fmt(r)).join(" / ")}`))),
-      )
-    : null;
+  const others = el("section", { class: "card", id: "same-instance" }, el("h3", {}, "This instance in other games (side by side)"), el("p", { class: "muted" }, "Looking through the other games files…"));
+  api("/api/same?" + new URLSearchParams({ file, line }))
+    .then((same) =>
+      others.replaceChildren(
+        others.firstChild,
+        same.length
+          ? el("ul", {}, same.map((g) => el("li", {}, link("compare", { a: file, al: line, b: g.file, bl: g.line }, `${g.file} · ${g.game_id}`), ` — rewards ${g.rewards.map((r) => fmt(r)).join(" / ")}`)))
+          : el("p", { class: "muted" }, "No other game of this instance under this directory."),
+      ),
+    )
+    .catch((err) => others.replaceChildren(others.firstChild, el("p", { class: "error" }, err.message)));
   main().replaceChildren(
     el("p", {}, link("games", { file }, "← " + file)),
     el("h1", {}, `${view.game} · ${view.game_id}`),
