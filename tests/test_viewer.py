@@ -13,12 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+from aiohttp import ClientTimeout
 from aiohttp.test_utils import TestClient, TestServer
 from viewer_helpers import SCRIPTED_OPTS, make_negotiation_file, make_run_dir, run_cli
 
 from selfplay_gen import games
 from selfplay_gen.records import read_games
-from selfplay_gen.viewer import make_app
+from selfplay_gen.viewer.app import make_app
 from selfplay_gen.viewer.play import HUMAN
 
 
@@ -161,11 +162,14 @@ async def test_a_run_report_renders_its_tables_and_plots_and_links_each_rows_gam
 
 
 async def test_report_markdown_cannot_carry_markup_or_links_out(tmp_path):
+    (tmp_path / "summary.md").write_text("| stage | games |\n|---|---|\n| warm | 4096 <script>x</script> |\n")
     (tmp_path / "report.md").write_text(
         "# R\n\n<script>alert(1)</script>\n\n[x](javascript:alert(1)) [y](https://example.com/) ![p](p.png)\n"
     )
     async with TestClient(TestServer(make_app(tmp_path, SCRIPTED_OPTS))) as c:
         html = (await get_json(c, "/api/report?dir=.", status=200))["html"]
+        summary = (await get_json(c, "/api/library"))["summary"]
+    assert "<td>warm</td>" in summary and "<td>4096 &lt;script&gt;x&lt;/script&gt;</td>" in summary
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert 'href="javascript' not in html
     assert 'href="https://example.com/"' not in html and 'src="/files/p.png"' in html
@@ -246,6 +250,25 @@ async def test_bad_play_requests_are_refused_with_a_reason(client):
     assert response.status == 400 and "oracle" in (await response.json())["error"]
     response = await client.post("/api/play/nope/move", json={"text": "[accept]"})
     assert response.status == 404
+
+
+@pytest.mark.slow
+async def test_a_person_plays_against_the_embedded_model(tmp_path, local_model_dir):
+    """The model seat is built as `play` builds it (an LLM seat on the local backend), and its
+    sampled tokens are recorded beside the human seat. Short limits keep the game to one turn each."""
+    opts = {**SCRIPTED_OPTS, "backend": "local", "model": local_model_dir, "max_new_tokens": 16}
+    opts.update(max_moves=2, max_invalid=1)
+    async with TestClient(TestServer(make_app(tmp_path, opts)), timeout=ClientTimeout(total=900)) as c:
+        state = await (await c.post("/api/play", json={"game": "matching", "seat": 0, "partner": "model"})).json()
+        assert state["your_turn"] and state["partner"] == "model"
+        state = await move(c, state, "[message] Hello! Ava Li: GLUE 12.")
+        while not state["done"]:
+            state = await (await c.get(f"/api/play/{state['id']}?wait=60")).json()
+    record = next(read_games(tmp_path / state["out_path"]))
+    assert state["out_path"] == "play/matching-human-vs-model.jsonl"
+    assert record["players"][0]["kind"] == HUMAN and record["players"][1]["kind"] == "llm"
+    assert record["players"][1]["turns"] and record["players"][1]["invariant_ok"]
+    assert record["settings"]["seat1"]["backend"] == "local" and record["failure"] is None
 
 
 def test_the_command_listens_on_this_machine_only_by_default(run_dir):

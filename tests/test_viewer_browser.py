@@ -19,7 +19,7 @@ import pytest
 from viewer_helpers import SCRIPTED_OPTS, Served, make_negotiation_file, make_run_dir
 
 from selfplay_gen.records import read_games
-from selfplay_gen.viewer import make_app
+from selfplay_gen.viewer.app import make_app
 from selfplay_gen.viewer.play import HUMAN
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
