@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -158,6 +159,17 @@ async def test_a_run_report_renders_its_tables_and_plots_and_links_each_rows_gam
     assert [(r["label"], r["games_files"]) for r in data["rows"]] == [
         ("base", ["base/eval/heldout/games/base__base.jsonl"]),
         ("iter_1", ["iter_001/eval/heldout/games/iter_1__iter_1.jsonl"]),
+    ]
+
+
+async def test_a_run_directory_moved_elsewhere_still_links_each_rows_games(run_dir, tmp_path):
+    moved = tmp_path / "copied" / "run"
+    await asyncio.to_thread(shutil.copytree, run_dir, moved, ignore=shutil.ignore_patterns("play"))
+    async with TestClient(TestServer(make_app(moved.parent, SCRIPTED_OPTS))) as c:
+        data = await get_json(c, "/api/report?dir=run/report/heldout")
+    assert [r["games_files"] for r in data["rows"]] == [
+        ["run/base/eval/heldout/games/base__base.jsonl"],
+        ["run/iter_001/eval/heldout/games/iter_1__iter_1.jsonl"],
     ]
 
 

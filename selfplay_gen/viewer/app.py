@@ -174,7 +174,7 @@ async def report(request: web.Request) -> web.StreamResponse:
         except ValueError as err:
             data = {"rows": [], "error": f"{name}/metrics.json: {err}"}
         for row in data.get("rows", []) if isinstance(data, dict) else []:
-            source = lib.locate(str(row.get("source", ""))) if row.get("source") else None
+            source = lib.locate(str(row.get("source", "")), folder) if row.get("source") else None
             files = sorted(lib.name(p) for p in source.glob("games/*.jsonl")) if source else []
             rows.append(
                 {

@@ -20,6 +20,7 @@ from ..records import Record, RecordError, parse
 
 GAMES_SUFFIX = ".jsonl"
 REPORT_FILE = "report.md"
+MIN_TAIL = 3
 
 
 class OutsideRoot(PermissionError):
@@ -165,19 +166,22 @@ class Library:
                     found.append({"file": name, **summary.to_dict()})
         return found
 
-    def locate(self, source: str) -> Path | None:
-        """A directory a report names (e.g. an iteration's evaluation, written as an absolute path
-        on the machine that ran it) found under the root: the path itself if it is under the root,
-        else its longest tail that exists under the root (a run directory copied elsewhere)."""
-        parts = Path(source).parts
-        for start in range(len(parts)):
-            tail = Path(*parts[start:])
-            if tail.is_absolute():
-                candidate = tail.resolve()
+    def locate(self, source: str, near: Path) -> Path | None:
+        """A directory a report names (an iteration's evaluation, written as an absolute path on
+        the machine that ran it), found under the root: the path itself if it is under the root,
+        else its longest tail that exists under the report's folder `near` or one of its parents up
+        to the root (a run directory copied elsewhere: RUN_DIR/report/heldout names
+        RUN_DIR/iter_001/eval/heldout)."""
+        path = Path(source)
+        if path.is_absolute() and path.resolve().is_relative_to(self.root) and path.resolve().is_dir():
+            return path.resolve()
+        bases = [near.resolve(), *near.resolve().parents]
+        bases = bases[: bases.index(self.root) + 1] if self.root in bases else [self.root]
+        parts = [p for p in path.parts if p not in (path.anchor, "..", ".")]
+        # tails of at least stage/eval/kind: a shorter one ("heldout") would find the report itself
+        for start in range(max(1, len(parts) - MIN_TAIL + 1)):
+            for base in bases:
+                candidate = (base / Path(*parts[start:])).resolve()
                 if candidate.is_relative_to(self.root) and candidate.is_dir():
                     return candidate
-                continue
-            candidate = (self.root / tail).resolve()
-            if candidate.is_relative_to(self.root) and candidate.is_dir():
-                return candidate
         return None
