@@ -141,10 +141,12 @@ class Library:
         return [self.name(p) for p in self._walk() if p.name.endswith(GAMES_SUFFIX)]
 
     def reports(self) -> list[str]:
-        """Report directories under the root: those holding a `report.md` (evaluations, run reports)."""
+        """Report directories under the root: those holding a `report.md` (evaluations, run reports),
+        a run's own (RUN_DIR/report/...) first."""
         if self.single is not None:
             return []
-        return [self.name(p.parent) or "." for p in self._walk() if p.name == REPORT_FILE]
+        found = [self.name(p.parent) or "." for p in self._walk() if p.name == REPORT_FILE]
+        return sorted(found, key=lambda name: (not name.startswith("report/"), name))  # a run's own reports first
 
     def index(self, name: str) -> GamesIndex:
         """The index of the games file `name`, built again when the file changed."""

@@ -68,22 +68,25 @@ async function showLibrary() {
       el("ul", { class: "reports" }, lib.reports.map((dir) => el("li", {}, link("report", { dir }, dir)))),
     );
   }
-  const groups = new Map();
-  for (const file of lib.games_files) {
-    const group = groupOf(file.file);
-    if (!groups.has(group)) groups.set(group, []);
-    groups.get(group).push(file);
-  }
   page.push(el("h2", {}, "Games"));
   if (!lib.games_files.length) page.push(el("p", { class: "muted" }, "No games files here yet."));
-  for (const [group, files] of groups) {
+  else {
     page.push(
-      el("h3", {}, group === "." ? "(top level)" : group),
       el(
         "table",
-        { class: "list" },
-        el("tr", {}, el("th", {}, "file"), el("th", {}, "size")),
-        files.map((f) => el("tr", {}, el("td", {}, link("games", { file: f.file }, f.file)), el("td", { class: "num" }, size(f.bytes)))),
+        { class: "list", id: "files" },
+        el("tr", {}, el("th", {}, "stage"), el("th", {}, "file"), el("th", {}, "size")),
+        lib.games_files.map((f, i) => {
+          const group = groupOf(f.file);
+          const first = i === 0 || groupOf(lib.games_files[i - 1].file) !== group;
+          return el(
+            "tr",
+            { class: first ? "group-start" : "" },
+            el("td", { class: "stage" }, first ? (group === "." ? "(top level)" : group) : ""),
+            el("td", {}, link("games", { file: f.file }, f.file)),
+            el("td", { class: "num" }, size(f.bytes)),
+          );
+        }),
       ),
     );
   }
