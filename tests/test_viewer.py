@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 from aiohttp import ClientTimeout
 from aiohttp.test_utils import TestClient, TestServer
+from click.testing import CliRunner
 from viewer_helpers import SCRIPTED_OPTS, make_negotiation_file, make_run_dir, run_cli
 
 from selfplay_gen import games
+from selfplay_gen.cli import main
 from selfplay_gen.records import read_games
 from selfplay_gen.viewer.app import make_app
 from selfplay_gen.viewer.play import HUMAN
@@ -313,3 +315,8 @@ def test_the_command_listens_on_this_machine_only_by_default(run_dir):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_a_server_backend_without_its_url_is_refused_before_serving(run_dir):
+    result = CliRunner().invoke(main, ["view", str(run_dir), "--backend", "sglang"])
+    assert result.exit_code == 2 and "--backend sglang needs --base-url" in result.output

@@ -54,6 +54,8 @@ def view_command(path: Path, host: str, port: int, play_out: Path | None, **seat
     """
     from .app import make_app, serve
 
+    if seat["backend"] in ("sglang", "openai") and not seat["base_url"]:
+        raise click.UsageError(f"--backend {seat['backend']} needs --base-url (the server of the model to play)")
     opts = {**DEFAULTS, **seat}
     app = make_app(path, opts, play_out)
     click.echo(f"selfplay-gen view: http://{host}:{port}/ (Ctrl-C stops)", err=True)

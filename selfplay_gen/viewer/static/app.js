@@ -491,7 +491,7 @@ function renderPlay(state) {
         el("h3", {}, "Game over"),
         o ? el("p", {}, `ended: ${o.termination}; agreed: ${o.agreed ? "yes" : "no"}; rewards ${o.rewards.map((r) => fmt(r)).join(" / ")}`) : null,
         state.error ? el("p", { class: "error" }, state.error) : null,
-        state.game_id ? el("p", { id: "play-recorded" }, `Recorded as ${state.game_id} in `, link("games", { file: state.out_path }, state.out_path)) : null,
+        state.game_id ? el("p", { id: "play-recorded" }, `Recorded as ${state.game_id} in `, state.out_path ? link("games", { file: state.out_path }, state.out_path) : `${state.out} (--play-out)`) : null,
         el("p", {}, el("a", { href: "#/play" }, "Play another game")),
       ),
     );
