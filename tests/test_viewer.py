@@ -235,6 +235,17 @@ async def test_played_games_are_evaluated_like_any_other(client, run_dir, tmp_pa
     assert human["agreement_rate"]["mean"] == 1.0
 
 
+async def test_two_people_on_one_instance_get_two_records(client, run_dir):
+    start = {"game": "matching", "seat": 0, "seed": 77}
+    first, second = [await (await client.post("/api/play", json=start)).json() for _ in range(2)]
+    for state in (second, first):  # the later one ends first
+        while not state["done"]:
+            state = await move(client, state, _human_turn(state["messages"][-1]["content"]))
+        assert state["outcome"]["agreed"]
+    ids = [r["game_id"] for r in read_games(run_dir / state["out_path"]) if r["instance_id"] == "seed-77"]
+    assert sorted(ids) == ["seed-77/human-0", "seed-77/human-1"]
+
+
 async def test_a_person_plays_negotiation_against_a_scripted_negotiator(client, run_dir):
     state = await (
         await client.post(

@@ -72,16 +72,15 @@ class Session:
     partner: str
     out: Path
     game: Game[Any, Any] | None = None
-    start: Observation | None = None
     human: HumanSeat | None = None
-    task: asyncio.Task[dict[str, Any]] | None = None
+    task: asyncio.Task[None] | None = None
     record: dict[str, Any] | None = None
     error: str | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
 
     def state(self) -> dict[str, Any]:
         """What the page shows: this seat's chat so far (what a model in it would have been
-        given), what it has been told since its last turn, the public log, and the end."""
+        given), what it has been told since its last turn, whose turn it is, and the end."""
         human, game = self.human, self.game
         outcome = game.outcome.to_dict() if game is not None and game.outcome is not None else None
         return {
@@ -125,6 +124,7 @@ class Arena:
         self._model: Seating | None = None
         self._model_lock = asyncio.Lock()
         self._counter = itertools.count()
+        self._playing: set[str] = set()  # game ids of games in play, not yet in their file
         self._disk = ThreadPoolExecutor(1, thread_name_prefix="played-games")  # one writer, as the runner has
 
     async def close(self) -> None:
@@ -172,12 +172,14 @@ class Arena:
         instance = games.get(game).instance_type.from_seed(seed)
         out = self.out_file(game, partner)
         writer = self._writer(out)
-        index = next(k for k in itertools.count() if f"{instance.id}/human-{k}" not in writer.done)
+        taken = writer.done | self._playing  # two people may play one instance at once
+        index = next(k for k in itertools.count() if f"{instance.id}/human-{k}" not in taken)
         spec = GameSpec(f"{instance.id}/human-{index}", 0, index, instance)
+        self._playing.add(spec.game_id)
         session = Session(f"{next(self._counter)}-{secrets.token_hex(4)}", game, seat, partner, out)
 
         def human(spec_: GameSpec, s: int, game_: Game[Any, Any], start: Observation) -> HumanSeat:
-            session.game, session.start = game_, start
+            session.game = game_
             session.human = HumanSeat(s, start.system[s])
             return session.human
 
@@ -185,16 +187,15 @@ class Arena:
         settings = {**seating.settings, "run": {"game": game, **options, "instances": "seed", "seed": seed}}
         settings[f"seat{seat}"] = {"backend": HUMAN, "model": None, "base_urls": []}
 
-        async def go() -> dict[str, Any]:
+        async def go() -> None:
             try:
                 record = await play_game(spec, seats, config, settings)
                 await asyncio.get_running_loop().run_in_executor(self._disk, writer.write, record)
                 session.record = record
-                return record
-            except Exception as err:  # shown on the page; the viewer goes on
+            except Exception as err:  # a record that cannot be written: shown on the page, the viewer goes on
                 session.error = f"{type(err).__name__}: {err}"
-                raise
             finally:
+                self._playing.discard(spec.game_id)
                 session.ended.set()
                 if session.human is not None:
                     session.human.changed.set()
@@ -202,7 +203,7 @@ class Arena:
         session.task = asyncio.ensure_future(go())
         self.sessions[session.id] = session
         while session.human is None and not session.ended.is_set():
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # play_game seats its players before its first await: one step
         await session.wait(timeout=300)
         return session
 
