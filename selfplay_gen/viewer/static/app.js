@@ -55,7 +55,6 @@ function groupOf(path) {
 
 async function showLibrary() {
   const lib = await api("/api/library");
-  document.getElementById("root").textContent = lib.root;
   const page = [el("h1", {}, lib.root)];
   if (lib.summary) {
     const summary = el("section", { class: "card markdown", id: "run-summary" });
@@ -99,6 +98,15 @@ async function showGames(params) {
   const file = params.get("file");
   const data = await api("/api/games?" + new URLSearchParams({ file }));
   const page = [el("p", {}, link("", {}, "← all files")), el("h1", {}, data.file)];
+  if (data.games.length) {
+    const n = data.games.length;
+    const agreed = data.games.filter((g) => g.agreed).length;
+    const mean = [0, 1].map((s) => data.games.reduce((sum, g) => sum + g.rewards[s], 0) / n);
+    const failed = data.games.filter((g) => g.failed).length;
+    page.push(
+      el("p", { class: "muted", id: "file-summary" }, `${n} games · agreed ${((100 * agreed) / n).toFixed(1)}% · mean reward seat 0 ${fmt(mean[0])}, seat 1 ${fmt(mean[1])}` + (failed ? ` · ${failed} failed` : "")),
+    );
+  }
   if (data.errors.length) {
     page.push(
       el(
@@ -324,7 +332,7 @@ async function showGame(params) {
     el("h1", {}, `${view.game} · ${view.game_id}`),
     el("p", { class: "muted" }, `instance ${view.instance_id} · ${seatsLine(view)} · line ${line} of ${file}`),
     privateViews(view),
-    el("div", { class: "controls" }, prev, next, last, counter),
+    el("div", { class: "controls" }, prev, next, last, counter, el("span", { class: "muted" }, "(← → keys step)")),
     turns,
     end,
     chatsNode(view),
@@ -557,4 +565,9 @@ async function route() {
 }
 
 window.addEventListener("hashchange", route);
-window.addEventListener("DOMContentLoaded", route);
+window.addEventListener("DOMContentLoaded", () => {
+  route();
+  api("/api/library")
+    .then((lib) => (document.getElementById("root").textContent = lib.root))
+    .catch(() => {});
+});
