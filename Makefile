@@ -20,6 +20,7 @@ demo: $(BIN)/selfplay-gen
 	    --out data/demo/games.jsonl --resume
 	# two games of an instance may score alike (the same plan agreed twice): keep such groups to show the rows
 	$(BIN)/selfplay-convert data/demo/games.jsonl --overwrite --keep-constant-groups
+	@echo "Watch these games turn by turn, or play a seat yourself: $(BIN)/selfplay-gen view data/demo (then open http://127.0.0.1:8765/)"
 
 ## test: lint and format checks (ruff), type checks (mypy, setup.cfg), then the whole test suite (CPU)
 test: $(BIN)/selfplay-gen
