@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..atomic import write_atomic
 from ..records import UNNAMED_GAME, Record
-from .metrics import mean_interval, per_instance, ratio_interval
+from .metrics import distinct_n, mean_interval, per_instance, ratio_interval, repeated_share
 from .ratings import rate_wins
 from .report import BOOTSTRAP_NOTE, add_run_row, format_interval, markdown_table, only_model, plot_series, report_head
 
@@ -44,6 +44,7 @@ def game_row(record: Record, seats: tuple[str, str]) -> dict:
     if game != "negotiation":
         raise ValueError(f"game {record['game_id']!r} is a {game} game; evaluate it with --game {game}")
     outcome: dict = dict(record["outcome"])
+    events: list[dict] = [dict(e) for e in record["events"]]
     p0, p1 = outcome["points"]
     return {
         "game_id": record["game_id"],
@@ -59,6 +60,11 @@ def game_row(record: Record, seats: tuple[str, str]) -> dict:
         "invalid": record["stats"]["invalid_moves"],
         "termination": outcome["termination"],
         "failed": record.get("failure") is not None,
+        **{
+            f"messages{seat}": [e["text"] for e in events if e["kind"] == "message" and e["player"] == seat]
+            for seat in (0, 1)
+        },
+        "proposals": [tuple(e["share"]) for e in events if e["kind"] == "propose" and e.get("share")],
     }
 
 
@@ -86,6 +92,23 @@ def summarize(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> 
         "valid_move_rate": ratio_interval(sums["moves"], sums["moves"] + sums["invalid"], resamples, rng),
         "failed_games": int(games["failed"].sum()),
         "terminations": {str(k): {"games": int(v), "share": float(v / len(games))} for k, v in terminations.items()},
+        "diversity": diversity(games),
+    }
+
+
+def diversity(games: pd.DataFrame) -> dict:
+    """Signs of mode collapse in self-play: few distinct word n-grams in a seat's messages, the same
+    messages in many games, and the same proposal in every game of an instance (the share of an
+    instance's proposals that are distinct, averaged over instances with more than one)."""
+    messages = {seat: [m for ms in games[f"messages{seat}"] for m in ms] for seat in (0, 1)}
+    distinct = []
+    for proposals in games.groupby("instance_id")["proposals"].sum():
+        if len(proposals) > 1:
+            distinct.append(len(set(proposals)) / len(proposals))
+    return {
+        **{f"distinct_{n}_seat{seat}": distinct_n(messages[seat], n) for seat in (0, 1) for n in (1, 2)},
+        "repeated_message_share": repeated_share([a + b for a, b in zip(games["messages0"], games["messages1"])]),
+        "distinct_proposal_share": float(np.mean(distinct)) if distinct else None,
     }
 
 
