@@ -91,7 +91,7 @@ def test_skill_levels_per_seat_and_strengths_mapped_to_levels():
 # --- ratings ---------------------------------------------------------------------------------------
 
 
-def test_ratings_order_the_strengths_and_accumulate_over_batches(tournament):
+def test_ratings_order_the_strengths_and_accumulate_over_batches(tournament, tmp_path):
     members = [Member(name, "checkpoint", path=f"/ckpt/{name}") for name in STRENGTHS]
     league = League.of(members)
     assert league.ratings() == {name: None for name in STRENGTHS}  # no games: no rating
@@ -100,6 +100,12 @@ def test_ratings_order_the_strengths_and_accumulate_over_batches(tournament):
     assert ratings["warm"] == 0 and 0 < ratings["iter_1"] < ratings["iter_2"]
     crossed = tournament[tournament["seat0"] != tournament["seat1"]]
     assert once.win_matrix().sum() == len(crossed)  # self-play rates no one; a tie is two halves
+    path = tmp_path / "cross.jsonl"
+    args = ["play", "--backend", "scripted", "--game", "negotiation", "--scripted-strength", "1", "-q", "-n", "8"]
+    args += ["--partner-scripted-strength", "0.3", "-k", "1", "--out", str(path)]
+    assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
+    from_file = league.record_file(path, ("iter_2", "warm")).win_matrix()
+    assert from_file.sum() == 8 and from_file[2, 0] > from_file[0, 2]
     twice = once.record(tournament)
     assert np.allclose(twice.win_matrix(), 2 * once.win_matrix())
     assert twice.ratings()["iter_2"] > ratings["iter_2"]  # the same record, twice the evidence: less shrinkage

@@ -29,7 +29,9 @@ SCHEMA = "selfplay-gen-eval-negotiation/1"
 NOTE = (
     "Points: what each seat's share of the pool is worth to it (0 without a deal; the pool is worth 10 "
     "to each seat). Joint: both seats' points over the most the two could get together. Pareto: agreed "
-    "on a split no other split improves for one seat without costing the other."
+    "on a split no other split improves for one seat without costing the other. Distinct-2: distinct word "
+    "pairs over all word pairs of a seat's messages; distinct proposals: the share of an instance's proposals "
+    "that differ, averaged over instances (both low: the model says and proposes the same in every game)."
 )
 CROSS_NOTE = (
     "A game is won by the seat with more points. Rates are the first model's, per seat order and "
@@ -212,6 +214,7 @@ def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) 
 def summary_text(metrics: dict) -> str:
     """Self-play per model: points per seat, joint share, deals and valid moves."""
     head = ["model", "games", "instances", "points seat 0", "points seat 1", "joint", "agreement", "Pareto", "valid"]
+    head += ["distinct-2 seat 0 / 1", "distinct proposals"]
     rows = [
         [
             label,
@@ -223,10 +226,19 @@ def summary_text(metrics: dict) -> str:
             format_interval(s["agreement_rate"], percent=True),
             format_interval(s["pareto_optimal_share"], percent=True),
             format_interval(s["valid_move_rate"], percent=True),
+            *_diversity_cells(s.get("diversity", {})),
         ]
         for label, s in metrics["models"].items()
     ]
     return markdown_table(head, rows)
+
+
+def _diversity_cells(diversity: dict) -> list[str]:
+    def cell(key: str) -> str:
+        value = diversity.get(key)
+        return "–" if value is None else f"{value:.2f}"
+
+    return [f"{cell('distinct_2_seat0')} / {cell('distinct_2_seat1')}", cell("distinct_proposal_share")]
 
 
 def cross_play_table(metrics: dict) -> str:

@@ -99,6 +99,14 @@ class League:
             wins[row.seat1][row.seat0] += 1 - score
         return League(self.members, wins)
 
+    def record_file(self, games: Path, seats: tuple[str, str]) -> League:
+        """`record` for a JSONL file of games whose seat 0 and 1 were `seats` (member names), as
+        `selfplay-gen play` or the evaluation's cross-play (`OUT/games/A__B.jsonl`) writes them."""
+        from ..evaluation.negotiation import game_table
+        from ..records import read_games
+
+        return self.record(game_table(read_games(games), seats))
+
     def win_matrix(self) -> np.ndarray:
         index = {n: i for i, n in enumerate(self.names)}
         matrix = np.zeros((len(index), len(index)))
