@@ -67,6 +67,11 @@ def test_what_is_not_a_pairs_file_is_refused(pairs_file, tokenizer, tmp_path):
         read_pairs(tmp_path / "sft.parquet", tokenizer)
     result = CliRunner().invoke(dpo_main, ["--pairs", str(tmp_path / "sft.parquet"), "--out", str(tmp_path / "o")])
     assert result.exit_code == 1 and "no column chosen" in result.output and not (tmp_path / "o").exists()
+    rows = pq.read_table(pairs_file).to_pylist()
+    rows[1]["chosen"] = [m for m in rows[1]["chosen"] if m["role"] != "assistant"]  # the partner's turns only
+    pq.write_table(pa.Table.from_pylist(rows, schema=pq.read_schema(pairs_file)), tmp_path / "bad.parquet")
+    with pytest.raises(ValueError, match=r"bad.parquet: row 1: field 'chosen' holds no turn of the seat"):
+        read_pairs(tmp_path / "bad.parquet", tokenizer)
     empty = pq.read_table(pairs_file).slice(0, 0)
     pq.write_table(empty, tmp_path / "empty.parquet")
     with pytest.raises(ValueError, match="empty.parquet: no pairs"):

@@ -65,9 +65,9 @@ def promote(metrics: Mapping[str, Any], candidate: str, previous: str, order: st
         reason = f"kept {previous}: {candidate} and {previous} decided no game ({games} games, all ties)"
         return Promotion(False, candidate, previous, previous, None, None, games, reason)
     lo, hi = float(ci[0]), float(ci[1])
-    span = f"{mean:.1%} [{lo:.1%}, {hi:.1%}] of {games} games"
+    span = f"{mean:.1%} [{lo:.1%}, {hi:.1%}] of the decided games ({games} played)"
     if lo > 0.5:
-        reason = f"promoted {candidate}: it wins {span} decided against {previous}, interval above 50%"
+        reason = f"promoted {candidate}: it wins {span} against {previous}, the interval above 50%"
         return Promotion(True, candidate, previous, candidate, mean, (lo, hi), games, reason)
     verdict = "no better than" if hi > 0.5 else "worse than"
     reason = (

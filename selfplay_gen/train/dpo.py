@@ -77,6 +77,7 @@ def read_pairs(path: Path, tokenizer):
     """The pairs of a `--format dpo` parquet as a tokenized `datasets.Dataset`."""
     import pyarrow.parquet as pq
     from datasets import Dataset
+    from tqdm import tqdm
 
     table = pq.read_table(path)
     missing = {"prompt", "chosen", "rejected"} - set(table.column_names)
@@ -87,7 +88,10 @@ def read_pairs(path: Path, tokenizer):
         )
     if table.num_rows == 0:
         raise ValueError(f"{path}: no pairs (every seat scored the same in all its games of an instance?)")
-    rows = [pair_tokens(row, tokenizer, f"{path}: row {i}") for i, row in enumerate(table.to_pylist())]
+    rows = [
+        pair_tokens(row, tokenizer, f"{path}: row {i}")
+        for i, row in enumerate(tqdm(table.to_pylist(), desc="tokenizing pairs", unit="pair", leave=False))
+    ]
     return Dataset.from_list(rows)
 
 
