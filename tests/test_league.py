@@ -129,6 +129,14 @@ def test_a_league_round_trips_through_its_file_and_refuses_bad_members(tournamen
     again = League.load(tmp_path / "league.json")
     assert again == league and again.ratings() == league.ratings()
     assert json.loads((tmp_path / "league.json").read_text())["ratings"] == league.ratings()
+    assert league.member("iter_1").partner_args() == ["--partner-model", "/ckpt/1"]
+    args = ["play", "--backend", "scripted", "--game", "negotiation", "-n", "1", "-k", "1", "-q"]
+    args += [*league.member("scripted@0.3").partner_args(), "--out", str(tmp_path / "g.jsonl")]
+    assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
+    (record,) = read_games(tmp_path / "g.jsonl")
+    assert record["settings"]["seat1"]["strength"] == 0.3 and record["settings"]["seat0"]["strength"] == 1.0
+    with pytest.raises(KeyError, match="no league member 'iter_9'"):
+        league.member("iter_9")
     with pytest.raises(ValueError, match="needs a strength in"):
         Member("s", "scripted", strength=1.5)
     with pytest.raises(ValueError, match="distinct names"):

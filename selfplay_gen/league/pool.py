@@ -46,6 +46,13 @@ class Member:
         if self.kind == "checkpoint" and not self.path:
             raise ValueError(f"member {self.name!r}: a checkpoint needs a model directory (path)")
 
+    def partner_args(self) -> list[str]:
+        """The `selfplay-gen play` options that seat this member in seat 1: the scripted negotiator
+        at its strength, or its model directory (served by the partner backend the run chooses)."""
+        if self.kind == "scripted":
+            return ["--partner-backend", "scripted", "--partner-scripted-strength", f"{self.strength:g}"]
+        return ["--partner-model", str(self.path)]
+
 
 def scripted_member(strength: float) -> Member:
     """The scripted negotiator at `strength`, named `scripted@<strength>` (as labels in cross-play)."""
