@@ -242,6 +242,13 @@ def game_options(f):
             help="negotiation: what each seat's reward is, cooperative (both get the sum of points), "
             "semi-competitive (own points) or competitive (own minus partner's). Default: semi-competitive.",
         ),
+        click.option(
+            "--skill",
+            default=None,
+            help="negotiation: the skill level a seat is asked to play at, in its prompt (novice, "
+            "intermediate, expert): one level for both seats or 'SEAT0,SEAT1' (one may be empty). "
+            "Scripted games at strengths 0.3 / 0.6 / 1 teach the three levels. Default: no level.",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -395,7 +402,7 @@ async def open_seats(**opts):
 
 def game_from(opts) -> GameConfig:
     """The game the options choose, with their limits and its options; a bad option is a usage error."""
-    options = {"reward_mode": opts["reward_mode"]} if opts.get("reward_mode") else {}
+    options = {k: opts[k] for k in ("reward_mode", "skill") if opts.get(k)}
     name = opts.get("game", games.UNNAMED)
     if opts.get("teacher_plan") and "plan" not in games.get(name).teacher:
         raise click.BadParameter(f"the {name} teacher has no plans", param_hint="--teacher-plan")

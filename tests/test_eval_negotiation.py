@@ -65,6 +65,10 @@ def test_the_stronger_negotiator_wins_in_both_seat_orders(strengths):
     assert ratings[STRONG]["comparisons"] == ratings[WEAK]["comparisons"] == 120
     model = metrics["models"][STRONG]
     assert model["agreement_rate"]["mean"] == 1.0  # two scripted negotiators always make a deal
+    # its words repeat from game to game, and it proposes the same split in both games of an instance
+    diversity = model["diversity"]
+    assert 0 < diversity["distinct_2_seat0"] < 0.5 and diversity["repeated_message_share"] > 0.5
+    assert diversity["distinct_proposal_share"] <= 0.5
     assert 0 < model["points_seat0"]["mean"] <= 10 and model["games"] == 60
     report = (strengths / "report.md").read_text()
     assert "## Cross-play" in report and f"{STRONG} vs {WEAK}" in report
@@ -98,7 +102,7 @@ def test_wins_count_per_instance_with_ties_as_halves_and_self_play_left_out():
 def test_win_rates_are_from_the_first_models_side_in_each_seat_order():
     games = table([("x", "a", "b", 6, 4), ("x", "b", "a", 5, 5), ("y", "a", "b", 0, 0), ("y", "b", "a", 8, 2)])
     games = games.assign(game_id="g", joint=1.0, pareto_optimal=False, moves=2, invalid=0, termination="t")
-    games = games.assign(failed=False)
+    games = games.assign(failed=False, messages0=[[]] * 4, messages1=[[]] * 4, proposals=[[]] * 4)
     (cross,) = evaluate(games, ["a", "b"], 100, 0)["cross_play"]
     assert cross["seat0"]["win"]["mean"] == 0.5 and cross["seat0"]["tie"]["mean"] == 0.5
     assert cross["seat1"]["tie"]["mean"] == 0.5 and cross["seat1"]["loss"]["mean"] == 0.5

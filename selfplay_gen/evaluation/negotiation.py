@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..atomic import write_atomic
 from ..records import UNNAMED_GAME, Record
-from .metrics import mean_interval, per_instance, ratio_interval
+from .metrics import distinct_n, mean_interval, per_instance, ratio_interval, repeated_share
 from .ratings import rate_wins
 from .report import BOOTSTRAP_NOTE, add_run_row, format_interval, markdown_table, only_model, plot_series, report_head
 
@@ -29,7 +29,9 @@ SCHEMA = "selfplay-gen-eval-negotiation/1"
 NOTE = (
     "Points: what each seat's share of the pool is worth to it (0 without a deal; the pool is worth 10 "
     "to each seat). Joint: both seats' points over the most the two could get together. Pareto: agreed "
-    "on a split no other split improves for one seat without costing the other."
+    "on a split no other split improves for one seat without costing the other. Distinct-2: distinct word "
+    "pairs over all word pairs of a seat's messages; distinct proposals: the share of an instance's proposals "
+    "that differ, averaged over instances (both low: the model says and proposes the same in every game)."
 )
 CROSS_NOTE = (
     "A game is won by the seat with more points. Rates are the first model's, per seat order and "
@@ -44,6 +46,7 @@ def game_row(record: Record, seats: tuple[str, str]) -> dict:
     if game != "negotiation":
         raise ValueError(f"game {record['game_id']!r} is a {game} game; evaluate it with --game {game}")
     outcome: dict = dict(record["outcome"])
+    events: list[dict] = [dict(e) for e in record["events"]]
     p0, p1 = outcome["points"]
     return {
         "game_id": record["game_id"],
@@ -59,6 +62,11 @@ def game_row(record: Record, seats: tuple[str, str]) -> dict:
         "invalid": record["stats"]["invalid_moves"],
         "termination": outcome["termination"],
         "failed": record.get("failure") is not None,
+        **{
+            f"messages{seat}": [e["text"] for e in events if e["kind"] == "message" and e["player"] == seat]
+            for seat in (0, 1)
+        },
+        "proposals": [tuple(e["share"]) for e in events if e["kind"] == "propose" and e.get("share")],
     }
 
 
@@ -86,6 +94,23 @@ def summarize(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> 
         "valid_move_rate": ratio_interval(sums["moves"], sums["moves"] + sums["invalid"], resamples, rng),
         "failed_games": int(games["failed"].sum()),
         "terminations": {str(k): {"games": int(v), "share": float(v / len(games))} for k, v in terminations.items()},
+        "diversity": diversity(games),
+    }
+
+
+def diversity(games: pd.DataFrame) -> dict:
+    """Signs of mode collapse in self-play: few distinct word n-grams in a seat's messages, the same
+    messages in many games, and the same proposal in every game of an instance (the share of an
+    instance's proposals that are distinct, averaged over instances with more than one)."""
+    messages = {seat: [m for ms in games[f"messages{seat}"] for m in ms] for seat in (0, 1)}
+    distinct = []
+    for proposals in games.groupby("instance_id")["proposals"].sum():
+        if len(proposals) > 1:
+            distinct.append(len(set(proposals)) / len(proposals))
+    return {
+        **{f"distinct_{n}_seat{seat}": distinct_n(messages[seat], n) for seat in (0, 1) for n in (1, 2)},
+        "repeated_message_share": repeated_share([a + b for a, b in zip(games["messages0"], games["messages1"])]),
+        "distinct_proposal_share": float(np.mean(distinct)) if distinct else None,
     }
 
 
@@ -189,6 +214,7 @@ def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) 
 def summary_text(metrics: dict) -> str:
     """Self-play per model: points per seat, joint share, deals and valid moves."""
     head = ["model", "games", "instances", "points seat 0", "points seat 1", "joint", "agreement", "Pareto", "valid"]
+    head += ["distinct-2 seat 0 / 1", "distinct proposals"]
     rows = [
         [
             label,
@@ -200,10 +226,19 @@ def summary_text(metrics: dict) -> str:
             format_interval(s["agreement_rate"], percent=True),
             format_interval(s["pareto_optimal_share"], percent=True),
             format_interval(s["valid_move_rate"], percent=True),
+            *_diversity_cells(s.get("diversity", {})),
         ]
         for label, s in metrics["models"].items()
     ]
     return markdown_table(head, rows)
+
+
+def _diversity_cells(diversity: dict) -> list[str]:
+    def cell(key: str) -> str:
+        value = diversity.get(key)
+        return "–" if value is None else f"{value:.2f}"
+
+    return [f"{cell('distinct_2_seat0')} / {cell('distinct_2_seat1')}", cell("distinct_proposal_share")]
 
 
 def cross_play_table(metrics: dict) -> str:

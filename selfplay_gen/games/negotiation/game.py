@@ -10,6 +10,7 @@ nothing: only the mover is told, and moves again. `Limits` ends a game without a
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,22 @@ class Event:
     error: str | None = None
 
 
+def seat_skills(skill: str | Sequence[str | None] | None) -> tuple[str | None, str | None]:
+    """Each seat's skill level from the game option: one level for both seats, `seat0,seat1` (either
+    may be empty: no level in that seat's prompt), or a pair."""
+    if skill is None:
+        return None, None
+    parts: list[str | None] = list(skill.split(",")) if isinstance(skill, str) else list(skill)
+    if isinstance(skill, str) and len(parts) == 1:
+        parts *= 2
+    levels = tuple(p.strip() or None if isinstance(p, str) else p for p in parts)
+    if len(levels) != 2 or any(level is not None and level not in prompts.SKILLS for level in levels):
+        raise ValueError(
+            f"skill {skill!r}: give a level for both seats or 'seat0,seat1', each one of {', '.join(prompts.SKILLS)}"
+        )
+    return levels[0], levels[1]
+
+
 class NegotiationGame(Game[Instance, Move]):
     name = "negotiation"
     instance_type = Instance
@@ -48,10 +65,16 @@ class NegotiationGame(Game[Instance, Move]):
     crossplay_by_default = True  # each seat's reward is its own: checkpoints are compared by playing each other
     evaluation = "selfplay_gen.evaluation.negotiation"
 
-    def __init__(self, limits: Limits | None = None, reward_mode: str = "semi-competitive"):
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        reward_mode: str = "semi-competitive",
+        skill: str | Sequence[str | None] | None = None,
+    ):
         if reward_mode not in REWARD_MODES:
             raise ValueError(f"unknown reward mode {reward_mode!r}; choose one of {', '.join(REWARD_MODES)}")
         self.reward_mode = reward_mode
+        self.skills = seat_skills(skill)
         super().__init__(limits)
 
     def _clear(self) -> None:
@@ -66,7 +89,7 @@ class NegotiationGame(Game[Instance, Move]):
         return Observation(self._system, ((prompts.FIRST_MOVE,), ()))
 
     def _prompt(self, seat: int) -> str:
-        return prompts.system_prompt(self._running(), seat, self.reward_mode, self.limits.max_moves)
+        return prompts.system_prompt(self._running(), seat, self.reward_mode, self.limits.max_moves, self.skills[seat])
 
     def step(self, seat: int, text: str) -> StepResult[Move]:
         self._check_turn(seat)

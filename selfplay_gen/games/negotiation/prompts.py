@@ -14,11 +14,30 @@ GOALS = {
     "competitive": "Your score is your points minus your partner's points.",
 }
 
+# Skill levels a seat can be asked to play at (skill-conditioned play: one model standing in for a
+# league of graded opponents), each described by how the scripted negotiator of the strength in
+# `SKILL_STRENGTHS` plays, so games of that strength teach the level's words.
+SKILLS = {
+    "novice": "Play as a novice negotiator: ask for little, and accept your partner's offers readily.",
+    "intermediate": "Play as an intermediate negotiator: ask for a fair part of what you value, "
+    "and concede a little at a time.",
+    "expert": "Play as an expert negotiator: ask for everything you value, and concede only slowly.",
+}
+SKILL_STRENGTHS = {"novice": 0.3, "intermediate": 0.6, "expert": 1.0}
+
+
+def skill_of(strength: float) -> str:
+    """The skill level whose scripted strength is nearest `strength` (ties to the lower level)."""
+    return min(
+        SKILL_STRENGTHS, key=lambda level: (round(abs(SKILL_STRENGTHS[level] - strength), 9), SKILL_STRENGTHS[level])
+    )
+
+
 RULES = """You and your partner are dividing {pool}. Each of you values the items privately: \
 your values are below, and your partner's are different and hidden from you. The whole pool is \
 worth {total} points to each of you.
 
-{goal}
+{goal}{skill}
 
 Each of your turns is exactly one move, starting with its tag:
 [message] <text to your partner>
@@ -38,12 +57,14 @@ def render_pool(counts) -> str:
     return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def system_prompt(instance: Instance, seat: int, mode: str, max_moves: int) -> str:
+def system_prompt(instance: Instance, seat: int, mode: str, max_moves: int, skill: str | None = None) -> str:
+    """The seat's rules, goal and values; `skill` (a key of SKILLS) adds how well it is asked to play."""
     values = instance.values[seat]
     return RULES.format(
         pool=render_pool(instance.counts),
         total=TOTAL_VALUE,
         goal=GOALS[mode],
+        skill=f" {SKILLS[skill]}" if skill else "",
         example=EXAMPLE,
         max_moves=max_moves,
         values=", ".join(f"{ITEMS[i]} {v} {'point' if v == 1 else 'points'} each" for i, v in enumerate(values)),
