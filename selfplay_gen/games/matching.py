@@ -32,6 +32,7 @@ class Matching(Game[Instance, Move]):
     record = MatchingRecord
     scripted_knobs = {"policy": "share", "share": 0.5}
     teacher = {"policy": "teacher", "plan": "by-reviewer"}
+    evaluation_sets = ("heldout", "human")  # models are also judged on the 134 instances people played
 
     def __init__(self, limits: Limits | None = None):
         super().__init__(limits)

@@ -45,6 +45,7 @@ class NegotiationGame(Game[Instance, Move]):
     # full strength: it asks for all it values and concedes a point per counter-offer, in one fixed
     # wording ("I propose: I take ...; you take ..."), so its games show both the format and haggling
     teacher = {"strength": 1.0}
+    crossplay_by_default = True  # competitive: progress shows in wins against earlier checkpoints
 
     def __init__(self, limits: Limits | None = None, reward_mode: str = "semi-competitive"):
         if reward_mode not in REWARD_MODES:
