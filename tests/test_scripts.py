@@ -526,3 +526,14 @@ def test_gpu_learning_runs_of_another_game_warm_up_on_their_own(tmp_path):
     assert "--partner-label" in negotiation  # its checkpoints cross-play
     plain = script("bench/gpu_learning.sh", "--dry-run", "/m", str(tmp_path / "r"), "rl", WARM="none", RL_RUNS="x:A=1")
     assert "starts from" not in plain.stdout
+
+
+def test_gpu_iteration_reads_fields_the_generation_summary_writes():
+    """bench/gpu_iteration.sh prints each generation's summary fields; a renamed field must fail here,
+    not on the GPU machine."""
+    import re
+
+    from selfplay_gen.runner import Summary
+
+    read = set(re.findall(r's\["(\w+)"\]', (REPO / "bench" / "gpu_iteration.sh").read_text()))
+    assert read and read <= set(Summary().to_dict())
