@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-import pyarrow.parquet as pq
 
 from .. import games
 from . import decisions, report
@@ -211,6 +210,8 @@ class Run:
 
     def val_file(self, gen: Path) -> str:
         """gen/val.parquet, or gen/train.parquet when the split left no validation rows."""
+        import pyarrow.parquet as pq
+
         val = gen / "val.parquet"
         if self.cfg.dry_run or (val.exists() and pq.ParquetFile(val).metadata.num_rows > 0):
             return str(val)
