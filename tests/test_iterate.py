@@ -332,3 +332,15 @@ def test_an_unknown_logger_is_refused(tmp_path):
 
     result = CliRunner().invoke(iterate_command, ["--dry-run", "--logger", "console,tensorbored"])
     assert result.exit_code == 2 and "unknown logger 'tensorbored'" in result.output
+
+
+def test_a_step_logs_its_output_times_its_start_up_and_names_itself_when_it_fails(tmp_path, capsys):
+    log = tmp_path / "train" / "verl.log"
+    script = "echo starting; sleep 0.5; printf 'Training Progress: 0%%\\r'; echo 'step:1 - actor/entropy:0.5'"
+    startup = Shell().run("train", ["bash", "-c", script], log, ready="Training Progress")
+    assert startup is not None and startup >= 0.5
+    assert "step:1 - actor/entropy:0.5" in log.read_text() and "starting" in capsys.readouterr().out
+    assert Shell().run("quiet", ["true"], log, ready="never") is None  # no such line: start-up unknown
+    with pytest.raises(StepFailed, match=r"step 'merge' failed \(exit 3\)"):
+        Shell().run("merge", ["bash", "-c", "exit 3"])
+    assert Shell(dry_run=True).run("merge", ["bash", "-c", "exit 3"]) is None  # a dry run only prints

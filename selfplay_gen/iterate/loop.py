@@ -223,15 +223,13 @@ class Run:
         """Stop the servers (verl needs the GPU), train, merge the last checkpoint into train/hf (and,
         with `every_checkpoint`, each earlier one into train/step_N/hf, evaluated as `label@N`)."""
         self.slots.release()
-        with self.timed(f"train ({job.mode})"):
-            train(
-                self.shell,
-                job,
-                self.cfg.verl,
-                loss or self.cfg.loss,
-                self.sampling,
-                stage.dir / "train" / report.TRAIN_LOG,
-            )
+        started = time.monotonic()
+        log = stage.dir / "train" / report.TRAIN_LOG
+        startup = train(self.shell, job, self.cfg.verl, loss or self.cfg.loss, self.sampling, log)
+        if not self.cfg.dry_run and self.stage is not None:
+            took = time.monotonic() - started
+            timing = report.Timing(f"train ({job.mode})", startup, took - (startup or 0.0))
+            report.add_timing(self.stage.dir, timing)
         hf = job.out_dir / "hf"
         exports = []
         lora = job.lora_rank > 0 if job.mode == "sft" else (loss or self.cfg.loss).lora_rank > 0
@@ -329,18 +327,22 @@ class Run:
         return [out / "report.md"]
 
 
+# the line verl's GRPO trainer prints when its workers are up and the first step starts
+VERL_READY = "Training Progress"
+
+
 def train(
     shell: Shell, job: TrainJob, verl: Verl, loss: PolicyLoss, sampling: Sampling, log: Path | None = None
-) -> None:
-    """One verl training job (`job.mode`: sft, offline or online) into job.out_dir/checkpoints."""
+) -> float | None:
+    """One verl training job (`job.mode`: sft, offline or online) into job.out_dir/checkpoints; the
+    seconds verl took to start (to its first step), where its output shows them."""
     if not shell.dry_run:
         for name in dict.fromkeys((job.train_files, job.val_files)):
             if not Path(name).exists():
                 raise StepFailed("setup", 2, f"missing data file {name} (MODE={job.mode})")
         job.out_dir.mkdir(parents=True, exist_ok=True)
     if job.mode == "sft":
-        shell.run("train", sft_command(job, verl), log)
-        return
+        return shell.run("train", sft_command(job, verl), log, VERL_READY)
     agent_loops = shell.output("locate-plugin", [verl.python, "-m", "selfplay_gen.verl", "--config-path"])
     if job.rollout_n is not None:
         n: str | int = job.rollout_n
@@ -349,7 +351,7 @@ def train(
             n = rollout_n(Path(job.train_files).parent / "convert_summary.json", shell.dry_run)
         except (OSError, ValueError) as error:
             raise StepFailed("read-rollout-n", 2, str(error)) from error
-    shell.run("train", ppo_command(job, verl, loss, sampling, agent_loops, n), log)
+    return shell.run("train", ppo_command(job, verl, loss, sampling, agent_loops, n), log, VERL_READY)
 
 
 def plot_training_log(train_dir: Path) -> None:

@@ -34,7 +34,7 @@ class Timing:
     """One step of a stage: seconds a server or trainer spent starting (where known) and working."""
 
     step: str
-    startup_s: float
+    startup_s: float | None  # None: not known
     work_s: float
 
 
@@ -73,7 +73,7 @@ def write_summary(run_dir: Path) -> str:
         parts.append(
             markdown_table(
                 ("stage", "step", "start-up (s)", "work (s)"),
-                [(stage, t.step, f"{t.startup_s:.0f}", f"{t.work_s:.0f}") for stage, t in steps],
+                [(stage, t.step, _seconds(t.startup_s), _seconds(t.work_s)) for stage, t in steps],
             )
         )
     retention = [
@@ -93,6 +93,10 @@ def write_summary(run_dir: Path) -> str:
     tmp.write_text(text)
     tmp.replace(run_dir / "summary.md")
     return text
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else f"{value:.0f}"
 
 
 def _cell(value: Any) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,21 +48,24 @@ class Shell:
         click.echo(line)
         sys.stdout.flush()
 
-    def run(self, step: str, command: Sequence[str], log: Path | None = None) -> None:
+    def run(self, step: str, command: Sequence[str], log: Path | None = None, ready: str | None = None) -> float | None:
         """Print `command`; run it unless this is a dry run. With `log`, its output also goes to that
-        file (the run report reads verl's metrics from it)."""
+        file (the run report reads verl's metrics from it), and the seconds until a line first contains
+        `ready` (the end of its start-up) are returned; None where unknown."""
         self.echo(show(command))
         if self.dry_run:
-            return
+            return None
+        startup = None
         try:
             if log is None:
                 code = subprocess.call(list(map(str, command)))
             else:
-                code = _tee(command, log)
+                code, startup = _tee(command, log, ready)
         except OSError as error:
             raise StepFailed(step, 127, str(error)) from error
         if code != 0:
             raise StepFailed(step, code)
+        return startup
 
     def output(self, step: str, command: Sequence[str]) -> str:
         """The standard output of `command`, run even in a dry run (it only reads)."""
@@ -74,8 +78,9 @@ class Shell:
         return done.stdout.strip()
 
 
-def _tee(command: Sequence[str], log: Path) -> int:
+def _tee(command: Sequence[str], log: Path, ready: str | None) -> tuple[int, float | None]:
     log.parent.mkdir(parents=True, exist_ok=True)
+    started, startup = time.monotonic(), None
     with (
         log.open("a") as sink,
         subprocess.Popen(
@@ -83,7 +88,9 @@ def _tee(command: Sequence[str], log: Path) -> int:
         ) as process,
     ):
         assert process.stdout is not None
-        for line in process.stdout:
+        for line in process.stdout:  # text mode reads a progress bar's \r as a line end too
+            if startup is None and ready is not None and ready in line:
+                startup = time.monotonic() - started
             sys.stdout.write(line)
             sink.write(line)
-        return process.wait()
+        return process.wait(), startup
