@@ -59,6 +59,8 @@ SV = ServerSettings()
 V = Verl()
 L = PolicyLoss()
 E = Evaluation()
+IT = Iteration()
+W = Warm()
 
 sampling_options = options(
     opt(
@@ -134,7 +136,7 @@ tool_options = options(
     ),
 )
 game_options = options(
-    opt("--game", "GAME", type=click.Choice(games.names()), default="matching", help="The game."),
+    opt("--game", "GAME", type=click.Choice(games.names()), default=IT.game, help="The game."),
     opt(
         "--reward-mode",
         "REWARD_MODE",
@@ -354,7 +356,7 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     "--run-dir",
     "RUN_DIR",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("data/iterations"),
+    default=IT.run_dir,
     help="Run directory (stages, reports, summary.md).",
 )
 @opt(
@@ -363,12 +365,12 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     default=None,
     help="Hugging Face model directory to start from [default: the embedded SmolLM2-135M-Instruct, converted once].",
 )
-@opt("--num-iterations", "NUM_ITERATIONS", type=click.IntRange(min=0), default=3, help="RL iterations.")
+@opt("--num-iterations", "NUM_ITERATIONS", type=click.IntRange(min=0), default=IT.num_iterations, help="RL iterations.")
 @opt(
     "--trainer",
     "TRAINER",
     type=click.Choice(trainers.names()),
-    default="grpo",
+    default=IT.trainer,
     help=(
         "grpo: offline GRPO on whole groups; filtered-bc: SFT on each group's best games; grpo-online: verl's online "
         "self-play loop, ONLINE_STEPS steps an iteration."
@@ -385,7 +387,7 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     "--games-per-instance",
     "GAMES_PER_INSTANCE",
     type=click.IntRange(min=1),
-    default=8,
+    default=IT.games_per_instance,
     help="Games per instance = GRPO group size.",
 )
 @opt(
@@ -427,17 +429,23 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     "--top-fraction",
     "TOP_FRACTION",
     type=click.FloatRange(0, 1, min_open=True),
-    default=0.125,
+    default=IT.top_fraction,
     help="filtered-bc: share of each group's games imitated.",
 )
 @opt(
     "--online-steps",
     "ONLINE_STEPS",
     type=click.IntRange(min=1),
-    default=100,
+    default=IT.online_steps,
     help="grpo-online: verl steps per iteration (SAVE_FREQ: which are exported and evaluated).",
 )
-@opt("--online-test-freq", "ONLINE_TEST_FREQ", type=int, default=10, help="grpo-online: validate every N steps.")
+@opt(
+    "--online-test-freq",
+    "ONLINE_TEST_FREQ",
+    type=int,
+    default=IT.online_test_freq,
+    help="grpo-online: validate every N steps.",
+)
 @opt(
     "--crossplay",
     "CROSSPLAY",
@@ -449,7 +457,7 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     "--league-size",
     "LEAGUE_SIZE",
     type=click.IntRange(min=0),
-    default=0,
+    default=IT.league_size,
     help=(
         "0: self-play; N: seat 1 of iteration i's games is one of the last N earlier checkpoints (rated nearest the "
         "current model, else each in turn) and only seat 0 is trained."
@@ -459,26 +467,32 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     "--warm-start",
     "WARM_START",
     type=click.Choice(decisions.WARM_START_POLICIES),
-    default="auto",
+    default=W.policy,
     help=(
         "auto: warm-start when the initial model agrees in fewer than WARM_START_BELOW of its held-out games; "
         "teacher: always; none: never."
     ),
 )
-@opt("--warm-start-below", "WARM_START_BELOW", type=float, default=0.5, help="Agreement below which auto warm-starts.")
-@opt("--warm-games", "WARM_GAMES", type=click.IntRange(min=1), default=4096, help="Teacher games of the warm start.")
+@opt(
+    "--warm-start-below",
+    "WARM_START_BELOW",
+    type=float,
+    default=W.below,
+    help="Agreement below which auto warm-starts.",
+)
+@opt("--warm-games", "WARM_GAMES", type=click.IntRange(min=1), default=W.games, help="Teacher games of the warm start.")
 @opt(
     "--teacher-plan",
     "TEACHER_PLAN",
     default=None,
     help="matching: by-reviewer (about 0.82) | by-score (about 0.88; MAX_NEW_TOKENS becomes at least 768).",
 )
-@opt("--warm-epochs", "WARM_EPOCHS", type=click.IntRange(min=1), default=2, help="Warm-start epochs.")
+@opt("--warm-epochs", "WARM_EPOCHS", type=click.IntRange(min=1), default=W.epochs, help="Warm-start epochs.")
 @opt(
     "--warm-lora-rank",
     "WARM_LORA_RANK",
     type=click.IntRange(min=0),
-    default=16,
+    default=W.lora_rank,
     help="Warm-start LoRA rank; 0: full fine-tuning.",
 )
 @opt(
@@ -491,13 +505,13 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
 @opt(
     "--retention/--no-retention",
     "RETENTION",
-    default=False,
+    default=E.retention,
     help="Run `selfplay-gen retention` on every stage's model (where installed).",
 )
 @opt(
     "--test-split/--no-test-split",
     "TEST_SPLIT",
-    default=True,
+    default=E.test_split,
     help="Evaluate the final model on the test split too (where `eval --instances test` exists).",
 )
 @game_options
