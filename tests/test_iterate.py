@@ -344,3 +344,25 @@ def test_a_step_logs_its_output_times_its_start_up_and_names_itself_when_it_fail
     with pytest.raises(StepFailed, match=r"step 'merge' failed \(exit 3\)"):
         Shell().run("merge", ["bash", "-c", "exit 3"])
     assert Shell(dry_run=True).run("merge", ["bash", "-c", "exit 3"]) is None  # a dry run only prints
+
+
+def test_a_failed_stage_is_not_marked_done_and_a_rerun_resumes_from_its_markers(tmp_path):
+    """A run against a given server whose evaluation command fails stops naming the step and leaves
+    no DONE marker; once the evaluation is there, the rerun marks the stage done with its summary row."""
+    from selfplay_gen.iterate.config import Tools
+    from selfplay_gen.iterate.loop import Run
+
+    run_dir = tmp_path / "run"
+    failing = Iteration(
+        run_dir=run_dir, initial_model="/m0", num_iterations=0, warm=Warm(policy="none"),
+        servers=ServerSettings(urls=("http://127.0.0.1:9",)), tools=Tools(python=sys.executable, gen=("false",)),
+    )  # fmt: skip
+    with pytest.raises(StepFailed, match=r"step 'base: evaluate \(heldout\)' failed \(exit 1\)"):
+        Run(failing).main()
+    assert not (run_dir / "base" / "DONE").exists() and not (run_dir / "base" / "eval" / "DONE").exists()
+    (run_dir / "base" / "eval").mkdir(parents=True)
+    (run_dir / "base" / "eval" / "DONE").touch()  # evaluated meanwhile
+    assert Run(failing).main() == "/m0"
+    assert (run_dir / "base" / "DONE").exists()
+    summary = (run_dir / "summary.md").read_text().splitlines()
+    assert summary[2].startswith("| base |  |  |  | ")  # no training games in the base stage

@@ -144,11 +144,13 @@ class Run:
 
     @contextlib.contextmanager
     def timed(self, step: str, startup_s: float = 0.0) -> Iterator[None]:
-        """Record a step's wall time in the running stage's timings (start-up apart where known)."""
+        """Record a step's wall time in the running stage's timings (start-up apart where known); between
+        stages (the final model's evaluation), in the timings of the stage that made the current model."""
         started = time.monotonic()
         yield
-        if self.stage is not None and not self.cfg.dry_run:
-            report.add_timing(self.stage.dir, report.Timing(step, startup_s, time.monotonic() - started))
+        if not self.cfg.dry_run:
+            where = self.stage.dir if self.stage is not None else self.eval_for
+            report.add_timing(where, report.Timing(step, startup_s, time.monotonic() - started))
 
     # -- steps the stages and trainers share -----------------------------------------------------
 
@@ -226,10 +228,9 @@ class Run:
         started = time.monotonic()
         log = stage.dir / "train" / report.TRAIN_LOG
         startup = train(self.shell, job, self.cfg.verl, loss or self.cfg.loss, self.sampling, log)
-        if not self.cfg.dry_run and self.stage is not None:
+        if not self.cfg.dry_run:
             took = time.monotonic() - started
-            timing = report.Timing(f"train ({job.mode})", startup, took - (startup or 0.0))
-            report.add_timing(self.stage.dir, timing)
+            report.add_timing(stage.dir, report.Timing(f"train ({job.mode})", startup, took - (startup or 0.0)))
         hf = job.out_dir / "hf"
         exports = []
         lora = job.lora_rank > 0 if job.mode == "sft" else (loss or self.cfg.loss).lora_rank > 0
