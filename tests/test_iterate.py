@@ -366,3 +366,25 @@ def test_a_failed_stage_is_not_marked_done_and_a_rerun_resumes_from_its_markers(
     assert (run_dir / "base" / "DONE").exists()
     summary = (run_dir / "summary.md").read_text().splitlines()
     assert summary[2].startswith("| base |  |  |  | ")  # no training games in the base stage
+
+
+def test_metrics_come_from_tensorboard_events_when_verl_logged_there(tmp_path):
+    """verl's tensorboard logger writes with torch's SummaryWriter into TENSORBOARD_DIR, which the run
+    sets under the stage's train/; the curves are read back from those events."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from selfplay_gen.iterate.loop import logger_dirs, plot_training_log
+
+    assert logger_dirs(Verl(), tmp_path) == []  # console only: verl's own places
+    where = logger_dirs(Verl(logger=("console", "tensorboard", "wandb")), tmp_path)
+    assert where == ["env", f"TENSORBOARD_DIR={tmp_path}/tensorboard", f"WANDB_DIR={tmp_path}/wandb"]
+    writer = SummaryWriter(str(tmp_path / report.TENSORBOARD_DIR))
+    for step in (1, 2, 3):
+        writer.add_scalar("actor/entropy", 0.5 / step, step)
+        writer.add_scalar("critic/score/mean", 0.1 * step, step)
+    writer.close()
+    steps = report.tensorboard_metrics(tmp_path / report.TENSORBOARD_DIR)
+    assert [s["step"] for s in steps] == [1.0, 2.0, 3.0] and steps[2]["critic/score/mean"] == pytest.approx(0.3)
+    plot_training_log(tmp_path)
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+    assert json.loads((tmp_path / "metrics.json").read_text())[0]["actor/entropy"] == pytest.approx(0.5)

@@ -342,8 +342,9 @@ def train(
             if not Path(name).exists():
                 raise StepFailed("setup", 2, f"missing data file {name} (MODE={job.mode})")
         job.out_dir.mkdir(parents=True, exist_ok=True)
+    where = logger_dirs(verl, job.out_dir)
     if job.mode == "sft":
-        return shell.run("train", sft_command(job, verl), log, VERL_READY)
+        return shell.run("train", [*where, *sft_command(job, verl)], log, VERL_READY)
     agent_loops = shell.output("locate-plugin", [verl.python, "-m", "selfplay_gen.verl", "--config-path"])
     if job.rollout_n is not None:
         n: str | int = job.rollout_n
@@ -352,18 +353,29 @@ def train(
             n = rollout_n(Path(job.train_files).parent / "convert_summary.json", shell.dry_run)
         except (OSError, ValueError) as error:
             raise StepFailed("read-rollout-n", 2, str(error)) from error
-    return shell.run("train", ppo_command(job, verl, loss, sampling, agent_loops, n), log, VERL_READY)
+    return shell.run("train", [*where, *ppo_command(job, verl, loss, sampling, agent_loops, n)], log, VERL_READY)
+
+
+def logger_dirs(verl: Verl, train_dir: Path) -> list[str]:
+    """`env VAR=DIR` that puts verl's tensorboard events and wandb files under train_dir (verl's own
+    default is a directory under wherever it was started); nothing for the console logger alone."""
+    dirs = {"tensorboard": ("TENSORBOARD_DIR", report.TENSORBOARD_DIR), "wandb": ("WANDB_DIR", "wandb")}
+    chosen = [f"{var}={train_dir / name}" for logger, (var, name) in dirs.items() if logger in verl.logger]
+    return ["env", *chosen] if chosen else []
 
 
 def plot_training_log(train_dir: Path) -> None:
-    """train/curves.png from verl's console lines in train/verl.log, where it logged any."""
-    log = train_dir / report.TRAIN_LOG
+    """train/curves.png from verl's console lines in train/verl.log, else from its tensorboard events."""
+    log, events = train_dir / report.TRAIN_LOG, train_dir / report.TENSORBOARD_DIR
+    steps = []
     if log.exists():
         with log.open(errors="replace") as lines:
             steps = report.console_metrics(lines)
-        if steps:
-            (train_dir / "metrics.json").write_text(json.dumps(steps))
-            report.plot_curves(steps, train_dir / "curves.png")
+    if not steps and events.is_dir():
+        steps = report.tensorboard_metrics(events)
+    if steps:
+        (train_dir / "metrics.json").write_text(json.dumps(steps))
+        report.plot_curves(steps, train_dir / "curves.png")
 
 
 def _embedded_model() -> str:

@@ -19,6 +19,7 @@ ROW_FILE = "summary_row.json"
 TIMINGS_FILE = "timings.json"
 RETENTION_FILE = "retention.json"
 TRAIN_LOG = "verl.log"
+TENSORBOARD_DIR = "tensorboard"  # verl's tensorboard events, under a stage's train/
 
 # verl's metric names for each curve; the first one the log has is plotted
 CURVES = {
@@ -124,6 +125,19 @@ def console_metrics(lines: Iterable[str]) -> list[dict[str, float]]:
                 continue
         steps.append(row)
     return steps
+
+
+def tensorboard_metrics(events: Path) -> list[dict[str, float]]:
+    """The scalars of the tensorboard event files in `events`, as one dict per step."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(events), size_guidance={"scalars": 0})  # 0: every point
+    accumulator.Reload()
+    steps: dict[int, dict[str, float]] = {}
+    for tag in accumulator.Tags()["scalars"]:
+        for event in accumulator.Scalars(tag):
+            steps.setdefault(event.step, {"step": float(event.step)})[tag] = float(event.value)
+    return [steps[k] for k in sorted(steps)]
 
 
 def plot_curves(steps: list[dict[str, float]], out: Path) -> bool:
