@@ -19,7 +19,7 @@ from .. import games
 from . import config, decisions, trainers
 from .config import Evaluation, Iteration, PolicyLoss, Sampling, ServerSettings, Tools, TrainJob, Verl, Warm
 from .loop import Run, train
-from .plays import Plays, game_args, partner_args
+from .plays import Plays, default_game, game_args, partner_args
 from .server import Slots
 from .shell import Shell
 from .verl_jobs import merge
@@ -136,7 +136,13 @@ tool_options = options(
     ),
 )
 game_options = options(
-    opt("--game", "GAME", type=click.Choice(games.names()), default=IT.game, help="The game."),
+    opt(
+        "--game",
+        "GAME",
+        type=click.Choice(games.names()),
+        default=None,
+        help="The game [default: the one selfplay-gen plays when told none].",
+    ),
     opt(
         "--reward-mode",
         "REWARD_MODE",
@@ -643,7 +649,7 @@ def generate_command(**o: Any) -> None:
     servers = servers_from(o)
     if not servers.urls and not model:
         raise click.UsageError("set MODEL_NAME (a model directory) or SGLANG_URL")
-    game = o.pop("game")
+    game = o.pop("game") or default_game()
     shell = Shell(o.pop("dry_run"))
     plays = Plays(
         tools_from(o), game_args(game, o.pop("reward_mode")), sampling_from(o, o.pop("max_response_tokens")),

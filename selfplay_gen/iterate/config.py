@@ -220,7 +220,7 @@ class Iteration:
 
     run_dir: Path = Path("data/iterations")
     initial_model: str | None = None
-    game: str = "matching"
+    game: str | None = None  # None: the game `selfplay-gen` plays when told none
     reward_mode: str | None = None
     num_iterations: int = 3
     trainer: str = "grpo"

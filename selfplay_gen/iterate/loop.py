@@ -25,7 +25,7 @@ import click
 from .. import games
 from . import decisions, report
 from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl
-from .plays import Plays, game_args, partner_args
+from .plays import Plays, default_game, game_args, partner_args
 from .server import Slots, Started
 from .shell import Shell, StepFailed
 from .trainers import Export, Trainer, get, rollout_n
@@ -55,8 +55,9 @@ class Run:
     def __init__(self, cfg: Iteration):
         self.cfg = cfg
         self.shell = Shell(cfg.dry_run)
-        self.game_cls = games.get(cfg.game)
-        self.game_args = game_args(cfg.game, cfg.reward_mode)
+        game = cfg.game or default_game()
+        self.game_cls = games.get(game)
+        self.game_args = game_args(game, cfg.reward_mode)
         self.sampling = cfg.sampling_for_run()
         self.plays = Plays(
             cfg.tools, self.game_args, self.sampling, cfg.evaluation, decisions.evaluation_sets(self.game_cls)
