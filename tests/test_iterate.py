@@ -203,17 +203,17 @@ def test_verls_console_metrics_are_read_and_plotted(tmp_path):
 
 
 def test_the_summary_lists_stages_in_run_order_with_wall_time_per_step_and_retention(tmp_path):
-    for name, seconds in (("iter_001", 30), ("base", 10), ("warm", 20)):
+    for name, label, seconds in (("iter_001", "iter_1", 30), ("base", "base", 10), ("warm", "warm", 20)):
         (tmp_path / name).mkdir()
-        report.write_row(tmp_path / name, decisions.summary_row(name, {"games": 8, "agreement_rate": 0.5}, seconds))
+        report.write_row(tmp_path / name, decisions.summary_row(label, {"games": 8, "agreement_rate": 0.5}, seconds))
     report.add_timing(tmp_path / "iter_001", report.Timing("generate", 61.0, 100.0))
     report.add_timing(tmp_path / "iter_001", report.Timing("train (offline)", 0.0, 400.0))
     (tmp_path / "warm" / report.RETENTION_FILE).write_text(json.dumps({"perplexity": 12.5, "flagged": False}))
     text = report.write_summary(tmp_path)
     lines = text.splitlines()
     assert lines[0] == "| " + " | ".join(decisions.SUMMARY_HEADER) + " |"
-    assert [line.split(" | ")[0] for line in lines[2:5]] == ["| base", "| warm", "| iter_001"]
-    assert "| iter_001 | generate | 61 | 100 |" in lines and "| iter_001 | train (offline) | 0 | 400 |" in lines
+    assert [line.split(" | ")[0] for line in lines[2:5]] == ["| base", "| warm", "| iter_1"]  # run order
+    assert "| iter_1 | generate | 61 | 100 |" in lines and "| iter_1 | train (offline) | 0 | 400 |" in lines
     assert "| warm | False | 12.5000 |" in lines  # the retention row
     assert (tmp_path / "summary.md").read_text() == text
     assert (tmp_path / "summary.tsv").read_text().splitlines()[1] == "base\t8\t0.5000\t\t10"

@@ -139,7 +139,7 @@ class Run:
         from ..runner import Summary
 
         summary = Summary.of_file(games_file).to_dict() if games_file.exists() else None
-        report.write_row(stage.dir, decisions.summary_row(stage.name, summary, time.monotonic() - started))
+        report.write_row(stage.dir, decisions.summary_row(stage.label, summary, time.monotonic() - started))
         (stage.dir / "DONE").touch()
         report.write_summary(self.run_dir)
 

@@ -66,9 +66,14 @@ def write_summary(run_dir: Path) -> str:
     """Rewrite RUN_DIR/summary.{md,tsv} from every stage's files; returns the markdown."""
     stages = sorted((p for p in run_dir.iterdir() if p.is_dir()), key=lambda p: stage_order(p.name))
     rows = [tuple(json.loads((p / ROW_FILE).read_text())["row"]) for p in stages if (p / ROW_FILE).exists()]
+    names = {p.name: row[0] for p, row in zip([p for p in stages if (p / ROW_FILE).exists()], rows)}
+
+    def name(stage: Path) -> str:  # a stage by its row's name (iter_1, as the reports label it)
+        return names.get(stage.name, stage.name)
+
     tsv = "\n".join("\t".join(r) for r in [SUMMARY_HEADER, *rows]) + "\n"
     parts = [markdown_table(SUMMARY_HEADER, rows)]
-    steps = [(p.name, t) for p in stages for t in timings(p)]
+    steps = [(name(p), t) for p in stages for t in timings(p)]
     if steps:
         parts.append("\n## Wall time per step\n\n")
         parts.append(
@@ -78,7 +83,7 @@ def write_summary(run_dir: Path) -> str:
             )
         )
     retention = [
-        (p.name, json.loads((p / RETENTION_FILE).read_text())) for p in stages if (p / RETENTION_FILE).exists()
+        (name(p), json.loads((p / RETENTION_FILE).read_text())) for p in stages if (p / RETENTION_FILE).exists()
     ]
     if retention:
         keys = sorted({k for _, r in retention for k, v in r.items() if isinstance(v, (int, float, bool))})
@@ -87,7 +92,7 @@ def write_summary(run_dir: Path) -> str:
     plots = sorted(run_dir.glob("*/train/curves.png"), key=lambda p: stage_order(p.parent.parent.name))
     if plots:
         parts.append("\n## Training curves\n\n")
-        parts += [f"![{p.parent.parent.name}]({p.relative_to(run_dir)})\n" for p in plots]
+        parts += [f"![{name(p.parent.parent)}]({p.relative_to(run_dir)})\n" for p in plots]
     text = "".join(parts)
     (run_dir / "summary.tsv").write_text(tsv)
     tmp = run_dir / "summary.md.tmp"
