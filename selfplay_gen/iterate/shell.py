@@ -88,9 +88,13 @@ def _tee(command: Sequence[str], log: Path, ready: str | None) -> tuple[int, flo
         ) as process,
     ):
         assert process.stdout is not None
-        for line in process.stdout:  # text mode reads a progress bar's \r as a line end too
-            if startup is None and ready is not None and ready in line:
-                startup = time.monotonic() - started
-            sys.stdout.write(line)
-            sink.write(line)
+        try:
+            for line in process.stdout:  # text mode reads a progress bar's \r as a line end too
+                if startup is None and ready is not None and ready in line:
+                    startup = time.monotonic() - started
+                sys.stdout.write(line)
+                sink.write(line)
+        except BaseException:  # stopped (Ctrl-C, SIGTERM): the command stops too, as subprocess.call does
+            process.kill()
+            raise
         return process.wait(), startup
