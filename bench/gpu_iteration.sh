@@ -78,7 +78,7 @@ step() {
 
 games() {  # games FILE: "N games, agreement A, reward R" from the generation summary
   "$SELFPLAY_PYTHON" -c 'import json, sys; s = json.load(open(sys.argv[1]))
-print("%d games, agreement %.3f, mean reward %.3f" % (s["games"], s["agreement_rate"], s["mean_normalized_reward"]))' "$1"
+print("%d games, agreement %.3f, mean reward %.3f" % (s["games"], s["agreement_rate"], s["mean_reward"]))' "$1"
 }
 checkpoint() {  # checkpoint DIR: the merged model and the last step
   echo "step $(cat "$1/checkpoints/latest_checkpointed_iteration.txt") -> $1/hf"

@@ -34,6 +34,9 @@ class DefaultGroup(click.Group):
     LAZY = {
         "eval": "selfplay_gen.evaluation.cli:eval_command",
         "init": "selfplay_gen.verl.init_data:init_command",
+        "iterate": "selfplay_gen.iterate.cli:iterate_command",
+        "generate": "selfplay_gen.iterate.cli:generate_command",
+        "train": "selfplay_gen.iterate.cli:train_command",
         "view": "selfplay_gen.viewer.cli:view_command",
     }
 
@@ -57,8 +60,10 @@ def main():
     """Self-play games (DialOp's matching game, or any registered game) with one model in both seats.
 
     Without a subcommand, plays games (see `selfplay-gen play --help`). `init` writes
-    game-initialization data for online verl training; `eval` evaluates models; `view` replays
-    games and lets a person play a seat, in the browser.
+    game-initialization data for online verl training; `eval` evaluates models. `iterate` runs the
+    whole self-play loop (serving, games, conversion, verl training, evaluation); `generate` and
+    `train` are its two halves on their own. `view` replays games and lets a person play a seat,
+    in the browser.
     """
 
 

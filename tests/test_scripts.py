@@ -271,8 +271,9 @@ def test_iteration_skips_finished_iterations(tmp_path):
         SELFPLAY_GEN="gen",
     )
     assert "iteration 1: done already" in result.stdout
-    assert "-m verl.trainer.main_ppo" in result.stdout and f"MODEL_PATH={finished}/train/hf" in result.stdout
-    assert f"MODEL_PATH={tmp_path}/run/warm/train/hf" not in result.stdout.split("iteration 1: done already")[1]
+    trained = "actor_rollout_ref.model.path="
+    assert "-m verl.trainer.main_ppo" in result.stdout and f"{trained}{finished}/train/hf" in result.stdout
+    assert f"{trained}{tmp_path}/run/warm/train/hf" not in result.stdout.split("iteration 1: done already")[1]
 
 
 def test_sft_with_lora_folds_the_adapter_into_the_served_model(tmp_path):
@@ -418,11 +419,17 @@ def test_iteration_league_plays_the_earlier_checkpoint_rated_nearest(tmp_path):
         f"iteration 2: seat 1 is warm ({run}/warm/train/hf); training on seat 0",  # 100 is nearer 400 than 0
         f"iteration 3: seat 1 is iter_1 ({run}/iter_001/train/hf); training on seat 0",  # base is out of the window
     ]
-    assert result.stdout.count("--seat\\ 0") == 3 and f"PARTNER_MODEL={run}/iter_001/train/hf" in result.stdout
-    assert "EVAL_LABEL=warm NUM_GAMES=0" in result.stdout  # rated before its opponent is picked
+    lines = result.stdout.splitlines()
+    converts = [line for line in lines if " --overwrite " in line and "--format sft" not in line]
+    assert len(converts) == 3 and all(line.endswith(" --seat 0") for line in converts)
+    assert f"--partner-model {run}/iter_001/train/hf" in result.stdout
+    # each iteration serves the current model and its opponent side by side, each with its share of the GPU
+    assert sum("--mem-fraction-static 0.4" in line for line in lines if "launch_server" in line) == 2 * 3
+    # warm is rated (evaluated, with the server that then plays its games) before its opponent is picked
+    rated = lines.index(next(line for line in lines if f"--label warm --out {run}/warm/eval/heldout" in line))
+    assert rated < lines.index(next(line for line in lines if line.startswith("iteration 2: seat 1 is")))
     plain = script("run_selfplay_iteration.sh", "--dry-run", **env)
-    assert "--seat" not in plain.stdout and "seat 1 is" not in plain.stdout
-    assert "EVAL_LABEL=warm NUM_GAMES=0" not in plain.stdout
+    assert "--seat" not in plain.stdout and "seat 1 is" not in plain.stdout and "--partner" not in plain.stdout
     assert script("run_selfplay_iteration.sh", "--dry-run", LEAGUE_SIZE="some").returncode == 2
 
 
@@ -443,10 +450,9 @@ def test_iteration_of_negotiation_plays_its_own_teacher_and_crossplays_the_check
     assert not any("--instances human" in line for line in games)  # no human instances of negotiation
     assert sum("--append-to" in line for line in games) == 4  # base, warm, iter_1, iter_2: the run's report
     # each checkpoint from the warm start on against the initial one and the previous one, both orders
-    stages = [line for line in lines if "CROSSPLAY_DIR=" in line]
-    pairs = [(line.split("EVAL_LABEL=")[1].split()[0], line.split("PARTNER_LABEL=")[1].split()[0]) for line in stages]
-    assert pairs == [("iter_1", "warm"), ("iter_2", "warm"), ("iter_2", "iter_1")]
     cross = [line for line in games if "--partner-backend sglang" in line]
+    pairs = [(line.split("--label ")[1].split()[0], line.split("--partner-label ")[1].split()[0]) for line in cross]
+    assert pairs == [("iter_1", "warm"), ("iter_2", "warm"), ("iter_2", "iter_1")]
     assert len(cross) == 3 and all("--instances heldout" in line for line in cross)
     assert (
         "--label iter_2 --partner-label iter_1" in cross[2] and "--partner-base-url http://127.0.0.1:30001" in cross[2]
@@ -456,7 +462,7 @@ def test_iteration_of_negotiation_plays_its_own_teacher_and_crossplays_the_check
     assert [i.split("=")[0] for i in inputs[:3]] == ["warm", "iter_1", "iter_2"]  # self-play first: warm rates 0
     assert report.endswith(f"--out {run}/report/crossplay") and len(inputs) == 3 + 6
     matching = script("run_selfplay_iteration.sh", "--dry-run", **env)
-    assert "CROSSPLAY_DIR" not in matching.stdout and "--game " not in matching.stdout
+    assert "--partner-label" not in matching.stdout and "--game " not in matching.stdout
     assert script("run_selfplay_iteration.sh", "--dry-run", CROSSPLAY="yes", **env).returncode == 2
 
 
@@ -517,6 +523,17 @@ def test_gpu_learning_runs_of_another_game_warm_up_on_their_own(tmp_path):
     assert (
         "--game negotiation --reward-mode semi-competitive --backend scripted --scripted-policy teacher" in negotiation
     )
-    assert "CROSSPLAY_DIR=" in negotiation
+    assert "--partner-label" in negotiation  # its checkpoints cross-play
     plain = script("bench/gpu_learning.sh", "--dry-run", "/m", str(tmp_path / "r"), "rl", WARM="none", RL_RUNS="x:A=1")
     assert "starts from" not in plain.stdout
+
+
+def test_gpu_iteration_reads_fields_the_generation_summary_writes():
+    """bench/gpu_iteration.sh prints each generation's summary fields; a renamed field must fail here,
+    not on the GPU machine."""
+    import re
+
+    from selfplay_gen.runner import Summary
+
+    read = set(re.findall(r's\["(\w+)"\]', (REPO / "bench" / "gpu_iteration.sh").read_text()))
+    assert read and read <= set(Summary().to_dict())

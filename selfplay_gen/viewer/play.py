@@ -24,7 +24,7 @@ from .. import games
 from ..games import GameConfig
 from ..games.base import ChatSeat, Game, Observation, StepResult
 from ..options import Seating, limits_from, open_seats
-from ..records import GameWriter
+from ..records import GameWriter, Record
 from ..runner import GameSpec, play_game
 
 PARTNERS = ("scripted", "model")
@@ -74,7 +74,7 @@ class Session:
     game: Game[Any, Any] | None = None
     human: HumanSeat | None = None
     task: asyncio.Task[None] | None = None
-    record: dict[str, Any] | None = None
+    record: Record | None = None
     error: str | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
 

@@ -1,0 +1,820 @@
+"""`selfplay-gen iterate` (the whole self-play loop), `selfplay-gen generate` (one served model's
+games, conversion and evaluation) and `selfplay-gen train` (one verl training job and its merge).
+Every option also reads the environment variable its help names, which is how the three
+run_selfplay_*.sh scripts pass their settings on."""
+
+from __future__ import annotations
+
+import functools
+import shlex
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .. import games, serving
+from . import config, decisions, trainers
+from .config import Evaluation, Iteration, PolicyLoss, Sampling, ServerSettings, Tools, TrainJob, Verl, Warm
+from .loop import Run, train
+from .plays import Plays, default_game, game_args, partner_args
+from .server import Slots
+from .shell import Shell
+from .verl_jobs import merge
+
+SETTINGS = {"help_option_names": ["-h", "--help"], "show_default": True}
+
+
+def stop_on_signals() -> None:
+    """SIGTERM ends a command as Ctrl-C does, through every `with`, so its servers are stopped."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
+def opt(name: str, envvar: str, **kwargs: Any) -> Callable:
+    return click.option(name, envvar=envvar, show_envvar=True, **kwargs)
+
+
+def options(*decorators: Callable) -> Callable:
+    def apply(function: Callable) -> Callable:
+        return functools.reduce(lambda f, d: d(f), reversed(decorators), function)
+
+    return apply
+
+
+def learning_rate(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A learning rate as written (1e-5: verl's command line shows it so), checked to be a number."""
+    if value is not None:
+        try:
+            float(value)
+        except ValueError:
+            raise click.BadParameter(f"{value!r} is not a number") from None
+    return value
+
+
+BOOL = click.Choice(["True", "False"])
+S = Sampling()
+SV = ServerSettings()
+V = Verl()
+L = PolicyLoss()
+E = Evaluation()
+IT = Iteration()
+W = Warm()
+
+sampling_options = options(
+    opt(
+        "--temperature",
+        "TEMPERATURE",
+        type=float,
+        default=S.temperature,
+        help="Sampling temperature of every game, evaluation and rollout.",
+    ),
+    opt("--top-p", "TOP_P", type=float, default=S.top_p, help="Rollout top_p, as generated."),
+    opt("--max-moves", "MAX_MOVES", type=int, default=S.max_moves, help="Valid moves per game."),
+    opt(
+        "--max-new-tokens",
+        "MAX_NEW_TOKENS",
+        type=int,
+        default=S.max_new_tokens,
+        help="New tokens per turn (generation, evaluation, online rollout).",
+    ),
+)
+server_options = options(
+    opt(
+        "--sglang-url",
+        "SGLANG_URL",
+        default="",
+        help="Use these running servers (space-separated) or a router instead of starting one.",
+    ),
+    opt("--sglang-python", "SGLANG_PYTHON", default=SV.python, help="Python with sglang."),
+    opt("--port", "PORT", type=int, default=SV.port, help="Server port; a partner's server takes PORT + 1."),
+    opt("--tp", "TP", type=int, default=SV.tp, help="Tensor-parallel size per server."),
+    opt("--dp", "DP", type=int, default=SV.dp, help="Data-parallel servers behind sglang_router when > 1."),
+    opt(
+        "--extra-sglang-args",
+        "EXTRA_SGLANG_ARGS",
+        default=SV.extra_args,
+        help="Server arguments [default: SGLang's own (CUDA graphs on), with a fallback only for a kernel or "
+        "backend the install lacks, said on stderr: python -m selfplay_gen.serving sglang-args]; add "
+        "--disable-cuda-graph to turn CUDA graphs off.",
+    ),
+    opt("--server-timeout", "SERVER_TIMEOUT", type=float, default=SV.timeout_s, help="Seconds to wait for /health."),
+    opt(
+        "--server-start-tries",
+        "SERVER_START_TRIES",
+        type=click.IntRange(min=1),
+        default=SV.start_tries,
+        help=(
+            "Starts of a server that stopped on 'Not enough memory' (a GPU another process allocated on while it "
+            "started)."
+        ),
+    ),
+    opt(
+        "--server-retry-wait",
+        "SERVER_RETRY_WAIT",
+        type=float,
+        default=SV.retry_wait_s,
+        help="Seconds between those starts.",
+    ),
+    opt(
+        "--partner-mem-fraction",
+        "PARTNER_MEM_FRACTION",
+        type=float,
+        default=SV.partner_mem_fraction,
+        help="GPU memory share of each of two servers (--mem-fraction-static).",
+    ),
+)
+tool_options = options(
+    opt(
+        "--selfplay-python",
+        "SELFPLAY_PYTHON",
+        default=None,
+        help="Python with selfplay_gen importable [default: this one].",
+    ),
+    opt(
+        "--selfplay-gen",
+        "SELFPLAY_GEN",
+        default=None,
+        help="The selfplay-gen command [default: selfplay-gen if on PATH, else SELFPLAY_PYTHON -m selfplay_gen.cli].",
+    ),
+    opt(
+        "--selfplay-convert", "SELFPLAY_CONVERT", default=None, help="The selfplay-convert command [default: likewise]."
+    ),
+)
+game_options = options(
+    opt(
+        "--game",
+        "GAME",
+        type=click.Choice(games.names()),
+        default=None,
+        help="The game [default: the one selfplay-gen plays when told none].",
+    ),
+    opt(
+        "--reward-mode",
+        "REWARD_MODE",
+        default=None,
+        help=(
+            "The game's reward mode (negotiation: cooperative | semi-competitive | competitive) [default: the game's]."
+        ),
+    ),
+)
+eval_options = options(
+    opt(
+        "--eval-instances",
+        "EVAL_INSTANCES",
+        type=int,
+        default=E.instances,
+        help="Held-out instances per evaluation (seeds from 10**9, never trained on).",
+    ),
+    opt(
+        "--eval-games-per-instance",
+        "EVAL_GAMES_PER_INSTANCE",
+        type=int,
+        default=E.games_per_instance,
+        help="Games per held-out instance (human instances: 2).",
+    ),
+)
+verl_options = options(
+    opt(
+        "--verl-python",
+        "VERL_PYTHON",
+        default=V.python,
+        help="Python with verl; this repository must be importable there.",
+    ),
+    opt("--n-gpus", "N_GPUS", type=int, default=V.n_gpus, help="GPUs per node."),
+    opt(
+        "--nnodes",
+        "NNODES",
+        type=int,
+        default=V.nnodes,
+        help=(
+            "Nodes. offline/online run once, on a Ray cluster's head; sft once per node with NODE_RANK and MASTER_ADDR."
+        ),
+    ),
+    opt(
+        "--node-rank",
+        "NODE_RANK",
+        type=int,
+        default=None,
+        help="sft on several nodes: this node's rank (0 on the first).",
+    ),
+    opt("--master-addr", "MASTER_ADDR", default=None, help="sft on several nodes: the first node's address."),
+    opt("--master-port", "MASTER_PORT", type=int, default=V.master_port, help="sft on several nodes: its port."),
+    opt(
+        "--micro-batch-size",
+        "MICRO_BATCH_SIZE",
+        type=int,
+        default=V.micro_batch_size,
+        help="Micro-batch per GPU for updates and log-probs.",
+    ),
+    opt(
+        "--max-prompt-length",
+        "MAX_PROMPT_LENGTH",
+        type=int,
+        default=V.max_prompt_length,
+        help="data.max_prompt_length (and conversion's prompt limit).",
+    ),
+    opt(
+        "--max-response-length",
+        "MAX_RESPONSE_LENGTH",
+        type=int,
+        default=V.max_response_length,
+        help="data.max_response_length (and a seat's budget in generation).",
+    ),
+    opt(
+        "--max-length",
+        "MAX_LENGTH",
+        type=int,
+        default=None,
+        help="sft: tokens per chat [default: prompt + response limits].",
+    ),
+    opt(
+        "--sft-micro-tokens",
+        "SFT_MICRO_TOKENS",
+        type=int,
+        default=V.sft_micro_tokens,
+        help="sft: tokens per micro-batch.",
+    ),
+    opt("--sft-args", "SFT_ARGS", default=V.sft_args, help="sft: extra Hydra overrides for verl's SFT trainer."),
+    opt("--rollout-tp", "ROLLOUT_TP", type=int, default=V.rollout_tp, help="Rollout tensor-parallel size."),
+    opt(
+        "--gpu-memory-utilization",
+        "GPU_MEMORY_UTILIZATION",
+        type=float,
+        default=V.gpu_memory_utilization,
+        help="Rollout KV-cache share of GPU memory.",
+    ),
+    opt(
+        "--save-freq",
+        "SAVE_FREQ",
+        type=int,
+        default=V.save_freq,
+        help="Checkpoint every N steps; the last step is always saved.",
+    ),
+    opt("--test-freq", "TEST_FREQ", type=int, default=V.test_freq, help="Validate every N steps, -1: never."),
+    opt(
+        "--attn-impl",
+        "ATTN_IMPL",
+        default=V.attn_impl,
+        help="Training attention implementation (verl's default needs flash-attn).",
+    ),
+    opt(
+        "--use-remove-padding",
+        "USE_REMOVE_PADDING",
+        type=BOOL,
+        default=str(V.use_remove_padding),
+        help="actor_rollout_ref.model.use_remove_padding.",
+    ),
+    opt(
+        "--enforce-eager", "ENFORCE_EAGER", type=BOOL, default=str(V.enforce_eager), help="Rollout without CUDA graphs."
+    ),
+    opt(
+        "--sglang-engine-kwargs",
+        "SGLANG_ENGINE_KWARGS",
+        default=V.sglang_engine_kwargs,
+        help="Engine options of verl's SGLang rollout [default: SGLang's own, with a fallback only for what "
+        "verl's Python lacks: python -m selfplay_gen.serving verl-overrides].",
+    ),
+    opt(
+        "--rollout-is",
+        "ROLLOUT_IS",
+        type=click.Choice(["token", "sequence"]),
+        default=V.rollout_is,
+        help="offline: truncated importance sampling per token or sequence.",
+    ),
+    opt(
+        "--rollout-is-threshold",
+        "ROLLOUT_IS_THRESHOLD",
+        type=float,
+        default=V.rollout_is_threshold,
+        help="offline: upper bound of the importance weights.",
+    ),
+    opt(
+        "--logger",
+        "LOGGER",
+        default="console",
+        help=f"verl's loggers, comma-separated ({', '.join(config.LOGGERS)}); the run report plots from console lines.",
+    ),
+    opt(
+        "--adv-estimator",
+        "ADV_ESTIMATOR",
+        default=L.adv_estimator,
+        help="GRPO's advantage estimator (grpo; reinforce_plus_plus_baseline or rloo for one baseline per batch).",
+    ),
+    opt("--clip-ratio-low", "CLIP_RATIO_LOW", type=float, default=L.clip_ratio_low, help="PPO clip below 1."),
+    opt(
+        "--clip-ratio-high",
+        "CLIP_RATIO_HIGH",
+        type=float,
+        default=L.clip_ratio_high,
+        help="PPO clip above 1; clip-higher (0.28) lets rare tokens gain probability.",
+    ),
+    opt(
+        "--use-kl-loss", "USE_KL_LOSS", type=BOOL, default=str(L.use_kl_loss), help="A KL loss to the reference policy."
+    ),
+    opt("--kl-loss-coef", "KL_LOSS_COEF", type=float, default=L.kl_loss_coef, help="Its coefficient."),
+    opt("--entropy-coeff", "ENTROPY_COEFF", type=float, default=L.entropy_coeff, help="Entropy bonus."),
+    opt("--target-modules", "TARGET_MODULES", default=L.target_modules, help="LoRA's target modules in GRPO."),
+    opt("--lora-alpha", "LORA_ALPHA", type=int, default=None, help="LoRA alpha [default: 2 x rank]."),
+)
+
+
+def tools_from(o: dict) -> Tools:
+    return Tools.find(o.pop("selfplay_python"), o.pop("selfplay_gen"), o.pop("selfplay_convert"))
+
+
+def sampling_from(o: dict, max_response_tokens: int | None = None) -> Sampling:
+    return Sampling(
+        o.pop("temperature"), o.pop("top_p"), o.pop("max_moves"), o.pop("max_new_tokens"), max_response_tokens
+    )
+
+
+def install_choice(python: str, what: str) -> serving.ServerChoice:
+    """SGLang's settings for the install behind `python`, each fallback said on stderr."""
+    choice = serving.choose(serving.probe(python))
+    for reason in choice.reasons:
+        click.echo(f"{what}: {reason}", err=True)
+    return choice
+
+
+def servers_from(o: dict) -> ServerSettings:
+    extra = o.pop("extra_sglang_args")
+    if extra is None:
+        extra = shlex.join(install_choice(o["sglang_python"], "sglang server").sglang_args())
+    return ServerSettings(
+        o.pop("sglang_python"), o.pop("port"), o.pop("tp"), o.pop("dp"), extra,
+        o.pop("server_timeout"), o.pop("server_start_tries"), o.pop("server_retry_wait"), o.pop("partner_mem_fraction"),
+        tuple(o.pop("sglang_url").split()),
+    )  # fmt: skip
+
+
+def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
+    loggers = tuple(name.strip() for name in o.pop("logger").split(",") if name.strip())
+    unknown = [name for name in loggers if name not in config.LOGGERS]
+    if unknown:
+        raise click.BadParameter(
+            f"unknown logger {unknown[0]!r}; verl has {', '.join(config.LOGGERS)}", param_hint="--logger"
+        )
+    engine_kwargs = o.pop("sglang_engine_kwargs")
+    if engine_kwargs is None:
+        chosen = install_choice(o["verl_python"], "verl rollout")
+        engine_kwargs = " ".join(
+            f"{k}={v}"
+            for k, v in (
+                ("attention_backend", chosen.attention_backend),
+                ("sampling_backend", chosen.sampling_backend),
+                ("grammar_backend", chosen.grammar_backend),
+            )
+            if v is not None
+        )
+    verl = Verl(
+        python=o.pop("verl_python"), n_gpus=o.pop("n_gpus"), nnodes=o.pop("nnodes"), node_rank=o.pop("node_rank"),
+        master_addr=o.pop("master_addr"), master_port=o.pop("master_port"), micro_batch_size=o.pop("micro_batch_size"),
+        max_prompt_length=o.pop("max_prompt_length"), max_response_length=o.pop("max_response_length"),
+        max_length=o.pop("max_length"), sft_micro_tokens=o.pop("sft_micro_tokens"), sft_args=o.pop("sft_args"),
+        rollout_tp=o.pop("rollout_tp"), gpu_memory_utilization=o.pop("gpu_memory_utilization"),
+        save_freq=o.pop("save_freq"), test_freq=o.pop("test_freq"), attn_impl=o.pop("attn_impl"),
+        use_remove_padding=o.pop("use_remove_padding") == "True", enforce_eager=o.pop("enforce_eager") == "True",
+        sglang_engine_kwargs=engine_kwargs, rollout_is=o.pop("rollout_is"),
+        rollout_is_threshold=o.pop("rollout_is_threshold"), logger=loggers or ("console",),
+    )  # fmt: skip
+    loss = PolicyLoss(
+        adv_estimator=o.pop("adv_estimator"), clip_ratio_low=o.pop("clip_ratio_low"),
+        clip_ratio_high=o.pop("clip_ratio_high"), use_kl_loss=o.pop("use_kl_loss") == "True",
+        kl_loss_coef=o.pop("kl_loss_coef"), entropy_coeff=o.pop("entropy_coeff"),
+        target_modules=o.pop("target_modules"), lora_alpha=o.get("lora_alpha"),
+    )  # fmt: skip
+    return verl, loss
+
+
+@click.command("iterate", context_settings=SETTINGS)
+@opt(
+    "--run-dir",
+    "RUN_DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=IT.run_dir,
+    help="Run directory (stages, reports, summary.md).",
+)
+@opt(
+    "--initial-model",
+    "INITIAL_MODEL",
+    default=None,
+    help="Hugging Face model directory to start from [default: the embedded SmolLM2-135M-Instruct, converted once].",
+)
+@opt("--num-iterations", "NUM_ITERATIONS", type=click.IntRange(min=0), default=IT.num_iterations, help="RL iterations.")
+@opt(
+    "--trainer",
+    "TRAINER",
+    type=click.Choice(trainers.names()),
+    default=IT.trainer,
+    help=(
+        "grpo: offline GRPO on whole groups; filtered-bc: SFT on each group's best games; grpo-online: verl's online "
+        "self-play loop, ONLINE_STEPS steps an iteration."
+    ),
+)
+@opt(
+    "--games-per-iter",
+    "GAMES_PER_ITER",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Games per iteration [default: grpo 1024, filtered-bc 4096].",
+)
+@opt(
+    "--games-per-instance",
+    "GAMES_PER_INSTANCE",
+    type=click.IntRange(min=1),
+    default=IT.games_per_instance,
+    help="Games per instance = GRPO group size.",
+)
+@opt(
+    "--epochs-per-iter",
+    "EPOCHS_PER_ITER",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Training epochs per iteration [default: grpo 1, filtered-bc 2].",
+)
+@opt(
+    "--lr",
+    "RL_LR",
+    default=None,
+    callback=learning_rate,
+    help="Learning rate of the iterations [default: grpo 1e-5, filtered-bc 1e-3, grpo-online 1e-5].",
+)
+@opt(
+    "--batch-size",
+    "RL_BATCH_SIZE",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Rows per step [default: grpo 16 groups, filtered-bc 32].",
+)
+@opt(
+    "--mini-batch-size",
+    "RL_MINI_BATCH_SIZE",
+    type=click.IntRange(min=1),
+    default=None,
+    help="GRPO rows per PPO update [default: half a step, so the second update is clipped].",
+)
+@opt(
+    "--lora-rank",
+    "RL_LORA_RANK",
+    type=click.IntRange(min=0),
+    default=None,
+    help="LoRA rank of the iterations' training, 0: full fine-tuning [default: filtered-bc 16, grpo 0].",
+)
+@opt(
+    "--top-fraction",
+    "TOP_FRACTION",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=IT.top_fraction,
+    help="filtered-bc: share of each group's games imitated.",
+)
+@opt(
+    "--online-steps",
+    "ONLINE_STEPS",
+    type=click.IntRange(min=1),
+    default=IT.online_steps,
+    help="grpo-online: verl steps per iteration (SAVE_FREQ: which are exported and evaluated).",
+)
+@opt(
+    "--online-test-freq",
+    "ONLINE_TEST_FREQ",
+    type=int,
+    default=IT.online_test_freq,
+    help="grpo-online: validate every N steps.",
+)
+@opt(
+    "--crossplay",
+    "CROSSPLAY",
+    type=click.Choice(["0", "1"]),
+    default=None,
+    help="1: checkpoints play each other after the iterations [default: the game's crossplay_by_default].",
+)
+@opt(
+    "--league-size",
+    "LEAGUE_SIZE",
+    type=click.IntRange(min=0),
+    default=IT.league_size,
+    help=(
+        "0: self-play; N: seat 1 of iteration i's games is one of the last N earlier checkpoints (rated nearest the "
+        "current model, else each in turn) and only seat 0 is trained."
+    ),
+)
+@opt(
+    "--warm-start",
+    "WARM_START",
+    type=click.Choice(decisions.WARM_START_POLICIES),
+    default=W.policy,
+    help=(
+        "auto: warm-start when the initial model agrees in fewer than WARM_START_BELOW of its held-out games; "
+        "teacher: always; none: never."
+    ),
+)
+@opt(
+    "--warm-start-below",
+    "WARM_START_BELOW",
+    type=float,
+    default=W.below,
+    help="Agreement below which auto warm-starts.",
+)
+@opt("--warm-games", "WARM_GAMES", type=click.IntRange(min=1), default=W.games, help="Teacher games of the warm start.")
+@opt(
+    "--teacher-plan",
+    "TEACHER_PLAN",
+    default=None,
+    help="matching: by-reviewer (about 0.82) | by-score (about 0.88; MAX_NEW_TOKENS becomes at least 768).",
+)
+@opt("--warm-epochs", "WARM_EPOCHS", type=click.IntRange(min=1), default=W.epochs, help="Warm-start epochs.")
+@opt(
+    "--warm-lora-rank",
+    "WARM_LORA_RANK",
+    type=click.IntRange(min=0),
+    default=W.lora_rank,
+    help="Warm-start LoRA rank; 0: full fine-tuning.",
+)
+@opt(
+    "--warm-lr",
+    "WARM_LR",
+    default=None,
+    callback=learning_rate,
+    help="Warm-start learning rate [default: LoRA 1e-3, full 1e-4].",
+)
+@opt(
+    "--retention/--no-retention",
+    "RETENTION",
+    default=E.retention,
+    help="Run `selfplay-gen retention` on every stage's model (where installed).",
+)
+@opt(
+    "--test-split/--no-test-split",
+    "TEST_SPLIT",
+    default=E.test_split,
+    help="Evaluate the final model on the test split too (where `eval --instances test` exists).",
+)
+@game_options
+@sampling_options
+@server_options
+@eval_options
+@verl_options
+@tool_options
+@click.option("--dry-run", is_flag=True, help="Print every command instead of running it.")
+@click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
+def iterate_command(**o: Any) -> None:
+    """Self-play iterations: evaluate the initial model, warm-start it when it cannot play, then per
+    iteration play games with the current model on new instances, convert, train and merge; every
+    model is evaluated with the server that plays its games; checkpoints of a competitive game
+    cross-play. Stages live under RUN_DIR (base/, warm/, iter_NNN/, crossplay/), each skipped once its
+    DONE marker exists, so a stopped run resumes. RUN_DIR/report/<set> has every model's evaluation
+    rows, RUN_DIR/summary.md each stage's games, reward and wall time (per step, start-up apart).
+    OVERRIDES go to verl as Hydra overrides."""
+    stop_on_signals()
+    iterate(o)
+
+
+def iterate(o: dict[str, Any]) -> str:
+    cfg = Iteration(
+        run_dir=o.pop("run_dir"), initial_model=o.pop("initial_model"), game=o.pop("game"),
+        reward_mode=o.pop("reward_mode"), num_iterations=o.pop("num_iterations"), trainer=o.pop("trainer"),
+        games_per_iter=o.pop("games_per_iter"), games_per_instance=o.pop("games_per_instance"),
+        epochs_per_iter=o.pop("epochs_per_iter"), lr=o.pop("lr"), batch_size=o.pop("batch_size"),
+        mini_batch_size=o.pop("mini_batch_size"), lora_rank=o.pop("lora_rank"), top_fraction=o.pop("top_fraction"),
+        online_steps=o.pop("online_steps"), online_test_freq=o.pop("online_test_freq"),
+        crossplay=None if o["crossplay"] is None else o.pop("crossplay") == "1", league_size=o.pop("league_size"),
+        warm=Warm(o.pop("warm_start"), o.pop("warm_start_below"), o.pop("warm_games"), o.pop("teacher_plan"),
+                  o.pop("warm_epochs"), o.pop("warm_lora_rank"), o.pop("warm_lr")),
+        sampling=sampling_from(o), servers=servers_from(o),
+        evaluation=Evaluation(o.pop("eval_instances"), o.pop("eval_games_per_instance"), retention=o.pop("retention"),
+                              test_split=o.pop("test_split")),
+        tools=tools_from(o), overrides=tuple(o.pop("overrides")), dry_run=o.pop("dry_run"),
+    )  # fmt: skip
+    verl, loss = verl_from(o)
+    from dataclasses import replace
+
+    return Run(replace(cfg, verl=verl, loss=loss)).main()
+
+
+@click.command("generate", context_settings=SETTINGS)
+@opt(
+    "--model",
+    "MODEL_NAME",
+    default=None,
+    help="Model directory to serve and tokenize with (required unless SGLANG_URL is set).",
+)
+@opt("--num-games", "NUM_GAMES", type=click.IntRange(min=0), default=256, help="Games to play; 0: evaluate only.")
+@opt(
+    "--games-per-instance",
+    "GAMES_PER_INSTANCE",
+    type=click.IntRange(min=1),
+    default=8,
+    help="Games per instance = GRPO group size.",
+)
+@opt("--seed", "SEED", type=int, default=0, help="Seed of the first instance; instances are SEED, SEED+1, ...")
+@opt(
+    "--max-response-tokens",
+    "MAX_RESPONSE_TOKENS",
+    type=int,
+    default=None,
+    help=(
+        "A seat's budget past its first prompt; set it to the training max_response_length so longer games score 0 "
+        "[default: no limit]."
+    ),
+)
+@opt(
+    "--out-dir",
+    "OUT_DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("data/selfplay"),
+    help="Games, parquet and server logs.",
+)
+@opt("--gen-args", "GEN_ARGS", default="", help="Extra arguments of the generation command.")
+@opt("--convert-args", "CONVERT_ARGS", default="", help="Extra arguments of the conversion command.")
+@opt(
+    "--eval-dir",
+    "EVAL_DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help=(
+        "Evaluate the served model into EVAL_DIR/<set> (held-out; and the game's other sets) [default: no evaluation]."
+    ),
+)
+@opt(
+    "--eval-label", "EVAL_LABEL", default=None, help="The model's label in the reports [default: its directory's name]."
+)
+@opt(
+    "--eval-append-to",
+    "EVAL_APPEND_TO",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Run-level reports: EVAL_APPEND_TO/<set> gets this model as its next row.",
+)
+@opt(
+    "--partner-model",
+    "PARTNER_MODEL",
+    default=None,
+    help="A second model for seat 1 of the training games, served on PORT + 1 (the evaluation stays self-play).",
+)
+@opt("--partner-label", "PARTNER_LABEL", default=None, help="The partner's label [default: its directory's name].")
+@opt(
+    "--crossplay-dir",
+    "CROSSPLAY_DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Cross-play of the model and PARTNER_MODEL on held-out instances, both seat orders, into CROSSPLAY_DIR.",
+)
+@game_options
+@sampling_options
+@server_options
+@eval_options
+@tool_options
+@click.option("--dry-run", is_flag=True, help="Print the commands instead of running them.")
+def generate_command(**o: Any) -> None:
+    """Start an SGLang server for MODEL_NAME (or use SGLANG_URL), play NUM_GAMES games (against
+    PARTNER_MODEL in seat 1 when set) into OUT_DIR/games.jsonl (resumable), convert them into
+    OUT_DIR/*.parquet and, with EVAL_DIR, evaluate the served model with the same server. Servers are
+    stopped on every way out."""
+    stop_on_signals()
+    model, partner_model, num_games = o.pop("model"), o.pop("partner_model"), o.pop("num_games")
+    out_dir, crossplay_dir, eval_dir = o.pop("out_dir"), o.pop("crossplay_dir"), o.pop("eval_dir")
+    if crossplay_dir and not partner_model:
+        raise click.UsageError("CROSSPLAY_DIR needs PARTNER_MODEL (the opponent)")
+    servers = servers_from(o)
+    if not servers.urls and not model:
+        raise click.UsageError("set MODEL_NAME (a model directory) or SGLANG_URL")
+    game = o.pop("game") or default_game()
+    shell = Shell(o.pop("dry_run"))
+    plays = Plays(
+        tools_from(o), game_args(game, o.pop("reward_mode")), sampling_from(o, o.pop("max_response_tokens")),
+        Evaluation(o.pop("eval_instances"), o.pop("eval_games_per_instance")),
+        decisions.evaluation_sets(games.get(game)),
+    )  # fmt: skip
+    label = o.pop("eval_label") or Path(model or "model").name
+    if not shell.dry_run:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    serve_partner = bool(partner_model) and (num_games > 0 or crossplay_dir is not None)
+    with Slots(servers, shell) as slots:
+        server = slots.serve(0, model or "", out_dir / "sglang.log", shared=serve_partner)
+        partner = []
+        if serve_partner:
+            partner = partner_args(slots.serve(1, partner_model, out_dir / "sglang-partner.log", shared=True))
+        if num_games > 0:
+            shell.run(
+                "generate",
+                plays.generate(server, model, o.pop("seed"), num_games, o.pop("games_per_instance"), out_dir, partner,
+                               shlex.split(o.pop("gen_args"))),
+            )  # fmt: skip
+            shell.run("convert", plays.convert(out_dir, shlex.split(o.pop("convert_args"))))
+        if eval_dir is not None:
+            for name, command in plays.evaluations(server, model, label, eval_dir, o.pop("eval_append_to")):
+                shell.run(f"evaluate ({name})", command)
+        if crossplay_dir is not None:
+            partner_label = o.pop("partner_label") or Path(partner_model).name
+            shell.run("cross-play", plays.crossplay(server, model, label, partner, partner_label, crossplay_dir))
+    if num_games > 0:
+        click.echo(f"games: {out_dir}/games.jsonl, summary: {out_dir}/games.summary.json, parquet: {out_dir}")
+    if eval_dir is not None:
+        click.echo(f"evaluation: {' '.join(str(eval_dir / s) for s in plays.sets)} (report.md in each)")
+    if crossplay_dir is not None:
+        click.echo(f"cross-play: {crossplay_dir}/report.md")
+
+
+MODE_DATA = {
+    "offline": ("data/selfplay", "val.parquet"),
+    "sft": ("data/sft", "val.parquet"),
+    "online": ("data/online", "test.parquet"),
+}
+
+
+@click.command("train", context_settings=SETTINGS)
+@opt(
+    "--mode",
+    "MODE",
+    type=click.Choice(["offline", "online", "sft"]),
+    default="offline",
+    help=(
+        "offline: GRPO on replayed games (selfplay-convert parquet); online: GRPO on games verl's rollout plays "
+        "(selfplay-gen init parquet); sft: supervised fine-tuning on chats (selfplay-convert --format sft)."
+    ),
+)
+@opt("--model-path", "MODEL_PATH", default=None, help="Hugging Face model directory to train (required).")
+@opt(
+    "--train-files",
+    "TRAIN_FILES",
+    default=None,
+    help="Training parquet [default: data/selfplay/train.parquet; sft: data/sft/...; online: data/online/...].",
+)
+@opt(
+    "--val-files",
+    "VAL_FILES",
+    default=None,
+    help="Validation parquet [default: beside it, val.parquet; online: test.parquet].",
+)
+@opt(
+    "--out-dir",
+    "OUT_DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("data/train"),
+    help="checkpoints/ and the merged model hf/ go here.",
+)
+@opt("--train-batch-size", "TRAIN_BATCH_SIZE", type=click.IntRange(min=1), default=64, help="Rows per step.")
+@opt(
+    "--mini-batch-size",
+    "MINI_BATCH_SIZE",
+    type=click.IntRange(min=1),
+    default=None,
+    help="PPO mini-batch [default: TRAIN_BATCH_SIZE].",
+)
+@opt("--epochs", "EPOCHS", type=click.IntRange(min=1), default=1, help="Passes over TRAIN_FILES.")
+@opt(
+    "--total-steps",
+    "TOTAL_STEPS",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Stop after this many steps [default: EPOCHS decide].",
+)
+@opt("--lr", "LR", default=None, callback=learning_rate, help="Learning rate [default: GRPO 1e-6, sft 1e-4].")
+@opt(
+    "--lora-rank",
+    "LORA_RANK",
+    type=click.IntRange(min=0),
+    default=0,
+    help="LoRA rank (sft: model.lora_rank; GRPO: actor_rollout_ref.model.lora_rank); 0: full fine-tuning.",
+)
+@opt(
+    "--rollout-n",
+    "ROLLOUT_N",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Games per row [default: online 8; offline: rollout_n of convert_summary.json beside TRAIN_FILES].",
+)
+@opt("--experiment", "EXPERIMENT", default=None, help="trainer.experiment_name [default: selfplay-MODE].")
+@sampling_options
+@verl_options
+@click.option("--dry-run", is_flag=True, help="Print the commands instead of running them.")
+@click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
+def train_command(**o: Any) -> None:
+    """Train MODEL_PATH with verl (GRPO through verl.trainer.main_ppo and this project's agent loops, or
+    SFT through verl's SFT trainer), then merge the last checkpoint into OUT_DIR/hf (a LoRA adapter
+    folded in). OVERRIDES go to verl as Hydra overrides, last, so they win."""
+    stop_on_signals()
+    mode = o.pop("mode")
+    if not o["model_path"]:
+        raise click.UsageError("set MODEL_PATH (a Hugging Face model directory)")
+    data, val = MODE_DATA[mode]
+    shell = Shell(o.pop("dry_run"))
+    verl, loss = verl_from(o)
+    rank = o.pop("lora_rank")
+    job = TrainJob(
+        mode=mode, model=o.pop("model_path"), train_files=o.pop("train_files") or f"{data}/train.parquet",
+        val_files=o.pop("val_files") or f"{data}/{val}", out_dir=o.pop("out_dir"),
+        experiment=o.pop("experiment") or f"selfplay-{mode}", lr=o.pop("lr") or ("1e-4" if mode == "sft" else "1e-6"),
+        batch_size=o.pop("train_batch_size"), mini_batch_size=o.pop("mini_batch_size"), epochs=o.pop("epochs"),
+        total_steps=o.pop("total_steps"), lora_rank=rank, lora_alpha=o.get("lora_alpha"),
+        rollout_n=o.pop("rollout_n") or (8 if mode == "online" else None), overrides=tuple(o.pop("overrides")),
+    )  # fmt: skip
+    if mode != "sft" and rank > 0:
+        from dataclasses import replace
+
+        loss = replace(loss, lora_rank=rank)
+    sampling = sampling_from(o)
+    train(shell, job, verl, loss, sampling)
+    merge(shell, job, verl, None, job.out_dir / "hf", lora=rank > 0)

@@ -1,0 +1,262 @@
+"""Typed settings of a self-play run, with ONE set of defaults for every stage: generation,
+evaluation and every trainer read the same `Sampling`, so a game played for training, for an
+evaluation or inside verl's rollout is sampled alike.
+
+The defaults, and why:
+- temperature 0.7: the warm start plays 0.679 at 0.7 and 0.658 at 1.0 on held-out instances
+  (bench/results/learning/), and offline GRPO replays games at the temperature they were played at;
+- max_new_tokens 512 per turn, in generation, evaluation and verl's online rollout alike (a
+  by-score teacher plan needs 768, see `Iteration.sampling_for`);
+- max_response_length 3072 tokens per seat: games whose seat outgrows the training limit score 0 at
+  generation time, so nothing is cut off at training time.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How every game of a run is sampled and limited."""
+
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_moves: int = 30
+    max_new_tokens: int = 512
+    max_response_tokens: int | None = None  # a seat's budget past its first prompt; None: no limit
+
+    def args(self) -> list[str]:
+        """The sampling options of `selfplay-gen` and `selfplay-gen eval`."""
+        out = ["--temperature", number(self.temperature), "--max-moves", str(self.max_moves)]
+        out += ["--max-new-tokens", str(self.max_new_tokens)]
+        if self.max_response_tokens is not None:
+            out += ["--max-response-tokens", str(self.max_response_tokens)]
+        return out
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """SGLang servers: how they are started, where, and for how long one may take to come up."""
+
+    python: str = "python3"
+    port: int = 30000
+    tp: int = 1
+    dp: int = 1  # > 1: data-parallel workers behind sglang_router
+    # None: SGLang's own defaults (CUDA graphs on), with a fallback only for what the install lacks
+    # (`selfplay_gen.serving`, probed in `python` when the settings are read)
+    extra_args: str | None = None
+    timeout_s: float = 900.0
+    start_tries: int = 3  # starts of a server that stopped on "Not enough memory"
+    retry_wait_s: float = 30.0
+    partner_mem_fraction: float = 0.4  # each of two servers sharing the GPU takes this share
+    urls: tuple[str, ...] = ()  # running servers to use instead of starting one
+
+
+@dataclass(frozen=True)
+class Tools:
+    """The commands the stages run, as they are spelled on this machine."""
+
+    python: str = "python3"  # with selfplay_gen importable
+    gen: tuple[str, ...] = ()
+    convert: tuple[str, ...] = ()
+
+    @classmethod
+    def find(cls, python: str | None = None, gen: str | None = None, convert: str | None = None) -> Tools:
+        """The installed commands, else the modules run by `python` (SELFPLAY_PYTHON)."""
+        python = python or sys.executable
+
+        def command(given: str | None, script: str, module: str) -> tuple[str, ...]:
+            if given:
+                return tuple(shlex.split(given))
+            return (script,) if shutil.which(script) else (python, "-m", module)
+
+        return cls(
+            python=python,
+            gen=command(gen, "selfplay-gen", "selfplay_gen.cli"),
+            convert=command(convert, "selfplay-convert", "convert.cli"),
+        )
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Held-out evaluation size (also of each cross-play pairing); human instances get 2 games each."""
+
+    instances: int = 64
+    games_per_instance: int = 8
+    human_games_per_instance: int = 2
+    test_instances: int = 256  # the test split: reported for final models only, never tuned on
+    test_games_per_instance: int = 4
+    test_split: bool = True  # the final model also on the test split, where `eval --instances test` exists
+    retention: bool = False  # `selfplay-gen retention` on every stage's model
+
+
+@dataclass(frozen=True)
+class PolicyLoss:
+    """The GRPO knobs that keep a near-deterministic policy learning, as verl 0.9.1 names them.
+
+    - `adv_estimator`: grpo normalizes each group; reinforce_plus_plus_baseline (or rloo) gives a
+      baseline per batch, for groups whose reward differences come from the partner;
+    - `clip_ratio_low/high`: clip-higher (DAPO) raises the upper bound (e.g. 0.28) so rare tokens can
+      gain probability, which a policy of entropy 0.02 per token otherwise cannot;
+    - `use_kl_loss`/`kl_loss_coef`: a KL penalty to the reference policy (off: the reference model is
+      not even loaded);
+    - `entropy_coeff`: an entropy bonus;
+    - `lora_rank`/`lora_alpha`/`target_modules`: LoRA RL, so small steps are not rounded away in the
+      bf16 weights of full fine-tuning (0: full fine-tuning).
+    """
+
+    adv_estimator: str = "grpo"
+    clip_ratio_low: float = 0.2
+    clip_ratio_high: float = 0.2
+    use_kl_loss: bool = False
+    kl_loss_coef: float = 0.001
+    entropy_coeff: float = 0.0
+    lora_rank: int = 0
+    lora_alpha: int | None = None  # None: 2 x lora_rank
+    target_modules: str = "all-linear"
+
+    def overrides(self) -> list[str]:
+        out = [
+            f"algorithm.adv_estimator={self.adv_estimator}",
+            f"actor_rollout_ref.actor.clip_ratio_low={number(self.clip_ratio_low)}",
+            f"actor_rollout_ref.actor.clip_ratio_high={number(self.clip_ratio_high)}",
+            f"actor_rollout_ref.actor.use_kl_loss={self.use_kl_loss}",
+            f"actor_rollout_ref.actor.entropy_coeff={number(self.entropy_coeff)}",
+        ]
+        if self.use_kl_loss:
+            out.append(f"actor_rollout_ref.actor.kl_loss_coef={number(self.kl_loss_coef)}")
+        if self.lora_rank > 0:
+            alpha = self.lora_alpha if self.lora_alpha is not None else 2 * self.lora_rank
+            out += [
+                f"actor_rollout_ref.model.lora_rank={self.lora_rank}",
+                f"actor_rollout_ref.model.lora_alpha={alpha}",
+                f"actor_rollout_ref.model.target_modules={self.target_modules}",
+            ]
+        return out
+
+
+LOGGERS = ("console", "tensorboard", "wandb", "mlflow", "swanlab")
+
+
+@dataclass(frozen=True)
+class Verl:
+    """How verl runs here: resources, lengths, and engine settings of every training job."""
+
+    python: str = "python3"
+    n_gpus: int = 1
+    nnodes: int = 1
+    node_rank: int | None = None  # sft on several nodes: this node's rank
+    master_addr: str | None = None
+    master_port: int = 29500
+    micro_batch_size: int = 4
+    max_prompt_length: int = 1024
+    max_response_length: int = 3072
+    max_length: int | None = None  # sft: tokens per chat (prompt + response limits)
+    sft_micro_tokens: int = 16384
+    sft_args: str = ""
+    rollout_tp: int = 1
+    gpu_memory_utilization: float = 0.4
+    save_freq: int = 50
+    test_freq: int = -1
+    attn_impl: str = "sdpa"  # verl's default needs flash-attn
+    use_remove_padding: bool = False
+    enforce_eager: bool = False  # the rollout engine keeps SGLang's CUDA graphs
+    # None: SGLang's own choices, with a fallback only for what verl's Python lacks (`selfplay_gen.serving`)
+    sglang_engine_kwargs: str | None = None
+    rollout_is: str = "token"
+    rollout_is_threshold: float = 2.0
+    logger: tuple[str, ...] = ("console",)
+    project: str = "selfplay"
+
+    def logger_override(self) -> str:
+        return "trainer.logger=[" + ",".join(f'"{name}"' for name in self.logger) + "]"
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """One training run of verl: what it trains, on what, and its optimisation settings."""
+
+    mode: str  # offline | online | sft
+    model: str
+    train_files: str
+    val_files: str
+    out_dir: Path
+    experiment: str
+    lr: str  # as the user spelled it (1e-5), which is how verl's command line shows it
+    batch_size: int = 64
+    mini_batch_size: int | None = None  # None: batch_size
+    epochs: int = 1
+    total_steps: int | None = None
+    lora_rank: int = 0  # sft
+    lora_alpha: int | None = None
+    rollout_n: int | None = None  # offline: None reads convert_summary.json
+    overrides: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Warm:
+    """The warm start on the game's teacher games."""
+
+    policy: str = "auto"  # auto | teacher | none
+    below: float = 0.5  # auto: warm-start when held-out agreement is below this
+    games: int = 4096
+    teacher_plan: str | None = None
+    epochs: int = 2
+    lora_rank: int = 16
+    lr: str | None = None  # None: 1e-3 with LoRA, 1e-4 without
+
+    @property
+    def learning_rate(self) -> str:
+        return self.lr if self.lr is not None else ("1e-3" if self.lora_rank > 0 else "1e-4")
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """Everything `selfplay-gen iterate` reads."""
+
+    run_dir: Path = Path("data/iterations")
+    initial_model: str | None = None
+    game: str | None = None  # None: the game `selfplay-gen` plays when told none
+    reward_mode: str | None = None
+    num_iterations: int = 3
+    trainer: str = "grpo"
+    games_per_iter: int | None = None  # None: the trainer's default
+    games_per_instance: int = 8
+    epochs_per_iter: int | None = None
+    lr: str | None = None
+    batch_size: int | None = None
+    mini_batch_size: int | None = None
+    lora_rank: int | None = None
+    top_fraction: float = 0.125
+    online_steps: int = 100  # grpo-online: verl steps per iteration
+    online_test_freq: int = 10  # grpo-online: validate every N steps
+    online_test_instances: int = 16  # grpo-online: validation instances (seeds after the training ones)
+    crossplay: bool | None = None  # None: the game decides
+    league_size: int = 0
+    warm: Warm = field(default_factory=Warm)
+    sampling: Sampling = field(default_factory=Sampling)
+    servers: ServerSettings = field(default_factory=ServerSettings)
+    evaluation: Evaluation = field(default_factory=Evaluation)
+    verl: Verl = field(default_factory=Verl)
+    loss: PolicyLoss = field(default_factory=PolicyLoss)
+    tools: Tools = field(default_factory=Tools)
+    overrides: tuple[str, ...] = ()
+    dry_run: bool = False
+
+    def sampling_for_run(self) -> Sampling:
+        """The run's sampling: a seat's budget is the training response limit (longer games score 0),
+        and a by-score teacher's proposals (some 650 tokens) need 768 new tokens a turn."""
+        sampling = replace(self.sampling, max_response_tokens=self.verl.max_response_length)
+        if self.warm.teacher_plan == "by-score" and sampling.max_new_tokens < 768:
+            sampling = replace(sampling, max_new_tokens=768)
+        return sampling
+
+
+def number(value: float) -> str:
+    """A number as a user writes it: 1.0 -> 1.0, 0.7 -> 0.7, 1e-05 -> 1e-05."""
+    return repr(float(value)) if not float(value).is_integer() else f"{float(value):.1f}"

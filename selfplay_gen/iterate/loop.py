@@ -1,0 +1,389 @@
+"""The self-play loop as stages under RUN_DIR, each skipped once its DONE marker exists, so a stopped
+run resumes where it stopped:
+
+  base/      the initial model evaluated
+  warm/      the warm start on the game's teacher games (when `wants_warm_start`)
+  iter_NNN/  games of the current model on instances never used before (seeds NNN x 10**6 on),
+             trained on by the trainer (train/, merged model train/hf)
+  crossplay/ checkpoints against the initial one and the one before (`crossplay_pairings`)
+
+Every model is evaluated with the server that plays its games (`Slots` keeps it between the two),
+into its stage's eval/ and the run-level reports RUN_DIR/report/<set>."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from .. import games
+from . import decisions, report
+from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl
+from .plays import Plays, default_game, game_args, partner_args
+from .server import Slots, Started
+from .shell import Shell, StepFailed
+from .trainers import Export, Trainer, get, rollout_n
+from .verl_jobs import merge, ppo_command, saved_steps, sft_command
+
+EMBEDDED_MODEL_DIR = "EMBEDDED_MODEL_DIR"  # a dry run does not convert the embedded model
+WARM_SEED = 500_000_000  # the warm start's teacher games, apart from every iteration's instances
+ITERATION_SEEDS = 1_000_000  # iteration i plays seeds i x 10**6 on
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str  # its directory's name: base, warm, iter_001
+    label: str  # its model's label in the reports: base, warm, iter_1
+    dir: Path
+    seed: int = 0
+
+    @property
+    def done(self) -> bool:
+        return (self.dir / "DONE").exists()
+
+
+class Run:
+    """One run of `selfplay-gen iterate`: the current model and the checkpoints so far (the league's
+    pool and cross-play's players), the servers, and the stages' shared steps."""
+
+    def __init__(self, cfg: Iteration):
+        self.cfg = cfg
+        self.shell = Shell(cfg.dry_run)
+        game = cfg.game or default_game()
+        self.game_cls = games.get(game)
+        self.game_args = game_args(game, cfg.reward_mode)
+        self.sampling = cfg.sampling_for_run()
+        self.plays = Plays(
+            cfg.tools, self.game_args, self.sampling, cfg.evaluation, decisions.evaluation_sets(self.game_cls)
+        )
+        self.trainer: Trainer = get(cfg.trainer)(cfg)
+        self.slots = Slots(cfg.servers, self.shell)
+        self.crossplay = decisions.crossplays_by_default(self.game_cls) if cfg.crossplay is None else cfg.crossplay
+        self.run_dir = cfg.run_dir
+        self.reports = self.run_dir / "report"
+        self.model = ""
+        self.label = ""
+        self.eval_for = self.run_dir / "base"  # the stage that made the current model
+        self.checkpoints: list[str] = []
+        self.labels: list[str] = []
+        self.stage: Stage | None = None  # the stage running now, whose timings are being recorded
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def main(self) -> str:
+        cfg = self.cfg
+        initial = cfg.initial_model or (EMBEDDED_MODEL_DIR if cfg.dry_run else _embedded_model())
+        base = Stage("base", "base", self.run_dir / "base")
+        self.advance(initial, "base", base.dir)
+        with self.slots:
+            if not base.done:
+                with self.running(base):
+                    self.retention(base, initial)
+                    self.evaluate_current()
+            warm = Stage("warm", "warm", self.run_dir / "warm", WARM_SEED)
+            if decisions.wants_warm_start(cfg.warm.policy, self.base_agreement(), cfg.warm.below):
+                if not warm.done:
+                    with self.running(warm):
+                        self.warm_start(warm)
+                self.advance(str(warm.dir / "train" / "hf"), "warm", warm.dir)
+            for i in range(1, cfg.num_iterations + 1):
+                stage = Stage(f"iter_{i:03d}", f"iter_{i}", self.run_dir / f"iter_{i:03d}", i * ITERATION_SEEDS)
+                if not stage.done:
+                    self.shell.echo(
+                        f"=== iteration {i} of {cfg.num_iterations} ({cfg.trainer}): model {self.model} -> {stage.dir}"
+                    )
+                    with self.running(stage):
+                        exports = self.trainer.train(self, stage)
+                        for export in exports[:-1]:
+                            self.evaluate(export.model, export.label, export.eval_dir)
+                        self.retention(stage, exports[-1].model)
+                else:
+                    self.shell.echo(f"iteration {i}: done already ({stage.dir}/DONE), skipped")
+                self.advance(str(stage.dir / "train" / "hf"), stage.label, stage.dir)
+            self.evaluate_current(final=True)
+            self.slots.release()
+            shown = [self.reports / "heldout" / "report.md"]
+            if self.crossplay:
+                shown += self.cross_play()
+        if not cfg.dry_run:
+            text = report.write_summary(self.run_dir) if any(self.run_dir.glob(f"*/{report.ROW_FILE}")) else ""
+            click.echo(text or _read(self.run_dir / "summary.md"))
+            for path in shown:
+                click.echo(_read(path))
+        self.shell.echo(f"final model: {self.model}")
+        return self.model
+
+    def advance(self, model: str, label: str, made_by: Path) -> None:
+        self.model, self.label, self.eval_for = model, label, made_by
+        self.checkpoints.append(model)
+        self.labels.append(label)
+
+    @contextlib.contextmanager
+    def running(self, stage: Stage) -> Iterator[None]:
+        """Run a stage: mark it DONE with its summary row once it ends well."""
+        started = time.monotonic()
+        self.stage = stage
+        if not self.cfg.dry_run:
+            stage.dir.mkdir(parents=True, exist_ok=True)
+        yield
+        self.stage = None
+        if self.cfg.dry_run:
+            return
+        games_file = stage.dir / "gen" / "games.jsonl"
+        from ..runner import Summary
+
+        summary = Summary.of_file(games_file).to_dict() if games_file.exists() else None
+        report.write_row(stage.dir, decisions.summary_row(stage.label, summary, time.monotonic() - started))
+        (stage.dir / "DONE").touch()
+        report.write_summary(self.run_dir)
+
+    @contextlib.contextmanager
+    def timed(self, step: str, startup_s: float = 0.0) -> Iterator[None]:
+        """Record a step's wall time in the running stage's timings (start-up apart where known); between
+        stages (the final model's evaluation), in the timings of the stage that made the current model."""
+        started = time.monotonic()
+        yield
+        if not self.cfg.dry_run:
+            where = self.stage.dir if self.stage is not None else self.eval_for
+            report.add_timing(where, report.Timing(step, startup_s, time.monotonic() - started))
+
+    # -- steps the stages and trainers share -----------------------------------------------------
+
+    def serve(self, slot: int, model: str, shared: bool = False) -> Started:
+        log_dir = self.stage.dir if self.stage is not None else self.eval_for
+        name = "sglang.log" if slot == 0 else "sglang-partner.log"
+        return self.slots.serve(slot, model, log_dir / "gen" / name, shared)
+
+    def evaluate(self, model: str, label: str, eval_for: Path, final: bool = False, shared: bool = False) -> None:
+        """Evaluate `model` as `label` into eval_for/eval (unless done) and the run-level reports."""
+        done = eval_for / "eval" / "DONE"
+        if done.exists():
+            return
+        server = self.serve(0, model, shared)
+        with self.timed(f"evaluate {label}", server.startup_s):
+            for name, command in self.plays.evaluations(server, model, label, eval_for / "eval", self.reports, final):
+                self.shell.run(f"{label}: evaluate ({name})", command)
+        if not self.cfg.dry_run:
+            done.parent.mkdir(parents=True, exist_ok=True)
+            done.touch()
+
+    def evaluate_current(self, final: bool = False, shared: bool = False) -> None:
+        self.evaluate(self.model, self.label, self.eval_for, final, shared)
+
+    def play(self, stage: Stage, num_games: int, convert_args: list[str]) -> None:
+        """The current model's server evaluates it (unless done) and plays `num_games` training games
+        on the stage's new instances (seat 1: the league's pick, on a second server), converted with
+        `convert_args` (plus --seat 0 in a league: only the trained model's seat)."""
+        league = self.cfg.league_size > 0 and len(self.checkpoints) > 1
+        self.evaluate_current(shared=league)
+        i = int(stage.name.split("_")[-1])
+        pick = decisions.league_opponent(
+            self.labels, decisions.ratings(self.reports / "heldout" / "metrics.json"), i, self.cfg.league_size
+        )
+        server = self.serve(0, self.model, league)
+        partner: list[str] = []
+        startup = server.startup_s
+        if pick is not None:
+            self.shell.echo(
+                f"iteration {i}: seat 1 is {self.labels[pick]} ({self.checkpoints[pick]}); training on seat 0"
+            )
+            opponent = self.serve(1, self.checkpoints[pick], shared=True)
+            partner, startup = partner_args(opponent), startup + opponent.startup_s
+            convert_args = [*convert_args, "--seat", "0"]
+        gen = stage.dir / "gen"
+        with self.timed("generate", startup):
+            self.shell.run(
+                f"iteration {i}: generate",
+                self.plays.generate(
+                    server, self.model, stage.seed, num_games, self.cfg.games_per_instance, gen, partner, []
+                ),
+            )
+        with self.timed("convert"):
+            self.shell.run(f"iteration {i}: convert", self.plays.convert(gen, convert_args))
+
+    def limits(self) -> list[str]:
+        v = self.cfg.verl
+        return ["--max-prompt-tokens", str(v.max_prompt_length), "--max-response-tokens", str(v.max_response_length)]
+
+    def val_file(self, gen: Path) -> str:
+        """gen/val.parquet, or gen/train.parquet when the split left no validation rows."""
+        import pyarrow.parquet as pq
+
+        val = gen / "val.parquet"
+        if self.cfg.dry_run or (val.exists() and pq.ParquetFile(val).metadata.num_rows > 0):
+            return str(val)
+        return str(gen / "train.parquet")
+
+    def train(
+        self, stage: Stage, job: TrainJob, loss: PolicyLoss | None = None, every_checkpoint: bool = False
+    ) -> list[Export]:
+        """Stop the servers (verl needs the GPU), train, merge the last checkpoint into train/hf (and,
+        with `every_checkpoint`, each earlier one into train/step_N/hf, evaluated as `label@N`)."""
+        self.slots.release()
+        started = time.monotonic()
+        log = stage.dir / "train" / report.TRAIN_LOG
+        startup = train(self.shell, job, self.cfg.verl, loss or self.cfg.loss, self.sampling, log)
+        if not self.cfg.dry_run:
+            took = time.monotonic() - started
+            report.add_timing(stage.dir, report.Timing(f"train ({job.mode})", startup, took - (startup or 0.0)))
+        hf = job.out_dir / "hf"
+        exports = []
+        lora = job.lora_rank > 0 if job.mode == "sft" else (loss or self.cfg.loss).lora_rank > 0
+        with self.timed("merge"):
+            if every_checkpoint and not self.cfg.dry_run:
+                for step in saved_steps(job.out_dir / "checkpoints")[:-1]:
+                    target = job.out_dir / f"step_{step}" / "hf"
+                    merge(self.shell, job, self.cfg.verl, step, target, lora)
+                    exports.append(Export(f"{stage.label}@{step}", str(target), job.out_dir / f"step_{step}"))
+            merge(self.shell, job, self.cfg.verl, None, hf, lora)
+        plot_training_log(stage.dir / "train")
+        return [*exports, Export(stage.label, str(hf), stage.dir / "eval")]
+
+    def retention(self, stage: Stage, model: str) -> None:
+        """`selfplay-gen retention` on the stage's model into RUN_DIR/<stage>/retention.json."""
+        if not self.cfg.evaluation.retention:
+            return
+        if importlib.util.find_spec("selfplay_gen.evaluation.retention") is None:
+            self.shell.echo(
+                f"{stage.name}: capability retention skipped (selfplay_gen.evaluation.retention is not installed)"
+            )
+            return
+        out = stage.dir / report.RETENTION_FILE
+        if out.exists():
+            return
+        with self.timed("retention"):
+            self.shell.run(
+                f"{stage.name}: retention", [*self.cfg.tools.gen, "retention", "--model", model, "--out", str(out)]
+            )
+
+    def base_agreement(self) -> float | None:
+        """The initial model's held-out agreement; None where not measured (a dry run) or not needed."""
+        if self.cfg.dry_run or self.cfg.warm.policy != "auto":
+            return None
+        agreement = decisions.heldout_agreement(self.run_dir / "base" / "eval" / "heldout" / "metrics.json", "base")
+        click.echo(f"initial model: held-out agreement {agreement:.3f}", err=True)
+        return agreement
+
+    # -- stages ----------------------------------------------------------------------------------
+
+    def warm_start(self, stage: Stage) -> None:
+        """SFT on the game's teacher games (scripted players at full strength)."""
+        cfg, gen = self.cfg, stage.dir / "gen"
+        teacher = ["--teacher-plan", cfg.warm.teacher_plan] if cfg.warm.teacher_plan else []
+        with self.timed("teacher games"):
+            self.shell.run(
+                "warm start: teacher games",
+                [*cfg.tools.gen, *self.game_args, "--backend", "scripted", "--scripted-policy", "teacher", *teacher,
+                 "--seed", str(stage.seed), "--num-games", str(cfg.warm.games), "--games-per-instance", "1",
+                 "--out", str(gen / "games.jsonl"), "--resume", "--quiet"],
+            )  # fmt: skip
+        with self.timed("convert"):
+            self.shell.run(
+                "warm start: convert",
+                self.plays.convert(
+                    gen, ["--format", "sft", "--top-fraction", "1", "--model", self.checkpoints[0], *self.limits()]
+                ),
+            )
+        job = TrainJob(
+            mode="sft", model=self.model, train_files=str(gen / "train.parquet"), val_files=self.val_file(gen),
+            out_dir=stage.dir / "train", experiment=stage.name, lr=cfg.warm.learning_rate, batch_size=32,
+            epochs=cfg.warm.epochs, lora_rank=cfg.warm.lora_rank, overrides=cfg.overrides,
+        )  # fmt: skip
+        self.train(stage, job)
+        self.retention(stage, str(stage.dir / "train" / "hf"))
+
+    def cross_play(self) -> list[Path]:
+        """Each checkpoint from the initial one on against the initial one and the one before it, both
+        seat orders, then one report of every pairing: win rates and ratings (the initial one 0)."""
+        pairs = decisions.crossplay_pairings(self.labels)
+        played = []
+        for i, j in pairs:
+            a, b = self.labels[i], self.labels[j]
+            pair = self.run_dir / "crossplay" / f"{a}__{b}"
+            played.append(pair / "eval" / "games")
+            if (pair / "DONE").exists():
+                continue
+            self.stage = Stage("crossplay", "crossplay", self.run_dir / "crossplay")
+            server = self.slots.serve(0, self.checkpoints[i], pair / "sglang.log", shared=True)
+            partner = self.slots.serve(1, self.checkpoints[j], pair / "sglang-partner.log", shared=True)
+            with self.timed(f"{a} vs {b}", server.startup_s + partner.startup_s):
+                self.shell.run(
+                    f"crossplay: {a} vs {b}",
+                    self.plays.crossplay(server, self.checkpoints[i], a, partner_args(partner), b, pair / "eval"),
+                )
+            if not self.cfg.dry_run:
+                (pair / "DONE").touch()
+        self.slots.release()
+        self.stage = None
+        if not pairs:
+            return []
+        out = self.reports / "crossplay"
+        inputs = decisions.crossplay_inputs(self.labels, pairs, played)
+        self.shell.run("crossplay: report", [*self.cfg.tools.gen, "eval", *self.game_args, *inputs, "--out", str(out)])
+        return [out / "report.md"]
+
+
+# the line verl's GRPO trainer prints when its workers are up and the first step starts
+VERL_READY = "Training Progress"
+
+
+def train(
+    shell: Shell, job: TrainJob, verl: Verl, loss: PolicyLoss, sampling: Sampling, log: Path | None = None
+) -> float | None:
+    """One verl training job (`job.mode`: sft, offline or online) into job.out_dir/checkpoints; the
+    seconds verl took to start (to its first step), where its output shows them."""
+    if not shell.dry_run:
+        for name in dict.fromkeys((job.train_files, job.val_files)):
+            if not Path(name).exists():
+                raise StepFailed("setup", 2, f"missing data file {name} (MODE={job.mode})")
+        job.out_dir.mkdir(parents=True, exist_ok=True)
+    where = logger_dirs(verl, job.out_dir)
+    if job.mode == "sft":
+        return shell.run("train", [*where, *sft_command(job, verl)], log, VERL_READY)
+    agent_loops = shell.output("locate-plugin", [verl.python, "-m", "selfplay_gen.verl", "--config-path"])
+    if job.rollout_n is not None:
+        n: str | int = job.rollout_n
+    else:
+        try:
+            n = rollout_n(Path(job.train_files).parent / "convert_summary.json", shell.dry_run)
+        except (OSError, ValueError) as error:
+            raise StepFailed("read-rollout-n", 2, str(error)) from error
+    return shell.run("train", [*where, *ppo_command(job, verl, loss, sampling, agent_loops, n)], log, VERL_READY)
+
+
+def logger_dirs(verl: Verl, train_dir: Path) -> list[str]:
+    """`env VAR=DIR` that puts verl's tensorboard events and wandb files under train_dir (verl's own
+    default is a directory under wherever it was started); nothing for the console logger alone."""
+    dirs = {"tensorboard": ("TENSORBOARD_DIR", report.TENSORBOARD_DIR), "wandb": ("WANDB_DIR", "wandb")}
+    chosen = [f"{var}={train_dir / name}" for logger, (var, name) in dirs.items() if logger in verl.logger]
+    return ["env", *chosen] if chosen else []
+
+
+def plot_training_log(train_dir: Path) -> None:
+    """train/curves.png from verl's console lines in train/verl.log, else from its tensorboard events."""
+    log, events = train_dir / report.TRAIN_LOG, train_dir / report.TENSORBOARD_DIR
+    steps = []
+    if log.exists():
+        with log.open(errors="replace") as lines:
+            steps = report.console_metrics(lines)
+    if not steps and events.is_dir():
+        steps = report.tensorboard_metrics(events)
+    if steps:
+        (train_dir / "metrics.json").write_text(json.dumps(steps))
+        report.plot_curves(steps, train_dir / "curves.png")
+
+
+def _embedded_model() -> str:
+    from ..models import resolve
+
+    return str(resolve(None))
+
+
+def _read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""

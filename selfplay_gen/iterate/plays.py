@@ -1,0 +1,111 @@
+"""The `selfplay-gen` command lines a stage plays with: training games against a served model,
+their conversion, the model's evaluations (held-out, the game's other instance sets, the test
+split) and cross-play against a partner. One place builds them, so generation, evaluation and every
+trainer sample alike."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import Evaluation, Sampling, Tools
+from .server import Started
+
+TEST_SET = "test"
+
+
+@functools.cache
+def default_game() -> str:
+    """The game `selfplay-gen` plays when told none (its `--game` default), so commands name a game
+    only when it is another one."""
+    from ..cli import play
+
+    return next(str(p.default) for p in play.params if p.name == "game")
+
+
+def game_args(game: str, reward_mode: str | None) -> tuple[str, ...]:
+    out = () if game == default_game() else ("--game", game)
+    return out + (("--reward-mode", reward_mode) if reward_mode else ())
+
+
+@functools.cache
+def has_test_split() -> bool:
+    """Whether `selfplay-gen eval --instances` offers the test split (seeds from 2 * 10**9)."""
+    from ..evaluation.cli import eval_command
+
+    choices = next((getattr(p.type, "choices", ()) for p in eval_command.params if p.name == "instances"), ())
+    return TEST_SET in choices
+
+
+@dataclass(frozen=True)
+class Plays:
+    tools: Tools
+    game: tuple[str, ...]  # game_args()
+    sampling: Sampling
+    evaluation: Evaluation
+    sets: tuple[str, ...]  # the evaluation's instance sets (heldout first)
+
+    def sampling_args(self, server: Started, model: str | None) -> list[str]:
+        return [
+            "--backend",
+            "sglang",
+            *server.base_url_args(),
+            *(["--model", model] if model else []),
+            *self.sampling.args(),
+        ]
+
+    def generate(
+        self, server: Started, model: str | None, seed: int, num_games: int, games_per_instance: int, out_dir: Path,
+        partner: list[str], extra: list[str],
+    ) -> list[str]:  # fmt: skip
+        return [
+            *self.tools.gen, *self.game, *self.sampling_args(server, model), "--seed", str(seed),
+            "--num-games", str(num_games), "--games-per-instance", str(games_per_instance),
+            "--out", str(out_dir / "games.jsonl"), "--resume", *partner, *extra,
+        ]  # fmt: skip
+
+    def convert(self, out_dir: Path, args: list[str]) -> list[str]:
+        return [*self.tools.convert, str(out_dir / "games.jsonl"), "--out-dir", str(out_dir), "--overwrite", *args]
+
+    def evaluations(
+        self,
+        server: Started,
+        model: str | None,
+        label: str,
+        eval_dir: Path,
+        append_to: Path | None,
+        final: bool = False,
+    ) -> list[tuple[str, list[str]]]:
+        """(set, command) for every evaluation set; `final` adds the test split where it exists."""
+        e = self.evaluation
+        sets = [*self.sets, *([TEST_SET] if final and e.test_split and has_test_split() else [])]
+        out = []
+        for name in sets:
+            if name == "heldout":
+                size = ["--num-instances", str(e.instances), "-k", str(e.games_per_instance)]
+            elif name == TEST_SET:
+                size = ["--num-instances", str(e.test_instances), "-k", str(e.test_games_per_instance)]
+            else:
+                size = ["-k", str(e.human_games_per_instance)]
+            append = ["--append-to", str(append_to / name)] if append_to is not None else []
+            command = [
+                *self.tools.gen, "eval", *self.game, *self.sampling_args(server, model), "--instances", name, *size,
+                "--label", label, "--out", str(eval_dir / name), "--resume", "--quiet", *append,
+            ]  # fmt: skip
+            out.append((name, command))
+        return out
+
+    def crossplay(
+        self, server: Started, model: str | None, label: str, partner: list[str], partner_label: str, out: Path
+    ) -> list[str]:
+        e = self.evaluation
+        return [
+            *self.tools.gen, "eval", *self.game, *self.sampling_args(server, model), *partner, "--instances", "heldout",
+            "--num-instances", str(e.instances), "-k", str(e.games_per_instance), "--label", label,
+            "--partner-label", partner_label, "--out", str(out), "--resume", "--quiet",
+        ]  # fmt: skip
+
+
+def partner_args(server: Started) -> list[str]:
+    return ["--partner-backend", "sglang", "--partner-base-url", server.url, "--partner-model", server.model]

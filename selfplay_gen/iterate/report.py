@@ -1,0 +1,170 @@
+"""The run's own report, RUN_DIR/summary.md (and summary.tsv): one row per stage (training games,
+agreement, reward, wall time), a wall-time table per step with server start-up apart from work, the
+capability-retention rows where they were measured, and plots of verl's per-step metrics (reward,
+entropy, KL, clip fraction) read from each training log."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..atomic import write_json_atomic
+from .decisions import SUMMARY_HEADER, markdown_table
+
+ROW_FILE = "summary_row.json"
+TIMINGS_FILE = "timings.json"
+RETENTION_FILE = "retention.json"
+TRAIN_LOG = "verl.log"
+TENSORBOARD_DIR = "tensorboard"  # verl's tensorboard events, under a stage's train/
+
+# verl's metric names for each curve; the first one the log has is plotted
+CURVES = {
+    "reward": ("critic/score/mean", "critic/rewards/mean"),
+    "entropy": ("actor/entropy",),
+    "KL": ("actor/kl_loss", "actor/ppo_kl"),
+    "clip fraction": ("actor/pg_clipfrac",),
+}
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One step of a stage: seconds a server or trainer spent starting (where known) and working."""
+
+    step: str
+    startup_s: float | None  # None: not known
+    work_s: float
+
+
+def stage_order(name: str) -> tuple[int, str]:
+    """base, warm, iter_001, ..., then anything else (crossplay), as the run makes them."""
+    ranks = {"base": 0, "warm": 1}
+    return (ranks.get(name, 2 if name.startswith("iter_") else 3), name)
+
+
+def add_timing(stage_dir: Path, timing: Timing) -> None:
+    """Append `timing` to the stage's timings.json (kept across a resumed run)."""
+    path = stage_dir / TIMINGS_FILE
+    rows = [*timings(stage_dir), timing]
+    write_json_atomic(path, {"steps": [asdict(t) for t in rows]})
+
+
+def timings(stage_dir: Path) -> list[Timing]:
+    """The steps a stage has timed so far."""
+    path = stage_dir / TIMINGS_FILE
+    return [Timing(**t) for t in json.loads(path.read_text())["steps"]] if path.exists() else []
+
+
+def write_row(stage_dir: Path, row: tuple[str, ...]) -> None:
+    write_json_atomic(stage_dir / ROW_FILE, {"row": list(row)})
+
+
+def write_summary(run_dir: Path) -> str:
+    """Rewrite RUN_DIR/summary.{md,tsv} from every stage's files; returns the markdown."""
+    stages = sorted((p for p in run_dir.iterdir() if p.is_dir()), key=lambda p: stage_order(p.name))
+    rows = [tuple(json.loads((p / ROW_FILE).read_text())["row"]) for p in stages if (p / ROW_FILE).exists()]
+    names = {p.name: row[0] for p, row in zip([p for p in stages if (p / ROW_FILE).exists()], rows)}
+
+    def name(stage: Path) -> str:  # a stage by its row's name (iter_1, as the reports label it)
+        return names.get(stage.name, stage.name)
+
+    tsv = "\n".join("\t".join(r) for r in [SUMMARY_HEADER, *rows]) + "\n"
+    parts = [markdown_table(SUMMARY_HEADER, rows)]
+    steps = [(name(p), t) for p in stages for t in timings(p)]
+    if steps:
+        parts.append("\n## Wall time per step\n\n")
+        parts.append(
+            markdown_table(
+                ("stage", "step", "start-up (s)", "work (s)"),
+                [(stage, t.step, _seconds(t.startup_s), _seconds(t.work_s)) for stage, t in steps],
+            )
+        )
+    retention = [
+        (name(p), json.loads((p / RETENTION_FILE).read_text())) for p in stages if (p / RETENTION_FILE).exists()
+    ]
+    if retention:
+        keys = sorted({k for _, r in retention for k, v in r.items() if isinstance(v, (int, float, bool))})
+        parts.append("\n## Capability retention\n\n")
+        parts.append(markdown_table(("stage", *keys), [(s, *(_cell(r.get(k)) for k in keys)) for s, r in retention]))
+    plots = sorted(run_dir.glob("*/train/curves.png"), key=lambda p: stage_order(p.parent.parent.name))
+    if plots:
+        parts.append("\n## Training curves\n\n")
+        parts += [f"![{name(p.parent.parent)}]({p.relative_to(run_dir)})\n" for p in plots]
+    text = "".join(parts)
+    (run_dir / "summary.tsv").write_text(tsv)
+    tmp = run_dir / "summary.md.tmp"
+    tmp.write_text(text)
+    tmp.replace(run_dir / "summary.md")
+    return text
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else f"{value:.0f}"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+_STEP = re.compile(r"(?:^|\s)step:(\d+)\s+-\s+(.*)$")
+_METRIC = re.compile(r"([\w/@.\-]+):([-+\d.eE]+|nan|inf)(?:\s+-\s+|\s*$)")
+
+
+def console_metrics(lines: Iterable[str]) -> list[dict[str, float]]:
+    """verl's console logger lines (`step:3 - actor/entropy:0.41 - ...`) as one dict per step."""
+    steps = []
+    for line in lines:
+        found = _STEP.search(line)
+        if not found:
+            continue
+        row = {"step": float(found.group(1))}
+        for name, value in _METRIC.findall(found.group(2)):
+            try:
+                row[name] = float(value)
+            except ValueError:
+                continue
+        steps.append(row)
+    return steps
+
+
+def tensorboard_metrics(events: Path) -> list[dict[str, float]]:
+    """The scalars of the tensorboard event files in `events`, as one dict per step."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(events), size_guidance={"scalars": 0})  # 0: every point
+    accumulator.Reload()
+    steps: dict[int, dict[str, float]] = {}
+    for tag in accumulator.Tags()["scalars"]:
+        for event in accumulator.Scalars(tag):
+            steps.setdefault(event.step, {"step": float(event.step)})[tag] = float(event.value)
+    return [steps[k] for k in sorted(steps)]
+
+
+def plot_curves(steps: list[dict[str, float]], out: Path) -> bool:
+    """Plot reward, entropy, KL and clip fraction per step, each where the trainer logged it, into
+    `out`; False when it logged none of them."""
+    found = {title: next((n for n in names if any(n in s for s in steps)), None) for title, names in CURVES.items()}
+    shown = {title: name for title, name in found.items() if name}
+    if not shown:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(shown), figsize=(4 * len(shown), 3), squeeze=False)
+    for axis, (title, name) in zip(axes[0], shown.items()):
+        points = [(s["step"], s[name]) for s in steps if name in s]
+        axis.plot([p[0] for p in points], [p[1] for p in points], marker=".")
+        axis.set_title(f"{title} ({name})", fontsize=8)
+        axis.set_xlabel("step")
+    figure.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=100)
+    plt.close(figure)
+    return True

@@ -1,0 +1,100 @@
+"""Commands as the stages run them: printed first (`+ cmd`, quoted as bash's `printf %q` quotes, so a
+printed line can be pasted into a shell and dry-run output reads the same as the scripts' always did),
+then run unless the run is a dry run. A failing command raises `StepFailed` naming its step."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+# the characters bash's `printf %q` escapes with a backslash anywhere in a word
+_SPECIAL = set("|&;()<>!{}*[]?^$`\\\"' \t,")
+
+
+def quote(word: str) -> str:
+    """`word` as bash's `printf %q` writes it: '' for nothing, else each special character escaped
+    (`~` and `#` only at the start, where the shell reads them)."""
+    if not word:
+        return "''"
+    out = "".join(f"\\{c}" if c in _SPECIAL else c for c in word)
+    return "\\" + out if out[0] in "~#" else out
+
+
+def show(command: Sequence[str]) -> str:
+    return "+ " + " ".join(quote(str(w)) for w in command)
+
+
+class StepFailed(click.ClickException):
+    """A stage's command failed; the message names the step, as the scripts' exit traps did."""
+
+    def __init__(self, step: str, code: int, detail: str = ""):
+        super().__init__(f"step '{step}' failed (exit {code}){': ' + detail if detail else ''}")
+        self.step, self.code = step, code
+
+
+@dataclass
+class Shell:
+    """Runs (or, with `dry_run`, only prints) the commands of one run."""
+
+    dry_run: bool = False
+
+    def echo(self, line: str) -> None:
+        click.echo(line)
+        sys.stdout.flush()
+
+    def run(self, step: str, command: Sequence[str], log: Path | None = None, ready: str | None = None) -> float | None:
+        """Print `command`; run it unless this is a dry run. With `log`, its output also goes to that
+        file (the run report reads verl's metrics from it), and the seconds until a line first contains
+        `ready` (the end of its start-up) are returned; None where unknown."""
+        self.echo(show(command))
+        if self.dry_run:
+            return None
+        startup = None
+        try:
+            if log is None:
+                code = subprocess.call(list(map(str, command)))
+            else:
+                code, startup = _tee(command, log, ready)
+        except OSError as error:
+            raise StepFailed(step, 127, str(error)) from error
+        if code != 0:
+            raise StepFailed(step, code)
+        return startup
+
+    def output(self, step: str, command: Sequence[str]) -> str:
+        """The standard output of `command`, run even in a dry run (it only reads)."""
+        try:
+            done = subprocess.run(list(map(str, command)), capture_output=True, text=True)
+        except OSError as error:
+            raise StepFailed(step, 127, str(error)) from error
+        if done.returncode != 0:
+            raise StepFailed(step, done.returncode, done.stderr.strip()[-500:])
+        return done.stdout.strip()
+
+
+def _tee(command: Sequence[str], log: Path, ready: str | None) -> tuple[int, float | None]:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    started, startup = time.monotonic(), None
+    with (
+        log.open("a") as sink,
+        subprocess.Popen(
+            list(map(str, command)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        ) as process,
+    ):
+        assert process.stdout is not None
+        try:
+            for line in process.stdout:  # text mode reads a progress bar's \r as a line end too
+                if startup is None and ready is not None and ready in line:
+                    startup = time.monotonic() - started
+                sys.stdout.write(line)
+                sink.write(line)
+        except BaseException:  # stopped (Ctrl-C, SIGTERM): the command stops too, as subprocess.call does
+            process.kill()
+            raise
+        return process.wait(), startup

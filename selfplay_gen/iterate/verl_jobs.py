@@ -1,0 +1,150 @@
+"""verl's command lines for one training job (GRPO through `verl.trainer.main_ppo` with this
+project's agent loops, or supervised fine-tuning through verl's SFT trainer), and the merge of a
+saved checkpoint into a Hugging Face directory that SGLang can serve."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import click
+
+from .config import PolicyLoss, Sampling, TrainJob, Verl, number
+from .shell import Shell, StepFailed
+
+ROLLOUT_N_UNKNOWN = "K"  # a dry run before conversion: rollout_n of convert_summary.json
+
+
+def sft_command(job: TrainJob, verl: Verl) -> list[str]:
+    """verl's SFT trainer (selfplay_gen.verl.sft_trainer: verl's, with chunked log-probs) on multi-turn
+    chats, loss on the assistant turns. Without flash-attn verl's engine cannot pack sequences, so it
+    pads (use_remove_padding=False); 16k-token micro-batches without torch.compile or recomputation
+    took a step from 7.1 s to 1.45 s on an H100 (bench/results/learning/)."""
+    if verl.nnodes > 1:
+        if verl.node_rank is None or not verl.master_addr:
+            raise click.UsageError(f"sft on {verl.nnodes} nodes: set NODE_RANK and MASTER_ADDR on each (see --help)")
+        nodes = [
+            f"--node-rank={verl.node_rank}",
+            f"--master-addr={verl.master_addr}",
+            f"--master-port={verl.master_port}",
+        ]
+    else:
+        nodes = ["--standalone"]
+    lora: list[str] = []
+    if job.lora_rank > 0:
+        alpha = job.lora_alpha if job.lora_alpha is not None else 2 * job.lora_rank
+        lora = [f"model.lora_rank={job.lora_rank}", f"model.lora_alpha={alpha}"]
+    max_length = verl.max_length or verl.max_prompt_length + verl.max_response_length
+    steps = [f"trainer.total_training_steps={job.total_steps}"] if job.total_steps else []
+    return [
+        verl.python, "-m", "torch.distributed.run", *nodes, f"--nnodes={verl.nnodes}",
+        f"--nproc_per_node={verl.n_gpus}", "-m", "selfplay_gen.verl.sft_trainer",
+        f"data.train_files={job.train_files}", f"data.val_files={job.val_files}", "data.messages_key=messages",
+        f"data.max_length={max_length}", "data.truncation=error",
+        f"data.train_batch_size={job.batch_size}", f"data.micro_batch_size_per_gpu={verl.micro_batch_size}",
+        f"data.max_token_len_per_gpu={verl.sft_micro_tokens}", "engine.use_torch_compile=False",
+        "model.enable_gradient_checkpointing=False",
+        f"model.path={job.model}", f"model.use_remove_padding={verl.use_remove_padding}",
+        f"+model.override_config.attn_implementation={verl.attn_impl}", *lora,
+        f"optim.lr={job.lr}", "optim.lr_warmup_steps_ratio=0.05", "optim.lr_scheduler_type=cosine",
+        verl.logger_override(), f"trainer.project_name={verl.project}", f"trainer.experiment_name={job.experiment}",
+        f"trainer.n_gpus_per_node={verl.n_gpus}", f"trainer.nnodes={verl.nnodes}", "trainer.save_freq=-1",
+        "trainer.test_freq=-1", f"trainer.total_epochs={job.epochs}", *steps,
+        f"trainer.default_local_dir={job.out_dir / 'checkpoints'}", "trainer.resume_mode=disable",
+        *shlex.split(verl.sft_args), *job.overrides,
+    ]  # fmt: skip
+
+
+def ppo_command(
+    job: TrainJob, verl: Verl, loss: PolicyLoss, sampling: Sampling, agent_loops: str, rollout_n: str | int
+) -> list[str]:
+    """verl's GRPO on replayed games (offline: stored log-probs as rollout log-probs, truncated importance
+    sampling) or on games its rollout engine plays (online: `selfplay.*` settings of the agent loop)."""
+    engine = [
+        f"+actor_rollout_ref.rollout.engine_kwargs.sglang.{kv}" for kv in (verl.sglang_engine_kwargs or "").split()
+    ]
+    if job.mode == "offline":
+        mode = [
+            f"actor_rollout_ref.rollout.temperature={number(sampling.temperature)}",
+            f"actor_rollout_ref.rollout.top_p={number(sampling.top_p)}",
+            "actor_rollout_ref.rollout.calculate_log_probs=True",
+            f"algorithm.rollout_correction.rollout_is={verl.rollout_is}",
+            f"algorithm.rollout_correction.rollout_is_threshold={number(verl.rollout_is_threshold)}",
+        ]
+    else:
+        mode = [
+            f"actor_rollout_ref.rollout.temperature={number(sampling.temperature)}",
+            f"+selfplay.max_moves={sampling.max_moves}",
+            f"+selfplay.max_new_tokens={sampling.max_new_tokens}",
+        ]
+    if job.total_steps:
+        mode.append(f"trainer.total_training_steps={job.total_steps}")
+    algorithm, *actor_loss = loss.overrides()
+    return [
+        verl.python, "-m", "verl.trainer.main_ppo", algorithm, "algorithm.use_kl_in_reward=False",
+        f"data.train_files={job.train_files}", f"data.val_files={job.val_files}",
+        f"data.train_batch_size={job.batch_size}",
+        f"data.max_prompt_length={verl.max_prompt_length}", f"data.max_response_length={verl.max_response_length}",
+        "data.filter_overlong_prompts=True", "data.truncation=error",
+        f"actor_rollout_ref.model.path={job.model}",
+        f"+actor_rollout_ref.model.override_config.attn_implementation={verl.attn_impl}",
+        f"actor_rollout_ref.model.use_remove_padding={verl.use_remove_padding}",
+        f"actor_rollout_ref.actor.optim.lr={job.lr}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={job.mini_batch_size or job.batch_size}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={verl.micro_batch_size}",
+        *actor_loss,
+        "actor_rollout_ref.rollout.name=sglang", "actor_rollout_ref.rollout.mode=async",
+        f"actor_rollout_ref.rollout.tensor_model_parallel_size={verl.rollout_tp}",
+        f"actor_rollout_ref.rollout.gpu_memory_utilization={verl.gpu_memory_utilization}",
+        f"actor_rollout_ref.rollout.enforce_eager={verl.enforce_eager}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={verl.micro_batch_size}",
+        f"actor_rollout_ref.rollout.n={rollout_n}",
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={agent_loops}",
+        *engine, *mode,
+        verl.logger_override(), f"trainer.project_name={verl.project}", f"trainer.experiment_name={job.experiment}",
+        f"trainer.n_gpus_per_node={verl.n_gpus}", f"trainer.nnodes={verl.nnodes}",
+        f"trainer.save_freq={verl.save_freq}", f"trainer.test_freq={verl.test_freq}", "trainer.val_before_train=False",
+        f"trainer.total_epochs={job.epochs}", f"trainer.default_local_dir={job.out_dir / 'checkpoints'}",
+        "+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=selfplay_gen.verl.logprobs.install",
+        *job.overrides,
+    ]  # fmt: skip
+
+
+def saved_steps(checkpoints: Path) -> list[int]:
+    """The steps verl saved under `checkpoints` (global_step_N), in order."""
+    if not checkpoints.is_dir():
+        return []
+    found = (re.fullmatch(r"global_step_(\d+)", p.name) for p in checkpoints.iterdir() if p.is_dir())
+    return sorted(int(m.group(1)) for m in found if m)
+
+
+def last_step(checkpoints: Path) -> int:
+    """The step of verl's latest checkpoint (latest_checkpointed_iteration.txt, else the highest saved)."""
+    latest = checkpoints / "latest_checkpointed_iteration.txt"
+    if latest.exists() and (checkpoints / f"global_step_{latest.read_text().strip()}").is_dir():
+        return int(latest.read_text().strip())
+    steps = saved_steps(checkpoints)
+    if not steps:
+        raise StepFailed("find-checkpoint", 1, f"no checkpoint under {checkpoints}")
+    return steps[-1]
+
+
+def merge(shell: Shell, job: TrainJob, verl: Verl, step: int | None, target: Path, lora: bool) -> None:
+    """Merge the checkpoint of `step` (None: the last; a dry run shows N) into `target`. GRPO saves the
+    weights under actor/, SFT at the step's top. A LoRA run's merge writes the base weights and the
+    adapter apart; selfplay_gen.verl.merge_lora folds the adapter in, so `target` is the trained model."""
+    checkpoints = job.out_dir / "checkpoints"
+    if shell.dry_run and step is None:
+        name = "global_step_N"
+        local = checkpoints / name / "actor" if job.mode != "sft" else checkpoints / name
+    else:
+        name = f"global_step_{step if step is not None else last_step(checkpoints)}"
+        local = checkpoints / name
+        if (local / "actor").is_dir():
+            local = local / "actor"
+    merger = [verl.python, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", str(local)]
+    shell.run("merge", [*merger, "--target_dir", str(target)])
+    if lora:
+        shell.run("fold-lora", [verl.python, "-m", "selfplay_gen.verl.merge_lora", str(target)])
+    shell.echo(f"merged {name} -> {target}")

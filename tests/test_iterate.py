@@ -1,0 +1,390 @@
+"""`selfplay-gen iterate`'s decisions and parts, each on its own: warm start, the league's opponent,
+cross-play pairings, a game's defaults, trainer defaults, verl's option names, summary rows and
+tables, verl's console metrics and their plots, servers kept between steps, bash-style quoting."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from selfplay_gen import games
+from selfplay_gen.iterate import decisions, report, trainers
+from selfplay_gen.iterate.config import Iteration, PolicyLoss, Sampling, ServerSettings, Verl, Warm
+from selfplay_gen.iterate.server import Slots
+from selfplay_gen.iterate.shell import Shell, StepFailed, quote
+from selfplay_gen.iterate.verl_jobs import last_step, saved_steps
+
+WORDS = ["plain", "", "a b", 'trainer.logger=["console"]', "it's", "x,y", "~home", "#tag", "a=b", "$HOME", "--seat 0"]
+
+
+def test_commands_are_quoted_as_bash_quotes_them():
+    printed = subprocess.run(["bash", "-c", 'printf "%q\\n" "$@"', "bash", *WORDS], capture_output=True, text=True)
+    assert [quote(word) for word in WORDS] == printed.stdout.splitlines()
+
+
+@pytest.mark.parametrize(
+    "policy, agreement, wanted",
+    [
+        ("teacher", 0.9, True),
+        ("none", 0.0, False),
+        ("auto", 0.49, True),
+        ("auto", 0.5, False),  # at the threshold the model plays well enough
+        ("auto", None, True),  # not measured (a dry run): the cautious choice
+    ],
+)
+def test_warm_start_decision(policy, agreement, wanted):
+    assert decisions.wants_warm_start(policy, agreement, 0.5) is wanted
+
+
+def test_warm_start_policy_must_be_known():
+    with pytest.raises(ValueError, match="auto, teacher, none"):
+        decisions.wants_warm_start("sometimes", 0.1, 0.5)
+
+
+def test_heldout_agreement_reads_the_evaluation_and_names_a_bad_file(tmp_path):
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps({"models": {"base": {"agreement_rate": {"mean": 0.25}}}}))
+    assert decisions.heldout_agreement(metrics, "base") == 0.25
+    with pytest.raises(ValueError, match=r"metrics.json: no models.warm.agreement_rate.mean"):
+        decisions.heldout_agreement(metrics, "warm")
+
+
+LABELS = ["base", "warm", "iter_1", "iter_2"]
+
+
+def test_league_plays_the_earlier_checkpoint_rated_nearest_within_its_window():
+    rated = {"base": 0.0, "warm": 100.0, "iter_1": 400.0, "iter_2": 380.0}
+    assert decisions.league_opponent(LABELS, rated, 3, league_size=2) == 2  # iter_1 (400) is nearer 380 than warm
+    assert decisions.league_opponent(LABELS[:3], rated, 2, league_size=2) == 1  # 100 is nearer 400 than 0
+    assert decisions.league_opponent(LABELS, rated, 3, league_size=0) is None  # self-play
+    assert decisions.league_opponent(LABELS[:1], rated, 1, league_size=2) is None  # nothing earlier
+
+
+def test_league_breaks_a_tie_for_the_later_checkpoint_and_takes_turns_without_ratings():
+    tie = {"base": 0.0, "warm": 200.0, "iter_1": 100.0}
+    assert decisions.league_opponent(LABELS[:3], tie, 2, league_size=2) == 1
+    unrated = {"base": 0.0, "iter_1": 5.0}  # warm has no rating: each in turn
+    assert [decisions.league_opponent(LABELS, unrated, i, league_size=3) for i in (1, 2, 3)] == [1, 2, 0]
+
+
+def test_ratings_come_from_the_run_report(tmp_path):
+    report_file = tmp_path / "metrics.json"
+    assert decisions.ratings(report_file) == {}
+    rows = [{"label": "0: base", "rating": {"rating": 0.0}}, {"label": "1: warm"}]
+    report_file.write_text(json.dumps({"iterations": rows}))
+    assert decisions.ratings(report_file) == {"base": 0.0, "warm": None}
+
+
+def test_crossplay_pairs_each_checkpoint_with_the_initial_one_and_its_predecessor():
+    assert decisions.crossplay_pairings(LABELS) == [(2, 1), (3, 1), (3, 2)]  # from the warm start
+    assert decisions.crossplay_pairings(["base", "iter_1", "iter_2"]) == [(1, 0), (2, 0), (2, 1)]
+    assert decisions.crossplay_pairings(["base"]) == []
+
+
+def test_crossplay_report_reads_self_play_first_then_both_seat_orders(tmp_path):
+    pairs = decisions.crossplay_pairings(LABELS)
+    played = [tmp_path / f"p{k}" for k in range(len(pairs))]
+    args = decisions.crossplay_inputs(LABELS, pairs, played)
+    specs = args[1::2]
+    assert set(args[::2]) == {"--from-games"}
+    assert [s.split("=")[0] for s in specs[:3]] == ["warm", "iter_1", "iter_2"]  # warm first: it rates 0
+    assert specs[3:5] == [f"iter_1,warm={played[0]}/iter_1__warm.jsonl", f"warm,iter_1={played[0]}/warm__iter_1.jsonl"]
+    assert len(specs) == 3 + 2 * len(pairs)
+
+
+def test_games_decide_their_evaluation_sets_and_cross_play():
+    matching, negotiation = games.get("matching"), games.get("negotiation")
+    assert decisions.evaluation_sets(matching) == ("heldout", "human")
+    assert decisions.evaluation_sets(negotiation) == ("heldout",)
+    assert decisions.crossplays_by_default(negotiation) and not decisions.crossplays_by_default(matching)
+
+    class NewGame:  # a game that says nothing gets the defaults
+        pass
+
+    assert decisions.evaluation_sets(NewGame) == ("heldout",) and not decisions.crossplays_by_default(NewGame)
+
+
+def test_summary_rows_count_games_and_leave_unmeasured_cells_empty():
+    games_summary = {"games": 1024, "agreement_rate": 0.8125, "mean_reward": 0.61234}
+    assert decisions.summary_row("iter_1", games_summary, 812.6) == ("iter_1", "1024", "0.8125", "0.6123", "813")
+    assert decisions.summary_row("base", None, 40) == ("base", "", "", "", "40")
+    assert decisions.summary_row("x", {"games": 0, "mean_reward": float("nan")}, 1)[3] == ""
+
+
+@pytest.mark.parametrize(
+    "name, given, expected",
+    [
+        ("grpo", {}, (1024, 1, "1e-5", 16, 8, 0)),
+        ("filtered-bc", {}, (4096, 2, "1e-3", 32, 32, 16)),
+        ("grpo-online", {}, (0, 1, "1e-5", 16, 8, 0)),
+        ("grpo", {"batch_size": 9, "lora_rank": 8}, (1024, 1, "1e-5", 9, 5, 8)),
+        ("filtered-bc", {"lr": "5e-4", "mini_batch_size": 4, "lora_rank": 0}, (4096, 2, "5e-4", 32, 4, 0)),
+    ],
+)
+def test_each_trainer_has_its_measured_defaults_and_the_users_settings_win(name, given, expected):
+    trainer = trainers.get(name)(Iteration(**given))
+    s = trainer.settings
+    assert (s.games_per_iter, s.epochs, s.lr, s.batch_size, s.mini_batch_size, s.lora_rank) == expected
+
+
+def test_a_trainer_is_one_class_and_one_registry_line():
+    @trainers.register("test-only")
+    class Constant(trainers.Trainer):
+        defaults = trainers.TrainerDefaults(games_per_iter=1, epochs=1, lr="1e-4", batch_size=1, lora_rank=0)
+
+        def train(self, run, stage):
+            return []
+
+    try:
+        assert trainers.get("test-only") is Constant and "test-only" in trainers.names()
+        with pytest.raises(ValueError, match="already registered"):
+            trainers.register("test-only")(type("Other", (Constant,), {}))
+    finally:
+        trainers._TRAINERS.pop("test-only")
+    with pytest.raises(ValueError, match="known trainers: filtered-bc, grpo, grpo-online"):
+        trainers.get("ppo")
+
+
+def verl_config():
+    import verl
+
+    path = Path(verl.__file__).parent / "trainer" / "config" / "_generated_ppo_trainer.yaml"
+    return OmegaConf.load(path)
+
+
+def test_grpo_settings_are_verls_own_option_names():
+    config = verl_config()
+    loss = PolicyLoss(use_kl_loss=True, lora_rank=8, clip_ratio_high=0.28, adv_estimator="reinforce_plus_plus")
+    overrides = loss.overrides()
+    assert "actor_rollout_ref.actor.clip_ratio_high=0.28" in overrides
+    assert "actor_rollout_ref.model.lora_alpha=16" in overrides  # 2 x rank
+    missing = object()
+    for override in overrides:
+        key = override.split("=")[0]
+        assert OmegaConf.select(config, key, default=missing) is not missing, key
+    assert not any("lora" in o or "kl_loss_coef" in o for o in PolicyLoss().overrides())  # off unless asked
+
+
+def test_verl_loggers_are_selectable():
+    assert Verl().logger_override() == 'trainer.logger=["console"]'
+    assert Verl(logger=("console", "tensorboard")).logger_override() == 'trainer.logger=["console","tensorboard"]'
+    assert OmegaConf.select(verl_config(), "trainer.logger") is not None
+
+
+def test_one_set_of_sampling_defaults_for_every_stage():
+    assert Sampling().args() == ["--temperature", "0.7", "--max-moves", "30", "--max-new-tokens", "512"]
+    run = Iteration().sampling_for_run()
+    assert run.max_response_tokens == Verl().max_response_length  # a seat's budget is the training limit
+    by_score = Iteration(warm=Warm(teacher_plan="by-score")).sampling_for_run()
+    assert by_score.max_new_tokens == 768
+
+
+CONSOLE = """\
+(TaskRunner pid=1) step:1 - actor/entropy:0.52 - actor/pg_clipfrac:0.01 - critic/score/mean:0.4 - timing_s/gen:3.2
+(TaskRunner pid=1) something else
+(TaskRunner pid=1) step:2 - actor/entropy:0.48 - actor/pg_clipfrac:0.02 - critic/score/mean:0.5 - actor/kl_loss:0.001
+"""
+
+
+def test_verls_console_metrics_are_read_and_plotted(tmp_path):
+    steps = report.console_metrics(CONSOLE.splitlines())
+    assert [s["step"] for s in steps] == [1.0, 2.0]
+    assert steps[0]["actor/entropy"] == 0.52 and steps[1]["actor/kl_loss"] == 0.001
+    assert steps[0]["timing_s/gen"] == 3.2
+    assert report.plot_curves(steps, tmp_path / "curves.png") and (tmp_path / "curves.png").stat().st_size > 1000
+    assert not report.plot_curves([{"step": 1.0, "other": 1.0}], tmp_path / "none.png")
+    assert not (tmp_path / "none.png").exists()
+
+
+def test_the_summary_lists_stages_in_run_order_with_wall_time_per_step_and_retention(tmp_path):
+    for name, label, seconds in (("iter_001", "iter_1", 30), ("base", "base", 10), ("warm", "warm", 20)):
+        (tmp_path / name).mkdir()
+        report.write_row(tmp_path / name, decisions.summary_row(label, {"games": 8, "agreement_rate": 0.5}, seconds))
+    report.add_timing(tmp_path / "iter_001", report.Timing("generate", 61.0, 100.0))
+    report.add_timing(tmp_path / "iter_001", report.Timing("train (offline)", 0.0, 400.0))
+    (tmp_path / "warm" / report.RETENTION_FILE).write_text(json.dumps({"perplexity": 12.5, "flagged": False}))
+    text = report.write_summary(tmp_path)
+    lines = text.splitlines()
+    assert lines[0] == "| " + " | ".join(decisions.SUMMARY_HEADER) + " |"
+    assert [line.split(" | ")[0] for line in lines[2:5]] == ["| base", "| warm", "| iter_1"]  # run order
+    assert "| iter_1 | generate | 61 | 100 |" in lines and "| iter_1 | train (offline) | 0 | 400 |" in lines
+    assert "| warm | False | 12.5000 |" in lines  # the retention row
+    assert (tmp_path / "summary.md").read_text() == text
+    assert (tmp_path / "summary.tsv").read_text().splitlines()[1] == "base\t8\t0.5000\t\t10"
+
+
+def test_checkpoints_are_found_by_step(tmp_path):
+    with pytest.raises(StepFailed, match="no checkpoint under"):
+        last_step(tmp_path)
+    for step in (50, 100, 7):
+        (tmp_path / f"global_step_{step}").mkdir()
+    assert saved_steps(tmp_path) == [7, 50, 100] and last_step(tmp_path) == 100
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("50")
+    assert last_step(tmp_path) == 50
+
+
+def test_a_slot_keeps_its_server_for_the_same_model(tmp_path, capsys):
+    slots = Slots(ServerSettings(port=31000), Shell(dry_run=True))
+    slots.serve(0, "/m", tmp_path / "a.log")
+    slots.serve(0, "/m", tmp_path / "b.log")  # kept
+    slots.serve(1, "/p", tmp_path / "p.log", shared=True)
+    slots.serve(0, "/m", tmp_path / "c.log", shared=True)  # a smaller memory share: started again
+    launches = [line for line in capsys.readouterr().out.splitlines() if "launch_server" in line]
+    assert len(launches) == 3
+    assert "--port 31001" in launches[1] and launches[1].endswith(
+        "--mem-fraction-static 0.4 > " + f"{tmp_path}/p.log 2>&1 &"
+    )
+    given = Slots(ServerSettings(urls=("http://a:1", "http://b:2")), Shell(dry_run=True)).serve(0, "/m", tmp_path / "x")
+    assert given.base_url_args() == ["--base-url", "http://a:1", "--base-url", "http://b:2"]
+
+
+def test_a_server_is_stopped_when_its_block_ends(tmp_path):
+    """A real process group behind the context manager: the server answers /health, and is gone after."""
+    fake = tmp_path / "python"
+    fake.write_text(
+        "#!/usr/bin/env bash\nwhile [[ $1 != --port ]]; do shift; done\n"
+        f'exec {sys.executable} -m http.server --bind 127.0.0.1 --directory {tmp_path} "$2"\n'
+    )
+    (tmp_path / "health").write_text("ok")  # GET /health answers 200
+    fake.chmod(0o755)
+    from fake_sglang import free_port
+
+    settings = ServerSettings(python=str(fake), port=free_port(), timeout_s=30)
+    with Slots(settings, Shell()) as slots:
+        started = slots.serve(0, "/m", tmp_path / "server.log")
+        pid = slots._servers[0][1].process.pid
+        assert started.url.endswith(str(settings.port)) and started.startup_s > 0
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
+
+
+def dry_iterate(tmp_path, *args, **env):
+    from click.testing import CliRunner
+
+    from selfplay_gen.iterate.cli import iterate_command
+
+    common = ["--dry-run", "--initial-model", "/m0", "--run-dir", str(tmp_path / "run"), "--selfplay-gen", "gen"]
+    common += ["--selfplay-convert", "conv", "--verl-python", sys.executable]
+    result = CliRunner().invoke(iterate_command, [*common, *args], env=env)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_online_grpo_plays_inside_verl_for_many_steps_and_validates_every_n(tmp_path):
+    out = dry_iterate(
+        tmp_path, "--trainer", "grpo-online", "--num-iterations", "1", "--warm-start", "none", "--online-steps", "40",
+        "--lora-rank", "16", "--clip-ratio-high", "0.28", "--logger", "console,tensorboard",
+    )  # fmt: skip
+    run = tmp_path / "run"
+    init = f"+ gen init --num-train 320 --num-test 16 --seed 1000000 --out-dir {run}/iter_001/gen --overwrite"
+    assert init in out.splitlines()  # 40 steps x 16 rows, two rows (seats) an instance
+    (train,) = [line for line in out.splitlines() if "-m verl.trainer.main_ppo" in line]
+    for override in (
+        f"data.train_files={run}/iter_001/gen/train.parquet",
+        f"data.val_files={run}/iter_001/gen/test.parquet",
+        "actor_rollout_ref.rollout.n=8 ",
+        "+selfplay.max_new_tokens=512",
+        "actor_rollout_ref.rollout.temperature=0.7",
+        "trainer.total_training_steps=40",
+        "trainer.test_freq=10",
+        "actor_rollout_ref.model.lora_rank=16 actor_rollout_ref.model.lora_alpha=32",
+        "actor_rollout_ref.actor.clip_ratio_high=0.28",
+        'trainer.logger=\\[\\"console\\"\\,\\"tensorboard\\"\\]',
+    ):
+        assert override in train, override
+    assert (
+        "calculate_log_probs" not in train
+        and "--backend sglang --base-url" not in out.split("gen init")[1].split("\n")[0]
+    )
+    assert f"-m selfplay_gen.verl.merge_lora {run}/iter_001/train/hf" in out  # the LoRA adapter folded in
+    # the starting model is evaluated before training, the trained one after
+    assert (
+        f"--label base --out {run}/base/eval/heldout" in out
+        and f"--label iter_1 --out {run}/iter_001/eval/heldout" in out
+    )
+
+
+def test_retention_and_the_test_split_run_where_installed(tmp_path):
+    from selfplay_gen.iterate.plays import has_test_split
+
+    out = dry_iterate(tmp_path, "--num-iterations", "1", "--warm-start", "none", "--retention")
+    import importlib.util
+
+    if importlib.util.find_spec("selfplay_gen.evaluation.retention") is None:
+        assert "base: capability retention skipped" in out
+    else:
+        assert f"gen retention --model /m0 --out {tmp_path}/run/base/retention.json" in out
+    tested = [line for line in out.splitlines() if "--instances test " in line]
+    assert len(tested) == (1 if has_test_split() else 0)  # the final model only
+    assert all("--label iter_1" in line for line in tested)
+
+
+def test_an_unknown_logger_is_refused(tmp_path):
+    from click.testing import CliRunner
+
+    from selfplay_gen.iterate.cli import iterate_command
+
+    result = CliRunner().invoke(iterate_command, ["--dry-run", "--logger", "console,tensorbored"])
+    assert result.exit_code == 2 and "unknown logger 'tensorbored'" in result.output
+
+
+def test_a_step_logs_its_output_times_its_start_up_and_names_itself_when_it_fails(tmp_path, capsys):
+    log = tmp_path / "train" / "verl.log"
+    script = "echo starting; sleep 0.5; printf 'Training Progress: 0%%\\r'; echo 'step:1 - actor/entropy:0.5'"
+    startup = Shell().run("train", ["bash", "-c", script], log, ready="Training Progress")
+    assert startup is not None and startup >= 0.5
+    assert "step:1 - actor/entropy:0.5" in log.read_text() and "starting" in capsys.readouterr().out
+    assert Shell().run("quiet", ["true"], log, ready="never") is None  # no such line: start-up unknown
+    with pytest.raises(StepFailed, match=r"step 'merge' failed \(exit 3\)"):
+        Shell().run("merge", ["bash", "-c", "exit 3"])
+    assert Shell(dry_run=True).run("merge", ["bash", "-c", "exit 3"]) is None  # a dry run only prints
+
+
+def test_a_failed_stage_is_not_marked_done_and_a_rerun_resumes_from_its_markers(tmp_path):
+    """A run against a given server whose evaluation command fails stops naming the step and leaves
+    no DONE marker; once the evaluation is there, the rerun marks the stage done with its summary row."""
+    from selfplay_gen.iterate.config import Tools
+    from selfplay_gen.iterate.loop import Run
+
+    run_dir = tmp_path / "run"
+    failing = Iteration(
+        run_dir=run_dir, initial_model="/m0", num_iterations=0, warm=Warm(policy="none"),
+        servers=ServerSettings(urls=("http://127.0.0.1:9",)), tools=Tools(python=sys.executable, gen=("false",)),
+    )  # fmt: skip
+    with pytest.raises(StepFailed, match=r"step 'base: evaluate \(heldout\)' failed \(exit 1\)"):
+        Run(failing).main()
+    assert not (run_dir / "base" / "DONE").exists() and not (run_dir / "base" / "eval" / "DONE").exists()
+    (run_dir / "base" / "eval").mkdir(parents=True)
+    (run_dir / "base" / "eval" / "DONE").touch()  # evaluated meanwhile
+    assert Run(failing).main() == "/m0"
+    assert (run_dir / "base" / "DONE").exists()
+    summary = (run_dir / "summary.md").read_text().splitlines()
+    assert summary[2].startswith("| base |  |  |  | ")  # no training games in the base stage
+
+
+def test_metrics_come_from_tensorboard_events_when_verl_logged_there(tmp_path):
+    """verl's tensorboard logger writes with torch's SummaryWriter into TENSORBOARD_DIR, which the run
+    sets under the stage's train/; the curves are read back from those events."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from selfplay_gen.iterate.loop import logger_dirs, plot_training_log
+
+    assert logger_dirs(Verl(), tmp_path) == []  # console only: verl's own places
+    where = logger_dirs(Verl(logger=("console", "tensorboard", "wandb")), tmp_path)
+    assert where == ["env", f"TENSORBOARD_DIR={tmp_path}/tensorboard", f"WANDB_DIR={tmp_path}/wandb"]
+    writer = SummaryWriter(str(tmp_path / report.TENSORBOARD_DIR))
+    for step in (1, 2, 3):
+        writer.add_scalar("actor/entropy", 0.5 / step, step)
+        writer.add_scalar("critic/score/mean", 0.1 * step, step)
+    writer.close()
+    steps = report.tensorboard_metrics(tmp_path / report.TENSORBOARD_DIR)
+    assert [s["step"] for s in steps] == [1.0, 2.0, 3.0] and steps[2]["critic/score/mean"] == pytest.approx(0.3)
+    plot_training_log(tmp_path)
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+    assert json.loads((tmp_path / "metrics.json").read_text())[0]["actor/entropy"] == pytest.approx(0.5)
