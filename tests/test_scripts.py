@@ -367,6 +367,7 @@ def test_a_server_start_that_found_too_little_gpu_memory_is_tried_again(tmp_path
         OUT_DIR=str(tmp_path / "g"),
         PORT=str(free_port()),
         SGLANG_PYTHON=str(fake),
+        EXTRA_SGLANG_ARGS="--grammar-backend none",  # given: the fake is not probed, only started
         REAL_PYTHON=sys.executable,
         START_FAILURES=str(failed_starts),
         FAILURE=failure,

@@ -332,7 +332,12 @@ def sampling_from(o: dict, max_response_tokens: int | None = None) -> Sampling:
 
 def install_choice(python: str, what: str) -> serving.ServerChoice:
     """SGLang's settings for the install behind `python`, each fallback said on stderr."""
-    choice = serving.choose(serving.probe(python))
+    try:
+        installed = serving.probe(python)
+    except click.ClickException as err:  # e.g. a dry run naming another machine's Python: assume the least
+        click.echo(f"{what}: {err.message}; taking the fallback for every part", err=True)
+        installed = {}
+    choice = serving.choose(installed)
     for reason in choice.reasons:
         click.echo(f"{what}: {reason}", err=True)
     return choice
