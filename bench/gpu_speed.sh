@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Speed runbook on one GPU (after `source bench/gpu_setup.sh`): the generation benchmark of the embedded warm
 # start with SGLang's fast path and with CUDA graphs off, and the wall time of one filtered-BC iteration of
-# 4,096 games with its evaluations. Results in ROOT/speed/; each phase is skipped once its DONE marker exists.
-#   bench/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [fbc] [gen-eager]
+# 4,096 games with its evaluations, through the scripts (`fbc`) or `selfplay-gen iterate` (`iterate-fbc`), and a
+# few steps of online GRPO with a LoRA adapter (`iterate-online`: the step rate, the merge of a GRPO adapter).
+# Results in ROOT/speed/; each phase is skipped once its DONE marker exists.
+#   bench/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [fbc] [gen-eager] [iterate-fbc] [iterate-online]
 set -euo pipefail
 MODEL_DIR=$1 ROOT=$2
 shift 2
@@ -57,6 +59,18 @@ for phase in "$@"; do
         GAMES_PER_ITER=4096 SELFPLAY_PYTHON=python3 VERL_PYTHON=python3 SGLANG_PYTHON=python3 \
         "$REPO/run_selfplay_iteration.sh" > "$ROOT/logs/fbc.log" 2>&1
       cp "$ROOT/fbc/summary.md" "$OUT/fbc_summary.md" ;;
+    iterate-fbc)  # the same iteration through selfplay-gen iterate: one server per model, a wall-time table
+      mkdir -p "$ROOT/ifbc/base" && touch "$ROOT/ifbc/base/DONE"
+      env RUN_DIR="$ROOT/ifbc" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=filtered-bc NUM_ITERATIONS=1 \
+        GAMES_PER_ITER=4096 "$REPO/run_selfplay_iteration.sh" > "$ROOT/logs/ifbc.log" 2>&1
+      cp "$ROOT/ifbc/summary.md" "$OUT/iterate_fbc_summary.md" ;;
+    iterate-online)  # online GRPO, LoRA r16; the input model's evaluation is the one iterate-fbc made
+      mkdir -p "$ROOT/online/base" && touch "$ROOT/online/base/DONE"
+      [[ ! -d $ROOT/ifbc/report ]] || { cp -r "$ROOT/ifbc/report" "$ROOT/online/"; cp -r "$ROOT/ifbc/base/eval" "$ROOT/online/base/"; }
+      env RUN_DIR="$ROOT/online" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=grpo-online NUM_ITERATIONS=1 \
+        ONLINE_STEPS="${ONLINE_STEPS:-8}" SAVE_FREQ="${ONLINE_STEPS:-8}" RL_LORA_RANK=16 RL_LR="${ONLINE_LR:-5e-5}" \
+        LOGGER=console,tensorboard "$REPO/run_selfplay_iteration.sh" > "$ROOT/logs/online.log" 2>&1
+      cp "$ROOT/online/summary.md" "$OUT/iterate_online_summary.md" ;;
     *) echo "unknown phase $phase" >&2; exit 2 ;;
   esac
 done
