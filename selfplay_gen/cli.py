@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
 import importlib
 import json
 import sys
@@ -43,8 +44,20 @@ class DefaultGroup(click.Group):
         return super().get_command(ctx, name)
 
     def parse_args(self, ctx, args):
-        if not args or args[0] not in self.list_commands(ctx) and args[0] not in ("--help", "-h"):
+        """`play` is the default only when no command is named: the first argument is an option
+        (or there is none). A first word that names no command is refused, listing the commands,
+        rather than handed to `play` (where `view --help` would print play's help)."""
+        if not args or args[0].startswith("-") and args[0] not in ("--help", "-h"):
             args = ["play", *args]
+        elif args[0] not in ("--help", "-h") and args[0] not in self.list_commands(ctx):
+            commands = self.list_commands(ctx)
+            close = difflib.get_close_matches(args[0], commands, n=1)
+            raise click.UsageError(
+                f"no such command {args[0]!r}"
+                + (f" (did you mean {close[0]!r}?)" if close else "")
+                + f"; the commands are {', '.join(commands)}, and without one `selfplay-gen [OPTIONS]` plays games",
+                ctx,
+            )
         return super().parse_args(ctx, args)
 
 

@@ -1,0 +1,35 @@
+"""`selfplay-gen`'s command group: `play` is the default only when no command is named."""
+
+import pytest
+from click.testing import CliRunner
+
+from selfplay_gen.cli import main
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["evl"], "no such command 'evl' (did you mean 'eval'?)"),
+        (["nosuch", "--help"], "no such command 'nosuch'; "),
+    ],
+)
+def test_an_unknown_command_is_refused_naming_the_commands(args, says):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    assert says in result.output
+    listed = result.output.split("the commands are ", 1)[1].split(", and without one")[0]
+    assert {"eval", "init", "play"} <= set(listed.split(", "))  # other commands may join them
+    assert "--num-games" not in result.output  # not play's help or play's error
+
+
+def test_play_is_the_default_when_the_first_argument_is_an_option(tmp_path):
+    out = tmp_path / "g.jsonl"
+    result = CliRunner().invoke(main, ["--backend", "scripted", "-n", "2", "-k", "2", "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert len(out.read_text().splitlines()) == 2
+
+
+def test_help_is_the_groups_and_a_named_commands_help_its_own():
+    assert "Commands:" in CliRunner().invoke(main, ["--help"]).output
+    assert "--num-games" in CliRunner().invoke(main, ["play", "--help"]).output
+    assert "--from-games" in CliRunner().invoke(main, ["eval", "--help"]).output
