@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from .atomic import write_json_atomic
 from .backends.base import BackendError
@@ -118,6 +119,17 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
     SIGINT/SIGTERM.
     """
     game = game_from(opts)
+    if num_games % games_per_instance:
+        uneven = (
+            f"--num-games {num_games} is not a multiple of -k/--games-per-instance {games_per_instance}: the last "
+            f"instance gets {num_games % games_per_instance} games, a smaller GRPO group than the others"
+        )
+        lower, upper = num_games - num_games % games_per_instance, num_games + (-num_games) % games_per_instance
+        if click.get_current_context().get_parameter_source("games_per_instance") is not ParameterSource.DEFAULT:
+            asked = f"{lower} or {upper}" if lower else f"{upper}"
+            raise click.UsageError(f"{uneven}; ask for {asked} games, or another -k")
+        if not quiet:  # the default K with a few games (a trial run): said, not refused
+            click.echo(f"note: {uneven} (-k sets the group size)", err=True)
     run = {"game": game.name, **game.options, "instances": instances, "seed": opts["seed"]}
     run["games_per_instance"] = games_per_instance
     specs = plan_games(

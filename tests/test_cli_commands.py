@@ -33,3 +33,22 @@ def test_help_is_the_groups_and_a_named_commands_help_its_own():
     assert "Commands:" in CliRunner().invoke(main, ["--help"]).output
     assert "--num-games" in CliRunner().invoke(main, ["play", "--help"]).output
     assert "--from-games" in CliRunner().invoke(main, ["eval", "--help"]).output
+
+
+@pytest.mark.parametrize("n, k, ask", [(10, 4, "ask for 8 or 12 games"), (3, 8, "ask for 8 games")])
+def test_games_per_instance_must_divide_the_number_of_games(tmp_path, n, k, ask):
+    out = tmp_path / "g.jsonl"
+    result = CliRunner().invoke(
+        main, ["--backend", "scripted", "-n", str(n), "--games-per-instance", str(k), "--out", str(out)]
+    )
+    assert result.exit_code == 2
+    assert f"--num-games {n} is not a multiple of -k/--games-per-instance {k}" in result.output and ask in result.output
+    assert not out.exists()
+
+
+def test_the_default_k_with_fewer_games_is_said_not_refused(tmp_path):
+    out = tmp_path / "g.jsonl"
+    result = CliRunner().invoke(main, ["--backend", "scripted", "-n", "4", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "note: --num-games 4 is not a multiple of -k/--games-per-instance 8" in result.stderr
+    assert len(out.read_text().splitlines()) == 4
