@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2317
 # Sourced on the GPU machine (no network): bring up the offline SGLang/verl environment.
 #
-#   source bench/gpu_setup.sh [PART_DIR]
+#   source offline_gpu/gpu_setup.sh [PART_DIR]
 #
 # The bundles of shared/gpu/ (site_serve, site_train, the SmolLM2 GGUF and the install scripts)
 # travel as one tar split into parts that arrive in separate calls (a call carries 64 MiB with

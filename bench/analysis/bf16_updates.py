@@ -1,6 +1,6 @@
 """How much of a small weight update survives a bf16 checkpoint.
 
-    python bench/bf16_updates.py [OUT.json]
+    python bench/analysis/bf16_updates.py [OUT.json]
 
 verl trains in fp32 but its model merger writes bf16, and the next iteration (and SGLang) starts
 from that file. This adds an update of size eps with random signs to the embedded warm start's

@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
-# A long benchmark on the lent GPU machine, whose calls last at most 10 minutes and which is given back
-# after 30 s idle: `start` runs bench/gpu_learning.sh in its own process session (it outlives the call),
-# `wait` watches it for up to a call's length, `pack` puts what a later lease needs into $OUT.
+# A benchmark longer than one call on a GPU machine whose calls last at most 10 minutes, and which is
+# released when idle: `start` runs offline_gpu/gpu_learning.sh in its own process session (it outlives
+# the call), `wait` watches it for up to a call's length, `pack` puts what a later machine needs to go
+# on (adapters, evaluations) into $OUT.
 set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-Usage: bench/gpu_lease.sh [--help] parts DIST PART_DIR | start ROOT PHASE... | wait ROOT [SECONDS]
+Usage: offline_gpu/gpu_lease.sh [--help] parts DIST PART_DIR | start ROOT PHASE... | wait ROOT [SECONDS]
                           | pack ROOT PACK_DIR [--slim] | give PACK_DIR OUT_DIR N | unpack ROOT DIR
 
 Here, with DIST holding what shared/gpu/ builds (site_serve.tar.xz, site_train.tar.xz, the model's GGUF
 parts, each with its .sha256) and shared/gpu's scripts:
   parts DIST PART_DIR  one tar of DIST split into PART_DIR/pNN/part-NN of 45 MiB, each beside all.sha256 and
-                       `parts` (their number): carry one pNN per call, bench/gpu_setup.sh joins them
-On the GPU machine, after `source bench/gpu_setup.sh` in the same call:
-  start ROOT PHASE...  copy this repository to ROOT.repo and run bench/gpu_learning.sh "$MODEL" ROOT PHASE... there,
+                       `parts` (their number): carry one pNN per call, offline_gpu/gpu_setup.sh joins them
+On the GPU machine, after `source offline_gpu/gpu_setup.sh` in the same call:
+  start ROOT PHASE...  copy this repository to ROOT.repo and run offline_gpu/gpu_learning.sh "$MODEL" ROOT PHASE... there,
                        detached (setsid), logging to ROOT/logs/lease.log; the environment is passed on
   wait ROOT [SECONDS]  until the run ends or SECONDS pass (560): prints each run's summary and the log's end;
                        exits 0 while it runs or when it ended well, 1 when it failed
@@ -55,7 +56,7 @@ case "$cmd" in
     rm -f "$ROOT/logs/lease.rc"
     export PYTHONPATH=$copy${PYTHONPATH:+:$PYTHONPATH}
     # shellcheck disable=SC2016  # expanded by the detached shell: its $0 is ROOT, $1 the copy, then the phases
-    setsid bash -c 'bash "$1/bench/gpu_learning.sh" "${@:2}"; echo $? > "$0/logs/lease.rc"' \
+    setsid bash -c 'bash "$1/offline_gpu/gpu_learning.sh" "${@:2}"; echo $? > "$0/logs/lease.rc"' \
       "$ROOT" "$copy" "$MODEL" "$ROOT" "$@" > "$ROOT/logs/lease.log" 2>&1 < /dev/null &
     echo "started gpu_learning.sh $* (pid $!)" ;;
   wait)

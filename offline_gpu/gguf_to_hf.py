@@ -2,7 +2,7 @@
 """Convert a GGUF file (any architecture transformers reads from GGUF: llama, qwen2, ...) into a
 Hugging Face model directory, then check it against the GGUF-loaded model.
 
-    python3 bench/gguf_to_hf.py MODEL.gguf OUT_DIR [--dtype bfloat16] [--end-of-turn '<|im_end|>']
+    python3 offline_gpu/gguf_to_hf.py MODEL.gguf OUT_DIR [--dtype bfloat16] [--end-of-turn '<|im_end|>']
         [--fp32-reference] [--report FILE.json] [--no-check]
 
 The architecture-agnostic form of shared/gpu/gguf_to_hf.py (which handles llama only), same

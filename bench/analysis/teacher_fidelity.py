@@ -3,7 +3,7 @@
 For each records file: games, agreed games, the share of games that agreed on exactly the matching the
 teacher (`--plan`) proposes on the same instance, and among agreed games the mean reward minus the
 teacher's. Example:
-  python bench/teacher_fidelity.py RUN_DIR/iter_002/eval/human/games/*.jsonl --plan by-score --out f.json
+  python bench/analysis/teacher_fidelity.py RUN_DIR/iter_002/eval/human/games/*.jsonl --plan by-score --out f.json
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The efficacy benchmark's table, plot and JSON, from runs of run_selfplay_iteration.sh.
 
-    python bench/learning.py ROOT OUT
+    python bench/analysis/learning.py ROOT OUT
 
-ROOT holds one run directory per trainer or setting (bench/gpu_learning.sh makes ROOT/grpo and
+ROOT holds one run directory per trainer or setting (offline_gpu/gpu_learning.sh makes ROOT/grpo and
 ROOT/fbc from the same base model and warm start; any ROOT/NAME with a report/ is read). For every
 stage of every run (base, warm, iter_1, ...) it takes the run-level evaluation rows (RUN/report/heldout
 and RUN/report/human) and reports the mean normalized reward with its 95% bootstrap interval over
