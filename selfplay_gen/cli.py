@@ -86,7 +86,7 @@ def main():
     type=click.IntRange(min=1),
     default=8,
     show_default=True,
-    help="Games per instance: one GRPO group. GRPO needs K >= 2 for any signal.",
+    help="Games per instance: one GRPO group. GRPO needs K >= 2 for any signal. A K given must divide --num-games.",
 )
 @click.option(
     "--instances",
