@@ -28,8 +28,9 @@ test: $(BIN)/selfplay-gen
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
-## bench: the CPU benchmarks with their --quick settings into $(BENCH_OUT)/ (NAME.json, NAME.md each), about
-## 5 minutes on 2 cores; full settings: run `bench/NAME.py` without --quick (README, "Benchmarks")
+## bench: the CPU benchmarks with their --quick settings into $(BENCH_OUT)/ (NAME.json, NAME.md each): several
+## minutes on 2 cores, most of it the embedded model's games and verl's per-row log-probs, more when the cores are
+## shared; full settings: run `bench/NAME.py` without --quick (README, "Benchmarks")
 BENCH_OUT ?= data/bench
 bench: $(BIN)/selfplay-gen
 	$(BIN)/python bench/instances.py --quick --out $(BENCH_OUT)

@@ -10,7 +10,7 @@
 
 Prints a table and writes OUT/generation.json and OUT/generation.md. Example:
   python bench/generation.py --backend sglang --base-url http://127.0.0.1:30000 --num-games 256
-  python bench/generation.py --quick     # the embedded model on CPU: 4 games, 2 moves, 16 tokens a turn
+  python bench/generation.py --quick     # the embedded model on CPU: 2 games, 2 moves, 16 tokens a turn
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
-QUICK = {"num_games": 4, "games_per_instance": 2, "concurrency": 4, "max_new_tokens": 16, "max_moves": 2}
+QUICK = {"num_games": 2, "games_per_instance": 2, "concurrency": 2, "max_new_tokens": 16, "max_moves": 2}
 
 
 @click.command(help=__doc__)

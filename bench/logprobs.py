@@ -44,7 +44,7 @@ def seconds(fn, logits: torch.Tensor, labels: torch.Tensor, repeats: int) -> flo
 @quick_option
 def main(tokens: int, vocab: int, repeats: int, out: Path, quick: bool) -> None:
     if quick:
-        tokens, repeats = 1024, 2
+        tokens, repeats = 1024, 1
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
     logits = torch.randn(tokens, vocab, device=device, dtype=torch.bfloat16, requires_grad=True)
