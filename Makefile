@@ -29,8 +29,17 @@ test: $(BIN)/selfplay-gen
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
+## bench: the CPU benchmarks with their --quick settings into $(BENCH_OUT)/ (NAME.json, NAME.md each): several
+## minutes on 2 cores, most of it the embedded model's games and verl's per-row log-probs, more when the cores are
+## shared; full settings: run `bench/NAME.py` without --quick (README, "Benchmarks")
+BENCH_OUT ?= data/bench
 bench: $(BIN)/selfplay-gen
-	$(BIN)/python bench/instances.py
+	$(BIN)/python bench/instances.py --quick --out $(BENCH_OUT)
+	$(BIN)/python bench/convert.py --quick --out $(BENCH_OUT)
+	$(BIN)/python bench/http_pool.py --quick --out $(BENCH_OUT)
+	$(BIN)/python bench/generation.py --quick --out $(BENCH_OUT)
+	$(BIN)/python bench/logprobs.py --quick --out $(BENCH_OUT)
+	$(BIN)/python bench/client_overhead.py --quick --out $(BENCH_OUT)
 
 clean:
 	rm -rf $(VENV)

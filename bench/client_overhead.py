@@ -8,7 +8,7 @@ the functions it goes to. The stand-in (its own process) replies to each turn wi
 `[message]` of `--reply-tokens` tokens, so games run to `--max-moves` and contexts grow as in long
 games.
 
-  python bench/client_overhead.py --num-games 256 --concurrency 256 --max-moves 8 --profile
+  python bench/client_overhead.py --num-games 256 --concurrency 256 --max-moves 8 --profile [--out DIR]
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import cProfile
 import io
-import json
 import multiprocessing
 import pstats
 import socket
@@ -25,10 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import click
 from aiohttp import web
+from benchmark import out_option, quick_option, write
 
 from selfplay_gen import models
-from selfplay_gen.atomic import write_json_atomic
 from selfplay_gen.backends.base import BackendOptions, SamplingParams, backend_class
 from selfplay_gen.games import GameConfig
 from selfplay_gen.games.base import Limits
@@ -113,15 +113,19 @@ async def run(args, url: str, tokenizer) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--num-games", type=int, default=128)
-    parser.add_argument("--concurrency", type=int, default=128)
-    parser.add_argument("--max-moves", type=int, default=8)
-    parser.add_argument("--reply-tokens", type=int, default=60)
-    parser.add_argument("--profile", action="store_true", help="print the 25 functions with the most own+callee time")
-    parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
-    args = parser.parse_args(argv)
+QUICK = {"num_games": 16, "concurrency": 16, "max_moves": 4}
+
+
+@click.command(help=__doc__)
+@click.option("--num-games", type=click.IntRange(min=1), default=128, show_default=True)
+@click.option("--concurrency", type=click.IntRange(min=1), default=128, show_default=True)
+@click.option("--max-moves", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--reply-tokens", type=click.IntRange(min=2), default=60, show_default=True)
+@click.option("--profile", is_flag=True, help="Add the 25 functions with the most cumulative time.")
+@out_option
+@quick_option
+def cli(**options) -> None:
+    args = argparse.Namespace(**{**options, **(QUICK if options["quick"] else {})})
     tokenizer = models.load_tokenizer(None)
     words = " ".join(["Ava Li: GLUE 421"] * args.reply_tokens)
     body = tokenizer.encode("[message] " + words, add_special_tokens=False)[: args.reply_tokens - 1]
@@ -143,13 +147,20 @@ def main(argv: list[str] | None = None) -> dict:
             result["profile"] = text.getvalue()
     finally:
         server.terminate()
-    print(json.dumps({k: v for k, v in result.items() if k != "profile"}, indent=1))
+    table = "\n".join(
+        [
+            "| games | turns | wall s | CPU s | turns/s | CPU ms per turn |",
+            "|---:|---:|---:|---:|---:|---:|",
+            f"| {result['games']} | {result['turns']} | {result['wall_s']:.1f} | {result['cpu_s']:.2f} "
+            f"| {result['turns_per_s']:.1f} | {result['cpu_ms_per_turn']:.2f} |",
+        ]
+    )
+    click.echo(table)
     if "profile" in result:
-        print(result["profile"])
-    if args.out:
-        write_json_atomic(args.out, result)
-    return result
+        click.echo(result["profile"])
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "quick", "profile")}
+    write("client_overhead", args.out, "Client time per turn (instant SGLang stand-in)", settings, result, table)
 
 
 if __name__ == "__main__":
-    main()
+    cli()

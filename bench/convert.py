@@ -7,7 +7,8 @@ rewards. Each converter runs in its own process pinned to one core; its peak RSS
 os.wait4 (the child's own rusage, like RUSAGE_CHILDREN but per child). The reference would need
 the whole file as Python objects, so it runs on fewer games (stated in the table).
 
-    python bench/convert.py                     # 100,000 games, reference on 5,000
+    python bench/convert.py [--out DIR]        # 100,000 games, reference on 5,000
+    python bench/convert.py --quick             # 2,000 games, reference on 500
     python bench/convert.py --games 5000 --reference-games 2000 --keep DIR
 """
 
@@ -26,9 +27,11 @@ import click
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-# This script shares its name with the package it measures: import that one, not this file.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
-RESULTS = ROOT / "bench" / "results"
+# This script shares its name with the package it measures: bench/ goes last on the path, so that
+# `import convert` finds the package while `benchmark` (bench/benchmark.py) is still found.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"] + [str(ROOT / "bench")]
+from benchmark import out_option, quick_option, write  # noqa: E402
+
 VOCAB = 49_152
 
 
@@ -63,9 +66,7 @@ def synthetic_games(path: Path, games: int, per_instance: int = 8, seed: int = 0
                 "settings": {
                     "backend": "sglang",
                     "model": "synthetic",
-                    "temperature": 1.0,
-                    "top_p": 1.0,
-                    "max_new_tokens": 256,
+                    "sampling": {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 256},
                     "limits": {"max_moves": 30, "max_invalid": 3},
                 },
                 "players": players,
@@ -198,7 +199,13 @@ def measure(which: str, games: Path, out: Path, core: int) -> dict:
 )
 @click.option("--keep", type=click.Path(file_okay=False, path_type=Path), help="Work here and keep the files.")
 @click.option("--run", nargs=3, hidden=True)
-def main(games: int, reference_games: int, keep: Path | None, run: tuple[str, str, str] | None) -> None:
+@out_option
+@quick_option
+def main(
+    games: int, reference_games: int, keep: Path | None, run: tuple[str, str, str] | None, out: Path, quick: bool
+) -> None:
+    if quick:
+        games, reference_games = 2_000, 500
     if run:
         which, path, out = run
         {"ours": ours, "reference": reference}[which](Path(path), Path(out))
@@ -232,7 +239,7 @@ def main(games: int, reference_games: int, keep: Path | None, run: tuple[str, st
     report = {
         "machine": f"{platform.processor() or platform.machine()}, pinned to 1 core, {os.cpu_count()} cores",
         "python": platform.python_version(),
-        "results": results,
+        "rows": results,
         "targets": {
             "games_per_s": 2000,
             "peak_rss_mb": 1536,
@@ -243,8 +250,6 @@ def main(games: int, reference_games: int, keep: Path | None, run: tuple[str, st
         "speed_ratio_vs_reference": round(ratio, 2),
         "rss_ratio_reference_vs_ours": round(same[1]["peak_rss_mb"] / same[0]["peak_rss_mb"], 2),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "convert.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = [
         "| converter | games | input MB | wall s | games/s | CPU s | games/CPU-s | peak RSS MB |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -257,13 +262,12 @@ def main(games: int, reference_games: int, keep: Path | None, run: tuple[str, st
     table = "\n".join(lines)
     click.echo(table)
     click.echo(f"speed ratio on {reference_games:,} games: {ratio:.2f}x; machine: {report['machine']}")
-    (RESULTS / "convert.md").write_text(_markdown(report, table))
+    settings = {"games": games, "reference_games": reference_games, "pinned_cores": 1}
+    write("convert", out, "selfplay-convert benchmark", settings, report, table, _notes(report))
 
 
-def _markdown(report: dict, table: str) -> str:
-    return f"""# selfplay-convert benchmark
-
-`python bench/convert.py` on {report["machine"]} (Python {report["python"]}). Synthetic games of
+def _notes(report: dict) -> str:
+    return f"""On {report["machine"]} (Python {report["python"]}). Synthetic games of
 realistic size: 2 LLM seats, 15 moves, ~1,500 token ids per seat with logprobs, 8 games per instance.
 Each converter runs in its own process pinned to one core (start-up and imports included); peak
 RSS is that process's maximum resident set (os.wait4 rusage). games/CPU-s divides by the
@@ -271,22 +275,20 @@ process's user + system time, which a shared machine disturbs less than wall tim
 reference (pandas `read_json` of the whole file, rows built per game, `to_parquet`) holds every
 game in memory, so it runs on fewer games.
 
-{table}
-
-Side by side on the same {report["results"][1]["games"]:,} games: selfplay-convert is
+Side by side on the same {report["rows"][1]["games"]:,} games: selfplay-convert is
 {report["speed_ratio_vs_reference"]}x the reference's speed, and the reference needs
 {report["rss_ratio_reference_vs_ours"]}x its peak memory. The reference grows by about
 {report["reference_rss_mb_per_1000_games"]} MB per 1,000 games, so
-{report["results"][0]["games"]:,} games would need about
-{report["reference_rss_mb_per_1000_games"] * report["results"][0]["games"] / 1e6:.0f} GB:
+{report["rows"][0]["games"]:,} games would need about
+{report["reference_rss_mb_per_1000_games"] * report["rows"][0]["games"] / 1e6:.0f} GB:
 it was not run at that size.
 
 Targets (full run): >= {report["targets"]["games_per_s"]:,} games/s on one core:
 {"met" if report["targets"]["games_per_s_met"] else "not met"};
 peak RSS < {report["targets"]["peak_rss_mb"]:,} MB whatever the input size:
 {"met" if report["targets"]["peak_rss_met"] else "not met"}
-(compare the RSS of the 5,000- and 100,000-game runs). Wall time on this shared 2-vCPU VM varies by
-10-15% between runs. {report["results"][0]["sys_s"] / report["results"][0]["cpu_s"]:.0%} of the full
+(compare the RSS of the {report["rows"][1]["games"]:,}- and {report["rows"][0]["games"]:,}-game runs). Wall time on a
+shared machine varies by 10-15% between runs. {report["rows"][0]["sys_s"] / report["rows"][0]["cpu_s"]:.0%} of the full
 run's CPU time is kernel time (reading the input, writing and reading back the spill); most of the
 rest is JSON parsing of the id lists.
 """

@@ -8,24 +8,24 @@
       `/generate` requests with the prompts and output lengths of (b)'s own turns (`ignore_eos`); a
       server that dies in the flood (e.g. out of memory) is reported as its error beside (a) and (b).
 
-Prints a table and writes JSON (and a markdown table beside it). Example:
+Prints a table and writes OUT/generation.json and OUT/generation.md. Example:
   python bench/generation.py --backend sglang --base-url http://127.0.0.1:30000 --num-games 256
-  python bench/generation.py --backend local --num-games 8 --max-moves 4 --max-new-tokens 32
+  python bench/generation.py --quick     # the embedded model on CPU: 2 games, 2 moves, 16 tokens a turn
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import platform
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
+import click
+from benchmark import out_option, quick_option, write
+
 from selfplay_gen import models
-from selfplay_gen.atomic import write_atomic, write_json_atomic
 from selfplay_gen.backends.base import BackendError, BackendOptions, SamplingParams, backend_class
 from selfplay_gen.games import GameConfig
 from selfplay_gen.games.base import Limits
@@ -139,8 +139,7 @@ async def main(args) -> dict:
     return {
         "backend": args.backend,
         "model": backend.model,
-        "host": platform.node(),
-        "settings": {k: v for k, v in vars(args).items() if k != "out"},
+        "settings": {k: v for k, v in vars(args).items() if k not in ("out", "quick")},
         "sequential": sequential,
         "concurrent": concurrent,
         "saturation": flood,
@@ -193,41 +192,57 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+QUICK = {"num_games": 2, "games_per_instance": 2, "concurrency": 2, "max_new_tokens": 16, "max_moves": 2}
+
+
+@click.command(help=__doc__)
+@click.option("--backend", type=click.Choice(["sglang", "local"]), default="local", show_default=True)
+@click.option("--base-url", multiple=True, help="SGLang server (repeat for several).")
+@click.option("--model", default=None, help="local: model directory [default: the embedded model].")
+@click.option("--tokenizer", default=None, help="sglang: local tokenizer directory [default: the embedded model's].")
+@click.option("--num-games", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--games-per-instance", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Games in flight (0: the backend's default, as selfplay-gen).",
+)
+@click.option(
+    "--sequential-games",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Play N of the games one at a time, spread over the set (0: all).",
+)
+@click.option("--max-new-tokens", type=click.IntRange(min=1), default=32, show_default=True)
+@click.option("--max-moves", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--temperature", type=float, default=0.7, show_default=True)
+@click.option("--top-p", type=float, default=0.95, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@out_option
+@quick_option
+def cli(**options) -> None:
+    args = _namespace(options)
+    result = asyncio.run(main(args))
+    text = table(result)
+    click.echo(text)
+    title = f"Generation benchmark ({args.backend}, {result['model']})"
+    write("generation", args.out, title, result.pop("settings"), result, text)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", choices=["sglang", "local"], default="local")
-    parser.add_argument("--base-url", action="append", default=[], help="SGLang server (repeat for several)")
-    parser.add_argument("--model", default=None, help="local: model directory (default: the embedded model)")
-    parser.add_argument("--tokenizer", default=None, help="sglang: local tokenizer directory (default: embedded)")
-    parser.add_argument("--num-games", type=int, default=8)
-    parser.add_argument("--games-per-instance", type=int, default=4)
-    parser.add_argument(
-        "--concurrency", type=int, default=0, help="games in flight (0: the backend's default, as selfplay-gen)"
-    )
-    parser.add_argument(
-        "--sequential-games",
-        type=int,
-        default=0,
-        help="play N of the games one at a time, spread over the set (0: all)",
-    )
-    parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--max-moves", type=int, default=4)
-    parser.add_argument("--temperature", type=float, default=0.7)
-    parser.add_argument("--top-p", type=float, default=0.95)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("bench/results/generation.json"))
-    return parser.parse_args(argv)
+    """The options of `argv` as `main` takes them."""
+    return _namespace(cli.make_context("generation", list(argv or [])).params)
+
+
+def _namespace(options: dict) -> argparse.Namespace:
+    """The command's options, with --quick's settings over them."""
+    args = argparse.Namespace(**{**options, **(QUICK if options["quick"] else {})})
+    args.base_url = list(args.base_url)
+    return args
 
 
 if __name__ == "__main__":
-    args = parse_args()
-    result = asyncio.run(main(args))
-    text = table(result)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(args.out, result)
-    write_atomic(
-        args.out.with_suffix(".md"),
-        f"# Generation benchmark ({args.backend}, {result['model']})\n\n"
-        f"Settings: `{json.dumps(result['settings'])}`\n\n{text}\n",
-    )
+    cli()

@@ -1,6 +1,6 @@
 """How many requests an HTTP client really keeps in flight once its connections are reused.
 
-    python bench/http_pool.py [IN_FLIGHT] [OUT.json]
+    python bench/http_pool.py [--out DIR] [--in-flight 100]
 
 A local aiohttp server answers GET /slow after 0.2 s and counts the requests it holds at once. Each
 client sends IN_FLIGHT (100) requests at once, twice: the first round opens a connection per request,
@@ -12,14 +12,15 @@ httpx with keep-alive (as the backends had it), httpx without, aiohttp, and the 
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import time
 from pathlib import Path
 
 import aiohttp
+import click
 import httpx
 from aiohttp import web
+from benchmark import out_option, quick_option, write
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fake_sglang import serving
@@ -80,20 +81,24 @@ async def rounds(kind: str, in_flight: int) -> list[dict]:
     return found
 
 
-def main() -> None:
-    in_flight = int(sys.argv[1]) if len(sys.argv) > 1 else 100
-    result = {
-        "in_flight": in_flight,
-        "httpx": httpx.__version__,
-        "aiohttp": aiohttp.__version__,
-        "clients": {
-            c: asyncio.run(rounds(c, in_flight)) for c in ("httpx", "httpx, no keep-alive", "aiohttp", "backend")
-        },
-    }
-    text = json.dumps(result, indent=1)
-    print(text)
-    if len(sys.argv) > 2:
-        Path(sys.argv[2]).write_text(text + "\n")
+@click.command(help=__doc__)
+@click.option("--in-flight", type=click.IntRange(min=1), default=100, show_default=True, help="Requests sent at once.")
+@out_option
+@quick_option
+def main(in_flight: int, out: Path, quick: bool) -> None:
+    clients = {c: asyncio.run(rounds(c, in_flight)) for c in ("httpx", "httpx, no keep-alive", "aiohttp", "backend")}
+    lines = [
+        "| client | first round: at once, connections, s | kept alive: at once, connections, s |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {name} | " + " | ".join(f"{r['peak_in_flight']}, {r['connections']}, {r['seconds']}" for r in found) + " |"
+        for name, found in clients.items()
+    ]
+    text = "\n".join(lines)
+    click.echo(text)
+    settings = {"in_flight": in_flight, "answer_delay_s": 0.2, "httpx": httpx.__version__}
+    write("http_pool", out, "HTTP clients: requests in flight at once", settings, {"clients": clients}, text)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Hard-instance sampling rate: the project's batched sampler (`Instance.from_seed`) against a
 straightforward reference beside it (one candidate at a time, one scipy Hungarian call per solve),
-same run, same seeds, one core each. Prints a table and writes bench/results/instances.{json,md}.
+same run, same seeds, one core each. Prints a table and writes OUT/instances.{json,md}.
 
-    python bench/instances.py [--seeds 100]
+    python bench/instances.py [--out DIR] [--quick] [--seeds 100]
 """
 
 from __future__ import annotations
@@ -12,19 +12,14 @@ import os
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_var] = "1"  # before numpy loads: both methods on one core
 
-import argparse
-import json
-import platform
-import tempfile
 import time
-from pathlib import Path
 
+import click
 import numpy as np
+from benchmark import out_option, quick_option, write
 from scipy.optimize import linear_sum_assignment
 
 from selfplay_gen.games.matching.instance import HARD_FACTOR, HIDDEN_VALUE, VISIBLE_P, Instance, sample
-
-RESULTS = Path(__file__).parent / "results"
 
 
 def reference_instance(seed: int, tries_log: list[int]) -> Instance:
@@ -73,24 +68,26 @@ def measure(name: str, make, seeds: range, tries_of) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=100, help="instances per method (seeds 0..N-1)")
-    args = parser.parse_args()
-    seeds = range(args.seeds)
+@click.command(help=__doc__)
+@click.option("--seeds", type=click.IntRange(min=1), default=100, show_default=True, help="Instances per method.")
+@out_option
+@quick_option
+def main(seeds: int, out, quick: bool) -> None:
+    count = 10 if quick else seeds
+    seeds_used = range(count)
     Instance.from_seed(0)  # warm up (DP index tables)
     reference_tries: list[int] = []
     rows = [
         measure(
             "reference (per-candidate scipy)",
             lambda seed: reference_instance(seed, reference_tries),
-            seeds,
+            seeds_used,
             lambda _: reference_tries,
         ),
         measure(
             "Instance.from_seed (batched DP)",
             Instance.from_seed,
-            seeds,
+            seeds_used,
             lambda seeds: [sample(seed)[3] for seed in seeds],
         ),
     ]
@@ -118,15 +115,6 @@ def main() -> None:
     table = "\n".join(lines)
     print(table)
 
-    meta = {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "machine": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "threads": 1,
-        "seeds": args.seeds,
-        "load_average_1m": os.getloadavg()[0],
-    }  # shared machines: other work slows the batched method more
     note = (
         "Both methods draw the same distribution (scores 0..99, each cell seen by each player with p=0.4, "
         "cells hidden from both set to 50, scales uniform on [1, 10)) from their own streams of the same "
@@ -136,17 +124,9 @@ def main() -> None:
         "its block of 512. Solo plans break ties differently (scipy's order vs. a fixed tie-break "
         "pattern), which can shift the hard rate."
     )
-    _write(RESULTS / "instances.json", json.dumps({"rows": rows, "meta": meta, "note": note}, indent=2) + "\n")
-    _write(RESULTS / "instances.md", f"# Hard-instance sampling rate\n\n{table}\n\n{note}\n\nMachine: {meta}\n")
-    print(f"wrote {RESULTS / 'instances.json'} and {RESULTS / 'instances.md'}")
-
-
-def _write(path: Path, text: str) -> None:
-    """Atomically: a temp file in the same folder, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as tmp:
-        tmp.write(text)
-    os.replace(tmp.name, path)
+    settings = {"seeds": count, "threads": 1}
+    paths = write("instances", out, "Hard-instance sampling rate", settings, {"rows": rows}, table, note)
+    click.echo(f"wrote {paths[0]} and {paths[1]}")
 
 
 if __name__ == "__main__":

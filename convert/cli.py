@@ -153,6 +153,12 @@ def main(
             summary = convert(games, out_dir, options, overwrite=overwrite)
     except (ConvertError, OSError) as err:
         raise click.ClickException(str(err)) from None
+    if summary["stale_files_removed"]:
+        click.echo(
+            f"removed {len(summary['stale_files_removed'])} temporary files of converts that were killed: "
+            + ", ".join(summary["stale_files_removed"]),
+            err=True,
+        )
     for name in ("train", "val"):
         part = summary["split"][name]
         click.echo(

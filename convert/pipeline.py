@@ -34,7 +34,7 @@ from .groups import IDLE, OPPONENT, SPILLED, TOO_LONG, GroupError
 from .reward import BASELINES, per_seat_baseline
 from .rows import SPILL_SCHEMA, RowBatch, ground_truth
 from .split import validation_instances
-from .writer import ParquetOutput, Spill
+from .writer import SPILL, ParquetOutput, Spill, remove_stale
 
 OUTPUTS = {"train": "train.parquet", "val": "val.parquet", "summary": "convert_summary.json"}
 EXAMPLES = 10  # excluded games and invalid lines quoted in the summary
@@ -93,12 +93,15 @@ def convert(
     paths = output_paths(games, Path(out_dir) if out_dir is not None else None)
     paths["train"].parent.mkdir(parents=True, exist_ok=True)
     with Lock(paths["train"].parent, f"{paths['train'].parent} (the output directory)"):
-        return _convert(games, paths, options, overwrite)
+        names = [p.name for p in paths.values()] + [paths["train"].name + SPILL]
+        stale = remove_stale(paths["train"].parent, names)
+        return _convert(games, paths, options, overwrite, stale)
 
 
-def _convert(games: Path, paths: dict[str, Path], options: Options, overwrite: bool) -> dict:
+def _convert(games: Path, paths: dict[str, Path], options: Options, overwrite: bool, stale: list[Path]) -> dict:
     """`convert` while holding the output directory's lock: two converts into one directory would
-    replace each other's outputs, so the second fails at once."""
+    replace each other's outputs, so the second fails at once. `stale` lists the temporaries of
+    killed converts just removed, which the summary names."""
     existing = [str(p) for p in paths.values() if p.exists()]
     if existing and not overwrite:
         raise ConvertError(f"{', '.join(existing)} already exists; pass --overwrite to replace it")
@@ -130,6 +133,7 @@ def _convert(games: Path, paths: dict[str, Path], options: Options, overwrite: b
             train.commit()
             val.commit()
     summary = _summary(games, paths, options, ledger, facts, project, {"train": train.rows, "val": val.rows})
+    summary["stale_files_removed"] = [str(path) for path in stale]
     write_json_atomic(paths["summary"], summary)
     return summary
 
@@ -221,6 +225,12 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
         "excluded_examples": examples,
         "seats": statuses,
     }
+    if not ledger:  # nothing to group, split or select: say so before any format's arithmetic meets no games
+        failed = any(reason.startswith("failed:") for reason in excluded)
+        raise ConvertError(
+            f"{games}: no training rows are left: all {records} games were excluded ({dict(excluded)})"
+            + ("; failed games are never trained (`selfplay-gen --resume` plays them again)" if failed else "")
+        )
     frame = pd.DataFrame(ledger, columns=columns)
     if frame["game"].nunique() > 1:
         raise ConvertError(

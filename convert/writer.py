@@ -5,12 +5,42 @@ or is stopped (a full disk, SIGTERM) removes its temporary files, even when clos
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from selfplay_gen.atomic import temporary
+
+SPILL = ".spill"  # the spill of output X is the temporary of X.spill
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.tmp")  # selfplay_gen.atomic.temporary's names
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_stale(directory: Path, names: Iterable[str]) -> list[Path]:
+    """Remove the temporaries of `names` (outputs, and their spills) that a convert killed with no
+    chance to clean up (SIGKILL, a power cut) left in `directory`: those of processes that no
+    longer run. Called while holding the directory's lock, so no other convert is writing there.
+    Returns the files removed."""
+    wanted = set(names)
+    removed = []
+    for path in sorted(Path(directory).glob(".*.tmp")):
+        found = _TEMPORARY.fullmatch(path.name)
+        if found and found["name"] in wanted and int(found["pid"]) != os.getpid() and not _alive(int(found["pid"])):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 class Spill:
@@ -20,7 +50,7 @@ class Spill:
     input's size on disk."""
 
     def __init__(self, near: Path, schema: pa.Schema):
-        self.path = temporary(near.with_name(near.name + ".spill"))
+        self.path = temporary(near.with_name(near.name + SPILL))
         self._file = pa.OSFile(str(self.path), "wb")
         self._writer = pa.ipc.new_stream(self._file, schema)
 

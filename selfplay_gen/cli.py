@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
 import importlib
 import json
 import sys
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from .atomic import write_json_atomic
 from .backends.base import BackendError
@@ -50,8 +52,20 @@ class DefaultGroup(click.Group):
         return super().get_command(ctx, name)
 
     def parse_args(self, ctx, args):
-        if not args or args[0] not in self.list_commands(ctx) and args[0] not in ("--help", "-h"):
+        """`play` is the default only when no command is named: the first argument is an option
+        (or there is none). A first word that names no command is refused, listing the commands,
+        rather than handed to `play` (where `view --help` would print play's help)."""
+        if not args or args[0].startswith("-") and args[0] not in ("--help", "-h"):
             args = ["play", *args]
+        elif args[0] not in ("--help", "-h") and args[0] not in self.list_commands(ctx):
+            commands = self.list_commands(ctx)
+            close = difflib.get_close_matches(args[0], commands, n=1)
+            raise click.UsageError(
+                f"no such command {args[0]!r}"
+                + (f" (did you mean {close[0]!r}?)" if close else "")
+                + f"; the commands are {', '.join(commands)}, and without one `selfplay-gen [OPTIONS]` plays games",
+                ctx,
+            )
         return super().parse_args(ctx, args)
 
 
@@ -82,7 +96,7 @@ def main():
     type=click.IntRange(min=1),
     default=8,
     show_default=True,
-    help="Games per instance: one GRPO group. GRPO needs K >= 2 for any signal.",
+    help="Games per instance: one GRPO group. GRPO needs K >= 2 for any signal. A K given must divide --num-games.",
 )
 @click.option(
     "--instances",
@@ -115,6 +129,17 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
     SIGINT/SIGTERM.
     """
     game = game_from(opts)
+    if num_games % games_per_instance:
+        uneven = (
+            f"--num-games {num_games} is not a multiple of -k/--games-per-instance {games_per_instance}: the last "
+            f"instance gets {num_games % games_per_instance} games, a smaller GRPO group than the others"
+        )
+        lower, upper = num_games - num_games % games_per_instance, num_games + (-num_games) % games_per_instance
+        if click.get_current_context().get_parameter_source("games_per_instance") is not ParameterSource.DEFAULT:
+            asked = f"{lower} or {upper}" if lower else f"{upper}"
+            raise click.UsageError(f"{uneven}; ask for {asked} games, or another -k")
+        if not quiet:  # the default K with a few games (a trial run): said, not refused
+            click.echo(f"note: {uneven} (-k sets the group size)", err=True)
     run = {"game": game.name, **game.options, "instances": instances, "seed": opts["seed"]}
     run["games_per_instance"] = games_per_instance
     specs = plan_games(

@@ -251,13 +251,20 @@ def parse(raw: bytes, where: str) -> Record:
 def read_games(path: str | Path, skip_invalid: bool = False, errors: list[str] | None = None) -> Iterator[Record]:
     """Stream the records of a games file. Bad lines raise `RecordError` naming file, line,
     field and value, or with `skip_invalid` are described in `errors` and skipped."""
+    return (record for _, record in read_numbered_games(path, skip_invalid, errors))
+
+
+def read_numbered_games(
+    path: str | Path, skip_invalid: bool = False, errors: list[str] | None = None
+) -> Iterator[tuple[int, Record]]:
+    """`read_games` with each record's line number, for messages that point at a line."""
     path = Path(path)
     with path.open("rb", buffering=1 << 20) as fh:  # a game is tens of kB: read it in one piece
         for number, raw in enumerate(fh, 1):
             if raw.isspace():
                 continue
             try:
-                yield parse(raw, f"{path}:{number}")
+                yield number, parse(raw, f"{path}:{number}")
             except RecordError as err:
                 if not skip_invalid:
                     raise

@@ -2,12 +2,16 @@
 saturation flood (as SGLang did, out of memory) costs the flood's figure, not the runner's."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 from fake_sglang import FakeSGLang
 
 REPO = Path(__file__).resolve().parents[1]
-# Loaded by path: putting bench/ on sys.path would let bench/convert.py shadow the convert package.
+# Loaded by path, with bench/ last on sys.path for its bench/benchmark.py: first, it would let
+# bench/convert.py shadow the convert package.
+if str(REPO / "bench") not in sys.path:
+    sys.path.append(str(REPO / "bench"))
 _spec = importlib.util.spec_from_file_location("generation_bench", REPO / "bench" / "generation.py")
 assert _spec and _spec.loader
 generation = importlib.util.module_from_spec(_spec)

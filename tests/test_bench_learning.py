@@ -1,4 +1,4 @@
-"""The efficacy benchmark's collector (bench/learning.py) on two small runs evaluated like
+"""The efficacy benchmark's collector (bench/analysis/learning.py) on two small runs evaluated like
 run_selfplay_iteration.sh evaluates its stages (scripted players stand in for checkpoints)."""
 
 import json
@@ -14,10 +14,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def collect(root: Path) -> Path:
-    """bench/learning.py on ROOT's runs, as the GPU runbook calls it; its output directory."""
+    """bench/analysis/learning.py on ROOT's runs, as the GPU runbook calls it; its output directory."""
     out = root / "out"
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "learning.py"), str(root), str(out)],
+        [sys.executable, str(REPO / "bench" / "analysis" / "learning.py"), str(root), str(out)],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -1,4 +1,4 @@
-"""bench/proposer_lines.py: the teacher's own games have no faulty reasoning line and score what
+"""bench/analysis/proposer_lines.py: the teacher's own games have no faulty reasoning line and score what
 the teacher scores; a line whose pick is not the largest of its list, or that lists a taken
 paper, is counted as such."""
 
@@ -14,7 +14,7 @@ from selfplay_gen.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 # Loaded by path: putting bench/ on sys.path would let bench/convert.py shadow the convert package.
-_spec = importlib.util.spec_from_file_location("proposer_lines", REPO / "bench" / "proposer_lines.py")
+_spec = importlib.util.spec_from_file_location("proposer_lines", REPO / "bench" / "analysis" / "proposer_lines.py")
 assert _spec and _spec.loader
 proposer_lines = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(proposer_lines)
@@ -27,7 +27,12 @@ def test_teacher_games_have_no_faulty_line(tmp_path):
     result = CliRunner().invoke(main, [*args, "-k", "1", "--out", str(games), "--quiet"])
     assert result.exit_code == 0, result.output
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "proposer_lines.py"), str(games), str(tmp_path / "out.json")],
+        [
+            sys.executable,
+            str(REPO / "bench" / "analysis" / "proposer_lines.py"),
+            str(games),
+            str(tmp_path / "out.json"),
+        ],
         capture_output=True,
         text=True,
         cwd=REPO,

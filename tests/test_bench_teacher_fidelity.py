@@ -1,4 +1,4 @@
-"""bench/teacher_fidelity.py: the teacher's own games follow it exactly; games of the other plan do not,
+"""bench/analysis/teacher_fidelity.py: the teacher's own games follow it exactly; games of the other plan do not,
 and score above the teacher they are compared with when that plan is the better one."""
 
 import json
@@ -15,7 +15,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 def fidelity(games: Path, plan: str, out: Path) -> dict:
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "teacher_fidelity.py"), str(games), "--plan", plan, "--out", str(out)],
+        [
+            sys.executable,
+            str(REPO / "bench" / "analysis" / "teacher_fidelity.py"),
+            str(games),
+            "--plan",
+            plan,
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -112,7 +112,7 @@ def test_resume_after_sigkill_completes_exactly(tmp_path):
 def test_resumed_games_use_identical_instances(tmp_path):
     whole, part = tmp_path / "whole.jsonl", tmp_path / "part.jsonl"
     assert play("--backend", "scripted", "-n", "12", "-k", "3", "--out", str(whole)).exit_code == 0
-    assert play("--backend", "scripted", "-n", "5", "-k", "3", "--out", str(part)).exit_code == 0
+    assert play("--backend", "scripted", "-n", "6", "-k", "3", "--out", str(part)).exit_code == 0
     assert play("--backend", "scripted", "-n", "12", "-k", "3", "--out", str(part), "--resume").exit_code == 0
     a = {r["game_id"]: r["instance"] for r in read_games(whole)}
     b = {r["game_id"]: r["instance"] for r in read_games(part)}

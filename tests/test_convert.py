@@ -10,6 +10,8 @@ import json
 import os
 import random
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -573,3 +575,44 @@ def test_seat_writes_only_the_trained_seats_rows(llm_games, tmp_path, fmt):
     players = {r["extra_info"]["player"] for r in rows(tmp_path / "train.parquet")}
     assert players == {1}
     assert summary_of(games)["seats_not_trained"] == len(llm_games)
+
+
+def test_all_failed_games_leave_no_rows_and_say_why_in_every_format(llm_games, tmp_path):
+    flat = [json.loads(json.dumps(r)) for r in llm_games]
+    for record in flat:
+        record["failure"] = {"reason": "backend_error", "detail": "server gone", "player": 0}
+        record["outcome"]["termination"] = "backend_error"
+    games = write(tmp_path / "games.jsonl", flat)
+    for fmt in ("grpo", "sft", "dpo"):
+        result = convert(games, "--format", fmt, "--out-dir", str(tmp_path / fmt), ok=False)
+        assert result.exit_code == 1 and "Traceback" not in result.output
+        assert f"no training rows are left: all {len(flat)} games were excluded" in result.output
+        assert "failed games are never trained" in result.output
+        assert list((tmp_path / fmt).iterdir()) == []
+
+
+def test_a_later_convert_removes_what_a_killed_one_left(llm_games, tmp_path):
+    games = write(tmp_path / "games.jsonl", llm_games)
+    killed_in_pass_2 = (
+        "import os, signal, sys; import convert.writer as w; "
+        "w.ParquetOutput.write = lambda self, batch: os.kill(os.getpid(), signal.SIGKILL); "
+        "from convert.cli import main; main(sys.argv[1:])"
+    )
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    killed = subprocess.run([sys.executable, "-c", killed_in_pass_2, str(games)], env=env, capture_output=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp"))
+    assert any(name.startswith(".train.parquet.spill.") for name in left), left
+    alive = tmp_path / f".train.parquet.{os.getppid()}.tmp"  # a running process's file is not judged stale
+    alive.write_text("")
+    result = convert(games, "--keep-constant-groups")
+    assert f"removed {len(left)} temporary files of converts that were killed" in result.stderr
+    assert sorted(Path(p).name for p in summary_of(games)["stale_files_removed"]) == left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        alive.name,
+        "convert_summary.json",
+        "games.jsonl",
+        "train.parquet",
+        "val.parquet",
+    ]

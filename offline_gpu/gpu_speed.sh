@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Speed runbook on one GPU (after `source offline_gpu/gpu_setup.sh`): the generation benchmark of the embedded warm
+# start with SGLang's fast path and with CUDA graphs off, and the wall time of one filtered-BC iteration of
+# 4,096 games with its evaluations, through the scripts (`fbc`) or `selfplay-gen iterate` (`iterate-fbc`), and a
+# few steps of online GRPO with a LoRA adapter (`iterate-online`: the step rate, the merge of a GRPO adapter).
+# Results in ROOT/speed/; each phase is skipped once its DONE marker exists.
+#   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [fbc] [gen-eager] [iterate-fbc] [iterate-online]
+set -euo pipefail
+MODEL_DIR=$1 ROOT=$2
+shift 2
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
+OUT=$ROOT/speed
+mkdir -p "$OUT" "$ROOT/logs"
+WARM=$ROOT/embedded/warm/train/hf
+
+# serve GRAPHS PORT: SGLang on the warm model, alone on the GPU, with the project's default arguments
+serve() {
+  local graphs=--cuda-graphs
+  [[ $1 == 1 ]] || graphs=--no-cuda-graphs
+  read -r -a args <<< "$(python3 -m selfplay_gen.serving sglang-args "$graphs")"
+  setsid nohup python3 -m sglang.launch_server --model-path "$WARM" --host 127.0.0.1 --port "$2" \
+    --mem-fraction-static 0.8 "${args[@]}" > "$ROOT/logs/sglang_$2.log" 2>&1 < /dev/null &
+  echo $! > "$ROOT/logs/sglang_$2.pid"
+  local start=$SECONDS
+  until curl -sf "http://127.0.0.1:$2/health" > /dev/null; do
+    sleep 2
+    kill -0 "$(cat "$ROOT/logs/sglang_$2.pid")" 2> /dev/null || { tail -20 "$ROOT/logs/sglang_$2.log"; return 1; }
+  done
+  echo "server up in $((SECONDS - start)) s (${args[*]})" | tee -a "$OUT/server_start.txt"
+}
+stop() {  # PORT: the server and its scheduler processes, until the GPU memory is free again
+  pkill -f "sglang.launch_server.*--port $1" 2> /dev/null || true
+  for _ in $(seq 60); do pgrep -f "sglang.launch_server.*--port $1" > /dev/null || break; sleep 1; done
+  pkill -9 -f "sglang::" 2> /dev/null || true
+  sleep 3
+}
+
+generation() {  # NAME GRAPHS
+  [[ ! -e $OUT/$1.DONE ]] || return 0
+  serve "$2" 30100
+  python3 "$REPO/bench/generation.py" --backend sglang --base-url http://127.0.0.1:30100 --tokenizer "$WARM" \
+    --num-games "${GEN_GAMES:-2048}" --sequential-games "${GEN_SEQUENTIAL:-8}" --games-per-instance 8 \
+    --max-new-tokens 512 --max-moves 30 --out "$OUT/$1"
+  curl -s http://127.0.0.1:30100/get_server_info > "$OUT/$1.server_info.json" || true
+  stop 30100
+  touch "$OUT/$1.DONE"
+}
+
+for phase in "$@"; do
+  case "$phase" in
+    embedded) bash "$REPO/offline_gpu/gpu_learning.sh" "$MODEL_DIR" "$ROOT" embedded ;;
+    gen-graphs) generation generation_cuda_graphs 1 ;;
+    gen-eager) generation generation_no_cuda_graphs 0 ;;
+    fbc)  # one iteration from the embedded warm start, everything at the scripts' defaults
+      mkdir -p "$ROOT/fbc"
+      [[ -e $ROOT/fbc/base/DONE ]] || { mkdir -p "$ROOT/fbc/base"; cp -r "$ROOT/embedded/base/." "$ROOT/fbc/base/"; }
+      env RUN_DIR="$ROOT/fbc" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=filtered-bc NUM_ITERATIONS=1 \
+        GAMES_PER_ITER=4096 SELFPLAY_PYTHON=python3 VERL_PYTHON=python3 SGLANG_PYTHON=python3 \
+        "$REPO/run_selfplay_iteration.sh" > "$ROOT/logs/fbc.log" 2>&1
+      cp "$ROOT/fbc/summary.md" "$OUT/fbc_summary.md" ;;
+    iterate-fbc)  # the same iteration through selfplay-gen iterate: one server per model, a wall-time table
+      mkdir -p "$ROOT/ifbc/base" && touch "$ROOT/ifbc/base/DONE"
+      env RUN_DIR="$ROOT/ifbc" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=filtered-bc NUM_ITERATIONS=1 \
+        GAMES_PER_ITER=4096 "$REPO/run_selfplay_iteration.sh" > "$ROOT/logs/ifbc.log" 2>&1
+      cp "$ROOT/ifbc/summary.md" "$OUT/iterate_fbc_summary.md" ;;
+    iterate-online)  # online GRPO, LoRA r16; the input model's evaluation is the one iterate-fbc made
+      mkdir -p "$ROOT/online/base" && touch "$ROOT/online/base/DONE"
+      [[ ! -d $ROOT/ifbc/report ]] || { cp -r "$ROOT/ifbc/report" "$ROOT/online/"; cp -r "$ROOT/ifbc/base/eval" "$ROOT/online/base/"; }
+      env RUN_DIR="$ROOT/online" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=grpo-online NUM_ITERATIONS=1 \
+        ONLINE_STEPS="${ONLINE_STEPS:-8}" SAVE_FREQ="${ONLINE_STEPS:-8}" RL_LORA_RANK=16 RL_LR="${ONLINE_LR:-5e-5}" \
+        LOGGER=console,tensorboard "$REPO/run_selfplay_iteration.sh" > "$ROOT/logs/online.log" 2>&1
+      cp "$ROOT/online/summary.md" "$OUT/iterate_online_summary.md" ;;
+    *) echo "unknown phase $phase" >&2; exit 2 ;;
+  esac
+done
