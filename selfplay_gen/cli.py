@@ -107,11 +107,10 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
     game = game_from(opts)
     run = {"game": game.name, **game.options, "instances": instances, "seed": opts["seed"]}
     run["games_per_instance"] = games_per_instance
-    specs = plan_games(
-        load_instances(instances, instances_needed(num_games, games_per_instance), opts["seed"], game.name),
-        games_per_instance,
-        num_games,
-    )
+    needed = instances_needed(num_games, games_per_instance)
+    if instances == "random":
+        _note_evaluation_seeds(opts["seed"], needed)
+    specs = plan_games(load_instances(instances, needed, opts["seed"], game.name), games_per_instance, num_games)
     try:
         writer = GameWriter(out, resume=resume)
     except (OSError, RecordError) as err:
@@ -135,6 +134,17 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
         if dropped:
             click.echo(f"{out}: {dropped} failed games are played again", err=True)
         _play(out, specs, game, writer, quiet, run, opts)
+
+
+def _note_evaluation_seeds(seed: int, count: int) -> None:
+    """Games on development or test instances are fine to analyse but never to train on: say so
+    now rather than when selfplay-convert refuses them."""
+    from .evaluation.splits import EvaluationSeedError, check_training_seeds
+
+    try:
+        check_training_seeds(seed, count, "--seed/--num-games")
+    except EvaluationSeedError as err:
+        click.echo(f"note: {err}; selfplay-convert refuses these games as training data", err=True)
 
 
 def _play(out: Path, specs, game: GameConfig, writer: GameWriter, quiet: bool, run: dict, opts: dict) -> None:

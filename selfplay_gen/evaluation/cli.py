@@ -5,9 +5,10 @@ Each game has its own metrics and report (`EVALUATIONS`): the matching game's co
 with humans and the random-matching floor; the negotiation game's count points, deals and
 cross-play wins. Playing (self-play and cross-play in both seat orders) is the same for all.
 
-Held-out instances use seeds from HELDOUT_SEED (10**9) + --seed on; training generation
-starts at --seed (default 0), so the two ranges never meet unless a run plays a billion
-instances.
+Seeded instances come from one of two evaluation splits (`splits`): development instances
+(`--instances dev`, or its old name `heldout`; seeds 10**9 + --seed on) for every choice, and test
+instances (`--instances test`; seeds 2 x 10**9 + --seed on) to report final models only. Training
+seeds stay below 10**9, and converting games on evaluation instances into training data is refused.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from ..games.base import GameInstance
 from ..options import game_from, game_options, generation_options, load_instances, open_seats
 from ..records import GameWriter, RecordError, read_games
 from ..runner import SeatFactory, SettingsChanged, plan_games, run_games, until_signalled
+from .splits import ALIASES, DEFAULT_INSTANCES, DEV, SPLITS, TEST, EvaluationSeedError, split_name, split_seeds
 
-HELDOUT_SEED = 10**9
+HELDOUT_SEED = DEV.start  # the development split's first seed, by its old name
 HUMAN_INSTANCES = 134
 
 
@@ -212,11 +214,13 @@ async def play_pairings(
 )
 @click.option(
     "--instances",
-    type=click.Choice(["human", "heldout"]),
+    type=click.Choice(["human", *SPLITS, *ALIASES]),
     default=None,
     help=f"The {HUMAN_INSTANCES} instances people played (compared with them; the matching game's "
-    f"default), or held-out random instances (seeds {HELDOUT_SEED} + --seed on, never used for "
-    "training by default; other games' only instances).",
+    f"default); 'dev': development instances (seeds {DEV.start:_} + --seed on; other games' default), "
+    f"on which every setting is chosen; 'test': test instances (seeds {TEST.start:_} + --seed on), "
+    "played only to report final models, never to choose a setting. 'heldout' is the old name of "
+    "'dev'. Training never uses either range.",
 )
 @click.option(
     "--limit-instances",
@@ -224,7 +228,8 @@ async def play_pairings(
     "num_instances",
     type=click.IntRange(min=1),
     default=None,
-    help=f"Instances to play (default: all {HUMAN_INSTANCES} human ones, or 128 held-out ones).",
+    help=f"Instances to play (default: all {HUMAN_INSTANCES} human ones, {DEFAULT_INSTANCES['dev']} dev "
+    f"ones, {DEFAULT_INSTANCES['test']} test ones).",
 )
 @click.option(
     "--games-per-instance",
@@ -268,18 +273,22 @@ def eval_command(
     per seat, deals, and cross-play win/tie/loss rates and ratings from wins (plotted)."""
     game = game_from(opts)
     chosen_evaluation = evaluation(game.name)
-    instances = instances or ("human" if game.name == "matching" else "heldout")
+    instances = instances or ("human" if game.name == "matching" else "dev")
     if from_games:
         inputs = [parse_input(spec) for spec in from_games]
     else:
-        count = num_instances or (HUMAN_INSTANCES if instances == "human" else 128)
-        if instances == "human" and count > HUMAN_INSTANCES:
-            raise click.UsageError(f"--limit-instances: there are {HUMAN_INSTANCES} human instances, not {count}")
-        chosen = (
-            load_instances("human", count, opts["seed"], game.name)
-            if instances == "human"
-            else load_instances("random", count, HELDOUT_SEED + opts["seed"], game.name)
-        )
+        if instances == "human":
+            count = num_instances or HUMAN_INSTANCES
+            if count > HUMAN_INSTANCES:
+                raise click.UsageError(f"--limit-instances: there are {HUMAN_INSTANCES} human instances, not {count}")
+            chosen = load_instances("human", count, opts["seed"], game.name)
+        else:
+            split = split_name(instances)
+            try:
+                seeds = split_seeds(split, num_instances or DEFAULT_INSTANCES[split], opts["seed"])
+            except EvaluationSeedError as err:
+                raise click.UsageError(f"--instances {instances} with --seed {opts['seed']}: {err}") from None
+            chosen = load_instances("random", len(seeds), seeds.start, game.name)
         try:
             played, caught = asyncio.run(
                 until_signalled(
