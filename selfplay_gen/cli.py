@@ -31,7 +31,11 @@ class DefaultGroup(click.Group):
     `selfplay-gen --num-games 200` plays games while `selfplay-gen init ...` runs `init`. The other
     subcommands are imported when named (`LAZY`), so playing games loads neither pandas nor matplotlib."""
 
-    LAZY = {"eval": "selfplay_gen.evaluation.cli:eval_command", "init": "selfplay_gen.verl.init_data:init_command"}
+    LAZY = {
+        "eval": "selfplay_gen.evaluation.cli:eval_command",
+        "init": "selfplay_gen.verl.init_data:init_command",
+        "retention": "selfplay_gen.evaluation.retention:retention_command",
+    }
 
     def list_commands(self, ctx):
         return sorted({*self.commands, *self.LAZY})
@@ -53,7 +57,8 @@ def main():
     """Self-play games (DialOp's matching game, or any registered game) with one model in both seats.
 
     Without a subcommand, plays games (see `selfplay-gen play --help`). `init` writes
-    game-initialization data for online verl training; `eval` evaluates models.
+    game-initialization data for online verl training; `eval` evaluates models; `retention` checks
+    that a model keeps its general abilities (perplexity, multiple choice).
     """
 
 
