@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from selfplay_gen.atomic import write_json_atomic
+from selfplay_gen.evaluation.splits import TRAINING_STOP, evaluation_range
 from selfplay_gen.games.base import end_of
 from selfplay_gen.locking import Lock
 from selfplay_gen.models import load_tokenizer
@@ -163,6 +164,7 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
     batch = RowBatch()
     for record in read_games(games, skip_invalid=True, errors=errors):
         records += 1
+        _refuse_evaluation_instance(games, record)
         reason, detail, seats = _examine(record, seen, options)
         if reason is not None:
             excluded[reason] += 1
@@ -237,6 +239,18 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
             f"{games} holds games of {', '.join(sorted(frame['game'].unique()))}; convert one game at a time"
         )
     return frame, facts
+
+
+def _refuse_evaluation_instance(games: Path, record: Record) -> None:
+    """Games on development or test instances never become training data: a model trained on
+    them would be scored on what it learned by heart."""
+    seed = record["instance"].get("seed")
+    found = evaluation_range(seed) if isinstance(seed, int) else None
+    if found is not None:
+        raise ConvertError(
+            f"{games}: game {record['game_id']}: instance.seed {seed} is one of the {found}, which are "
+            f"never trained on; play training games on seeds below {TRAINING_STOP:_}"
+        )
 
 
 def _status(tokens, options: Options) -> str:

@@ -40,6 +40,7 @@ class DefaultGroup(click.Group):
         "generate": "selfplay_gen.iterate.cli:generate_command",
         "train": "selfplay_gen.iterate.cli:train_command",
         "view": "selfplay_gen.viewer.cli:view_command",
+        "retention": "selfplay_gen.evaluation.retention:retention_command",
     }
 
     def list_commands(self, ctx):
@@ -74,7 +75,8 @@ def main():
     """Self-play games (DialOp's matching game, or any registered game) with one model in both seats.
 
     Without a subcommand, plays games (see `selfplay-gen play --help`). `init` writes
-    game-initialization data for online verl training; `eval` evaluates models. `iterate` runs the
+    game-initialization data for online verl training; `eval` evaluates models; `retention` checks
+    that a model keeps its general abilities (perplexity, multiple choice). `iterate` runs the
     whole self-play loop (serving, games, conversion, verl training, evaluation); `generate` and
     `train` are its two halves on their own. `view` replays games and lets a person play a seat,
     in the browser.
@@ -142,11 +144,10 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
             click.echo(f"note: {uneven} (-k sets the group size)", err=True)
     run = {"game": game.name, **game.options, "instances": instances, "seed": opts["seed"]}
     run["games_per_instance"] = games_per_instance
-    specs = plan_games(
-        load_instances(instances, instances_needed(num_games, games_per_instance), opts["seed"], game.name),
-        games_per_instance,
-        num_games,
-    )
+    needed = instances_needed(num_games, games_per_instance)
+    if instances == "random":
+        _note_evaluation_seeds(opts["seed"], needed)
+    specs = plan_games(load_instances(instances, needed, opts["seed"], game.name), games_per_instance, num_games)
     try:
         writer = GameWriter(out, resume=resume)
     except (OSError, RecordError) as err:
@@ -170,6 +171,17 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
         if dropped:
             click.echo(f"{out}: {dropped} failed games are played again", err=True)
         _play(out, specs, game, writer, quiet, run, opts)
+
+
+def _note_evaluation_seeds(seed: int, count: int) -> None:
+    """Games on development or test instances are fine to analyse but never to train on: say so
+    now rather than when selfplay-convert refuses them."""
+    from .evaluation.splits import EvaluationSeedError, check_training_seeds
+
+    try:
+        check_training_seeds(seed, count, "--seed/--num-games")
+    except EvaluationSeedError as err:
+        click.echo(f"note: {err}; selfplay-convert refuses these games as training data", err=True)
 
 
 def _play(out: Path, specs, game: GameConfig, writer: GameWriter, quiet: bool, run: dict, opts: dict) -> None:

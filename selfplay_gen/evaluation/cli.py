@@ -5,9 +5,10 @@ Each game has its own metrics and report (`Game.evaluation`): the matching game'
 with humans and the random-matching floor; the negotiation game's count points, deals and
 cross-play wins. Playing (self-play and cross-play in both seat orders) is the same for all.
 
-Held-out instances use seeds from HELDOUT_SEED (10**9) + --seed on; training generation
-starts at --seed (default 0), so the two ranges never meet unless a run plays a billion
-instances.
+Seeded instances come from one of two evaluation splits (`splits`): development instances
+(`--instances dev`, or its old name `heldout`; seeds 10**9 + --seed on) for every choice, and test
+instances (`--instances test`; seeds 2 x 10**9 + --seed on) to report final models only. Training
+seeds stay below 10**9, and converting games on evaluation instances into training data is refused.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from ..games.base import GameInstance
 from ..options import game_from, game_options, generation_options, load_instances, open_seats
 from ..records import GameWriter, Record, RecordError, read_numbered_games
 from ..runner import SeatFactory, SettingsChanged, plan_games, run_games, until_signalled
+from .splits import ALIASES, DEFAULT_INSTANCES, DEV, SPLITS, TEST, EvaluationSeedError, split_name, split_seeds
 
-HELDOUT_SEED = 10**9
+HELDOUT_SEED = DEV.start  # the development split's first seed, by its old name
 HUMAN_INSTANCES = 134
 
 
@@ -256,11 +258,13 @@ async def play_pairings(
 )
 @click.option(
     "--instances",
-    type=click.Choice(["human", "heldout"]),
+    type=click.Choice(["human", *SPLITS, *ALIASES]),
     default=None,
     help=f"The {HUMAN_INSTANCES} instances people played (compared with them; the matching game's "
-    f"default), or held-out random instances (seeds {HELDOUT_SEED} + --seed on, never used for "
-    "training by default; other games' only instances).",
+    f"default); 'dev': development instances (seeds {DEV.start:_} + --seed on; other games' default), "
+    f"on which every setting is chosen; 'test': test instances (seeds {TEST.start:_} + --seed on), "
+    "played only to report final models, never to choose a setting. 'heldout' is the old name of "
+    "'dev'. Training never uses either range.",
 )
 @click.option(
     "--limit-instances",
@@ -268,7 +272,8 @@ async def play_pairings(
     "num_instances",
     type=click.IntRange(min=1),
     default=None,
-    help=f"Instances to play (default: all {HUMAN_INSTANCES} human ones, or 128 held-out ones).",
+    help=f"Instances to play (default: all {HUMAN_INSTANCES} human ones, {DEFAULT_INSTANCES['dev']} dev "
+    f"ones, {DEFAULT_INSTANCES['test']} test ones).",
 )
 @click.option(
     "--games-per-instance",
@@ -313,18 +318,22 @@ def eval_command(
     game = game_from(opts)
     chosen_evaluation = evaluation(game.name)
     human_games = registry.get(game.name).human_games
-    instances = instances or ("human" if human_games else "heldout")
+    instances = instances or ("human" if human_games else "dev")
     if from_games:
         inputs = [parse_input(spec) for spec in from_games]
     else:
-        count = num_instances or (human_games if instances == "human" else 128)
-        if instances == "human" and human_games and count > human_games:
-            raise click.UsageError(f"--limit-instances: there are {human_games} human instances, not {count}")
-        chosen = (
-            load_instances("human", count, opts["seed"], game.name)
-            if instances == "human"
-            else load_instances("random", count, HELDOUT_SEED + opts["seed"], game.name)
-        )
+        if instances == "human":
+            count = num_instances or human_games
+            if human_games and count > human_games:
+                raise click.UsageError(f"--limit-instances: there are {human_games} human instances, not {count}")
+            chosen = load_instances("human", count, opts["seed"], game.name)
+        else:
+            split = split_name(instances)
+            try:
+                seeds = split_seeds(split, num_instances or DEFAULT_INSTANCES[split], opts["seed"])
+            except EvaluationSeedError as err:
+                raise click.UsageError(f"--instances {instances} with --seed {opts['seed']}: {err}") from None
+            chosen = load_instances("random", len(seeds), seeds.start, game.name)
         try:
             played, caught = asyncio.run(
                 until_signalled(

@@ -24,6 +24,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from .. import games
+from ..evaluation.splits import EvaluationSeedError, check_training_seeds
 from ..games import GameConfig
 from ..games.base import GameInstance
 from ..options import game_from, game_options
@@ -105,6 +106,10 @@ def init_command(num_train: int, num_test: int, seed: int, out_dir: Path, overwr
     of the game `--game` (with its options), which the rows name for the loop that plays them."""
     game = game_from(opts)  # default limits: the trainer's come from +selfplay.max_moves and the like
     instance_type = game.new().instance_type
+    try:
+        check_training_seeds(seed, num_train, "--seed/--num-train")
+    except EvaluationSeedError as err:
+        raise click.BadParameter(str(err), param_hint="--seed") from None
     splits = {"train": range(seed, seed + num_train), "test": range(seed + num_train, seed + num_train + num_test)}
     targets = {name: out_dir / f"{name}.parquet" for name, seeds in splits.items() if seeds}
     existing = [str(p) for p in targets.values() if p.exists()]
