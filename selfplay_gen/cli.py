@@ -137,6 +137,13 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
         _play(out, specs, game, writer, quiet, run, opts)
 
 
+async def _say_cost(seating, games: int) -> None:
+    """Before a long CPU run starts: what it will cost, from the backend's own measurement."""
+    for backend in seating.backends.values():
+        if games and hasattr(backend, "estimate"):
+            click.echo(await asyncio.to_thread(backend.estimate, games), err=True)
+
+
 def _play(out: Path, specs, game: GameConfig, writer: GameWriter, quiet: bool, run: dict, opts: dict) -> None:
     """Play `specs` into `writer`, then write and print the summary and set the exit status."""
     summary = Summary()
@@ -144,6 +151,7 @@ def _play(out: Path, specs, game: GameConfig, writer: GameWriter, quiet: bool, r
     async def go():
         async with open_seats(**opts) as seating:
             seating.settings["run"] = run
+            await _say_cost(seating, sum(spec.game_id not in writer.done for spec in specs))
             await run_games(
                 specs,
                 seating.seats,
