@@ -42,6 +42,9 @@ TYPICAL_GAME = {"prompt_tokens": 1500, "output_tokens": 400}
 
 def import_llama_cpp():
     """The `llama_cpp` module, or an error that says how to get it."""
+    # OpenMP threads that wait by spinning starve each other on shared cores: with other work on
+    # 2 cores, 2 spinning threads sampled 3.6 tokens/s where 1 thread sampled 19 (bench/results/cpu_engines/)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         import llama_cpp
     except ImportError as err:
