@@ -133,32 +133,38 @@ class Engine:
 
     def measure(self, sequences: int, seconds: float = 2.0) -> dict:
         """Tokens/s of this engine now, on this machine: one step of prompt read, then `sequences`
-        sequences sampled together for `seconds` at most. Leaves the cache as it found it."""
-        llama_cpp, batch = self.llama_cpp, self._batch
+        sequences sampled together for `seconds` at most, after one untimed step of each (the first
+        call of a shape builds its compute graph). Leaves the cache as it found it."""
         with self._lock:
             free = [i for i in self._idle if not self.slots[i].tokens][: sequences + 1]
+            reader, samplers = free[0], free[1:]
+            self._fill([(reader, list(range(16)))])  # warm-up, untimed
+            self._fill([(seq, [0]) for seq in samplers])
             started = time.perf_counter()
-            for i in range(TOKENS_PER_STEP):
-                batch.token[i], batch.pos[i], batch.n_seq_id[i], batch.seq_id[i][0] = 1, i, 1, free[0]
-                batch.logits[i] = i == TOKENS_PER_STEP - 1
-            batch.n_tokens = TOKENS_PER_STEP
-            llama_cpp.llama_decode(self._ctx, batch)
+            self._fill([(reader, list(range(16, 16 + TOKENS_PER_STEP)))])
             prefill_s = time.perf_counter() - started
             steps, started = 0, time.perf_counter()
             while steps < 32 and time.perf_counter() - started < seconds:
-                for i, seq in enumerate(free[1:]):
-                    batch.token[i], batch.pos[i], batch.n_seq_id[i], batch.seq_id[i][0] = 1, steps, 1, seq
-                    batch.logits[i] = True
-                batch.n_tokens = len(free) - 1
-                llama_cpp.llama_decode(self._ctx, batch)
                 steps += 1
+                self._fill([(seq, [steps]) for seq in samplers])
             decode_s = time.perf_counter() - started
             for seq in free:
-                llama_cpp.llama_memory_seq_rm(self._memory, seq, -1, -1)
+                self.llama_cpp.llama_memory_seq_rm(self._memory, seq, -1, -1)
         return {
             "prompt_tokens_per_s": TOKENS_PER_STEP / prefill_s,
-            "output_tokens_per_s": (len(free) - 1) * steps / decode_s,
+            "output_tokens_per_s": len(samplers) * steps / decode_s,
         }
+
+    def _fill(self, rows: list[tuple[int, list[int]]]) -> None:
+        """Decode, for `measure`, token 1 at the given positions of each sequence (logits of the last)."""
+        batch, at = self._batch, 0
+        for seq, positions in rows:
+            for k, pos in enumerate(positions):
+                batch.token[at], batch.pos[at], batch.n_seq_id[at], batch.seq_id[at][0] = 1, pos, 1, seq
+                batch.logits[at] = k == len(positions) - 1
+                at += 1
+        batch.n_tokens = at
+        self.llama_cpp.llama_decode(self._ctx, batch)
 
     def submit(self, request: _Request) -> None:
         self._inbox.put(request)
