@@ -94,7 +94,8 @@ async def test_outputs_are_verbatim_ids_with_logprobs_and_prefixes_come_from_the
     from selfplay_gen.token_context import token_context
 
     context = token_context(tokenizer)
-    prompt = context.prompt([{"role": "user", "content": "Say hello."}])
+    prompt = context.prompt([{"role": "user", "content": "Here are my scores: 3, 7, 1, 9. " * 12 + "Say hello."}])
+    assert len(prompt) > 100
     params = SamplingParams(1.0, 1.0, 16, (context.end_of_turn_id,))
     async with backend_class("llamacpp")(BackendOptions(max_batch=2, seed=0), tokenizer) as backend:
         assert backend.context_length == 4096
@@ -106,6 +107,9 @@ async def test_outputs_are_verbatim_ids_with_logprobs_and_prefixes_come_from_the
         second = await backend.generate(follow, params, session="g#0")
         # everything but the id sampled last was decoded into the seat's sequence already
         assert second.cached_tokens == len(prompt) + len(first.output_ids) - 1
+        # the same seat of another game (the same first prompt) copies it from that cache
+        other = await backend.generate(prompt, params, session="h#0")
+        assert other.cached_tokens == len(prompt) - 1 and other.output_ids
         with pytest.raises(BackendError, match="pass the 4096 tokens a sequence holds"):
             await backend.generate([1] * 4090, params, session="g#1")
 

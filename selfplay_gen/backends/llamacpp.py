@@ -8,7 +8,9 @@ stay token-exact. The model is a GGUF holding the very weights the `local` backe
 
 One llama.cpp context serves every game in flight (continuous batching). Each seat of a game
 (`session`) keeps a sequence of the context's KV cache, so a new turn only feeds the ids that
-follow what the cache already holds (the partner's reply and the template's turn markers). Every
+follow what the cache already holds (the partner's reply and the template's turn markers); a
+first prompt that another sequence already holds (the same seat in another game of the same
+instance) is copied from its cache instead of read. Every
 step decodes one token for each sequence that is sampling and prompt chunks for those still
 reading their prompt, all in one `llama_decode`; a turn that ends leaves at once and a queued
 one takes its place. Sampling is done here from the logits (temperature, then top-p, as the
@@ -33,6 +35,7 @@ from ..token_context import token_context
 from .base import Backend, BackendError, BackendOptions, BackendStats, Generation, SamplingParams, register
 
 CONTEXT_PER_SEQUENCE = 4096  # tokens of KV cache per seat: a long matching game's context fits
+SHARE_AT_LEAST = 64  # prompt ids another sequence must hold beyond a seat's own to copy its cache
 TOKENS_PER_STEP = 512  # ids one llama_decode takes at most (prompt chunks plus one per sampling turn)
 # What a game of the warm-started embedded model costs, for the estimate printed before a run:
 # ids read (prompt and deltas not in the cache) and ids sampled per game, both seats together
@@ -194,6 +197,9 @@ class Engine:
             for request in self._waiting:
                 if request.future.done():  # its game was cancelled
                     continue
+                if self._reading_the_same(request):
+                    still.append(request)  # it copies that prompt from the cache once it is read
+                    continue
                 slot = next((i for i in self._idle if self.slots[i].session == request.session), None)
                 if slot is None and self._idle:
                     slot = next(iter(self._idle))
@@ -203,12 +209,32 @@ class Engine:
                 self._start(request, slot)
         self._waiting = still
 
+    def _reading_the_same(self, request: _Request) -> bool:
+        """Whether a sequence is reading a prompt that shares more of this one than any cache holds."""
+        prompt = request.prompt_ids
+        reading = [r for r in self._active if not r.output and len(r.todo) > 1]
+        if not reading:
+            return False
+        cached = max(_common_prefix(slot.tokens, prompt) for slot in self.slots)
+        return any(_common_prefix(r.prompt_ids, prompt) > cached + SHARE_AT_LEAST for r in reading)
+
     def _start(self, request: _Request, slot: int) -> None:
         del self._idle[slot]
         held = self.slots[slot]
         held.busy, held.session = True, request.session
         prompt = request.prompt_ids
         keep = _common_prefix(held.tokens, prompt)
+        donor, shared = max(
+            ((i, _common_prefix(other.tokens, prompt)) for i, other in enumerate(self.slots) if i != slot),
+            key=lambda pair: pair[1],
+            default=(None, 0),
+        )
+        if donor is not None and shared > keep + SHARE_AT_LEAST:
+            # another sequence holds more of this prompt (the same seat of another game of the
+            # instance): copy its cache rather than read the prompt again
+            self.llama_cpp.llama_memory_seq_cp(self._memory, donor, slot, -1, -1)
+            held.tokens = list(self.slots[donor].tokens)
+            keep = shared
         keep = min(keep, len(prompt) - 1)  # the last prompt id is fed again: its logits start the reply
         if keep < len(held.tokens):
             self.llama_cpp.llama_memory_seq_rm(self._memory, slot, keep, -1)
