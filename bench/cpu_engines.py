@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from selfplay_gen import models
+from selfplay_gen import cli, models  # noqa: F401  (cli: OpenMP threads wait passively, set before torch loads)
 from selfplay_gen.atomic import write_atomic, write_json_atomic
 from selfplay_gen.backends.base import Backend, BackendOptions, BackendStats, Generation, SamplingParams, backend_class
 from selfplay_gen.game import Limits

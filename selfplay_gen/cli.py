@@ -5,10 +5,16 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
+
+# OpenMP threads (llama.cpp's and torch's share one libgomp, set up by whichever loads first) wait
+# passively: spinning threads on shared cores starve each other (llamacpp backend, 2 threads on 2
+# busy cores: 3.6 tokens/s spinning, 19 waiting passively; bench/results/cpu_engines/notes.md)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .atomic import write_json_atomic
 from .backends.base import BackendError

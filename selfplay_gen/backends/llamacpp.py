@@ -38,9 +38,11 @@ CONTEXT_PER_SEQUENCE = 4096  # tokens of KV cache per seat: a long matching game
 SHARE_AT_LEAST = 64  # prompt ids another sequence must hold beyond a seat's own to copy its cache
 TOKENS_PER_STEP = 512  # ids one llama_decode takes at most (prompt chunks plus one per sampling turn)
 # What a game of the warm-started embedded model costs, for the estimate printed before a run:
-# ids read (prompt and deltas not in the cache) and ids sampled per game, both seats together
-# (bench/cpu_engines.py measures them; bench/results/cpu_engines/).
-TYPICAL_GAME = {"prompt_tokens": 1500, "output_tokens": 400}
+# ids read and ids sampled per game, both seats together, at the defaults (temperature 1, 30
+# moves): 1,370 to 1,780 read (each seat's first prompt read in full) and 436 to 461 sampled in
+# the first 8 games of `selfplay-gen --num-games 200` (bench/results/cpu_engines/notes.md).
+# Copying twin prompts from the cache reads fewer, so the estimate is an upper bound.
+TYPICAL_GAME = {"prompt_tokens": 1600, "output_tokens": 450}
 
 
 def import_llama_cpp():
