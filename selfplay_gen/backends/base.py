@@ -96,7 +96,7 @@ class Backend(abc.ABC):
 _REGISTRY: dict[str, type[Backend]] = {}
 # name -> the module that registers it, imported only when that backend is used: `local` needs
 # torch and transformers, the server backends need neither
-MODULES = {"local": "local", "sglang": "sglang", "openai": "openai"}
+MODULES = {"llamacpp": "llamacpp", "local": "local", "sglang": "sglang", "openai": "openai"}
 
 
 def register(name: str):

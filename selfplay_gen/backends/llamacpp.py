@@ -1,0 +1,425 @@
+"""The embedded model on CPU through llama.cpp (`llama-cpp-python`): what the field runs GGUF models
+with on CPU, several times the speed of transformers on the same cores.
+
+Token ids in, token ids out: prompts are fed to llama.cpp as ids (its tokenizer is never used) and
+every sampled id comes back verbatim, with its logprob, so the players' contexts and the records
+stay token-exact. The model is a GGUF holding the very weights the `local` backend plays
+(`gguf_export`: the embedded model with its warm-start adapter folded in, float32).
+
+One llama.cpp context serves every game in flight (continuous batching). Each seat of a game
+(`session`) keeps a sequence of the context's KV cache, so a new turn only feeds the ids that
+follow what the cache already holds (the partner's reply and the template's turn markers); a
+first prompt that another sequence already holds (the same seat in another game of the same
+instance) is copied from its cache instead of read. Every
+step decodes one token for each sequence that is sampling and prompt chunks for those still
+reading their prompt, all in one `llama_decode`; a turn that ends leaves at once and a queued
+one takes its place. Sampling is done here from the logits (temperature, then top-p, as the
+`local` backend and SGLang do), so the logprob of each id is that of the distribution it was
+drawn from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import gguf_export, models
+from ..token_context import token_context
+from .base import Backend, BackendError, BackendOptions, BackendStats, Generation, SamplingParams, register
+
+CONTEXT_PER_SEQUENCE = 4096  # tokens of KV cache per seat: a long matching game's context fits
+SHARE_AT_LEAST = 64  # prompt ids another sequence must hold beyond a seat's own to copy its cache
+TOKENS_PER_STEP = 512  # ids one llama_decode takes at most (prompt chunks plus one per sampling turn)
+# What a game of the warm-started embedded model costs, for the estimate printed before a run:
+# ids read and ids sampled per game, both seats together, at the defaults (temperature 1, 30
+# moves): 1,370 to 1,780 read (each seat's first prompt read in full) and 436 to 461 sampled in
+# the first 8 games of `selfplay-gen --num-games 200` (bench/results/cpu_engines/notes.md).
+# Copying twin prompts from the cache reads fewer, so the estimate is an upper bound.
+TYPICAL_GAME = {"prompt_tokens": 1600, "output_tokens": 450}
+
+
+def import_llama_cpp():
+    """The `llama_cpp` module, or an error that says how to get it."""
+    # OpenMP threads that wait by spinning starve each other on shared cores: with other work on
+    # 2 cores, 2 spinning threads sampled 3.6 tokens/s where 1 thread sampled 19 (bench/results/cpu_engines/)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    try:
+        import llama_cpp
+    except ImportError as err:
+        raise BackendError(
+            "the llamacpp backend needs llama-cpp-python (it builds llama.cpp from source, a few minutes): "
+            'CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TOOLS=OFF" pip install llama-cpp-python; '
+            f"or play with --backend local (transformers, slower) [{err}]"
+        ) from None
+    from llama_cpp import _logger
+
+    _logger.set_verbose(False)  # llama.cpp logs every tensor it loads otherwise
+    return llama_cpp
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    params: SamplingParams
+    session: str
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
+    slot: int = -1
+    cached: int = 0  # prompt ids the slot's cache already held
+    todo: list[int] = field(default_factory=list)  # ids still to feed (prompt rest, or the last sampled id)
+    output: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+
+    def settle(self, result=None, error: Exception | None = None) -> None:
+        self.loop.call_soon_threadsafe(_settle, self.future, result, error)
+
+
+@dataclass
+class _Slot:
+    """One sequence of the KV cache: the ids it holds, and which seat they belong to."""
+
+    tokens: list[int] = field(default_factory=list)
+    session: str | None = None
+    busy: bool = False
+
+
+class Engine:
+    """A llama.cpp model and context that decodes many sequences at once. Not thread-safe: one
+    thread calls `serve` (the backend's worker); others only `submit`."""
+
+    def __init__(self, gguf_path: str, *, sequences: int, threads: int, seed: int | None = None):
+        self.llama_cpp = llama_cpp = import_llama_cpp()
+        llama_cpp.llama_backend_init()
+        model_params = llama_cpp.llama_model_default_params()
+        self._model = llama_cpp.llama_model_load_from_file(gguf_path.encode(), model_params)
+        if not self._model:
+            raise BackendError(f"llama.cpp could not load {gguf_path}")
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(self._model))
+        self.context_per_sequence = min(CONTEXT_PER_SEQUENCE, llama_cpp.llama_model_n_ctx_train(self._model))
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = self.context_per_sequence * sequences
+        params.n_seq_max = sequences
+        params.n_batch = params.n_ubatch = TOKENS_PER_STEP
+        params.n_threads = params.n_threads_batch = threads
+        # a stream of its own per sequence: attention then spans its own ids, not every sequence's
+        params.kv_unified = False
+        params.no_perf = True
+        self._ctx = llama_cpp.llama_init_from_model(self._model, params)
+        if not self._ctx:
+            llama_cpp.llama_model_free(self._model)
+            raise BackendError(f"llama.cpp could not make a context of {params.n_ctx} tokens for {gguf_path}")
+        self._memory = llama_cpp.llama_get_memory(self._ctx)
+        self._batch = llama_cpp.llama_batch_init(TOKENS_PER_STEP, 0, 1)
+        self.threads = threads
+        self.slots = [_Slot() for _ in range(sequences)]
+        self._idle: OrderedDict[int, None] = OrderedDict((i, None) for i in range(sequences))  # least recent first
+        self._inbox: queue.Queue[_Request] = queue.Queue()
+        self._waiting: list[_Request] = []
+        self._active: list[_Request] = []
+        self._rng = np.random.default_rng(seed)
+        self.closing = threading.Event()
+        self._lock = threading.Lock()  # held by whatever fills the batch and calls llama_decode
+        self.steps = 0  # llama_decode calls
+        self.busiest_step = 0  # most sequences in one llama_decode
+
+    def close(self) -> None:
+        if self._ctx:
+            self.llama_cpp.llama_batch_free(self._batch)
+            self.llama_cpp.llama_free(self._ctx)
+            self.llama_cpp.llama_model_free(self._model)
+            self._ctx = self._model = None
+
+    def measure(self, sequences: int, seconds: float = 2.0) -> dict:
+        """Tokens/s of this engine now, on this machine: one step of prompt read, then `sequences`
+        sequences sampled together for `seconds` at most, after one untimed step of each (the first
+        call of a shape builds its compute graph). Leaves the cache as it found it."""
+        with self._lock:
+            free = [i for i in self._idle if not self.slots[i].tokens][: sequences + 1]
+            reader, samplers = free[0], free[1:]
+            self._fill([(reader, list(range(16)))])  # warm-up, untimed
+            self._fill([(seq, [0]) for seq in samplers])
+            started = time.perf_counter()
+            self._fill([(reader, list(range(16, 16 + TOKENS_PER_STEP)))])
+            prefill_s = time.perf_counter() - started
+            steps, started = 0, time.perf_counter()
+            while steps < 32 and time.perf_counter() - started < seconds:
+                steps += 1
+                self._fill([(seq, [steps]) for seq in samplers])
+            decode_s = time.perf_counter() - started
+            for seq in free:
+                self.llama_cpp.llama_memory_seq_rm(self._memory, seq, -1, -1)
+        return {
+            "prompt_tokens_per_s": TOKENS_PER_STEP / prefill_s,
+            "output_tokens_per_s": len(samplers) * steps / decode_s,
+        }
+
+    def _fill(self, rows: list[tuple[int, list[int]]]) -> None:
+        """Decode, for `measure`, token 1 at the given positions of each sequence (logits of the last)."""
+        batch, at = self._batch, 0
+        for seq, positions in rows:
+            for k, pos in enumerate(positions):
+                batch.token[at], batch.pos[at], batch.n_seq_id[at], batch.seq_id[at][0] = 1, pos, 1, seq
+                batch.logits[at] = k == len(positions) - 1
+                at += 1
+        batch.n_tokens = at
+        self.llama_cpp.llama_decode(self._ctx, batch)
+
+    def submit(self, request: _Request) -> None:
+        self._inbox.put(request)
+
+    def serve(self) -> None:
+        """Decode until `closing` is set; then fail whatever is still asked."""
+        try:
+            while not self.closing.is_set():
+                self._admit(block=not self._active)
+                if self._active:
+                    with self._lock:
+                        self._step()
+        finally:
+            for request in [*self._active, *self._waiting, *_drain(self._inbox)]:
+                request.settle(error=BackendError("the llamacpp backend was closed"))
+
+    def _admit(self, block: bool) -> None:
+        """Give queued requests a sequence each: their seat's own when free, else the one idle longest."""
+        try:
+            if block and not self._waiting:
+                self._waiting.append(self._inbox.get(timeout=0.2))
+            self._waiting.extend(_drain(self._inbox))
+        except queue.Empty:
+            return
+        still = []
+        with self._lock:
+            for request in self._waiting:
+                if request.future.done():  # its game was cancelled
+                    continue
+                if self._reading_the_same(request):
+                    still.append(request)  # it copies that prompt from the cache once it is read
+                    continue
+                slot = next((i for i in self._idle if self.slots[i].session == request.session), None)
+                if slot is None and self._idle:
+                    slot = next(iter(self._idle))
+                if slot is None:
+                    still.append(request)
+                    continue
+                self._start(request, slot)
+        self._waiting = still
+
+    def _reading_the_same(self, request: _Request) -> bool:
+        """Whether a sequence is reading a prompt that shares more of this one than any cache holds."""
+        prompt = request.prompt_ids
+        reading = [r for r in self._active if not r.output and len(r.todo) > 1]
+        if not reading:
+            return False
+        cached = max(_common_prefix(slot.tokens, prompt) for slot in self.slots)
+        return any(_common_prefix(r.prompt_ids, prompt) > cached + SHARE_AT_LEAST for r in reading)
+
+    def _start(self, request: _Request, slot: int) -> None:
+        del self._idle[slot]
+        held = self.slots[slot]
+        held.busy, held.session = True, request.session
+        prompt = request.prompt_ids
+        keep = _common_prefix(held.tokens, prompt)
+        donor, shared = max(
+            ((i, _common_prefix(other.tokens, prompt)) for i, other in enumerate(self.slots) if i != slot),
+            key=lambda pair: pair[1],
+            default=(None, 0),
+        )
+        if donor is not None and shared > keep + SHARE_AT_LEAST:
+            # another sequence holds more of this prompt (the same seat of another game of the
+            # instance): copy its cache rather than read the prompt again
+            self.llama_cpp.llama_memory_seq_cp(self._memory, donor, slot, -1, -1)
+            held.tokens = list(self.slots[donor].tokens)
+            keep = shared
+        keep = min(keep, len(prompt) - 1)  # the last prompt id is fed again: its logits start the reply
+        if keep < len(held.tokens):
+            self.llama_cpp.llama_memory_seq_rm(self._memory, slot, keep, -1)
+            del held.tokens[keep:]
+        request.slot, request.cached, request.todo = slot, keep, prompt[keep:]
+        self._active.append(request)
+
+    def _release(self, request: _Request) -> None:
+        self.slots[request.slot].busy = False
+        self._idle[request.slot] = None
+        self._active.remove(request)
+
+    def _step(self) -> None:
+        """One llama_decode: a token per sampling sequence, then prompt chunks up to TOKENS_PER_STEP."""
+        for request in [r for r in self._active if r.future.done()]:  # cancelled games
+            self._release(request)
+        plan: list[tuple[_Request, int]] = []  # (request, ids fed this step)
+        room = TOKENS_PER_STEP
+        for request in sorted(self._active, key=lambda r: len(r.todo)):  # sampling ones (1 id) first
+            if room == 0:
+                break
+            n = min(len(request.todo), room)
+            plan.append((request, n))
+            room -= n
+        if not plan:
+            return
+        batch, at = self._batch, 0
+        ends = []
+        for request, n in plan:
+            held = self.slots[request.slot]
+            for k, token in enumerate(request.todo[:n]):
+                batch.token[at] = token
+                batch.pos[at] = len(held.tokens) + k
+                batch.n_seq_id[at] = 1
+                batch.seq_id[at][0] = request.slot
+                batch.logits[at] = n == len(request.todo) and k == n - 1
+                at += 1
+            ends.append(at - 1)
+        batch.n_tokens = at
+        status = self.llama_cpp.llama_decode(self._ctx, batch)
+        if status != 0:  # what the failed call left in these sequences is unknown: they start over
+            for request, _ in plan:
+                self.llama_cpp.llama_memory_seq_rm(self._memory, request.slot, -1, -1)
+                self.slots[request.slot].tokens.clear()
+                self._release(request)
+                request.settle(error=BackendError(f"llama_decode failed (status {status})"))
+            return
+        self.steps += 1
+        self.busiest_step = max(self.busiest_step, len(plan))
+        for (request, n), end in zip(plan, ends):
+            held = self.slots[request.slot]
+            held.tokens.extend(request.todo[:n])
+            request.todo = request.todo[n:]
+            if request.todo:
+                continue  # more of its prompt to read
+            logits = np.ctypeslib.as_array(self.llama_cpp.llama_get_logits_ith(self._ctx, end), shape=(self.n_vocab,))
+            token, logprob = sample(logits, request.params, self._rng)
+            request.output.append(token)
+            request.logprobs.append(logprob)
+            stops = request.params.stop_token_ids
+            if token in stops or len(request.output) >= request.params.max_new_tokens:
+                self._release(request)
+                finish = "stop" if token in stops else "length"
+                gen = Generation(request.output, request.logprobs, finish, len(request.prompt_ids), request.cached)
+                request.settle(gen)
+            else:
+                request.todo = [token]
+
+
+def sample(logits: np.ndarray, params: SamplingParams, rng: np.random.Generator) -> tuple[int, float]:
+    """An id drawn from `logits` under temperature and top-p (greedy at temperature 0), and its
+    logprob under the distribution it was drawn from (that of the processed logits)."""
+    scores = logits.astype(np.float64)
+    if params.temperature == 0:
+        token = int(np.argmax(scores))
+        return token, float(scores[token] - _logsumexp(scores))
+    scores = scores / params.temperature
+    logp = scores - _logsumexp(scores)
+    if params.top_p < 1.0:
+        order = np.argsort(-logp, kind="stable")
+        cumulative = np.cumsum(np.exp(logp[order]))
+        # the smallest set of most likely ids holding top_p of the mass (at least one)
+        cut = int(np.searchsorted(cumulative, params.top_p)) + 1
+        kept = order[:cut]
+        logp_kept = logp[kept] - _logsumexp(logp[kept])
+        choice = int(rng.choice(len(kept), p=np.exp(logp_kept)))
+        return int(kept[choice]), float(logp_kept[choice])
+    probs = np.exp(logp)
+    token = int(rng.choice(len(probs), p=probs / probs.sum()))
+    return token, float(logp[token])
+
+
+def _logsumexp(x: np.ndarray) -> float:
+    top = float(np.max(x))
+    return top + float(np.log(np.sum(np.exp(x - top))))
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    same = np.asarray(a[:n]) != np.asarray(b[:n])
+    return int(np.argmax(same)) if same.any() else n
+
+
+def _drain(inbox: queue.Queue) -> list:
+    items = []
+    while True:
+        try:
+            items.append(inbox.get_nowait())
+        except queue.Empty:
+            return items
+
+
+def _settle(future: asyncio.Future, result=None, error: Exception | None = None) -> None:
+    """Resolve a request unless its caller gave up on it (a cancelled game)."""
+    if not future.done():
+        future.set_exception(error) if error else future.set_result(result)
+
+
+@register("llamacpp")
+class LlamaCppBackend(Backend):
+    """`max_batch` games in flight, two KV sequences each (one per seat), on every core this process may use."""
+
+    def __init__(self, options: BackendOptions, tokenizer):
+        self.options, self.tokenizer = options, tokenizer
+        gguf = (options.model or "").endswith(".gguf")
+        self.model = options.model if gguf else models.resolve(options.model)  # type: ignore[assignment]
+        self.max_concurrency = options.max_batch
+        self.threads = len(os.sched_getaffinity(0))
+        self.stats = BackendStats()
+        self.engine: Engine | None = None
+        self._thread: threading.Thread | None = None
+
+    async def start(self) -> None:
+        import_llama_cpp()  # the missing package is said before a model is exported
+        self.gguf = str(await asyncio.to_thread(gguf_export.gguf_for, self.options.model))
+        self.engine = await asyncio.to_thread(
+            Engine, self.gguf, sequences=2 * self.options.max_batch, threads=self.threads, seed=self.options.seed
+        )
+        self.context_length = self.engine.context_per_sequence
+        self._thread = threading.Thread(target=self.engine.serve, name="llamacpp", daemon=True)
+        self._thread.start()
+
+    async def close(self) -> None:
+        if self.engine is None:
+            return
+        self.engine.closing.set()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
+            self._thread = None
+        self.engine.close()
+        self.engine = None
+
+    async def generate(
+        self, prompt_ids: list[int], params: SamplingParams, *, session: str, messages: list[dict] | None = None
+    ) -> Generation:
+        if self.engine is None:
+            raise RuntimeError("the llamacpp backend is not started: use `async with backend:`")
+        if not params.stop_token_ids and self.tokenizer is not None:
+            params = SamplingParams(
+                params.temperature, params.top_p, params.max_new_tokens, (token_context(self.tokenizer).end_of_turn_id,)
+            )
+        if len(prompt_ids) + params.max_new_tokens > self.engine.context_per_sequence:
+            raise BackendError(
+                f"a prompt of {len(prompt_ids)} tokens and {params.max_new_tokens} new ones pass the "
+                f"{self.engine.context_per_sequence} tokens a sequence holds"
+            )
+        loop = asyncio.get_running_loop()
+        request = _Request(list(prompt_ids), params, session, loop.create_future(), loop)
+        self.engine.submit(request)
+        gen = await request.future
+        self.stats.add(gen)
+        return gen
+
+    def estimate(self, games: int) -> str:
+        """What `games` games of a typical length will take here, from a short measurement."""
+        assert self.engine is not None
+        speed = self.engine.measure(self.options.max_batch)
+        seconds = games * (
+            TYPICAL_GAME["prompt_tokens"] / speed["prompt_tokens_per_s"]
+            + TYPICAL_GAME["output_tokens"] / speed["output_tokens_per_s"]
+        )
+        return (
+            f"playing {games} games with {os.path.basename(self.gguf)} on CPU (llama.cpp, {self.threads} threads, "
+            f"{self.options.max_batch} games at once): about {max(1, round(seconds / 60))} minutes "
+            f"({speed['output_tokens_per_s']:.0f} tokens/s sampled, {speed['prompt_tokens_per_s']:.0f} read)"
+        )

@@ -1,0 +1,134 @@
+"""The llamacpp backend: the embedded model through llama.cpp, token ids in and out, many games in
+one context. The model is the real embedded one (its float32 GGUF export), checked against the
+weights transformers plays; sampling is checked on logits whose distribution is known."""
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from selfplay_gen import gguf_export, models
+from selfplay_gen.backends.base import BackendError, BackendOptions, SamplingParams, backend_class
+from selfplay_gen.backends.llamacpp import import_llama_cpp, sample
+from selfplay_gen.cli import main
+
+try:
+    import llama_cpp
+except ImportError:  # the tests that need it are skipped; the missing-package error is still checked
+    llama_cpp = None
+needs_llama_cpp = pytest.mark.skipif(llama_cpp is None, reason="llama-cpp-python is not installed")
+
+
+def test_a_missing_llama_cpp_python_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # what `import` sees when the package is absent
+    with pytest.raises(BackendError, match=r"needs llama-cpp-python.*pip install llama-cpp-python.*--backend local"):
+        import_llama_cpp()
+
+
+def test_greedy_takes_the_argmax_with_its_logprob_under_the_raw_distribution():
+    logits = np.log(np.array([0.2, 0.5, 0.3], dtype=np.float32))
+    token, logprob = sample(logits, SamplingParams(0.0, 1.0), np.random.default_rng(0))
+    assert token == 1 and logprob == pytest.approx(math.log(0.5), abs=1e-6)
+
+
+def test_top_p_draws_from_the_smallest_set_that_holds_p_with_renormalized_logprobs():
+    logits = np.log(np.array([0.5, 0.3, 0.15, 0.05], dtype=np.float32))
+    rng = np.random.default_rng(0)
+    drawn = [sample(logits, SamplingParams(1.0, 0.75), rng) for _ in range(2000)]
+    counts = np.bincount([t for t, _ in drawn], minlength=4)
+    assert counts[2] == counts[3] == 0  # 0.5 + 0.3 already hold 0.75
+    assert counts[0] / 2000 == pytest.approx(0.5 / 0.8, abs=0.04)
+    assert {t: round(lp, 6) for t, lp in drawn} == {0: round(math.log(0.5 / 0.8), 6), 1: round(math.log(0.3 / 0.8), 6)}
+
+
+def test_temperature_sharpens_the_distribution_it_reports():
+    logits = np.log(np.array([0.6, 0.4], dtype=np.float32))
+    rng = np.random.default_rng(1)
+    drawn = [sample(logits, SamplingParams(0.5, 1.0), rng) for _ in range(2000)]
+    p0 = 0.36 / (0.36 + 0.16)  # probabilities squared, renormalized
+    assert sum(t == 0 for t, _ in drawn) / 2000 == pytest.approx(p0, abs=0.04)
+    assert dict(drawn)[0] == pytest.approx(math.log(p0), abs=1e-6)
+
+
+@pytest.mark.slow
+def test_the_export_holds_exactly_the_weights_transformers_reads_from_the_embedded_gguf(local_model_dir):
+    import gguf
+
+    template = gguf.GGUFReader(models.gguf_file())
+    exported = gguf_export.gguf_tensors(Path(local_model_dir), template)
+    for tensor in template.tensors:  # q and k permuted back into llama.cpp's layout included
+        original = gguf.quants.dequantize(tensor.data, tensor.tensor_type).reshape(exported[tensor.name].shape)
+        assert np.array_equal(original, exported[tensor.name]), tensor.name
+
+
+@pytest.mark.slow
+@needs_llama_cpp
+def test_llama_cpp_reads_the_prompt_ids_the_players_build_and_computes_the_logits_transformers_does(tokenizer):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from selfplay_gen.token_context import token_context
+
+    messages = [{"role": "system", "content": "You match reviewers."}, {"role": "user", "content": "My scores: 3, 7"}]
+    ids = token_context(tokenizer).prompt(messages)
+    path = str(gguf_export.gguf_for(None))
+    llm = llama_cpp.Llama(model_path=path, n_ctx=512, logits_all=True, verbose=False)
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert llm.tokenize(text.encode(), add_bos=False, special=True) == ids  # one vocabulary
+    llm.eval(ids)
+    ours = np.array(llm.scores[: len(ids)])
+    model = AutoModelForCausalLM.from_pretrained(models.resolve(None), dtype=torch.float32).eval()
+    with torch.inference_mode():
+        theirs = model(torch.tensor([ids])).logits[0].numpy()
+    assert np.abs(ours - theirs).max() < 0.05 * np.abs(theirs).max()  # float32 both; kernels differ
+    assert (ours.argmax(-1) == theirs.argmax(-1)).mean() > 0.97
+
+
+@pytest.mark.slow
+@needs_llama_cpp
+async def test_outputs_are_verbatim_ids_with_logprobs_and_prefixes_come_from_the_cache(tokenizer):
+    from selfplay_gen.token_context import token_context
+
+    context = token_context(tokenizer)
+    prompt = context.prompt([{"role": "user", "content": "Here are my scores: 3, 7, 1, 9. " * 12 + "Say hello."}])
+    assert len(prompt) > 100
+    params = SamplingParams(1.0, 1.0, 16, (context.end_of_turn_id,))
+    async with backend_class("llamacpp")(BackendOptions(max_batch=2, seed=0), tokenizer) as backend:
+        assert backend.context_length == 4096
+        first = await backend.generate(prompt, params, session="g#0")
+        assert 0 < len(first.output_ids) == len(first.logprobs) <= 16
+        assert all(lp <= 0 for lp in first.logprobs) and first.cached_tokens == 0
+        assert first.finish_reason == ("stop" if first.output_ids[-1] == context.end_of_turn_id else "length")
+        follow = [*prompt, *first.output_ids, *context.delta({"role": "user", "content": "Again."})]
+        second = await backend.generate(follow, params, session="g#0")
+        # everything but the id sampled last was decoded into the seat's sequence already
+        assert second.cached_tokens == len(prompt) + len(first.output_ids) - 1
+        # the same seat of another game (the same first prompt) copies it from that cache
+        other = await backend.generate(prompt, params, session="h#0")
+        assert other.cached_tokens == len(prompt) - 1 and other.output_ids
+        with pytest.raises(BackendError, match="pass the 4096 tokens a sequence holds"):
+            await backend.generate([1] * 4090, params, session="g#1")
+
+
+@pytest.mark.slow
+@needs_llama_cpp
+def test_selfplay_gen_plays_token_exact_games_with_llama_cpp_by_default(tmp_path):
+    out = tmp_path / "games.jsonl"
+    args = ["--num-games", "4", "-k", "2", "--max-moves", "4", "--max-new-tokens", "64", "--out", str(out), "-q"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "playing 4 games with" in result.output and "llama.cpp" in result.output  # the cost, said first
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 4
+    for record in records:
+        for seat in record["players"]:
+            # the context check of token_context ran on every turn of the game and held
+            assert seat["invariant_ok"] and seat["backend"] == "llamacpp"
+            for turn in seat["turns"]:
+                at = turn["prompt_len"]
+                assert seat["token_ids"][at : at + len(turn["output_ids"])] == turn["output_ids"]
+                assert len(turn["logprobs"]) == len(turn["output_ids"])
