@@ -123,6 +123,7 @@ def test_summary_rows_count_games_and_leave_unmeasured_cells_empty():
         ("grpo", {}, (1024, 1, "1e-5", 16, 8, 0)),
         ("filtered-bc", {}, (4096, 2, "1e-3", 32, 32, 16)),
         ("grpo-online", {}, (0, 1, "1e-5", 16, 8, 0)),
+        ("dpo", {}, (4096, 1, "5e-6", 4, 4, 16)),
         ("grpo", {"batch_size": 9, "lora_rank": 8}, (1024, 1, "1e-5", 9, 5, 8)),
         ("filtered-bc", {"lr": "5e-4", "mini_batch_size": 4, "lora_rank": 0}, (4096, 2, "5e-4", 32, 4, 0)),
     ],
@@ -147,7 +148,7 @@ def test_a_trainer_is_one_class_and_one_registry_line():
             trainers.register("test-only")(type("Other", (Constant,), {}))
     finally:
         trainers._TRAINERS.pop("test-only")
-    with pytest.raises(ValueError, match="known trainers: filtered-bc, grpo, grpo-online"):
+    with pytest.raises(ValueError, match="known trainers: dpo, filtered-bc, grpo, grpo-online"):
         trainers.get("ppo")
 
 
@@ -388,3 +389,15 @@ def test_metrics_come_from_tensorboard_events_when_verl_logged_there(tmp_path):
     plot_training_log(tmp_path)
     assert (tmp_path / "curves.png").stat().st_size > 1000
     assert json.loads((tmp_path / "metrics.json").read_text())[0]["actor/entropy"] == pytest.approx(0.5)
+
+
+def test_dpo_trains_on_each_groups_best_game_against_its_worst(tmp_path):
+    out = dry_iterate(tmp_path, "--trainer", "dpo", "--num-iterations", "1", "--warm-start", "none")
+    run = tmp_path / "run"
+    lines = out.splitlines()
+    (convert,) = [line for line in lines if line.startswith(f"+ conv {run}/iter_001/gen/games.jsonl")]
+    assert "--format dpo" in convert
+    (train,) = [line for line in lines if "-m selfplay_gen.train.dpo" in line]
+    assert f"--model /m0 --pairs {run}/iter_001/gen/train.parquet --out {run}/iter_001/train/hf" in train
+    assert "--lora-rank 16 --lr 5e-6 --epochs 1 --batch-size 4" in train
+    assert f"--label iter_1 --out {run}/iter_001/eval/heldout" in out  # evaluated as any other stage's model

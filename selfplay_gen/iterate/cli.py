@@ -415,7 +415,7 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     default=IT.trainer,
     help=(
         "grpo: offline GRPO on whole groups; filtered-bc: SFT on each group's best games; grpo-online: verl's online "
-        "self-play loop, ONLINE_STEPS steps an iteration."
+        "self-play loop, ONLINE_STEPS steps an iteration; dpo: DPO (TRL) on each group's best game against its worst."
     ),
 )
 @opt(

@@ -202,6 +202,27 @@ class OnlineGRPO(Trainer):
         return run.train(stage, job, self.loss(), every_checkpoint=True)
 
 
+@register("dpo")
+class DPO(Trainer):
+    """Direct preference optimisation (TRL's DPOTrainer, `selfplay_gen.train.dpo`) on each (instance,
+    seat) group's best game against its worst (`selfplay-convert --format dpo`); in a league only the
+    trained seat's pairs (seat 0). A LoRA adapter of RL_LORA_RANK is folded in, as filtered BC does."""
+
+    defaults = TrainerDefaults(games_per_iter=4096, epochs=1, lr="5e-6", batch_size=4, lora_rank=16)
+
+    def train(self, run: Run, stage: Stage) -> list[Export]:
+        run.play(stage, self.settings.games_per_iter, ["--format", "dpo", *run.limits()])
+        out = stage.dir / "train" / "hf"
+        s = self.settings
+        run.shell.run(
+            f"{stage.name}: train (dpo)",
+            [run.cfg.tools.python, "-m", "selfplay_gen.train.dpo", "--model", run.model,
+             "--pairs", str(stage.dir / "gen" / "train.parquet"), "--out", str(out), "--lora-rank", str(s.lora_rank),
+             "--lr", s.lr, "--epochs", str(s.epochs), "--batch-size", str(s.batch_size)],
+        )  # fmt: skip
+        return [Export(stage.label, str(out), stage.dir / "eval")]
+
+
 def _with_lora(loss: PolicyLoss, rank: int) -> PolicyLoss:
     """GRPO with a LoRA adapter of `rank` (RL_LORA_RANK) on the actor."""
     return replace(loss, lora_rank=rank)
