@@ -26,12 +26,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmark import RESULTS, portable
+
 from selfplay_gen import cli, models  # noqa: F401  (cli: OpenMP threads wait passively, set before torch loads)
 from selfplay_gen.atomic import write_atomic, write_json_atomic
 from selfplay_gen.backends.base import Backend, BackendOptions, BackendStats, Generation, SamplingParams, backend_class
-from selfplay_gen.game import Limits
 from selfplay_gen.games import GameConfig
-from selfplay_gen.instance import Instance
+from selfplay_gen.games.base import Limits
+from selfplay_gen.games.matching.instance import Instance
 from selfplay_gen.players import LLMPlayer
 from selfplay_gen.records import GameWriter, read_games
 from selfplay_gen.runner import instances_needed, plan_games, run_games
@@ -208,8 +210,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("bench/results/cpu_engines/cpu_engines.json"))
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIRECTORY",
+        default=RESULTS / "cpu_engines",
+        help="directory for cpu_engines.json and cpu_engines.md (default: bench/results/cpu_engines)",
+    )
+    parser.add_argument("--quick", action="store_true", help="one short game per engine (what `make bench` runs)")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.games, args.batched_games, args.max_moves, args.max_new_tokens = 1, 2, 2, 16
     args.engines = args.engines.split(",")
     unknown = set(args.engines) - set(ENGINES)
     if unknown:
@@ -220,7 +231,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 if __name__ == "__main__":
     arguments = parse_args()
     outcome = asyncio.run(main(arguments))
-    arguments.out.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(arguments.out, outcome)
-    write_atomic(arguments.out.with_suffix(".md"), table(outcome))
+    arguments.out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(arguments.out / "cpu_engines.json", portable(outcome))
+    write_atomic(arguments.out / "cpu_engines.md", table(outcome))
     print(table(outcome))

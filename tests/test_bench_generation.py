@@ -22,9 +22,10 @@ async def test_a_server_that_dies_in_the_flood_leaves_the_runners_figures(tokeni
     async with FakeSGLang(tokenizer, local_model_dir, max_running_requests=4) as fake:
         flood = generation.saturation
 
-        async def dying_flood(backend, shapes, params):
-            fake.die()  # the server is gone when the flood comes
-            return await flood(backend, shapes, params)
+        async def dying_flood(backend, shapes, params, in_flight=None):
+            if in_flight is None:
+                fake.die()  # the server is gone when the flood comes (after the one-at-a-time replay)
+            return await flood(backend, shapes, params, in_flight)
 
         monkeypatch.setattr(generation, "saturation", dying_flood)
         args = generation.parse_args(
