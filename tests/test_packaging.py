@@ -39,7 +39,9 @@ def test_the_build_gives_no_package_discovery_warning(wheel):
 def test_the_wheel_holds_the_data_files_and_no_bytecode(wheel):
     names = set(zipfile.ZipFile(wheel[0]).namelist())
     for data in (
-        "selfplay_gen/data/optimization_human_games.jsonl",
+        "selfplay_gen/games/matching/data/optimization_human_games.jsonl",
+        "selfplay_gen/data/retention/questions.jsonl",
+        "selfplay_gen/viewer/static/app.js",
         "selfplay_gen/data/warm_start/adapter_model.safetensors",
         "selfplay_gen/data/warm_start/adapter_config.json",
         "selfplay_gen/verl/agent_loops.yaml",

@@ -231,7 +231,9 @@ def test_iteration_dry_run_chains_generation_training_and_eval(tmp_path):
     assert "--max-response-tokens 3072 --seed" in out  # the seat budget is the training limit
     # the measured defaults: a LoRA r16 warm start at lr 1e-3; every game, evaluation and replay at 0.7
     assert "model.lora_rank=16 model.lora_alpha=32" in out and "optim.lr=1e-3" in out
-    assert out.count("--temperature 0.7") == out.count("--temperature ") == 10  # games, held-out and human evaluations
+    # games, held-out and human evaluations, and the final model's test split
+    assert out.count("--temperature 0.7") == out.count("--temperature ") == 11
+    assert out.count("--instances test ") == 1 and f"--label iter_2 --out {run}/iter_002/eval/test" in out
     assert out.count("actor_rollout_ref.rollout.temperature=0.7") == 2 and "actor.optim.lr=1e-5" in out
     # GRPO's measured defaults: two PPO updates per step of 16 groups, so the second is clipped
     assert "ppo_mini_batch_size=8" in out and "data.train_batch_size=16" in out
@@ -451,7 +453,8 @@ def test_iteration_of_negotiation_plays_its_own_teacher_and_crossplays_the_check
     (teacher,) = [line for line in games if "--backend scripted" in line]
     assert "--scripted-policy teacher" in teacher  # the negotiator at full strength (Game.teacher)
     assert not any("--instances human" in line for line in games)  # no human instances of negotiation
-    assert sum("--append-to" in line for line in games) == 4  # base, warm, iter_1, iter_2: the run's report
+    # base, warm, iter_1, iter_2 (development instances) and iter_2 on the test split: the run's reports
+    assert sum("--append-to" in line for line in games) == 5
     # each checkpoint from the warm start on against the initial one and the previous one, both orders
     cross = [line for line in games if "--partner-backend sglang" in line]
     pairs = [(line.split("--label ")[1].split()[0], line.split("--partner-label ")[1].split()[0]) for line in cross]
