@@ -101,8 +101,7 @@ async def run(args, url: str, tokenizer) -> dict:
             cpu, wall = time.process_time(), time.perf_counter()
             await run_games(specs, (seat, seat), config, writer, args.concurrency, {}, progress=False)
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    turns = backend.stats.requests if hasattr(backend.stats, "requests") else None
-    turns = turns or args.num_games * args.max_moves
+    turns = backend.stats.requests  # one request a turn
     return {
         "games": args.num_games,
         "turns": turns,

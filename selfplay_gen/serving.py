@@ -66,15 +66,18 @@ class ServerChoice:
                 args += [flag, value]
         return args + ([] if self.cuda_graphs else ["--disable-cuda-graph"])
 
-    def verl_overrides(self) -> list[str]:
-        """Hydra overrides for verl's SGLang rollout engine (`enforce_eager` turns CUDA graphs off)."""
-        prefix = "+actor_rollout_ref.rollout.engine_kwargs.sglang"
+    def engine_kwargs(self) -> list[str]:
+        """SGLang engine options as verl's `engine_kwargs.sglang` takes them ("attention_backend=triton")."""
         kwargs = {
             "attention_backend": self.attention_backend,
             "sampling_backend": self.sampling_backend,
             "grammar_backend": self.grammar_backend,
         }
-        return [f"{prefix}.{k}={v}" for k, v in kwargs.items() if v is not None] + [
+        return [f"{k}={v}" for k, v in kwargs.items() if v is not None]
+
+    def verl_overrides(self) -> list[str]:
+        """Hydra overrides for verl's SGLang rollout engine (`enforce_eager` turns CUDA graphs off)."""
+        return [f"+actor_rollout_ref.rollout.engine_kwargs.sglang.{kv}" for kv in self.engine_kwargs()] + [
             f"actor_rollout_ref.rollout.enforce_eager={not self.cuda_graphs}"
         ]
 

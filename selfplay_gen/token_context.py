@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
+import numpy as np
+
 Turns = Sequence[tuple[int, Sequence[int]]]  # per sampled turn: its prompt_len and output_ids
 
 _TURN = "\ue000turn\ue000"  # stands for an assistant's content; no template alters it
@@ -34,6 +36,14 @@ def check_spans(ids: Sequence[int], turns: Turns) -> None:
         if at < end or list(ids[at : at + len(out)]) != list(out):
             raise TokenInvariantError(f"turn {n}: its output_ids are not at offset {at} of token_ids")
         end = at + len(out)
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading ids two id lists share (what a prefix cache can reuse); vectorised, since
+    the llama.cpp engine compares whole prompts with every cache slot on each turn."""
+    n = min(len(a), len(b))
+    differ = np.asarray(a[:n]) != np.asarray(b[:n])
+    return int(np.argmax(differ)) if differ.any() else n
 
 
 @lru_cache(maxsize=8)

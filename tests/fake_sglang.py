@@ -15,6 +15,7 @@ from aiohttp import web
 
 from selfplay_gen.backends.base import BackendOptions, SamplingParams
 from selfplay_gen.backends.local import LocalBackend
+from selfplay_gen.token_context import common_prefix
 
 
 def free_port() -> int:
@@ -34,15 +35,6 @@ async def serving(app: web.Application) -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         await runner.cleanup()
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 class FakeSGLang:

@@ -110,7 +110,7 @@ class HttpBackend(Backend):
                 raise BackendError(self.down)
             delay = min(MAX_BACKOFF_S, self.options.retry_backoff_s * 2**attempt) * random.uniform(0.5, 1.0)
             try:
-                body = None if payload is None else orjson.dumps(payload)  # token-id lists: orjson is ~10x json
+                body = None if payload is None else orjson.dumps(payload)  # long token-id lists: orjson, not json
                 async with self._client.request(method, url, data=body, headers=_JSON if body else None) as response:
                     status, retry_after, raw = (
                         response.status,

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import gguf_export, models
-from ..token_context import token_context
+from ..token_context import common_prefix, token_context
 from .base import Backend, BackendError, BackendOptions, BackendStats, Generation, SamplingParams, register
 
 CONTEXT_PER_SEQUENCE = 4096  # tokens of KV cache per seat: a long matching game's context fits
@@ -217,17 +217,17 @@ class Engine:
         reading = [r for r in self._active if not r.output and len(r.todo) > 1]
         if not reading:
             return False
-        cached = max(_common_prefix(slot.tokens, prompt) for slot in self.slots)
-        return any(_common_prefix(r.prompt_ids, prompt) > cached + SHARE_AT_LEAST for r in reading)
+        cached = max(common_prefix(slot.tokens, prompt) for slot in self.slots)
+        return any(common_prefix(r.prompt_ids, prompt) > cached + SHARE_AT_LEAST for r in reading)
 
     def _start(self, request: _Request, slot: int) -> None:
         del self._idle[slot]
         held = self.slots[slot]
         held.busy, held.session = True, request.session
         prompt = request.prompt_ids
-        keep = _common_prefix(held.tokens, prompt)
+        keep = common_prefix(held.tokens, prompt)
         donor, shared = max(
-            ((i, _common_prefix(other.tokens, prompt)) for i, other in enumerate(self.slots) if i != slot),
+            ((i, common_prefix(other.tokens, prompt)) for i, other in enumerate(self.slots) if i != slot),
             key=lambda pair: pair[1],
             default=(None, 0),
         )
@@ -332,12 +332,6 @@ def sample(logits: np.ndarray, params: SamplingParams, rng: np.random.Generator)
 def _logsumexp(x: np.ndarray) -> float:
     top = float(np.max(x))
     return top + float(np.log(np.sum(np.exp(x - top))))
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    same = np.asarray(a[:n]) != np.asarray(b[:n])
-    return int(np.argmax(same)) if same.any() else n
 
 
 def _drain(inbox: queue.Queue) -> list:

@@ -363,16 +363,7 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
         )
     engine_kwargs = o.pop("sglang_engine_kwargs")
     if engine_kwargs is None:
-        chosen = install_choice(o["verl_python"], "verl rollout")
-        engine_kwargs = " ".join(
-            f"{k}={v}"
-            for k, v in (
-                ("attention_backend", chosen.attention_backend),
-                ("sampling_backend", chosen.sampling_backend),
-                ("grammar_backend", chosen.grammar_backend),
-            )
-            if v is not None
-        )
+        engine_kwargs = " ".join(install_choice(o["verl_python"], "verl rollout").engine_kwargs())
     verl = Verl(
         python=o.pop("verl_python"), n_gpus=o.pop("n_gpus"), nnodes=o.pop("nnodes"), node_rank=o.pop("node_rank"),
         master_addr=o.pop("master_addr"), master_port=o.pop("master_port"), micro_batch_size=o.pop("micro_batch_size"),

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,22 +30,13 @@ from typing import Any
 import click
 
 from ..models import resolve
-from ..token_context import token_context
+from ..token_context import common_prefix, token_context
 from ..verl.merge_lora import ADAPTER_DIR
 
 # LoRA targets of the other trainers (verl's `target_modules: all-linear` minus the LM head,
 # whose adapter TRL's fused log-prob path would never train)
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 LOG_FILE = "dpo_log.jsonl"
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def pair_tokens(row: dict[str, Any], tokenizer, where: str = "pairs") -> dict[str, list[int]]:
