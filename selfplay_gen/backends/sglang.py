@@ -2,7 +2,9 @@
 `output_ids` and per-token logprobs, so the ids a player keeps are exactly the ids sampled.
 
 Several base URLs are several servers: each session (one seat of one game) always goes to the
-same one, so its radix cache holds every earlier turn. An `sglang_router` URL is one base URL.
+same one, so its radix cache holds every earlier turn. An `sglang_router` URL is one base URL: the
+router keeps a session on one worker by its prefix, and the games in flight follow the sum of its
+workers' running-request limits, read from each worker it lists at `/workers`.
 
 The end-of-turn token: when a turn ends on a stop token, SGLang may leave the matched id out of
 `output_ids` (its detokenizer trims matched stops; we also send `no_stop_trim`). The player's
@@ -38,6 +40,12 @@ def server_capacity(info: dict) -> int | None:
     return limit if isinstance(limit, int) and limit > 0 else None
 
 
+def router_workers(listing: dict) -> list[str]:
+    """The worker URLs in an `sglang_router`'s `/workers` answer."""
+    workers = listing.get("workers")
+    return [w["url"] for w in workers or () if isinstance(w, dict) and isinstance(w.get("url"), str)]
+
+
 @register("sglang")
 class SGLangBackend(HttpBackend):
     capacity = 0  # requests the servers run at once, read from their /get_server_info
@@ -51,7 +59,7 @@ class SGLangBackend(HttpBackend):
             server_info = await self.request("GET", f"{url}/get_server_info")
             with self.redacted():
                 models.add(field(model_info, "model_path", str, f"{url}/get_model_info"))
-            capacities.append(server_capacity(server_info) or DEFAULT_CONCURRENCY_PER_SERVER)
+            capacities.append(await self._capacity(url, server_info))
             context = (
                 server_info.get("context_length")
                 or model_info.get("max_context_length")
@@ -64,6 +72,16 @@ class SGLangBackend(HttpBackend):
         self.model = models.pop()
         self.capacity = sum(capacities)  # requests the servers run at once
         self.max_concurrency = GAMES_PER_RUNNING_REQUEST * self.capacity
+
+    async def _capacity(self, url: str, server_info: dict) -> int:
+        """Requests the server at `url` runs at once. An `sglang_router`'s `/get_server_info`
+        counts workers but names no limit: its capacity is the sum of its workers'."""
+        if "workers_count" in server_info:
+            workers = router_workers(await self.request("GET", f"{url}/workers"))
+            infos = [await self.request("GET", f"{worker}/get_server_info") for worker in workers]
+            if infos:
+                return sum(server_capacity(info) or DEFAULT_CONCURRENCY_PER_SERVER for info in infos)
+        return server_capacity(server_info) or DEFAULT_CONCURRENCY_PER_SERVER
 
     async def _wait_healthy(self, url: str) -> None:
         """Poll `/health` until it answers 200. A server that refuses connections for the first

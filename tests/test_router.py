@@ -1,0 +1,80 @@
+"""DP > 1 as users run it: the real `sglang_router` (the Rust router from PyPI) in front of two
+stand-in SGLang workers. The runner must size its games in flight from the workers behind the
+router, and every game must be played token-exact through it, spread over both workers."""
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from click.testing import CliRunner
+from fake_sglang import FakeSGLang, free_port
+
+from selfplay_gen.backends.base import BackendOptions, backend_class
+from selfplay_gen.cli import main
+from selfplay_gen.records import read_games
+
+pytestmark = pytest.mark.slow
+
+
+@contextlib.contextmanager
+def router(*workers: str, log):
+    """`sglang_router.launch_router` on a free port in front of `workers`, until /health answers."""
+    port = free_port()
+    command = [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(port)]
+    process = subprocess.Popen(
+        # cache_aware (the default policy) sends a prompt to the worker holding its prefix unless the
+        # loads differ; with a handful of games the thresholds must be low for both to get some
+        [*command, "--worker-urls", *workers, "--balance-abs-threshold", "1", "--balance-rel-threshold", "1.0"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            assert process.poll() is None and time.monotonic() < deadline, "the router did not come up"
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+async def test_games_through_the_router_use_both_workers(tokenizer, local_model_dir, tmp_path):
+    async with (
+        FakeSGLang(tokenizer, local_model_dir, max_running_requests=3) as one,
+        FakeSGLang(tokenizer, local_model_dir, max_running_requests=5) as two,
+    ):
+        with (tmp_path / "router.log").open("w") as log, router(one.url, two.url, log=log) as url:
+            backend = backend_class("sglang")(BackendOptions(base_urls=(url,)), tokenizer)
+            async with backend:
+                assert backend.capacity == 8  # 3 + 5 behind one URL, not a guess for one server
+                assert backend.model == local_model_dir
+            out = tmp_path / "games.jsonl"
+            args = ["--backend", "sglang", "--base-url", url, "-n", "6", "-k", "2", "--max-moves", "2"]
+            args += ["--max-new-tokens", "16", "--temperature", "0.7", "--out", str(out), "-q"]
+            result = await asyncio.to_thread(CliRunner().invoke, main, args)
+        assert result.exit_code == 0, result.output
+        assert one.generate_requests > 0 and two.generate_requests > 0  # the router spread the games
+    records = list(read_games(out))
+    assert len(records) == 6
+    summary = json.loads((tmp_path / "games.summary.json").read_text())
+    assert summary["games"] == 6
+    for record in records:
+        assert record["failure"] is None, record["failure"]
+        for seat in record["players"]:
+            assert seat["invariant_ok"]
+            for turn in seat["turns"]:
+                start = turn["prompt_len"]
+                assert seat["token_ids"][start : start + len(turn["output_ids"])] == turn["output_ids"]
