@@ -130,7 +130,7 @@ async def main(args) -> dict:
         shapes = concurrent.pop("_turn_shapes")
         single_shapes = sequential.pop("_turn_shapes")
         flood = single = None
-        if args.backend == "sglang":
+        if args.backend == "sglang" and args.flood:
             single = await saturation(backend, single_shapes, params, in_flight=1)
             try:
                 flood = await saturation(backend, shapes, params)
@@ -215,6 +215,12 @@ QUICK = {"num_games": 2, "games_per_instance": 2, "concurrency": 2, "max_new_tok
     default=0,
     show_default=True,
     help="Play N of the games one at a time, spread over the set (0: all).",
+)
+@click.option(
+    "--flood/--no-flood",
+    default=True,
+    show_default=True,
+    help="sglang: also the saturation flood and the single-request replay (--no-flood: the runner's figures only).",
 )
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option("--max-moves", type=click.IntRange(min=1), default=4, show_default=True)

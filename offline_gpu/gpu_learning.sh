@@ -17,6 +17,7 @@ On a GPU machine (after `source offline_gpu/gpu_setup.sh`), with MODEL_DIR the r
            into MODEL_DIR as its warm stage, so `WARM=embedded rl` starts from the model users get
   rl       from ROOT/WARM (lora), NUM_ITERATIONS iterations of each run of RL_RUNS side by side, each with
            its own SGLang ports (PORT and PORT + 1 for a second server: a league's opponent, cross-play);
+           negotiation runs start from NEG_WARM's warm stage when NEG_WARM names a finished run;
            RL_RUNS is a list of NAME:VAR=VALUE,VAR=VALUE for run_selfplay_iteration.sh (default: GRPO as
            ROOT/grpo and filtered behaviour cloning as ROOT/fbc). WARM=none, or a run of another game
            (GAME=negotiation), adopts no warm stage: the run warms up on its own game's teacher itself
@@ -213,8 +214,11 @@ for phase in "${PHASES[@]}"; do
         IFS=, read -r -a vars <<< "${spec#*:}"
         game=matching
         for var in "${vars[@]}"; do [[ $var != GAME=* ]] || game=${var#GAME=}; done
-        # the shared warm stage is the matching game's: a run of another game trains its own
-        [[ $WARM == none || $game != matching ]] || adopt "$name" "$WARM" base warm
+        # the shared warm stage is the matching game's (WARM); a negotiation run adopts NEG_WARM's (a run of
+        # NUM_ITERATIONS=0 on the negotiation teacher), so runs compared side by side start from one model
+        warm_run=$WARM
+        [[ $game == matching ]] || warm_run=${NEG_WARM:-none}
+        [[ $warm_run == none ]] || adopt "$name" "$warm_run" base warm
         launch "$name" "$port" WARM_START=teacher "${vars[@]}"
         port=$((port + 2))
       done

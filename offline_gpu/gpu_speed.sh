@@ -3,8 +3,12 @@
 # start with SGLang's fast path and with CUDA graphs off, and the wall time of one filtered-BC iteration of
 # 4,096 games with its evaluations, through the scripts (`fbc`) or `selfplay-gen iterate` (`iterate-fbc`), and a
 # few steps of online GRPO with a LoRA adapter (`iterate-online`: the step rate, the merge of a GRPO adapter).
+# `router-shared` plays the same games with one server (DP=1) and with two SGLang workers sharing the GPU behind
+# the real sglang_router (DP=2 on one GPU: the routing and the runner's plumbing, not two GPUs' speed);
+# `gen-8k` is the generation benchmark with 8,192 games in flight.
 # Results in ROOT/speed/; each phase is skipped once its DONE marker exists.
 #   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [fbc] [gen-eager] [iterate-fbc] [iterate-online]
+#                            [router-shared] [gen-8k]
 set -euo pipefail
 MODEL_DIR=$1 ROOT=$2
 shift 2
@@ -14,13 +18,14 @@ OUT=$ROOT/speed
 mkdir -p "$OUT" "$ROOT/logs"
 WARM=$ROOT/embedded/warm/train/hf
 
-# serve GRAPHS PORT: SGLang on the warm model, alone on the GPU, with the project's default arguments
+# serve GRAPHS PORT [MEM_FRACTION]: SGLang on the warm model with the project's default arguments (alone on
+# the GPU unless MEM_FRACTION leaves room for another)
 serve() {
   local graphs=--cuda-graphs
   [[ $1 == 1 ]] || graphs=--no-cuda-graphs
   read -r -a args <<< "$(python3 -m selfplay_gen.serving sglang-args "$graphs")"
   setsid nohup python3 -m sglang.launch_server --model-path "$WARM" --host 127.0.0.1 --port "$2" \
-    --mem-fraction-static 0.8 "${args[@]}" > "$ROOT/logs/sglang_$2.log" 2>&1 < /dev/null &
+    --mem-fraction-static "${3:-0.8}" "${args[@]}" > "$ROOT/logs/sglang_$2.log" 2>&1 < /dev/null &
   echo $! > "$ROOT/logs/sglang_$2.pid"
   local start=$SECONDS
   until curl -sf "http://127.0.0.1:$2/health" > /dev/null; do
@@ -36,15 +41,41 @@ stop() {  # PORT: the server and its scheduler processes, until the GPU memory i
   sleep 3
 }
 
-generation() {  # NAME GRAPHS
+generation() {  # NAME GRAPHS [GAMES]
   [[ ! -e $OUT/$1.DONE ]] || return 0
   serve "$2" 30100
   python3 "$REPO/bench/generation.py" --backend sglang --base-url http://127.0.0.1:30100 --tokenizer "$WARM" \
-    --num-games "${GEN_GAMES:-2048}" --sequential-games "${GEN_SEQUENTIAL:-8}" --games-per-instance 8 \
+    --num-games "${3:-${GEN_GAMES:-2048}}" --sequential-games "${GEN_SEQUENTIAL:-8}" --games-per-instance 8 \
     --max-new-tokens 512 --max-moves 30 --out "$OUT/$1"
   curl -s http://127.0.0.1:30100/get_server_info > "$OUT/$1.server_info.json" || true
   stop 30100
   touch "$OUT/$1.DONE"
+}
+
+# router_shared: the runner through one server, then through sglang_router in front of two workers on this GPU
+router_shared() {
+  [[ ! -e $OUT/router_shared.DONE ]] || return 0
+  local games=(--tokenizer "$WARM" --num-games "${ROUTER_GAMES:-2048}" --sequential-games 8 --games-per-instance 8
+               --max-new-tokens 512 --max-moves 30 --no-flood)
+  serve 1 30100 0.8
+  python3 "$REPO/bench/generation.py" --backend sglang --base-url http://127.0.0.1:30100 "${games[@]}" \
+    --out "$OUT/router_dp1"
+  stop 30100
+  serve 1 30101 0.4
+  serve 1 30102 0.4
+  setsid nohup python3 -m sglang_router.launch_router --host 127.0.0.1 --port 30100 \
+    --worker-urls http://127.0.0.1:30101 http://127.0.0.1:30102 > "$ROOT/logs/router.log" 2>&1 < /dev/null &
+  until curl -sf http://127.0.0.1:30100/health > /dev/null; do sleep 1; done
+  curl -s http://127.0.0.1:30100/workers > "$OUT/router_dp2_workers.json"
+  python3 "$REPO/bench/generation.py" --backend sglang --base-url http://127.0.0.1:30100 "${games[@]}" \
+    --out "$OUT/router_dp2_shared"
+  for port in 30101 30102; do  # each worker's decode log: how busy each one was
+    grep -a "Decode batch" "$ROOT/logs/sglang_$port.log" > "$OUT/router_dp2_decode_$port.txt" || true
+  done
+  pkill -f "[s]glang_router.launch_router" 2> /dev/null || true
+  stop 30101
+  stop 30102
+  touch "$OUT/router_shared.DONE"
 }
 
 for phase in "$@"; do
@@ -52,6 +83,8 @@ for phase in "$@"; do
     embedded) bash "$REPO/offline_gpu/gpu_learning.sh" "$MODEL_DIR" "$ROOT" embedded ;;
     gen-graphs) generation generation_cuda_graphs 1 ;;
     gen-eager) generation generation_no_cuda_graphs 0 ;;
+    gen-8k) generation generation_cuda_graphs_8192 1 8192 ;;
+    router-shared) router_shared ;;
     fbc)  # one iteration from the embedded warm start, everything at the scripts' defaults
       mkdir -p "$ROOT/fbc"
       [[ -e $ROOT/fbc/base/DONE ]] || { mkdir -p "$ROOT/fbc/base"; cp -r "$ROOT/embedded/base/." "$ROOT/fbc/base/"; }
