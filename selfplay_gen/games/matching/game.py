@@ -48,7 +48,13 @@ class MatchingGame(Game[Instance, Move]):
     teacher = {"policy": "teacher", "plan": "by-reviewer"}
     teacher_plans = TeacherPlayer.PLANS
     human_games = 134
-    evaluation = "selfplay_gen.evaluation.report"
+    evaluation = "selfplay_gen.games.matching.report"
+
+    @classmethod
+    def record_view(cls, record, view):
+        from .view import record_view  # its metrics' imports (pandas) only when a page asks
+
+        return record_view(record, view)
 
     def _clear(self) -> None:
         super()._clear()
