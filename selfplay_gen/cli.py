@@ -111,7 +111,7 @@ def main():
     type=click.Choice(["random", "human"]),
     default="random",
     show_default=True,
-    help="Seeded random hard instances, or the 134 instances people played.",
+    help="Seeded random instances, or the instances people played (for a game that has them).",
 )
 @click.option(
     "--out",

@@ -75,3 +75,18 @@ def repeated_share(games_messages: list[list[str]]) -> float | None:
     for g, text in texts:
         games_of[text].add(g)
     return sum(len(games_of[t]) > 1 for _, t in texts) / len(texts) if texts else None
+
+
+def valid_move_rate(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> dict:
+    """The share of attempted moves that were valid, pooled per instance, with its interval; no
+    figure where invalid moves were not counted (`invalid` missing, as in people's games)."""
+    if games["invalid"].isna().all():
+        return {"mean": None, "ci": None}
+    sums = games.groupby("instance_id")[["moves", "invalid"]].sum(min_count=1)
+    return ratio_interval(sums["moves"], sums["moves"] + sums["invalid"], resamples, rng)
+
+
+def endings(games: pd.DataFrame) -> dict[str, dict]:
+    """How the games ended: games and share per termination reason."""
+    counts = games["termination"].value_counts()
+    return {str(k): {"games": int(v), "share": float(v / len(games))} for k, v in counts.items()}

@@ -29,14 +29,13 @@ class Evaluation:
 
 def evaluation_of(game: str) -> Evaluation:
     """The evaluation the game registered as `game` names (`Game.evaluation`, imported now)."""
-    target = getattr(registry.get(game), "evaluation", None)
-    if target is None:
-        evaluated = [name for name in registry.names() if getattr(registry.get(name), "evaluation", None)]
-        raise ValueError(f"eval has no metrics for the {game} game; it evaluates {', '.join(evaluated)}")
+    target = registry.get(game).evaluation
     module = importlib.import_module(target)
-    return Evaluation(
-        module.game_table, module.evaluate, module.write_report, module.summary_text, module.append_to_run
-    )
+    parts = ("game_table", "evaluate", "write_report", "summary_text", "append_to_run")
+    missing = [part for part in parts if not callable(getattr(module, part, None))]
+    if missing:
+        raise ValueError(f"the {game} game's evaluation {target} lacks {', '.join(missing)}")
+    return Evaluation(*(getattr(module, part) for part in parts))
 
 
 def records_table(records: Sequence[Record], seats: tuple[str, str]) -> pd.DataFrame:

@@ -187,7 +187,9 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
     teacher_plans: ClassVar[tuple[str, ...]] = ()  # the values of the teacher's `plan` knob, if it has one
     human_games: ClassVar[int] = 0  # how many instances people played this game has (`human_instances`)
     crossplay_by_default: ClassVar[bool] = False  # competitive: iterations measure checkpoints against each other
-    evaluation: ClassVar[str]  # the module of its `eval` metrics and report (`selfplay_gen.evaluation.protocol`)
+    # the module of its `eval` metrics and report (`selfplay_gen.evaluation.protocol`); by default the
+    # one every record allows: rewards per seat, agreement, moves, endings
+    evaluation: ClassVar[str] = "selfplay_gen.evaluation.generic"
     play_options: ClassVar[Mapping[str, Sequence[str]]] = {}  # options a person picks to play it (viewer): values
 
     def __init__(self, limits: Limits | None = None):

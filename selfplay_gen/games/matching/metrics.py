@@ -16,7 +16,15 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from ...evaluation.metrics import distinct_n, mean_interval, paired_difference, ratio_interval, repeated_share
+from ...evaluation.metrics import (
+    distinct_n,
+    endings,
+    mean_interval,
+    paired_difference,
+    ratio_interval,
+    repeated_share,
+    valid_move_rate,
+)
 from ...evaluation.metrics import per_instance as _per_instance
 from ...records import UNNAMED_GAME, Record
 from .grounding import count_grounded, grounding
@@ -164,13 +172,8 @@ def summarize(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> 
     intervals = {c: mean_interval(per_instance(games, c).to_numpy(float), resamples, rng) for c in INTERVAL_COLUMNS}
     attempts = games["moves"].sum() + games["invalid"].sum()
     invalid_rate = None if games["invalid"].isna().all() else float(games["invalid"].sum() / max(attempts, 1))
-    sums = games.groupby("instance_id")[["moves", "invalid", "stated_cells", "grounded_cells"]].sum(min_count=1)
-    valid_rate = (
-        ratio_interval(sums["moves"], sums["moves"] + sums["invalid"], resamples, rng)
-        if invalid_rate is not None
-        else {"mean": None, "ci": None}
-    )
-    terminations = games["termination"].value_counts()
+    sums = games.groupby("instance_id")[["stated_cells", "grounded_cells"]].sum()
+    valid_rate = valid_move_rate(games, resamples, rng)
     return {
         "games": len(games),
         "instances": int(games["instance_id"].nunique()),
@@ -189,6 +192,6 @@ def summarize(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> 
         "cells_stated_per_game": intervals["stated_cells"],
         "grounding_rate": ratio_interval(sums["grounded_cells"], sums["stated_cells"], resamples, rng),
         "failed_games": int(games["failed"].sum()),
-        "terminations": {str(k): {"games": int(v), "share": float(v / len(games))} for k, v in terminations.items()},
+        "terminations": endings(games),
         "diversity": diversity(games),
     }

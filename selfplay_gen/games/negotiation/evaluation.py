@@ -21,7 +21,15 @@ import numpy as np
 import pandas as pd
 
 from ...atomic import write_atomic
-from ...evaluation.metrics import distinct_n, mean_interval, per_instance, ratio_interval, repeated_share
+from ...evaluation.metrics import (
+    distinct_n,
+    endings,
+    mean_interval,
+    per_instance,
+    ratio_interval,
+    repeated_share,
+    valid_move_rate,
+)
 from ...evaluation.ratings import rate_wins
 from ...evaluation.report import (
     BOOTSTRAP_NOTE,
@@ -90,8 +98,6 @@ def summarize(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> 
     def interval(column: str) -> dict:
         return mean_interval(per_instance(games, column).to_numpy(float), resamples, rng)
 
-    sums = games.groupby("instance_id")[["moves", "invalid"]].sum()
-    terminations = games["termination"].value_counts()
     return {
         "games": len(games),
         "instances": int(games["instance_id"].nunique()),
@@ -101,9 +107,9 @@ def summarize(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> 
         "agreement_rate": interval("agreed"),
         "pareto_optimal_share": interval("pareto_optimal"),
         "moves_per_game": interval("moves"),
-        "valid_move_rate": ratio_interval(sums["moves"], sums["moves"] + sums["invalid"], resamples, rng),
+        "valid_move_rate": valid_move_rate(games, resamples, rng),
         "failed_games": int(games["failed"].sum()),
-        "terminations": {str(k): {"games": int(v), "share": float(v / len(games))} for k, v in terminations.items()},
+        "terminations": endings(games),
         "diversity": diversity(games),
     }
 
