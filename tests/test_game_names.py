@@ -4,8 +4,8 @@ registry line, and a game's parts (metrics, views, options) cannot drift into sh
 
 The scan reads Python tokens: an identifier naming a shipped game (whole, or as a part between
 underscores, as in `games.matching` or `random_matching_reward`), and a string or comment using
-its name as a word. The registry (`selfplay_gen/games/__init__.py`) is the one place that names
-them all."""
+its name as a word; in the viewer page's scripts and styles, any line using it as a word. The
+registry (`selfplay_gen/games/__init__.py`) is the one place that names them all."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ SCANNED = ("selfplay_gen", "convert")
 REGISTRY = ROOT / "selfplay_gen" / "games" / "__init__.py"
 # Words that use a game's name in its ordinary sense ("prefix matching" is not the matching game).
 ORDINARY = re.compile(r"\b(prefix|pattern|exact|fuzzy|string|substring|name|token)\s+matching\b", re.IGNORECASE)
+PAGES = (".js", ".css", ".html")  # the viewer's page
 TEXT_TOKENS = {tokenize.STRING, tokenize.COMMENT, getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)}
 
 
@@ -53,16 +54,27 @@ def namings(source: str, names: list[str]) -> list[tuple[int, str]]:
     return found
 
 
+def page_namings(source: str, names: list[str]) -> list[tuple[int, str]]:
+    """(line, what) for each line of a page's script or style that uses a game's name as a word."""
+    words = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b", re.IGNORECASE)
+    return [
+        (number, f"names the {match.group(1).lower()} game: {text.strip()[:60]!r}")
+        for number, text in enumerate(source.splitlines(), 1)
+        for match in words.finditer(ORDINARY.sub("", text))
+    ]
+
+
 def scan(root: Path, folders: tuple[str, ...], names: list[str], exempt: list[Path]) -> list[str]:
-    """'file:line: what' for every naming of a game in the Python files under `folders`, outside
-    the `exempt` files and folders."""
+    """'file:line: what' for every naming of a game in the Python files (and the viewer page's
+    scripts and styles) under `folders`, outside the `exempt` files and folders."""
     problems = []
     for folder in folders:
-        for path in sorted((root / folder).rglob("*.py")):
+        for path in sorted((root / folder).rglob("*")):
             resolved = path.resolve()
-            if any(resolved == e or e in resolved.parents for e in exempt):
+            if path.suffix not in PAGES + (".py",) or any(resolved == e or e in resolved.parents for e in exempt):
                 continue
-            for line, what in namings(path.read_text(), names):
+            read = namings if path.suffix == ".py" else page_namings
+            for line, what in read(path.read_text(), names):
                 problems.append(f"{path.relative_to(root)}:{line}: {what}")
     return problems
 
@@ -83,10 +95,11 @@ def test_the_scan_finds_names_in_code_strings_and_comments(tmp_path):
         '    """Prefix matching of the chessboard is fine."""\n'
         '    return f"{x} chess"\n'
     )
+    (tmp_path / "pkg" / "app.js").write_text('const board = 1;\nif (view.game === "chess") draw();\n')
     problems = scan(tmp_path, ("pkg",), ["chess"], [tmp_path / "pkg" / "games" / "chess"])
     where = [p.split(": ")[0] for p in problems]
-    assert where == ["pkg/other.py:1", "pkg/other.py:2", "pkg/other.py:2", "pkg/other.py:4"]
-    assert "identifier 'chess_rating'" in problems[1] and "the chess game" in problems[2]
+    assert where == ["pkg/app.js:2", "pkg/other.py:1", "pkg/other.py:2", "pkg/other.py:2", "pkg/other.py:4"]
+    assert "identifier 'chess_rating'" in problems[2] and "the chess game" in problems[3]
 
 
 def test_ordinary_words_are_not_a_game():

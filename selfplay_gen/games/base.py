@@ -191,6 +191,7 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
     # one every record allows: rewards per seat, agreement, moves, endings
     evaluation: ClassVar[str] = "selfplay_gen.evaluation.generic"
     play_options: ClassVar[Mapping[str, Sequence[str]]] = {}  # options a person picks to play it (viewer): values
+    move_grammar: ClassVar[str] = ""  # its moves in brief, shown to a person playing it (viewer)
 
     def __init__(self, limits: Limits | None = None):
         self.limits = limits or Limits()

@@ -49,6 +49,7 @@ class MatchingGame(Game[Instance, Move]):
     teacher_plans = TeacherPlayer.PLANS
     human_games = 134
     evaluation = "selfplay_gen.games.matching.report"
+    move_grammar = "[message] text · [propose] Proposal: then 8 lines “paper: reviewer” · [accept] · [reject]"
 
     @classmethod
     def record_view(cls, record, view):

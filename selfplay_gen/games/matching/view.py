@@ -24,6 +24,7 @@ def record_view(record: Any, view: dict[str, Any]) -> dict[str, Any]:
     for turn, event in zip(view["turns"], record["events"]):
         turn["plan"] = plan(event.get("pairs"))
     outcome = record["outcome"]
+    baseline = random_matching_reward(table, best)
     return {
         "reviewers": list(REVIEWERS),
         "papers": list(PAPERS),
@@ -33,6 +34,10 @@ def record_view(record: Any, view: dict[str, Any]) -> dict[str, Any]:
         "agreed_plan": plan(outcome.get("proposal")) if outcome["agreed"] else None,
         "best_plan": plan(instance.best_assignment),
         "best_reward": best,
-        "random_baseline": random_matching_reward(table, best),
+        "random_baseline": baseline,
         "hard": getattr(instance, "hard", False),
+        "outcome_rows": [
+            ["score", f"{outcome['raw_reward']} of {best} possible = {outcome['normalized_reward']:.3f}"],
+            ["random matching (this instance)", f"{baseline:.3f}"],
+        ],
     }

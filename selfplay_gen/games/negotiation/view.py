@@ -23,6 +23,20 @@ def record_view(record: Any, view: dict[str, Any]) -> dict[str, Any]:
     for turn, event in zip(view["turns"], record["events"]):
         turn["share"] = worth(event["player"], event.get("share"))
     outcome = record["outcome"]
+
+    def said(share) -> str:
+        return ", ".join(f"{n} {item if n == 1 else plural}" for n, item, plural in zip(share, ITEMS, PLURALS))
+
+    points, proposals = outcome.get("points"), outcome.get("proposals")
+    rows = [
+        ["points", f"seat 0 {points[0]}, seat 1 {points[1]} (best joint {instance.best_joint})"],
+        ["reward mode", outcome.get("reward_mode")],
+    ]
+    if proposals:
+        taken = [f"seat {s} takes {said(p)}" if p else f"seat {s}: none" for s, p in enumerate(proposals)]
+        rows.append(["proposals", "; ".join(taken)])
+    if outcome["agreed"]:
+        rows.append(["Pareto optimal", "yes" if outcome.get("pareto_optimal") else "no"])
     return {
         "items": list(ITEMS),
         "plurals": list(PLURALS),
@@ -33,4 +47,5 @@ def record_view(record: Any, view: dict[str, Any]) -> dict[str, Any]:
         "proposals": outcome.get("proposals"),
         "best_joint": instance.best_joint,
         "pareto_optimal": outcome.get("pareto_optimal"),
+        "outcome_rows": rows,
     }
