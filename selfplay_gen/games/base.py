@@ -185,6 +185,7 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
     scripted_knobs: ClassVar[Mapping[str, Any]]  # the scripted player's knobs and their defaults
     teacher: ClassVar[Mapping[str, Any]]  # the scripted player's knobs whose games a warm start imitates
     teacher_plans: ClassVar[tuple[str, ...]] = ()  # the values of the teacher's `plan` knob, if it has one
+    teacher_new_tokens: ClassVar[Mapping[str, int]] = {}  # new tokens a turn a teacher plan's moves need, if more
     human_games: ClassVar[int] = 0  # how many instances people played this game has (`human_instances`)
     crossplay_by_default: ClassVar[bool] = False  # competitive: iterations measure checkpoints against each other
     # the module of its `eval` metrics and report (`selfplay_gen.evaluation.protocol`); by default the

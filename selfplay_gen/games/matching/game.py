@@ -47,6 +47,7 @@ class MatchingGame(Game[Instance, Move]):
     scripted_knobs = {"policy": "share", "share": 0.5}
     teacher = {"policy": "teacher", "plan": "by-reviewer"}
     teacher_plans = TeacherPlayer.PLANS
+    teacher_new_tokens = {"by-score": 768}  # its proposals list every known cell: some 650 tokens
     human_games = 134
     evaluation = "selfplay_gen.games.matching.report"
     move_grammar = "[message] text · [propose] Proposal: then 8 lines “paper: reviewer” · [accept] · [reject]"
