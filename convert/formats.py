@@ -1,6 +1,6 @@
 """Output formats as projections of the spilled seat rows, given the ledger (one row per game,
 indexed by game ordinal, with `dest`, `index`, each seat's reward `score0`/`score1`, ...).
-A seat is always judged by its own reward: in the matching game both seats share it, in a
+A seat is always judged by its own reward: in a cooperative game both seats share it, in a
 competitive game one seat's win is the other's loss.
 
 - grpo: one row per group of K games of one instance and seat (see rows.py and groups.py).

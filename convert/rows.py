@@ -15,7 +15,7 @@ own GRPO normalizes the K rewards within the row's uid. Its `extra_info` (what t
     game_ids            list[str]    the K games: the T trained ones first, then the others
     rewards             list[float]  K training rewards (convert.reward), what verl normalizes
     normalized_rewards  list[float]  K rewards of the seat in its games (`outcome.rewards`;
-                                raw / best in [0, 1] in the matching game, points in negotiation)
+                                e.g. raw / best in [0, 1], or points)
     terminations        list[str]    K ways the games ended
     token_ids           list[list[int]]  T whole final contexts of the seat
     prompt_len          list[int]    T: token_ids[j][:prompt_len[j]] is game j's initial prompt
@@ -29,8 +29,8 @@ own GRPO normalizes the K rewards within the row's uid. Its `extra_info` (what t
 Games j >= T count in the group's statistics but carry no tokens (their seat is too long for
 training, re-tokenized, or never moved): the loop returns a fully masked trajectory with their
 reward. `prompt` is game 0's initial chat (seat 1's differs from game to game, as it holds the
-partner's opening move); `reward_model.ground_truth` holds the outcome's optima (`best_*`: the
-matching game's best reward, negotiation's best joint points). `data_source` names the game
+partner's opening move); `reward_model.ground_truth` holds the outcome's optima (`best_*`: e.g.
+the best reward, or the best joint points). `data_source` names the game
 (`selfplay_<game>`) and `ability` is the game's.
 """
 

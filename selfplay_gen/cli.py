@@ -78,7 +78,7 @@ class DefaultGroup(click.Group):
 
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def main():
-    """Self-play games (DialOp's matching game, or any registered game) with one model in both seats.
+    """Self-play games of any registered game (--game) with one model in both seats.
 
     Without a subcommand, plays games (see `selfplay-gen play --help`). `init` writes
     game-initialization data for online verl training; `eval` evaluates models; `retention` checks
@@ -111,7 +111,7 @@ def main():
     type=click.Choice(["random", "human"]),
     default="random",
     show_default=True,
-    help="Seeded random hard instances, or the 134 instances people played.",
+    help="Seeded random instances, or the instances people played (for a game that has them).",
 )
 @click.option(
     "--out",

@@ -139,18 +139,19 @@ def generation_options(f):
             type=click.Choice(SCRIPTED_POLICIES),
             default="share",
             show_default=True,
-            help="Scripted players: 'share' tells the partner part of its cells (see --scripted-share) "
-            "and proposes the best plan it knows; 'teacher' plays the game's demonstrations for warm "
-            "starts (matching: every cell stated exactly as shown, then a proposal planned as "
-            "--teacher-plan says; negotiation: the negotiator at strength 1).",
+            help="Scripted players of a game with policies: 'share' tells the partner part of what it "
+            "sees (see --scripted-share) and proposes the best plan it knows; 'teacher' plays the game's "
+            "demonstrations for warm starts (its teacher knobs, e.g. everything it sees stated exactly "
+            "as shown, then a proposal planned as --teacher-plan says).",
         ),
         click.option(
             "--teacher-plan",
             type=click.Choice(_teacher_plans()),
             default=None,
-            help="Matching teacher's plan: 'by-reviewer' (the default; reviewer by reviewer the best "
-            "free paper known, about 0.82, learnable by a 135M model) or 'by-score' (every known cell "
-            "from the highest down, taking those still free: about 0.88, a sort that larger models learn).",
+            help="The teacher's plan, for a game whose teacher has several (default: the game's own "
+            "teacher plan): e.g. 'by-reviewer' (row by row the best free column known, about 0.82, "
+            "learnable by a 135M model) or 'by-score' (every known cell from the highest down, taking "
+            "those still free: about 0.88, a sort that larger models learn).",
         ),
         click.option(
             "--scripted-share",
@@ -164,14 +165,14 @@ def generation_options(f):
             type=click.FloatRange(0, 1),
             default=1.0,
             show_default=True,
-            help="Scripted negotiators: how much they first ask for (strength x 10 points); they "
-            "concede a point per counter-offer.",
+            help="Scripted players with a strength: how hard they play, from 0 to 1 (e.g. how much "
+            "they first ask for, strength x 10 points, conceding a point per counter-offer).",
         ),
         click.option(
             "--partner-scripted-strength",
             type=click.FloatRange(0, 1),
             default=None,
-            help="Scripted negotiators in seat 1 (cross-play of strengths; default: --scripted-strength).",
+            help="Scripted players in seat 1 (cross-play of strengths; default: --scripted-strength).",
         ),
         click.option(
             "--timeout",
@@ -241,14 +242,15 @@ def game_options(f):
         click.option(
             "--reward-mode",
             default=None,
-            help="negotiation: what each seat's reward is, cooperative (both get the sum of points), "
-            "semi-competitive (own points) or competitive (own minus partner's). Default: semi-competitive.",
+            help="For a game with reward modes: what each seat's reward is, e.g. cooperative (both get the "
+            "sum of points), semi-competitive (own points) or competitive (own minus partner's). "
+            "Default: the game's.",
         ),
         click.option(
             "--skill",
             default=None,
-            help="negotiation: the skill level a seat is asked to play at, in its prompt (novice, "
-            "intermediate, expert): one level for both seats or 'SEAT0,SEAT1' (one may be empty). "
+            help="For a game with skill levels: the level a seat is asked to play at, in its prompt (e.g. "
+            "novice, intermediate, expert): one level for both seats or 'SEAT0,SEAT1' (one may be empty). "
             "Scripted games at strengths 0.3 / 0.6 / 1 teach the three levels. Default: no level.",
         ),
     ]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import click
@@ -123,22 +124,24 @@ def main() -> None:
     pass
 
 
+def _print_choice(python: str, cuda_graphs: bool, who: str, arguments: Callable[[ServerChoice], list[str]]) -> None:
+    """The choice for this install as `arguments` renders it on stdout, its reasons on stderr."""
+    choice = choose(probe(python), cuda_graphs)
+    for reason in choice.reasons:
+        click.echo(f"{who}: {reason}", err=True)
+    click.echo(" ".join(arguments(choice)))
+
+
 @main.command("sglang-args", help="Print the launch_server arguments for this install (reasons on stderr).")
 @_options
 def sglang_args(python: str, cuda_graphs: bool) -> None:
-    choice = choose(probe(python), cuda_graphs)
-    for reason in choice.reasons:
-        click.echo(f"sglang server: {reason}", err=True)
-    click.echo(" ".join(choice.sglang_args()))
+    _print_choice(python, cuda_graphs, "sglang server", ServerChoice.sglang_args)
 
 
 @main.command("verl-overrides", help="Print verl's rollout-engine overrides for this install (reasons on stderr).")
 @_options
 def verl_overrides(python: str, cuda_graphs: bool) -> None:
-    choice = choose(probe(python), cuda_graphs)
-    for reason in choice.reasons:
-        click.echo(f"verl rollout: {reason}", err=True)
-    click.echo(" ".join(choice.verl_overrides()))
+    _print_choice(python, cuda_graphs, "verl rollout", ServerChoice.verl_overrides)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 from selfplay_gen.cli import main
 from selfplay_gen.evaluation.cli import generate_games
-from selfplay_gen.evaluation.metrics import game_table, human_table, random_matching_reward, summarize
 from selfplay_gen.games import GameConfig
 from selfplay_gen.games.base import Limits
 from selfplay_gen.games.matching.instance import Instance
+from selfplay_gen.games.matching.metrics import game_table, human_table, random_matching_reward, summarize
 from selfplay_gen.games.matching.scripted import ScriptedPlayer
 from selfplay_gen.records import read_games
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from selfplay_gen.evaluation.cli import generate_games
-from selfplay_gen.evaluation.metrics import game_table, human_table, summarize
 from selfplay_gen.games import GameConfig
 from selfplay_gen.games.base import Limits
 from selfplay_gen.games.matching.grounding import count_grounded, grounding
 from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance
+from selfplay_gen.games.matching.metrics import game_table, human_table, summarize
 from selfplay_gen.games.matching.prompts import stated_cells
 from selfplay_gen.games.matching.scripted import ScriptedPlayer
 from selfplay_gen.records import read_games

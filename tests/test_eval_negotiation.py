@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from selfplay_gen.cli import main
-from selfplay_gen.evaluation.negotiation import evaluate, win_counts
+from selfplay_gen.games.negotiation.evaluation import evaluate, win_counts
 
 STRONG, WEAK = "scripted-strength-1", "scripted-strength-0.3"
 

@@ -17,14 +17,14 @@ import pytest
 from click.testing import CliRunner
 
 from selfplay_gen.cli import main
-from selfplay_gen.evaluation.negotiation import evaluate, game_table
 from selfplay_gen.games.negotiation import Instance, NegotiationGame
+from selfplay_gen.games.negotiation.evaluation import evaluate, game_table
 from selfplay_gen.games.negotiation.game import seat_skills
 from selfplay_gen.games.negotiation.prompts import SKILLS, skill_of
+from selfplay_gen.games.negotiation.skill import follows_levels
 from selfplay_gen.league import League, Member, choose_opponents, opponent_weights, promote, scripted_member
 from selfplay_gen.league.opponents import FLOOR, win_probability
 from selfplay_gen.league.progress import progress, progress_table
-from selfplay_gen.league.skill import follows_levels
 from selfplay_gen.records import read_games
 
 # the three strengths stand for a warm start and two checkpoints, and for the three skill levels

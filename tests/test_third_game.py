@@ -1,7 +1,8 @@
 """Adding a game touches only its own folder and one registry line: the sum game of
 tests/games_toy/, registered here, is played by `selfplay-gen play --backend scripted`, its
-records are checked on read with its own record parts, and `selfplay-convert` turns them into
-chats, all through the same code the matching and negotiation games use."""
+records are checked on read with its own record parts, `selfplay-convert` turns them into
+chats, and `selfplay-gen eval` reports them with the evaluation every game gets by default, all
+through the same code the matching and negotiation games use."""
 
 from __future__ import annotations
 
@@ -76,3 +77,34 @@ def test_convert_writes_the_games_chats(played, tmp_path):
     for row in chats:
         said = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
         assert said and all(text.startswith(("[say]", "[answer]")) for text in said)
+
+
+def test_eval_reports_the_game_with_the_default_evaluation(tmp_path):
+    """A game that brings no evaluation of its own gets the one every record allows: rewards per
+    seat, agreement, moves, endings, cross-play per seat order, and a run report row."""
+    out, run = tmp_path / "eval", tmp_path / "run"
+    args = ["eval", "--game", "sum", "--backend", "scripted", "--partner-scripted-strength", "0.2"]
+    args += ["--limit-instances", "6", "-k", "2", "--out", str(out), "-q", "--bootstrap", "200"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["game"] == "sum" and set(metrics["models"]) == {"scripted-strength-1", "scripted-strength-0.2"}
+    # the strong teller's self-play always finds the sum; the weak one's seat 1 guesses
+    strong, weak = metrics["models"]["scripted-strength-1"], metrics["models"]["scripted-strength-0.2"]
+    assert strong["games"] == 12 and strong["mean_reward"]["mean"] == 1.0 and strong["agreement_rate"]["mean"] == 1.0
+    assert weak["mean_reward"]["mean"] < 1.0 and weak["terminations"]["answered"]["games"] == 12
+    assert {tuple(e["seats"]) for e in metrics["cross_play"]} == {
+        ("scripted-strength-1", "scripted-strength-0.2"),
+        ("scripted-strength-0.2", "scripted-strength-1"),
+    }
+    assert "# Evaluation: sum" in (out / "report.md").read_text()
+
+    one = ["eval", "--game", "sum", "--backend", "scripted", "--limit-instances", "3", "-k", "1", "-q"]
+    for label in ("base", "iter1"):
+        result = CliRunner().invoke(
+            main, [*one, "--out", str(tmp_path / label), "--label", label, "--append-to", str(run)]
+        )
+        assert result.exit_code == 0, result.output
+    report = json.loads((run / "metrics.json").read_text())
+    assert report["game"] == "sum" and [r["label"] for r in report["rows"]] == ["base", "iter1"]
+    assert "| 1: iter1 | 3 | 3 |" in (run / "report.md").read_text()

@@ -75,6 +75,8 @@ async def test_a_matching_game_shows_both_views_every_turn_and_what_was_possible
     assert detail["random_baseline"] == pytest.approx(sum(map(sum, inst["table"])) / 8 / outcome["best_reward"])
     proposals = [t for t in view["turns"] if t["kind"] == "propose"]
     assert proposals and all(t["plan"]["raw"] <= outcome["best_reward"] for t in proposals)
+    score = f"{outcome['raw_reward']} of {outcome['best_reward']} possible = {outcome['normalized_reward']:.3f}"
+    assert detail["outcome_rows"][0] == ["score", score]  # the game's own outcome lines, worded by its view
 
 
 async def test_two_checkpoints_games_of_an_instance_are_found_for_side_by_side(client):
@@ -100,6 +102,9 @@ async def test_a_negotiation_game_shows_each_seats_values_and_what_proposals_are
     assert len(final) == 2
     # both proposals (each takes its share) say the points each seat gets, which the outcome paid
     assert final[0]["share"]["points"] == final[1]["share"]["points"] == record["outcome"]["points"]
+    rows = dict(detail["outcome_rows"])
+    assert rows["points"].startswith(f"seat 0 {record['outcome']['points'][0]}, seat 1 ")
+    assert rows["reward mode"] == record["outcome"]["reward_mode"] and rows["Pareto optimal"] in ("yes", "no")
 
 
 @pytest.mark.parametrize(
@@ -253,6 +258,10 @@ async def test_a_person_plays_negotiation_against_a_scripted_negotiator(client, 
         )
     ).json()
     assert "Your values:" in state["messages"][0]["content"] and state["your_turn"]
+    assert state["grammar"].startswith("[message] text · [propose] 1 book")  # the game's, shown beside the box
+    setup = await get_json(client, "/api/play/setup")
+    assert setup["options"]["negotiation"] == {"reward_mode": ["cooperative", "semi-competitive", "competitive"]}
+    assert setup["options"]["matching"] == {}
     state = await move(client, state, "[propose] 9 books")
     assert state["messages"][-1]["content"].startswith("Invalid move: ")
     record = None

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from selfplay_gen.evaluation.metrics import paired_difference
-from selfplay_gen.evaluation.negotiation import cross_play_table, ratings_table
+from selfplay_gen.games.negotiation.evaluation import cross_play_table, ratings_table
 
 RUNS = {"grpo": "GRPO", "fbc": "filtered BC"}  # names of gpu_learning.sh's runs; others are shown as named
 SETS = ("heldout", "human")

@@ -34,7 +34,7 @@ from .. import gguf_export, models
 from ..token_context import common_prefix, token_context
 from .base import Backend, BackendError, BackendOptions, BackendStats, Generation, SamplingParams, register
 
-CONTEXT_PER_SEQUENCE = 4096  # tokens of KV cache per seat: a long matching game's context fits
+CONTEXT_PER_SEQUENCE = 4096  # tokens of KV cache per seat: the longest shipped game's context fits
 SHARE_AT_LEAST = 64  # prompt ids another sequence must hold beyond a seat's own to copy its cache
 TOKENS_PER_STEP = 512  # ids one llama_decode takes at most (prompt chunks plus one per sampling turn)
 # What a game of the warm-started embedded model costs, for the estimate printed before a run:

@@ -1,9 +1,10 @@
 """`selfplay-gen eval`: evaluate models on the human benchmark or on held-out instances, or
 evaluate games already played (`--from-games`), and write a report directory.
 
-Each game has its own metrics and report (`Game.evaluation`): the matching game's compare models
-with humans and the random-matching floor; the negotiation game's count points, deals and
-cross-play wins. Playing (self-play and cross-play in both seat orders) is the same for all.
+Each game has its own metrics and report (`Game.evaluation`, in its package): e.g. a cooperative
+game's compare models with the people who played its instances and a random floor, a competitive
+game's count points, deals and cross-play wins. Playing (self-play and cross-play in both seat
+orders) is the same for all.
 
 Seeded instances come from one of two evaluation splits (`splits`): development instances
 (`--instances dev`, or its old name `heldout`; seeds 10**9 + --seed on) for every choice, and test
@@ -14,7 +15,6 @@ seeds stay below 10**9, and converting games on evaluation instances into traini
 from __future__ import annotations
 
 import asyncio
-import importlib
 import re
 import sys
 from collections import Counter
@@ -32,34 +32,18 @@ from ..games.base import GameInstance
 from ..options import game_from, game_options, generation_options, load_instances, open_seats
 from ..records import GameWriter, Record, RecordError, read_numbered_games
 from ..runner import SeatFactory, SettingsChanged, plan_games, run_games, until_signalled
+from .protocol import Evaluation, evaluation_of
 from .splits import ALIASES, DEFAULT_INSTANCES, DEV, SPLITS, TEST, EvaluationSeedError, split_name, split_seeds
 
 HELDOUT_SEED = DEV.start  # the development split's first seed, by its old name
-HUMAN_INSTANCES = 134
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """What one game's evaluation provides: a row per game record, all metrics of a table of
-    games, the report it writes, and the table printed at the end."""
-
-    table: Callable[..., pd.DataFrame]  # (records, seats) -> one row per game
-    evaluate: Callable[..., dict]  # (games, self-play models, resamples, seed) -> metrics
-    write: Callable[..., list[Path]]  # (out dir, metrics, games, inputs) -> files written
-    summary: Callable[[dict], str]  # metrics -> a markdown table
-    append: Callable[..., dict]  # (run dir, metrics, source) -> the run-level report with this model's row
 
 
 def evaluation(game: str) -> Evaluation:
-    """The evaluation a game names (`Game.evaluation`, a module imported when used)."""
-    target = getattr(registry.get(game), "evaluation", None)
-    if target is None:
-        evaluated = [name for name in registry.names() if getattr(registry.get(name), "evaluation", None)]
-        raise click.UsageError(f"eval has no metrics for the {game} game; it evaluates {', '.join(evaluated)}")
-    module = importlib.import_module(target)
-    return Evaluation(
-        module.game_table, module.evaluate, module.write_report, module.summary_text, module.append_to_run
-    )
+    """The evaluation of the game registered as `game`; a game without one is a usage error."""
+    try:
+        return evaluation_of(game)
+    except ValueError as err:
+        raise click.UsageError(str(err)) from None
 
 
 @dataclass(frozen=True)
@@ -260,8 +244,8 @@ async def play_pairings(
     "--instances",
     type=click.Choice(["human", *SPLITS, *ALIASES]),
     default=None,
-    help=f"The {HUMAN_INSTANCES} instances people played (compared with them; the matching game's "
-    f"default); 'dev': development instances (seeds {DEV.start:_} + --seed on; other games' default), "
+    help="'human': the instances people played, for a game that has them (compared with them; such a "
+    f"game's default); 'dev': development instances (seeds {DEV.start:_} + --seed on; other games' default), "
     f"on which every setting is chosen; 'test': test instances (seeds {TEST.start:_} + --seed on), "
     "played only to report final models, never to choose a setting. 'heldout' is the old name of "
     "'dev'. Training never uses either range.",
@@ -272,7 +256,7 @@ async def play_pairings(
     "num_instances",
     type=click.IntRange(min=1),
     default=None,
-    help=f"Instances to play (default: all {HUMAN_INSTANCES} human ones, {DEFAULT_INSTANCES['dev']} dev "
+    help=f"Instances to play (default: all the game's human ones, {DEFAULT_INSTANCES['dev']} dev "
     f"ones, {DEFAULT_INSTANCES['test']} test ones).",
 )
 @click.option(
@@ -311,10 +295,11 @@ def eval_command(
     quiet,
     **opts,
 ):
-    """Evaluate models: reward with intervals, agreement, optimal share, moves, words, invalid
-    moves, endings, diversity, cross-play and ratings, side by side with humans on their
-    instances. Writes OUT/metrics.json, OUT/report.md and plots. With --game negotiation: points
-    per seat, deals, and cross-play win/tie/loss rates and ratings from wins (plotted)."""
+    """Evaluate models with the game's own metrics (its package's evaluation): rewards with
+    bootstrap intervals over instances, agreement, moves, invalid moves, endings, diversity,
+    cross-play and ratings, side by side with people on the instances they played where the game
+    has them; a competitive game adds cross-play win/tie/loss rates and ratings from wins.
+    Writes OUT/metrics.json, OUT/report.md and plots."""
     game = game_from(opts)
     chosen_evaluation = evaluation(game.name)
     human_games = registry.get(game.name).human_games

@@ -11,8 +11,8 @@ ranges:
 A score measured on instances a setting was chosen on overstates what the setting does on new
 ones; a model trained on evaluation instances could learn them by heart. So training data is
 refused when its instances lie in either evaluation range (`check_training_seeds`), and the
-evaluation ranges are apart from each other (`split_seeds`). The 134 human instances are a
-further report of their own, not a range here.
+evaluation ranges are apart from each other (`split_seeds`). A game's human instances (those
+people played, `Game.human_games`) are a further report of their own, not a range here.
 """
 
 from __future__ import annotations

@@ -185,9 +185,14 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
     scripted_knobs: ClassVar[Mapping[str, Any]]  # the scripted player's knobs and their defaults
     teacher: ClassVar[Mapping[str, Any]]  # the scripted player's knobs whose games a warm start imitates
     teacher_plans: ClassVar[tuple[str, ...]] = ()  # the values of the teacher's `plan` knob, if it has one
+    teacher_new_tokens: ClassVar[Mapping[str, int]] = {}  # new tokens a turn a teacher plan's moves need, if more
     human_games: ClassVar[int] = 0  # how many instances people played this game has (`human_instances`)
     crossplay_by_default: ClassVar[bool] = False  # competitive: iterations measure checkpoints against each other
-    evaluation: ClassVar[str]  # the module of its `eval` metrics and report (`selfplay_gen.evaluation.cli`)
+    # the module of its `eval` metrics and report (`selfplay_gen.evaluation.protocol`); by default the
+    # one every record allows: rewards per seat, agreement, moves, endings
+    evaluation: ClassVar[str] = "selfplay_gen.evaluation.generic"
+    play_options: ClassVar[Mapping[str, Sequence[str]]] = {}  # options a person picks to play it (viewer): values
+    move_grammar: ClassVar[str] = ""  # its moves in brief, shown to a person playing it (viewer)
 
     def __init__(self, limits: Limits | None = None):
         self.limits = limits or Limits()
@@ -213,6 +218,13 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
     @abc.abstractmethod
     def _end(self, termination: str) -> None:
         """Set `self._outcome` for `termination` from the game's state (rewards, details)."""
+
+    @classmethod
+    def record_view(cls, record: Mapping[str, Any], view: dict[str, Any]) -> dict[str, Any] | None:
+        """What a page shows of a `record` beside its turns, chats and outcome (the viewer's
+        `detail`): e.g. each seat's private information and what each proposal is worth; it may
+        add to each of `view["turns"]`. None: the page shows turns, chats and outcome only."""
+        return None
 
     @classmethod
     def human_instances(cls, count: int) -> list[GameInstance]:

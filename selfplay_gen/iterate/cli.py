@@ -155,7 +155,8 @@ game_options = options(
         "REWARD_MODE",
         default=None,
         help=(
-            "The game's reward mode (negotiation: cooperative | semi-competitive | competitive) [default: the game's]."
+            "The game's reward mode, for a game with modes (e.g. cooperative | semi-competitive | competitive) "
+            "[default: the game's]."
         ),
     ),
 )
@@ -518,7 +519,8 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     "--teacher-plan",
     "TEACHER_PLAN",
     default=None,
-    help="matching: by-reviewer (about 0.82) | by-score (about 0.88; MAX_NEW_TOKENS becomes at least 768).",
+    help="The teacher's plan, for a game whose teacher has several: e.g. by-reviewer (about 0.82) | by-score "
+    "(about 0.88; MAX_NEW_TOKENS becomes at least 768).",
 )
 @opt("--warm-epochs", "WARM_EPOCHS", type=click.IntRange(min=1), default=W.epochs, help="Warm-start epochs.")
 @opt(

@@ -250,10 +250,14 @@ class Iteration:
 
     def sampling_for_run(self) -> Sampling:
         """The run's sampling: a seat's budget is the training response limit (longer games score 0),
-        and a by-score teacher's proposals (some 650 tokens) need 768 new tokens a turn."""
+        and a teacher plan whose moves are long gets the new tokens a turn its game says it needs
+        (`Game.teacher_new_tokens`: a by-score plan's proposals, some 650 tokens, need 768)."""
+        from .. import games
+
         sampling = replace(self.sampling, max_response_tokens=self.verl.max_response_length)
-        if self.warm.teacher_plan == "by-score" and sampling.max_new_tokens < 768:
-            sampling = replace(sampling, max_new_tokens=768)
+        needed = games.get(self.game or games.UNNAMED).teacher_new_tokens.get(self.warm.teacher_plan or "", 0)
+        if sampling.max_new_tokens < needed:
+            sampling = replace(sampling, max_new_tokens=needed)
         return sampling
 
 

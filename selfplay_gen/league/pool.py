@@ -92,8 +92,8 @@ class League:
 
     def record(self, games: pd.DataFrame) -> League:
         """The league with the cross-play games of `games` added to its wins: rows with `seat0`,
-        `seat1` (member names) and `points0`, `points1`, as `evaluation.negotiation.game_table`
-        makes them. Self-play games and games of non-members are skipped: they rate no one."""
+        `seat1` (member names) and `points0`, `points1`, as a competitive game's evaluation table
+        (`Game.evaluation`) makes them. Self-play games and games of non-members are skipped: they rate no one."""
         names = set(self.names)
         wins = {a: dict(row) for a, row in self.wins.items()}
         for row in games.itertuples():
@@ -109,10 +109,10 @@ class League:
     def record_file(self, games: Path, seats: tuple[str, str]) -> League:
         """`record` for a JSONL file of games whose seat 0 and 1 were `seats` (member names), as
         `selfplay-gen play` or the evaluation's cross-play (`OUT/games/A__B.jsonl`) writes them."""
-        from ..evaluation.negotiation import game_table
+        from ..evaluation.protocol import records_table
         from ..records import read_games
 
-        return self.record(game_table(read_games(games), seats))
+        return self.record(records_table(list(read_games(games)), seats))
 
     def win_matrix(self) -> np.ndarray:
         index = {n: i for i, n in enumerate(self.names)}

@@ -1,6 +1,6 @@
-"""What shows a competitive run making a stronger player, per checkpoint, from one negotiation
-evaluation over all its checkpoints and the scripted negotiators (`selfplay-gen eval --game
-negotiation`, its metrics.json): the share of decided games won against the previous checkpoint and
+"""What shows a competitive run making a stronger player, per checkpoint, from one evaluation of
+a competitive game over all its checkpoints and its scripted players (`selfplay-gen eval --game
+GAME`, its metrics.json): the share of decided games won against the previous checkpoint and
 against the warm start in each seat order (95% intervals), the rating on one scale with all of them,
 and, from the checkpoint's self-play, the joint share of the best deal and the Pareto-optimal share
 (cooperation must not collapse as competition rises) and response diversity (mode collapse).

@@ -33,7 +33,7 @@ class Promotion:
 
 def decided_share(metrics: Mapping[str, Any], model: str, other: str, order: str = "both") -> tuple[dict, int]:
     """`model`'s share of the decided games against `other` ({"mean", "ci"}) and the number of games,
-    from a negotiation evaluation's metrics (`selfplay-gen eval --game negotiation`, its metrics.json),
+    from a competitive game's evaluation metrics (`selfplay-gen eval --game GAME`, its metrics.json),
     whichever of the two was listed first there. `order`: both seat orders pooled, or `model` in
     seat 0 / seat 1."""
     if order not in ORDERS:

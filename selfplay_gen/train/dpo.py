@@ -247,7 +247,7 @@ def train(model: str | None, pairs: Path, out: Path, settings: DpoSettings = Dpo
 )
 @click.option("--seed", type=int, default=DpoSettings.seed, show_default=True)
 def main(model: str | None, pairs: Path, out: Path, **options: Any) -> None:
-    """Train a negotiation (or any game's) model with DPO on convert's preference pairs: each seat's
+    """Train a model of any game with DPO on convert's preference pairs: each seat's
     best game of an instance is preferred over its worst, and only the seat's own turns are scored."""
     try:
         log = train(model, pairs, out, DpoSettings(**options))

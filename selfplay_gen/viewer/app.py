@@ -196,9 +196,8 @@ async def files(request: web.Request) -> web.StreamResponse:
 
 
 def _game_options() -> dict[str, Any]:
-    from ..games.negotiation.instance import REWARD_MODES
-
-    return {"matching": {}, "negotiation": {"reward_mode": list(REWARD_MODES)}}
+    """Each game's options a person may pick, with their values (`Game.play_options`)."""
+    return {name: {k: list(v) for k, v in games.get(name).play_options.items()} for name in games.names()}
 
 
 async def play_setup(request: web.Request) -> web.StreamResponse:
@@ -214,7 +213,7 @@ async def play_setup(request: web.Request) -> web.StreamResponse:
 async def play_start(request: web.Request) -> web.StreamResponse:
     try:
         body = await request.json()
-        name = str(body.get("game", "matching"))
+        name = str(body.get("game", games.UNNAMED))
         seat = int(body.get("seat", 0))
         seed = body.get("seed")
         seed = None if seed in (None, "") else int(seed)

@@ -41,8 +41,8 @@ def view_command(path: Path, host: str, port: int, play_out: Path | None, **seat
     run directory (run_selfplay_iteration.sh's RUN_DIR: base/, warm/, iter_NNN/, report/). The page
     lists the run's reports with their tables and plots and the games behind each row; replays a
     game turn by turn with both seats' private views, every message, proposal and invalid move
-    (with the parser's reason), and the score beside the best possible and the random-matching
-    baseline; and puts two checkpoints' games of the same instance side by side.
+    (with the parser's reason), and the score beside the best possible and what the game adds
+    (e.g. a random baseline); and puts two checkpoints' games of the same instance side by side.
 
     PLAY: take either seat against a scripted partner or against the model that --backend,
     --base-url and --model name (default: the embedded model on CPU, loaded on the first game

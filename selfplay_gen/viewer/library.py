@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..records import Record, RecordError, parse
+from ..records import UNNAMED_GAME, Record, RecordError, parse
 
 GAMES_SUFFIX = ".jsonl"
 REPORT_FILE = "report.md"
@@ -48,7 +48,7 @@ class GameSummary:
         return cls(
             line,
             record["game_id"],
-            record.get("game", "matching"),
+            record.get("game", UNNAMED_GAME),
             record["instance_id"],
             tuple(p["kind"] for p in record["players"]),
             tuple(record["outcome"]["rewards"]),

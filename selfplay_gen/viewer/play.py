@@ -86,6 +86,7 @@ class Session:
         return {
             "id": self.id,
             "game": self.game_name,
+            "grammar": games.get(self.game_name).move_grammar,
             "seat": self.human_seat,
             "partner": self.partner,
             "messages": human.messages if human else [],

@@ -3,7 +3,8 @@
 paper; both seats get the agreed assignment's score over the best one's. Everything of the game
 lives here: instances (`instance`, with DialOp's 134 human games in `data/`), the assignment
 solver (`assignment`), moves, rules, prompts, scripted and teacher players, the record's own
-parts and the grounding of stated values."""
+parts, the grounding of stated values, its evaluation (`metrics`, `report`) and what the viewer
+shows of a game (`view`)."""
 
 from .game import Event, MatchingGame
 from .instance import HUMAN_GAMES, PAPERS, REVIEWERS, Instance, score

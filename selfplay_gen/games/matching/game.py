@@ -47,8 +47,16 @@ class MatchingGame(Game[Instance, Move]):
     scripted_knobs = {"policy": "share", "share": 0.5}
     teacher = {"policy": "teacher", "plan": "by-reviewer"}
     teacher_plans = TeacherPlayer.PLANS
+    teacher_new_tokens = {"by-score": 768}  # its proposals list every known cell: some 650 tokens
     human_games = 134
-    evaluation = "selfplay_gen.evaluation.report"
+    evaluation = "selfplay_gen.games.matching.report"
+    move_grammar = "[message] text · [propose] Proposal: then 8 lines “paper: reviewer” · [accept] · [reject]"
+
+    @classmethod
+    def record_view(cls, record, view):
+        from .view import record_view  # its metrics' imports (pandas) only when a page asks
+
+        return record_view(record, view)
 
     def _clear(self) -> None:
         super()._clear()

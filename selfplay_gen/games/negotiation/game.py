@@ -63,7 +63,15 @@ class NegotiationGame(Game[Instance, Move]):
     teacher = {"strength": 1.0}
     event_type = Event
     crossplay_by_default = True  # each seat's reward is its own: checkpoints are compared by playing each other
-    evaluation = "selfplay_gen.evaluation.negotiation"
+    evaluation = "selfplay_gen.games.negotiation.evaluation"
+    play_options = {"reward_mode": REWARD_MODES}
+    move_grammar = "[message] text · [propose] 1 book, 0 hats, 2 balls (the items you take)"
+
+    @classmethod
+    def record_view(cls, record, view):
+        from .view import record_view
+
+        return record_view(record, view)
 
     def __init__(
         self,

@@ -131,7 +131,7 @@ async function showGames(params) {
           el("td", {}, link("game", { file: data.file, line: g.line }, g.game_id)),
           el("td", {}, g.instance_id),
           el("td", {}, g.seats.join(" · ")),
-          el("td", { class: "num" }, g.rewards.map((r) => fmt(r, g.game === "matching" ? 3 : 1)).join(" / ")),
+          el("td", { class: "num" }, g.rewards.map((r) => (Number.isInteger(r) ? String(r) : fmt(r))).join(" / ")),
           el("td", {}, g.agreed ? "yes" : "no"),
           el("td", {}, g.termination),
           el("td", { class: "num" }, g.moves),
@@ -145,7 +145,7 @@ async function showGames(params) {
 
 // ---------------------------------------------------------------- one game
 
-function matchingGrid(detail, values, marks) {
+function hiddenGrid(detail, values, marks) {
   // values[r][p]: a number, or null for a hidden cell; marks(r, p) -> extra class names
   return el(
     "table",
@@ -178,7 +178,9 @@ function planList(detail, plan) {
 function privateViews(view) {
   const d = view.detail;
   if (!d) return null;
-  if (view.game === "matching") {
+  // what a game's detail holds decides what is drawn (`Game.record_view`): each seat's view of a
+  // table with hidden cells, or each seat's values of the items in a pool
+  if (d.views) {
     return el(
       "div",
       { class: "two" },
@@ -187,12 +189,12 @@ function privateViews(view) {
           "section",
           { class: "card view", "data-seat": s },
           el("h3", {}, `${seatName(s)} sees (scale ×${fmt(d.scales[s], 2)}; blank = hidden)`),
-          matchingGrid(d, d.views[s]),
+          hiddenGrid(d, d.views[s]),
         ),
       ),
     );
   }
-  if (view.game === "negotiation") {
+  if (d.items) {
     return el(
       "section",
       { class: "card view" },
@@ -244,16 +246,7 @@ function outcomeNode(view) {
     ["agreed", o.agreed ? "yes" : "no"],
     ["rewards", o.rewards.map((r) => fmt(r)).join(" / ")],
   ];
-  if (view.game === "matching" && d) {
-    rows.push(["score", `${o.raw_reward} of ${d.best_reward} possible = ${fmt(o.normalized_reward)}`]);
-    rows.push(["random matching (this instance)", fmt(d.random_baseline)]);
-  }
-  if (view.game === "negotiation" && d) {
-    rows.push(["points", `seat 0 ${d.points[0]}, seat 1 ${d.points[1]} (best joint ${d.best_joint})`]);
-    rows.push(["reward mode", d.reward_mode]);
-    if (d.proposals) rows.push(["proposals", d.proposals.map((p, s) => (p ? `seat ${s} takes ${shareText(d, p)}` : `seat ${s}: none`)).join("; ")]);
-    if (o.agreed) rows.push(["Pareto optimal", d.pareto_optimal ? "yes" : "no"]);
-  }
+  if (d && d.outcome_rows) rows.push(...d.outcome_rows); // the game's own lines, as its view words them
   if (view.failure) rows.push(["failure", `${view.failure.reason}: ${view.failure.detail || ""}`]);
   return el(
     "section",
@@ -265,7 +258,7 @@ function outcomeNode(view) {
 
 function bestPlanNode(view) {
   const d = view.detail;
-  if (view.game !== "matching" || !d) return null;
+  if (!d || !d.best_plan) return null;
   const best = new Set(d.best_plan.pairs.map(([r, p]) => `${r},${p}`));
   const agreed = new Set((d.agreed_plan ? d.agreed_plan.pairs : []).map(([r, p]) => `${r},${p}`));
   const marks = (r, p) => [best.has(`${r},${p}`) ? "best" : "", agreed.has(`${r},${p}`) ? "agreed" : ""].join(" ");
@@ -274,7 +267,7 @@ function bestPlanNode(view) {
     { class: "card", id: "best-plan" },
     el("summary", {}, `What the best plan would have been: ${d.best_reward}` + (d.agreed_plan ? `, agreed ${d.agreed_plan.raw}` : ", nothing agreed")),
     el("p", { class: "muted" }, "The whole table, unscaled. Filled cells: the best assignment; outlined cells: the agreed one."),
-    matchingGrid(d, d.table, marks),
+    hiddenGrid(d, d.table, marks),
   );
 }
 
@@ -464,11 +457,6 @@ async function showPlaySetup() {
   );
 }
 
-const GRAMMAR = {
-  matching: "[message] text · [propose] Proposal: then 8 lines “paper: reviewer” · [accept] · [reject]",
-  negotiation: "[message] text · [propose] 1 book, 0 hats, 2 balls (the items you take)",
-};
-
 function renderPlay(state) {
   const system = state.messages.length && state.messages[0].role === "system" ? state.messages[0].content : "";
   const chat = el(
@@ -506,7 +494,7 @@ function renderPlay(state) {
   } else if (state.your_turn) {
     const box = el("textarea", { id: "move", rows: "5", placeholder: "Your move (Ctrl+Enter sends)" });
     const send = el("button", { id: "send", type: "submit" }, "Send move");
-    const form = el("form", { class: "card move" }, el("div", { class: "muted" }, "Grammar: " + (GRAMMAR[state.game] || "see the system prompt")), box, send);
+    const form = el("form", { class: "card move" }, el("div", { class: "muted" }, "Grammar: " + (state.grammar || "see the system prompt")), box, send);
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       send.disabled = true;

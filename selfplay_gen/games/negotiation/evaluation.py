@@ -1,5 +1,6 @@
-"""Evaluation of the negotiation game: what each model scores in self-play, who wins when two
-models (checkpoints) play each other, and ratings from those wins.
+"""Evaluation of the negotiation game (the module `NegotiationGame.evaluation` names): what each
+model scores in self-play, who wins when two models (checkpoints) play each other, and ratings
+from those wins.
 
 A game is won by the seat that ends with more points than its partner (a tie when equal, no
 deal included), whatever the reward mode the game was played under, so win rates compare
@@ -7,7 +8,7 @@ models trained under different modes on one scale. Cross-play of models A and B 
 win, tie and loss rates in each seat order and pooled, and A's share of the decided games
 (wins / (wins + losses)), whose interval excluding 0.5 says one model is the stronger. Ratings
 are Bradley–Terry fits to the cross-play wins (ties as halves). Intervals resample instances,
-as in the matching report (`metrics`), since games of one instance are correlated.
+as in every report (`evaluation.metrics`), since games of one instance are correlated.
 """
 
 from __future__ import annotations
@@ -19,12 +20,29 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..atomic import write_atomic
-from ..records import UNNAMED_GAME, Record
-from .metrics import distinct_n, mean_interval, per_instance, ratio_interval, repeated_share
-from .ratings import rate_wins
-from .report import BOOTSTRAP_NOTE, add_run_row, format_interval, markdown_table, only_model, plot_series, report_head
+from ...atomic import write_atomic
+from ...evaluation.metrics import (
+    distinct_n,
+    endings,
+    mean_interval,
+    per_instance,
+    ratio_interval,
+    repeated_share,
+    valid_move_rate,
+)
+from ...evaluation.ratings import rate_wins
+from ...evaluation.report import (
+    BOOTSTRAP_NOTE,
+    add_run_row,
+    format_interval,
+    markdown_table,
+    only_model,
+    plot_series,
+    report_head,
+)
+from ...records import UNNAMED_GAME, Record
 
+GAME = "negotiation"
 SCHEMA = "selfplay-gen-eval-negotiation/1"
 NOTE = (
     "Points: what each seat's share of the pool is worth to it (0 without a deal; the pool is worth 10 "
@@ -43,7 +61,7 @@ CROSS_NOTE = (
 def game_row(record: Record, seats: tuple[str, str]) -> dict:
     """One negotiation game as a flat row; `seats` are the labels of the models in seat 0 and 1."""
     game = record.get("game", UNNAMED_GAME)
-    if game != "negotiation":
+    if game != GAME:
         raise ValueError(f"game {record['game_id']!r} is a {game} game; evaluate it with --game {game}")
     outcome: dict = dict(record["outcome"])
     events: list[dict] = [dict(e) for e in record["events"]]
@@ -80,8 +98,6 @@ def summarize(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> 
     def interval(column: str) -> dict:
         return mean_interval(per_instance(games, column).to_numpy(float), resamples, rng)
 
-    sums = games.groupby("instance_id")[["moves", "invalid"]].sum()
-    terminations = games["termination"].value_counts()
     return {
         "games": len(games),
         "instances": int(games["instance_id"].nunique()),
@@ -91,9 +107,9 @@ def summarize(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> 
         "agreement_rate": interval("agreed"),
         "pareto_optimal_share": interval("pareto_optimal"),
         "moves_per_game": interval("moves"),
-        "valid_move_rate": ratio_interval(sums["moves"], sums["moves"] + sums["invalid"], resamples, rng),
+        "valid_move_rate": valid_move_rate(games, resamples, rng),
         "failed_games": int(games["failed"].sum()),
-        "terminations": {str(k): {"games": int(v), "share": float(v / len(games))} for k, v in terminations.items()},
+        "terminations": endings(games),
         "diversity": diversity(games),
     }
 
@@ -203,7 +219,7 @@ def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) 
     crossed = cross_play(games, models, resamples, rng)
     return {
         "schema": SCHEMA,
-        "game": "negotiation",
+        "game": GAME,
         "bootstrap": {"resamples": resamples, "unit": "instance", "level": 0.95, "seed": seed},
         "models": {m: summarize(g, resamples, rng) for m, g in selfplay.items()},
         "cross_play": crossed,
@@ -306,7 +322,7 @@ def append_to_run(run_dir: Path, metrics: dict, source: str) -> dict:
     """Add one model's self-play as the next row of a negotiation run's report (or replace the row
     with its label), so every checkpoint's points and deals sit side by side. Returns the run."""
     label = only_model(metrics)
-    run = add_run_row(run_dir, "negotiation", {"label": label, "source": source, "summary": metrics["models"][label]})
+    run = add_run_row(run_dir, GAME, {"label": label, "source": source, "summary": metrics["models"][label]})
     labels = [f"{r['iteration']}: {r['label']}" for r in run["rows"]]
     run["iterations"] = [
         {"iteration": r["iteration"], "label": lab, **{k: r["summary"][k] for k in RUN_KEYS}}

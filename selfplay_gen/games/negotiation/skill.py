@@ -1,5 +1,5 @@
 """Whether skill-conditioned play follows the requested level: one model, asked to play at each
-level (novice, intermediate, expert; `games.negotiation.prompts.SKILLS`), plays itself across
+level (novice, intermediate, expert; `prompts.SKILLS`), plays itself across
 levels, and each higher level should win most decided games against each lower one, in both seat
 orders, and earn more points.
 
@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..evaluation.metrics import mean_interval, per_instance
-from ..evaluation.negotiation import cross_play, results_of
-from ..games.negotiation.prompts import SKILL_STRENGTHS
-from .promotion import ORDERS, decided_share
+from ...evaluation.metrics import mean_interval, per_instance
+from ...league.promotion import ORDERS, decided_share
+from .evaluation import cross_play, results_of
+from .prompts import SKILL_STRENGTHS
 
 LEVELS = tuple(SKILL_STRENGTHS)  # lowest first
 TARGET = 0.65  # expert's share of the decided games against novice
@@ -29,7 +29,7 @@ TARGET = 0.65  # expert's share of the decided games against novice
 
 def follows_levels(games: pd.DataFrame, levels: Sequence[str] = LEVELS, resamples: int = 1000, seed: int = 0) -> dict:
     """From cross-play games whose `seat0`/`seat1` hold skill levels (rows as
-    `evaluation.negotiation.game_table` makes them): each level's points against the others, and for
+    `evaluation.game_table` makes them): each level's points against the others, and for
     each pair of levels the higher one's share of the decided games per seat order. `follows` is
     true when every higher level's pooled share has its 95% interval above 0.5 and mean points
     rise with the level; `expert_vs_novice` is the pooled share the issue's target reads."""
