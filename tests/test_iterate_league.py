@@ -284,3 +284,26 @@ def test_progress_reports_each_checkpoint_against_the_previous_and_the_warm_star
     assert float(cells[4].split("%")[0]) > 50
     assert "- iter_1: " in text and "## League ratings" in text
     assert Counter(line.startswith("| warm |") for line in text.splitlines())[True] == 1
+
+
+def test_the_summary_shows_each_promotion_skill_match_and_the_progress(tmp_path):
+    from selfplay_gen.iterate import report
+    from selfplay_gen.league import Promotion
+
+    for k, promoted in ((1, True), (2, False)):
+        stage = tmp_path / f"iter_{k:03d}"
+        (stage / "eval").mkdir(parents=True)
+        report.write_row(stage, (f"iter_{k}", "64", "1.0", "0.5", "60"))
+        previous = "warm" if k == 1 else "iter_1"
+        decision = Promotion(promoted, f"iter_{k}", previous, f"iter_{k}" if promoted else previous, 0.6 if promoted
+                             else 0.52, (0.55, 0.65) if promoted else (0.45, 0.59), 512, f"reason {k}")  # fmt: skip
+        (stage / report.PROMOTION_FILE).write_text(json.dumps(decision.to_dict()))
+    skill = {"expert_vs_novice": {"mean": 0.7, "ci": [0.62, 0.78]}, "meets_target": True, "follows": True}
+    (tmp_path / "iter_001" / "eval" / report.SKILL_FILE).write_text(json.dumps(skill))
+    (tmp_path / "report").mkdir()
+    (tmp_path / "report" / report.PROGRESS_FILE).write_text("## Progress per checkpoint\n\n| checkpoint |\n")
+    text = report.write_summary(tmp_path)
+    assert "| iter_1 | promoted | 60.0% [55.0%, 65.0%] | 512 | reason 1 |" in text
+    assert "| iter_2 | kept iter_1 | 52.0% [45.0%, 59.0%] | 512 | reason 2 |" in text
+    assert "| iter_1 | 70.0% [62.0%, 78.0%] | True | True |" in text
+    assert text.index("## Promotion") < text.index("## Skill levels") < text.index("## Progress per checkpoint")

@@ -38,15 +38,13 @@ from ..league import League, Member, Promotion, opponent_weights, promote, scrip
 from ..league.progress import progress, progress_table
 from ..league.skill import follows_levels, strength_of
 from . import decisions, plays
+from .report import PROGRESS_FILE, PROMOTION_FILE, SKILL_FILE
 
 if TYPE_CHECKING:
     from .loop import Run, Stage
 
 LEAGUE_FILE = "league.json"
-PROMOTION_FILE = "promotion.json"
 OPPONENTS_FILE = "opponents.json"
-SKILL_FILE = "skill.json"
-PROGRESS_FILE = "progress.md"
 SKILL_SEED = 1_500_000_000  # the skill match's instances, apart from training, held-out and test seeds
 
 
@@ -277,7 +275,9 @@ class Competition:
             return None
         rows = progress(json.loads(metrics.read_text()), labels, warm_label)
         out = metrics.parent.parent / PROGRESS_FILE
-        ratings = self.league.ratings()
+        saved = self.run.run_dir / LEAGUE_FILE
+        league = self.league if self.league.members or not saved.exists() else League.load(saved)
+        ratings = league.ratings()
         lines = ["## Progress per checkpoint", "", progress_table(rows), "", "## League ratings (Elo, all games)", ""]
         lines += [f"- {name}: {'–' if r is None else f'{r:.0f}'}" for name, r in ratings.items()]
         write_atomic(out, "\n".join(lines) + "\n")
