@@ -27,7 +27,7 @@ from ..league import SCRIPTED_PREFIX, Member, scripted_member
 from . import competition, decisions, report
 from .competition import Competition
 from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl
-from .plays import Plays, default_game, game_args, partner_args
+from .plays import TEST_SET, Plays, default_game, game_args, partner_args
 from .server import Slots, Started
 from .shell import Shell, StepFailed
 from .trainers import Export, Trainer, get, rollout_n
@@ -185,19 +185,27 @@ class Run:
         return self.slots.serve(slot, model, log_dir / "gen" / name, shared)
 
     def evaluate(self, model: str, label: str, eval_for: Path, final: bool = False, shared: bool = False) -> None:
-        """Evaluate `model` as `label` into eval_for/eval (unless done) and the run-level reports."""
-        done = eval_for / "eval" / "DONE"
-        if done.exists():
+        """Evaluate `model` as `label` into eval_for/eval (unless done) and the run-level reports; as
+        the `final` model also on the test split (unless done); a candidate the promotion judged, and
+        so evaluated before, on the test split alone."""
+        done, tested = eval_for / "eval" / "DONE", eval_for / "eval" / "DONE_TEST"
+        # without promotion a model is evaluated once, as the final one where it is (DONE says all)
+        if done.exists() and (not final or tested.exists() or not self.cfg.promotes()):
             return
         server = self.serve(0, model, shared)
+        evaluations = self.plays.evaluations(server, model, label, eval_for / "eval", self.reports, final)
+        if done.exists():
+            evaluations = [(name, command) for name, command in evaluations if name == TEST_SET]
         with self.timed(f"evaluate {label}", server.startup_s):
-            for name, command in self.plays.evaluations(server, model, label, eval_for / "eval", self.reports, final):
+            for name, command in evaluations:
                 self.shell.run(f"{label}: evaluate ({name})", command)
-            if self.cfg.league.skill_levels and self.competition is not None:
+            if self.cfg.league.skill_levels and self.competition is not None and not done.exists():
                 self.competition.skill_match(server, model, eval_for / "eval")
         if not self.cfg.dry_run:
             done.parent.mkdir(parents=True, exist_ok=True)
             done.touch()
+            if final:
+                tested.touch()
 
     def evaluate_current(self, final: bool = False, shared: bool = False) -> None:
         self.evaluate(self.model, self.label, self.eval_for, final, shared)
