@@ -114,9 +114,16 @@ def test_a_dpo_league_plays_each_drawn_opponent_in_turn_and_pairs_wins_with_loss
 
 
 def test_grpo_takes_a_per_seat_baseline_and_the_time_budget_stops_new_iterations(tmp_path):
-    lines = dry_iterate(tmp_path, "--league-size", "1", "--num-iterations", "1", "--baseline", "per-seat")
+    per_seat = ["--league-size", "1", "--num-iterations", "1", "--baseline", "per-seat"]
+    lines = dry_iterate(tmp_path, *per_seat, "--adv-estimator", "reinforce_plus_plus_baseline")
     (convert,) = [line for line in lines if line.startswith("+ conv ") and "/iter_001/" in line]
     assert "--baseline per-seat" in convert and convert.endswith("--seat 0")
+    (train,) = [line for line in lines if "-m verl.trainer.main_ppo" in line]
+    assert "algorithm.adv_estimator=reinforce_plus_plus_baseline" in train
+    from selfplay_gen.iterate.cli import iterate_command
+
+    cancelled = CliRunner().invoke(iterate_command, ["--dry-run", *per_seat])  # grpo's group centering
+    assert cancelled.exit_code == 2 and "BASELINE=per-seat" in cancelled.output and "ADV_ESTIMATOR" in cancelled.output
     run = tmp_path / "run"
     (run / "base").mkdir(parents=True)
     (run / "base" / "summary_row.json").write_text(json.dumps({"row": ["base", "", "", "", "600"]}))

@@ -675,6 +675,12 @@ def iterate(o: dict[str, Any]) -> str:
         tools=tools_from(o), overrides=tuple(o.pop("overrides")), dry_run=o.pop("dry_run"),
     )  # fmt: skip
     verl, loss = verl_from(o)
+    if cfg.league.baseline == "per-seat" and cfg.trainer == "grpo" and loss.adv_estimator == "grpo":
+        raise click.BadParameter(
+            "grpo's estimator centers each group, which cancels a per-seat baseline; set ADV_ESTIMATOR to "
+            "reinforce_plus_plus_baseline or rloo (one baseline across the batch)",
+            param_hint="BASELINE=per-seat",
+        )
     from dataclasses import replace
 
     return Run(replace(cfg, verl=verl, loss=loss)).main()
