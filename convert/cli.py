@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from .formats import FORMATS
+from .formats import DPO_PAIRS, FORMATS
 from .pipeline import ConvertError, Options, convert
 from .reward import BASELINES
 
@@ -111,6 +111,14 @@ def _sigterm_unwinds():
     help="Write only this seat's rows (the trained model's, when the other seat held an opponent); "
     "the other seat's games still count in their groups. [default: both seats]",
 )
+@click.option(
+    "--dpo-pairs",
+    type=click.Choice(DPO_PAIRS),
+    default="reward",
+    show_default=True,
+    help="dpo: reward pairs each (group, seat)'s best game with its worst; outcome pairs a game the seat won "
+    "(more reward than its partner) with one it lost, as the rules judge competitive play.",
+)
 @click.option("--skip-invalid", is_flag=True, help="Convert past malformed lines and report them.")
 @click.option("--overwrite", is_flag=True, help="Replace existing outputs.")
 def main(
@@ -128,6 +136,7 @@ def main(
     invalid_move_penalty: float,
     baseline: str,
     seat: int | None,
+    dpo_pairs: str,
     skip_invalid: bool,
     overwrite: bool,
 ) -> None:
@@ -148,6 +157,7 @@ def main(
             invalid_move_penalty,
             baseline,
             (0, 1) if seat is None else (seat,),
+            dpo_pairs=dpo_pairs,
         )
         with _sigterm_unwinds():
             summary = convert(games, out_dir, options, overwrite=overwrite)

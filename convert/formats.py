@@ -142,17 +142,32 @@ class SftRows:
         )
 
 
+# How DPO pairs a seat's games of one group: "reward", its best game against its worst; "outcome", as
+# the rules judge a competitive game, a game it won (more reward than its partner, the widest margin)
+# against one it lost (the widest margin the other way); a group without both gives no pair.
+DPO_PAIRS = ("reward", "outcome")
+
+
+def _pairs(games: pd.DataFrame, seat: int, by: str) -> pd.DataFrame:
+    """(chosen, rejected) game labels per group of `games` for `seat` (see `DPO_PAIRS`)."""
+    if by == "reward":
+        return extremes(games[f"score{seat}"], games["group_no"])
+    margin = games[f"score{seat}"] - games[f"score{1 - seat}"]
+    pairs = extremes(margin, games["group_no"])
+    return pairs[(margin[pairs["chosen"]].to_numpy() > 0) & (margin[pairs["rejected"]].to_numpy() < 0)]
+
+
 class DpoRows:
     schema = DPO_SCHEMA
 
-    def __init__(self, ledger: pd.DataFrame):
+    def __init__(self, ledger: pd.DataFrame, by: str = "reward"):
         self.pairs: list[dict] = []
         self.wanted: dict[tuple[int, int], tuple[int, str]] = {}  # (game, seat) -> (pair, role)
-        self.unpaired = 0  # (group, seat)s whose games all scored the same for the seat
+        self.unpaired = 0  # (group, seat)s with no pair: all scored the same (or, by outcome, no win and loss)
         for seat in (0, 1):
             games = ledger[ledger[f"status{seat}"].isin(SPILLED)]
             self.unpaired += games["group_no"].nunique()
-            for chosen, rejected in extremes(games[f"score{seat}"], games["group_no"]).itertuples(index=False):
+            for chosen, rejected in _pairs(games, seat, by).itertuples(index=False):
                 pair = len(self.pairs)
                 self.pairs.append({"seat": seat, "chosen": chosen, "rejected": rejected})
                 self.wanted[(chosen, seat)] = (pair, "chosen")

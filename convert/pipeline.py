@@ -30,7 +30,7 @@ from selfplay_gen.seat_tokens import RETOKENIZED, seat_tokens
 from selfplay_gen.token_context import TokenInvariantError
 
 from . import groups
-from .formats import FORMATS, TRAIN, VAL, GrpoRows
+from .formats import DPO_PAIRS, FORMATS, TRAIN, VAL, DpoRows, GrpoRows, SftRows
 from .groups import IDLE, OPPONENT, SPILLED, TOO_LONG, GroupError
 from .reward import BASELINES, per_seat_baseline
 from .rows import SPILL_SCHEMA, RowBatch, ground_truth
@@ -61,6 +61,7 @@ class Options:
     baseline: str = "group"  # grpo: "per-seat" subtracts each seat's mean training reward over the file
     seats: tuple[int, ...] = (0, 1)  # the seats whose rows are written (an opponent's are not)
     batch_rows: int = 256
+    dpo_pairs: str = "reward"  # dpo: "outcome" pairs a game the seat won with one it lost (`DPO_PAIRS`)
 
     def __post_init__(self):
         if self.format not in FORMATS:
@@ -77,6 +78,8 @@ class Options:
             raise ConvertError(f"the baseline must be one of {', '.join(BASELINES)}, got {self.baseline!r}")
         if self.baseline != "group" and self.format != "grpo":
             raise ConvertError(f"the {self.baseline} baseline shapes GRPO rewards; {self.format} does not use it")
+        if self.dpo_pairs not in DPO_PAIRS:
+            raise ConvertError(f"dpo pairs must be one of {', '.join(DPO_PAIRS)}, got {self.dpo_pairs!r}")
         if not self.seats or not set(self.seats) <= {0, 1}:
             raise ConvertError(f"the seats to train are some of 0 and 1, got {self.seats}")
 
@@ -118,7 +121,9 @@ def _convert(games: Path, paths: dict[str, Path], options: Options, overwrite: b
                 )
             except GroupError as err:
                 raise ConvertError(f"{games}: {err}") from None
-            project = GrpoRows(ledger, grpo)
+            project: GrpoRows | DpoRows | SftRows = GrpoRows(ledger, grpo)
+        elif options.format == "dpo":
+            project = DpoRows(ledger, options.dpo_pairs)
         else:
             project = FORMATS[options.format](ledger)
         with ParquetOutput(paths["train"], project.schema) as train, ParquetOutput(paths["val"], project.schema) as val:

@@ -1,5 +1,5 @@
-"""`selfplay-gen iterate`'s decisions and parts, each on its own: warm start, the league's opponent,
-cross-play pairings, a game's defaults, trainer defaults, verl's option names, summary rows and
+"""`selfplay-gen iterate`'s decisions and parts, each on its own: warm start, cross-play pairings,
+a game's defaults, trainer defaults, verl's option names, summary rows and
 tables, verl's console metrics and their plots, servers kept between steps, bash-style quoting."""
 
 from __future__ import annotations
@@ -56,29 +56,6 @@ def test_heldout_agreement_reads_the_evaluation_and_names_a_bad_file(tmp_path):
 
 
 LABELS = ["base", "warm", "iter_1", "iter_2"]
-
-
-def test_league_plays_the_earlier_checkpoint_rated_nearest_within_its_window():
-    rated = {"base": 0.0, "warm": 100.0, "iter_1": 400.0, "iter_2": 380.0}
-    assert decisions.league_opponent(LABELS, rated, 3, league_size=2) == 2  # iter_1 (400) is nearer 380 than warm
-    assert decisions.league_opponent(LABELS[:3], rated, 2, league_size=2) == 1  # 100 is nearer 400 than 0
-    assert decisions.league_opponent(LABELS, rated, 3, league_size=0) is None  # self-play
-    assert decisions.league_opponent(LABELS[:1], rated, 1, league_size=2) is None  # nothing earlier
-
-
-def test_league_breaks_a_tie_for_the_later_checkpoint_and_takes_turns_without_ratings():
-    tie = {"base": 0.0, "warm": 200.0, "iter_1": 100.0}
-    assert decisions.league_opponent(LABELS[:3], tie, 2, league_size=2) == 1
-    unrated = {"base": 0.0, "iter_1": 5.0}  # warm has no rating: each in turn
-    assert [decisions.league_opponent(LABELS, unrated, i, league_size=3) for i in (1, 2, 3)] == [1, 2, 0]
-
-
-def test_ratings_come_from_the_run_report(tmp_path):
-    report_file = tmp_path / "metrics.json"
-    assert decisions.ratings(report_file) == {}
-    rows = [{"label": "0: base", "rating": {"rating": 0.0}}, {"label": "1: warm"}]
-    report_file.write_text(json.dumps({"iterations": rows}))
-    assert decisions.ratings(report_file) == {"base": 0.0, "warm": None}
 
 
 def test_crossplay_pairs_each_checkpoint_with_the_initial_one_and_its_predecessor():

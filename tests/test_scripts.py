@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -406,35 +407,35 @@ def test_generation_dry_run_serves_a_partner_for_seat_1_and_evaluates_self_play(
     assert len(evals) == 2 and not any("--partner" in line for line in evals)  # the model's own self-play
 
 
-def test_iteration_league_plays_the_earlier_checkpoint_rated_nearest(tmp_path):
-    """LEAGUE_SIZE=2: each iteration's seat 1 is one of the last two earlier checkpoints, the one
-    whose held-out rating is nearest the current model's, and only seat 0 is trained."""
+def test_iteration_league_draws_opponents_by_rating_one_partner_server_at_a_time(tmp_path):
+    """LEAGUE_SIZE=2 in a game without a scripted strength (matching): iteration 1 has no earlier
+    checkpoint and plays itself; later iterations draw each instance's opponent from the last two
+    promoted checkpoints, serve it beside the player and train only seat 0; each candidate is
+    cross-played against the previous one for its promotion."""
     run = tmp_path / "run"
-    report = run / "report" / "heldout"
-    report.mkdir(parents=True)
-    rated = {"base": 0.0, "warm": 100.0, "iter_1": 400.0, "iter_2": 380.0}
-    entries = [{"label": f"{k}: {label}", "rating": {"rating": r}} for k, (label, r) in enumerate(rated.items())]
-    (report / "metrics.json").write_text(json.dumps({"iterations": entries}))
     env = {"INITIAL_MODEL": "/m0", "NUM_ITERATIONS": "3", "RUN_DIR": str(run), "SELFPLAY_GEN": "gen"}
-    result = script("run_selfplay_iteration.sh", "--dry-run", LEAGUE_SIZE="2", **env)
+    result = script("run_selfplay_iteration.sh", "--dry-run", LEAGUE_SIZE="2", GAMES_PER_ITER="64", **env)
     assert result.returncode == 0, result.stderr
-    picks = [line for line in result.stdout.splitlines() if ": seat 1 is " in line]
-    assert picks == [
-        "iteration 1: seat 1 is base (/m0); training on seat 0",  # the only earlier checkpoint
-        f"iteration 2: seat 1 is warm ({run}/warm/train/hf); training on seat 0",  # 100 is nearer 400 than 0
-        f"iteration 3: seat 1 is iter_1 ({run}/iter_001/train/hf); training on seat 0",  # base is out of the window
-    ]
     lines = result.stdout.splitlines()
-    converts = [line for line in lines if " --overwrite " in line and "--format sft" not in line]
-    assert len(converts) == 3 and all(line.endswith(" --seat 0") for line in converts)
-    assert f"--partner-model {run}/iter_001/train/hf" in result.stdout
-    # each iteration serves the current model and its opponent side by side, each with its share of the GPU
-    assert sum("--mem-fraction-static 0.4" in line for line in lines if "launch_server" in line) == 2 * 3
-    # warm is rated (evaluated, with the server that then plays its games) before its opponent is picked
-    rated = lines.index(next(line for line in lines if f"--label warm --out {run}/warm/eval/heldout" in line))
-    assert rated < lines.index(next(line for line in lines if line.startswith("iteration 2: seat 1 is")))
+    assert "iteration 1: the league holds no opponent for warm yet: self-play" in lines
+    drawn = [line for line in lines if "trained) plays, by rating:" in line]
+    assert drawn[0].startswith("iteration 2: seat 0 (iter_1, trained) plays, by rating: warm 64 games")
+    assert drawn[1].startswith("iteration 3: seat 0 (iter_2, trained) plays, by rating: warm ")
+    counts = re.findall(r"(\S+) (\d+)", drawn[1].split("by rating: ")[1])
+    assert {name for name, _ in counts} <= {"warm", "iter_1"} and sum(int(n) for _, n in counts) == 64
+    converts = [line for line in lines if " --out-dir " in line and "/iter_00" in line]
+    assert len(converts) == 3 and not converts[0].endswith("--seat 0")
+    assert all(line.endswith("--seat 0") for line in converts[1:])
+    assert f"--partner-model {run}/warm/train/hf" in result.stdout
+    assert f"--out {run}/iter_002/gen/vs/warm/games.jsonl" in result.stdout
+    promotions = [line for line in lines if line.startswith("promotion: ")]
+    assert [p.split(" only if")[0] for p in promotions] == [
+        "promotion: iter_1 replaces warm",
+        "promotion: iter_2 replaces iter_1",
+        "promotion: iter_3 replaces iter_2",
+    ]
     plain = script("run_selfplay_iteration.sh", "--dry-run", **env)
-    assert "--seat" not in plain.stdout and "seat 1 is" not in plain.stdout and "--partner" not in plain.stdout
+    assert "--seat" not in plain.stdout and "by rating" not in plain.stdout and "promotion:" not in plain.stdout
     assert script("run_selfplay_iteration.sh", "--dry-run", LEAGUE_SIZE="some").returncode == 2
 
 

@@ -43,6 +43,33 @@ def options(*decorators: Callable) -> Callable:
     return apply
 
 
+def strengths(ctx: click.Context, param: click.Parameter, value: str) -> tuple[float, ...]:
+    """0.3,0.6,1 -> (0.3, 0.6, 1.0); each in [0, 1]."""
+    out = []
+    for part in filter(None, (p.strip() for p in value.split(","))):
+        try:
+            strength = float(part)
+        except ValueError:
+            strength = -1.0
+        if not 0 <= strength <= 1:
+            raise click.BadParameter(f"{part!r} is not a strength in [0, 1] (in {value!r})")
+        out.append(strength)
+    return tuple(out)
+
+
+def skill_levels(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    """novice,expert -> ("novice", "expert"): known levels, at least two, lowest first."""
+    from ..league.skill import LEVELS
+
+    levels = tuple(filter(None, (p.strip() for p in value.split(","))))
+    unknown = [level for level in levels if level not in LEVELS]
+    if unknown:
+        raise click.BadParameter(f"{', '.join(unknown)}: not skill levels ({', '.join(LEVELS)}), in {value!r}")
+    if levels and (len(set(levels)) < 2 or list(levels) != sorted(set(levels), key=LEVELS.index)):
+        raise click.BadParameter(f"{value!r}: give two or more distinct levels, lowest first ({', '.join(LEVELS)})")
+    return levels
+
+
 def learning_rate(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A learning rate as written (1e-5: verl's command line shows it so), checked to be a number."""
     if value is not None:
@@ -60,6 +87,7 @@ V = Verl()
 L = PolicyLoss()
 E = Evaluation()
 IT = Iteration()
+LG = config.League()
 W = Warm()
 
 sampling_options = options(
@@ -493,9 +521,69 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     type=click.IntRange(min=0),
     default=IT.league_size,
     help=(
-        "0: self-play; N: seat 1 of iteration i's games is one of the last N earlier checkpoints (rated nearest the "
-        "current model, else each in turn) and only seat 0 is trained."
+        "0: self-play; N: a league: seat 0 (the only one trained) meets, per instance, an opponent drawn by rating "
+        "closeness from the last N promoted checkpoints and the scripted negotiators at LEAGUE_SCRIPTED, one "
+        "partner server at a time; a checkpoint is kept only when it beats the previous one (PROMOTION)."
     ),
+)
+@opt(
+    "--league-scripted",
+    "LEAGUE_SCRIPTED",
+    default=",".join(f"{s:g}" for s in LG.scripted),
+    callback=strengths,
+    help="Strengths of the scripted negotiators in the league's pool, comma-separated; empty: none.",
+)
+@opt(
+    "--league-sharpness",
+    "LEAGUE_SHARPNESS",
+    type=click.FloatRange(min=0),
+    default=LG.sharpness,
+    help="How strongly opponents rated near the player are preferred (0: uniform draws).",
+)
+@opt(
+    "--league-eval-strength",
+    "LEAGUE_EVAL_STRENGTH",
+    type=click.FloatRange(0, 1),
+    default=LG.eval_strength,
+    help="League: every checkpoint also cross-plays the scripted negotiator of this strength at the end.",
+)
+@opt(
+    "--promotion",
+    "PROMOTION",
+    type=click.Choice(config.PROMOTION_POLICIES),
+    default=LG.promotion,
+    help=(
+        "auto: on in a league; on: an iteration's checkpoint is kept (the next iteration's model, the pool's newest) "
+        "only when its cross-play win share against the previous one has a 95% interval above 50%; off: always kept."
+    ),
+)
+@opt(
+    "--baseline",
+    "BASELINE",
+    type=click.Choice(["group", "per-seat"]),
+    default=LG.baseline,
+    help=(
+        "grpo: per-seat subtracts each seat's mean training reward over the iteration's games (a per-role baseline; "
+        "with ADV_ESTIMATOR=reinforce_plus_plus_baseline or rloo, which compare across a batch)."
+    ),
+)
+@opt(
+    "--skill-levels",
+    "SKILL_LEVELS",
+    default="",
+    callback=skill_levels,
+    help=(
+        "negotiation, e.g. novice,intermediate,expert (lowest first): the warm start imitates the scripted negotiator "
+        "at each level's strength with the level in the prompt, the trained seat plays at the highest level, and "
+        "every model plays its highest level against its lowest (skill.json; target 65% of decided games)."
+    ),
+)
+@opt(
+    "--time-budget-min",
+    "TIME_BUDGET_MIN",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="No iteration starts once the run's finished stages took this many minutes (equal-time comparisons).",
 )
 @opt(
     "--warm-start",
@@ -578,6 +666,9 @@ def iterate(o: dict[str, Any]) -> str:
         mini_batch_size=o.pop("mini_batch_size"), lora_rank=o.pop("lora_rank"), top_fraction=o.pop("top_fraction"),
         online_steps=o.pop("online_steps"), online_test_freq=o.pop("online_test_freq"),
         crossplay=None if o["crossplay"] is None else o.pop("crossplay") == "1", league_size=o.pop("league_size"),
+        league=config.League(o.pop("league_scripted"), o.pop("league_sharpness"), o.pop("promotion"),
+                             o.pop("baseline"), o.pop("skill_levels"), o.pop("league_eval_strength")),
+        time_budget_min=o.pop("time_budget_min"),
         warm=Warm(o.pop("warm_start"), o.pop("warm_start_below"), o.pop("warm_games"), o.pop("teacher_plan"),
                   o.pop("warm_epochs"), o.pop("warm_lora_rank"), o.pop("warm_lr")),
         sampling=sampling_from(o), servers=servers_from(o),
@@ -586,6 +677,12 @@ def iterate(o: dict[str, Any]) -> str:
         tools=tools_from(o), overrides=tuple(o.pop("overrides")), dry_run=o.pop("dry_run"),
     )  # fmt: skip
     verl, loss = verl_from(o)
+    if cfg.league.baseline == "per-seat" and cfg.trainer == "grpo" and loss.adv_estimator == "grpo":
+        raise click.BadParameter(
+            "grpo's estimator centers each group, which cancels a per-seat baseline; set ADV_ESTIMATOR to "
+            "reinforce_plus_plus_baseline or rloo (one baseline across the batch)",
+            param_hint="BASELINE=per-seat",
+        )
     from dataclasses import replace
 
     return Run(replace(cfg, verl=verl, loss=loss)).main()

@@ -215,6 +215,34 @@ class Warm:
         return self.lr if self.lr is not None else ("1e-3" if self.lora_rank > 0 else "1e-4")
 
 
+PROMOTION_POLICIES = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class League:
+    """Competitive play (with `Iteration.league_size` > 0): who seat 0 meets, how a checkpoint is kept,
+    what the trained seat is told.
+
+    - `scripted`: strengths of the scripted negotiators in the opponent pool, beside the last
+      `league_size` promoted checkpoints (games with a strength-knobbed scripted player only);
+    - `sharpness`: how strongly games are drawn towards opponents rated near the player
+      (`league.opponents.opponent_weights`; 0: uniform);
+    - `promotion`: auto (on in a league), on, off: a checkpoint replaces the previous one only when its
+      cross-play win share's 95% interval lies above 0.5 (`league.promotion`);
+    - `baseline`: grpo's reward baseline, group or per-seat (`selfplay-convert --baseline`);
+    - `skill_levels`: skill-conditioned play: the warm start imitates the scripted negotiator at each
+      level's strength with that level in the prompt, the trained seat plays at the highest level, and
+      every model plays its highest level against its lowest (`league.skill`);
+    - `eval_strength`: the scripted negotiator every checkpoint also cross-plays at the end."""
+
+    scripted: tuple[float, ...] = (0.3, 0.6, 1.0)
+    sharpness: float = 1.0
+    promotion: str = "auto"
+    baseline: str = "group"
+    skill_levels: tuple[str, ...] = ()
+    eval_strength: float | None = 1.0
+
+
 @dataclass(frozen=True)
 class Iteration:
     """Everything `selfplay-gen iterate` reads."""
@@ -238,6 +266,8 @@ class Iteration:
     online_test_instances: int = 16  # grpo-online: validation instances (seeds after the training ones)
     crossplay: bool | None = None  # None: the game decides
     league_size: int = 0
+    league: League = field(default_factory=League)
+    time_budget_min: float | None = None  # no iteration starts once the run's stages took this long
     warm: Warm = field(default_factory=Warm)
     sampling: Sampling = field(default_factory=Sampling)
     servers: ServerSettings = field(default_factory=ServerSettings)
@@ -247,6 +277,13 @@ class Iteration:
     tools: Tools = field(default_factory=Tools)
     overrides: tuple[str, ...] = ()
     dry_run: bool = False
+
+    def promotes(self) -> bool:
+        """Whether each iteration's checkpoint must beat the previous one to be kept."""
+        policy = self.league.promotion
+        if policy not in PROMOTION_POLICIES:
+            raise ValueError(f"promotion must be one of {', '.join(PROMOTION_POLICIES)}, not {policy!r}")
+        return policy == "on" or (policy == "auto" and self.league_size > 0)
 
     def sampling_for_run(self) -> Sampling:
         """The run's sampling: a seat's budget is the training response limit (longer games score 0),

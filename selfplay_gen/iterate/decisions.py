@@ -1,11 +1,13 @@
-"""Every decision of a run that is not a command: whether to warm-start, which earlier checkpoint the
-league puts in seat 1, which checkpoints cross-play, what a game does by default, the rows of the
+"""Every decision of a run that is not a command: whether to warm-start, which opponents the league
+offers and how many games each gets, whether the time budget allows another iteration, which
+checkpoints cross-play, what a game does by default, the rows of the
 run's summary. Pure functions of what the run has written, so each is tested on its own."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,29 +34,48 @@ def heldout_agreement(metrics: Path, label: str) -> float:
         raise ValueError(f"{metrics}: no models.{label}.agreement_rate.mean ({error})") from error
 
 
-def ratings(report: Path) -> dict[str, float | None]:
-    """Each label's held-out rating in a run-level report's metrics.json (rows labelled "N: label");
-    nothing when the report does not exist yet."""
-    if not report.exists():
-        return {}
-    rows = json.loads(report.read_text()).get("iterations", [])
-    return {row["label"].split(": ", 1)[-1]: (row.get("rating") or {}).get("rating") for row in rows}
+def league_candidates(checkpoints: Sequence[str], scripted: Sequence[str], player: str, league_size: int) -> list[str]:
+    """The opponents the player may meet: the last `league_size` promoted checkpoints other than the
+    player (in the order they were promoted), then the scripted negotiators."""
+    earlier = [name for name in checkpoints if name != player]
+    return [*(earlier[-league_size:] if league_size > 0 else []), *scripted]
 
 
-def league_opponent(
-    labels: Sequence[str], rated: Mapping[str, float | None], iteration: int, league_size: int
-) -> int | None:
-    """The index in `labels` (every checkpoint so far, the current model last) of seat 1's opponent
-    for `iteration`: among the last `league_size` earlier checkpoints, the one rated nearest the current
-    model (a tie: the later one), or each in turn while some are unrated. None: self-play."""
-    earlier = len(labels) - 1
-    if league_size <= 0 or earlier <= 0:
-        return None
-    pool = range(max(0, earlier - league_size), earlier)
-    current = rated.get(labels[-1])
-    if current is not None and all(rated.get(labels[k]) is not None for k in pool):
-        return min(pool, key=lambda k: (abs(float(rated[labels[k]]) - current), -k))  # type: ignore[arg-type]
-    return pool[iteration % len(pool)]
+def league_batches(
+    ratings: Mapping[str, float | None],
+    player: str,
+    candidates: Sequence[str],
+    num_games: int,
+    games_per_instance: int,
+    seed: int,
+    sharpness: float = 1.0,
+) -> list[tuple[str, int]]:
+    """(opponent, games) for the player's next `num_games` games: one opponent drawn by rating
+    (`league.opponents.choose_opponents`, reproducible from `seed`) for each instance, whose
+    `games_per_instance` games stay one group, so a group's games differ only in the trained seat's
+    play. Opponents in `candidates` order, those drawn for no instance left out."""
+    from ..league import choose_opponents
+
+    groups = math.ceil(num_games / games_per_instance)
+    drawn = Counter(choose_opponents(ratings, player, groups, seed, candidates, sharpness))
+    return [(name, drawn[name] * games_per_instance) for name in candidates if drawn[name]]
+
+
+def spent_minutes(run_dir: Path) -> float:
+    """The wall time of the run's finished stages (their summary rows), in minutes."""
+    total = 0.0
+    for row in run_dir.glob("*/summary_row.json"):
+        cells = json.loads(row.read_text())["row"]
+        try:
+            total += float(cells[SUMMARY_HEADER.index("wall time (s)")])
+        except (IndexError, ValueError) as error:
+            raise ValueError(f"{row}: field row[4] (wall time) is not a number: {cells}") from error
+    return total / 60
+
+
+def within_budget(run_dir: Path, budget_min: float | None) -> bool:
+    """Whether another iteration may start: no budget, or the finished stages took less than it."""
+    return budget_min is None or spent_minutes(run_dir) < budget_min
 
 
 def crossplay_pairings(labels: Sequence[str], warm_label: str = "warm") -> list[tuple[int, int]]:
@@ -72,14 +93,17 @@ def crossplay_pairings(labels: Sequence[str], warm_label: str = "warm") -> list[
 def crossplay_inputs(labels: Sequence[str], pairs: Sequence[tuple[int, int]], played: Sequence[Path]) -> list[str]:
     """The `--from-games` arguments of the cross-play report: each checkpoint's self-play first (from
     the first pairing it played in, the initial checkpoint first, so it rates 0), then both seat orders
-    of every pairing."""
+    of every pairing (files named as `selfplay-gen eval` names them)."""
+    from ..evaluation.cli import file_name
+
     own: dict[int, str] = {}
     cross: list[str] = []
     for (i, j), games in zip(pairs, played):
         a, b = labels[i], labels[j]
-        cross += ["--from-games", f"{a},{b}={games}/{a}__{b}.jsonl", "--from-games", f"{b},{a}={games}/{b}__{a}.jsonl"]
-        own.setdefault(i, f"{a}={games}/{a}__{a}.jsonl")
-        own.setdefault(j, f"{b}={games}/{b}__{b}.jsonl")
+        cross += ["--from-games", f"{a},{b}={games}/{file_name((a, b))}"]
+        cross += ["--from-games", f"{b},{a}={games}/{file_name((b, a))}"]
+        own.setdefault(i, f"{a}={games}/{file_name((a, a))}")
+        own.setdefault(j, f"{b}={games}/{file_name((b, b))}")
     return [arg for k in sorted(own) for arg in ("--from-games", own[k])] + cross
 
 

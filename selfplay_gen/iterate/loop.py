@@ -23,9 +23,11 @@ from pathlib import Path
 import click
 
 from .. import games
-from . import decisions, report
+from ..league import SCRIPTED_PREFIX, Member, scripted_member
+from . import competition, decisions, report
+from .competition import Competition
 from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl
-from .plays import Plays, default_game, game_args, partner_args
+from .plays import TEST_SET, Plays, default_game, game_args, partner_args
 from .server import Slots, Started
 from .shell import Shell, StepFailed
 from .trainers import Export, Trainer, get, rollout_n
@@ -73,6 +75,9 @@ class Run:
         self.checkpoints: list[str] = []
         self.labels: list[str] = []
         self.stage: Stage | None = None  # the stage running now, whose timings are being recorded
+        # the league: opponents by rating, promotion, skill levels (`competition`)
+        wanted = cfg.league_size > 0 or cfg.promotes() or bool(cfg.league.skill_levels)
+        self.competition = Competition(self) if wanted else None
 
     # -- the loop --------------------------------------------------------------------------------
 
@@ -94,18 +99,37 @@ class Run:
                 self.advance(str(warm.dir / "train" / "hf"), "warm", warm.dir)
             for i in range(1, cfg.num_iterations + 1):
                 stage = Stage(f"iter_{i:03d}", f"iter_{i}", self.run_dir / f"iter_{i:03d}", i * ITERATION_SEEDS)
+                promoted = True
                 if not stage.done:
+                    if not decisions.within_budget(self.run_dir, cfg.time_budget_min):
+                        spent = decisions.spent_minutes(self.run_dir)
+                        self.shell.echo(
+                            f"time budget of {cfg.time_budget_min:g} min spent ({spent:.1f} min): "
+                            f"no iteration from {i} on"
+                        )
+                        break
                     self.shell.echo(
                         f"=== iteration {i} of {cfg.num_iterations} ({cfg.trainer}): model {self.model} -> {stage.dir}"
                     )
                     with self.running(stage):
+                        if self.competition is not None:
+                            self.competition.start(i)
                         exports = self.trainer.train(self, stage)
                         for export in exports[:-1]:
                             self.evaluate(export.model, export.label, export.eval_dir)
                         self.retention(stage, exports[-1].model)
+                        if self.competition is not None and cfg.promotes():
+                            promoted = self.competition.decide(stage, exports[-1].model)
+                        if self.competition is not None:
+                            self.competition.save(stage)
                 else:
                     self.shell.echo(f"iteration {i}: done already ({stage.dir}/DONE), skipped")
-                self.advance(str(stage.dir / "train" / "hf"), stage.label, stage.dir)
+                    decision = competition.read_promotion(stage.dir) if cfg.promotes() else None
+                    promoted = decision is None or bool(decision["promoted"])
+                if promoted:
+                    self.advance(str(stage.dir / "train" / "hf"), stage.label, stage.dir)
+                else:
+                    self.shell.echo(f"iteration {i + 1} starts again from {self.label} ({self.model})")
             self.evaluate_current(final=True)
             self.slots.release()
             shown = [self.reports / "heldout" / "report.md"]
@@ -161,47 +185,48 @@ class Run:
         return self.slots.serve(slot, model, log_dir / "gen" / name, shared)
 
     def evaluate(self, model: str, label: str, eval_for: Path, final: bool = False, shared: bool = False) -> None:
-        """Evaluate `model` as `label` into eval_for/eval (unless done) and the run-level reports."""
-        done = eval_for / "eval" / "DONE"
-        if done.exists():
+        """Evaluate `model` as `label` into eval_for/eval (unless done) and the run-level reports; as
+        the `final` model also on the test split (unless done); a candidate the promotion judged, and
+        so evaluated before, on the test split alone."""
+        done, tested = eval_for / "eval" / "DONE", eval_for / "eval" / "DONE_TEST"
+        # without promotion a model is evaluated once, as the final one where it is (DONE says all)
+        if done.exists() and (not final or tested.exists() or not self.cfg.promotes()):
             return
         server = self.serve(0, model, shared)
+        evaluations = self.plays.evaluations(server, model, label, eval_for / "eval", self.reports, final)
+        if done.exists():
+            evaluations = [(name, command) for name, command in evaluations if name == TEST_SET]
         with self.timed(f"evaluate {label}", server.startup_s):
-            for name, command in self.plays.evaluations(server, model, label, eval_for / "eval", self.reports, final):
+            for name, command in evaluations:
                 self.shell.run(f"{label}: evaluate ({name})", command)
+            if self.cfg.league.skill_levels and self.competition is not None and not done.exists():
+                self.competition.skill_match(server, model, eval_for / "eval")
         if not self.cfg.dry_run:
             done.parent.mkdir(parents=True, exist_ok=True)
             done.touch()
+            if final:
+                tested.touch()
 
     def evaluate_current(self, final: bool = False, shared: bool = False) -> None:
         self.evaluate(self.model, self.label, self.eval_for, final, shared)
 
-    def play(self, stage: Stage, num_games: int, convert_args: list[str]) -> None:
+    def play(self, stage: Stage, num_games: int, convert_args: list[str], league: bool = True) -> None:
         """The current model's server evaluates it (unless done) and plays `num_games` training games
-        on the stage's new instances (seat 1: the league's pick, on a second server), converted with
-        `convert_args` (plus --seat 0 in a league: only the trained model's seat)."""
-        league = self.cfg.league_size > 0 and len(self.checkpoints) > 1
-        self.evaluate_current(shared=league)
+        on the stage's new instances, converted with `convert_args`: self-play, or in a league
+        (LEAGUE_SIZE > 0) against opponents drawn by rating with only seat 0 trained (`Competition.play`)."""
+        if league and self.cfg.league_size > 0 and self.competition is not None:
+            self.competition.play(stage, num_games, convert_args)
+            return
+        self.evaluate_current()
         i = int(stage.name.split("_")[-1])
-        pick = decisions.league_opponent(
-            self.labels, decisions.ratings(self.reports / "heldout" / "metrics.json"), i, self.cfg.league_size
-        )
-        server = self.serve(0, self.model, league)
-        partner: list[str] = []
-        startup = server.startup_s
-        if pick is not None:
-            self.shell.echo(
-                f"iteration {i}: seat 1 is {self.labels[pick]} ({self.checkpoints[pick]}); training on seat 0"
-            )
-            opponent = self.serve(1, self.checkpoints[pick], shared=True)
-            partner, startup = partner_args(opponent), startup + opponent.startup_s
-            convert_args = [*convert_args, "--seat", "0"]
+        server = self.serve(0, self.model)
         gen = stage.dir / "gen"
-        with self.timed("generate", startup):
+        skill = self.competition.skill_args(seat0_only=False) if self.competition is not None else []
+        with self.timed("generate", server.startup_s):
             self.shell.run(
                 f"iteration {i}: generate",
                 self.plays.generate(
-                    server, self.model, stage.seed, num_games, self.cfg.games_per_instance, gen, partner, []
+                    server, self.model, stage.seed, num_games, self.cfg.games_per_instance, gen, [], skill
                 ),
             )
         with self.timed("convert"):
@@ -277,12 +302,17 @@ class Run:
         cfg, gen = self.cfg, stage.dir / "gen"
         teacher = ["--teacher-plan", cfg.warm.teacher_plan] if cfg.warm.teacher_plan else []
         with self.timed("teacher games"):
-            self.shell.run(
-                "warm start: teacher games",
-                [*cfg.tools.gen, *self.game_args, "--backend", "scripted", "--scripted-policy", "teacher", *teacher,
-                 "--seed", str(stage.seed), "--num-games", str(cfg.warm.games), "--games-per-instance", "1",
-                 "--out", str(gen / "games.jsonl"), "--resume", "--quiet"],
-            )  # fmt: skip
+            if cfg.league.skill_levels and self.competition is not None:
+                for command in self.competition.warm_games(stage, teacher):
+                    self.shell.run("warm start: teacher games", command)
+                self.competition.join_warm_games(stage)
+            else:
+                self.shell.run(
+                    "warm start: teacher games",
+                    [*cfg.tools.gen, *self.game_args, "--backend", "scripted", "--scripted-policy", "teacher",
+                     *teacher, "--seed", str(stage.seed), "--num-games", str(cfg.warm.games), "--games-per-instance",
+                     "1", "--out", str(gen / "games.jsonl"), "--resume", "--quiet"],
+                )  # fmt: skip
         with self.timed("convert"):
             self.shell.run(
                 "warm start: convert",
@@ -298,35 +328,58 @@ class Run:
         self.train(stage, job)
         self.retention(stage, str(stage.dir / "train" / "hf"))
 
-    def cross_play(self) -> list[Path]:
-        """Each checkpoint from the initial one on against the initial one and the one before it, both
-        seat orders, then one report of every pairing: win rates and ratings (the initial one 0)."""
-        pairs = decisions.crossplay_pairings(self.labels)
-        played = []
-        for i, j in pairs:
-            a, b = self.labels[i], self.labels[j]
-            pair = self.run_dir / "crossplay" / f"{a}__{b}"
-            played.append(pair / "eval" / "games")
-            if (pair / "DONE").exists():
-                continue
-            self.stage = Stage("crossplay", "crossplay", self.run_dir / "crossplay")
-            server = self.slots.serve(0, self.checkpoints[i], pair / "sglang.log", shared=True)
-            partner = self.slots.serve(1, self.checkpoints[j], pair / "sglang-partner.log", shared=True)
-            with self.timed(f"{a} vs {b}", server.startup_s + partner.startup_s):
-                self.shell.run(
-                    f"crossplay: {a} vs {b}",
-                    self.plays.crossplay(server, self.checkpoints[i], a, partner_args(partner), b, pair / "eval"),
-                )
+    def crossplay_pair(self, a: str, model: str, b: str, partner: str | None) -> Path:
+        """`a` (served `model`) against `b` in both seat orders on held-out instances, with both
+        self-plays, into RUN_DIR/crossplay/A__B/eval (its games/ returned), unless DONE there. `b` is a
+        checkpoint served on the partner slot (`partner`, its model) or a scripted member (None)."""
+        pair = self.run_dir / "crossplay" / f"{a}__{b}"
+        if not (pair / "DONE").exists():
+            outside = self.stage is None
+            if outside:
+                self.stage = Stage("crossplay", "crossplay", self.run_dir / "crossplay")
+            server = self.slots.serve(0, model, pair / "sglang.log", shared=True)
+            startup = server.startup_s
+            if partner is None:
+                args = Member(b, "scripted", strength=float(b.removeprefix(SCRIPTED_PREFIX))).partner_args()
+            else:
+                started = self.slots.serve(1, partner, pair / "sglang-partner.log", shared=True)
+                args, startup = partner_args(started), startup + started.startup_s
+            with self.timed(f"{a} vs {b}", startup):
+                self.shell.run(f"crossplay: {a} vs {b}", self.plays.crossplay(server, model, a, args, b, pair / "eval"))
             if not self.cfg.dry_run:
                 (pair / "DONE").touch()
+            if outside:
+                self.stage = None
+        return pair / "eval" / "games"
+
+    def cross_play(self) -> list[Path]:
+        """Each checkpoint from the initial one on against the initial one and the one before it (and,
+        in a league, against the scripted negotiator at LEAGUE_EVAL_STRENGTH), both seat orders, then
+        one report of every pairing: win rates and ratings (the initial one 0); in a league also the
+        progress per checkpoint (RUN_DIR/report/progress.md)."""
+        labels, models = list(self.labels), list(self.checkpoints)
+        pairs = decisions.crossplay_pairings(labels)
+        scripted = self.cfg.league.eval_strength
+        if self.competition is not None and scripted is not None and competition.scripted_pool(self.game_cls, [1]):
+            first = 1 if len(labels) > 1 and labels[1] == "warm" else 0
+            labels.append(scripted_member(scripted).name)
+            pairs += [(i, len(labels) - 1) for i in range(first, len(labels) - 1)]
+        played = []
+        for i, j in pairs:
+            partner = models[j] if j < len(models) else None
+            played.append(self.crossplay_pair(labels[i], models[i], labels[j], partner))
         self.slots.release()
-        self.stage = None
         if not pairs:
             return []
         out = self.reports / "crossplay"
-        inputs = decisions.crossplay_inputs(self.labels, pairs, played)
+        inputs = decisions.crossplay_inputs(labels, pairs, played)
         self.shell.run("crossplay: report", [*self.cfg.tools.gen, "eval", *self.game_args, *inputs, "--out", str(out)])
-        return [out / "report.md"]
+        shown = [out / "report.md"]
+        if self.competition is not None:
+            first = 1 if len(self.labels) > 1 and self.labels[1] == "warm" else 0
+            written = self.competition.write_progress(out / "metrics.json", self.labels[first:], self.labels[first])
+            shown += [written] if written else []
+        return shown
 
 
 # the line verl's GRPO trainer prints when its workers are up and the first step starts

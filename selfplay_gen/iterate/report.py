@@ -89,6 +89,7 @@ def write_summary(run_dir: Path) -> str:
         keys = sorted({k for _, r in retention for k, v in r.items() if isinstance(v, (int, float, bool))})
         parts.append("\n## Capability retention\n\n")
         parts.append(markdown_table(("stage", *keys), [(s, *(_cell(r.get(k)) for k in keys)) for s, r in retention]))
+    parts += league_sections(run_dir, stages, name)
     plots = sorted(run_dir.glob("*/train/curves.png"), key=lambda p: stage_order(p.parent.parent.name))
     if plots:
         parts.append("\n## Training curves\n\n")
@@ -99,6 +100,46 @@ def write_summary(run_dir: Path) -> str:
     tmp.write_text(text)
     tmp.replace(run_dir / "summary.md")
     return text
+
+
+PROMOTION_FILE = "promotion.json"  # an iteration's promotion decision (`league.promotion.Promotion`)
+SKILL_FILE = "skill.json"  # a model's highest skill level against its lowest (`league.skill.follows_levels`)
+PROGRESS_FILE = "progress.md"  # RUN_DIR/report/: progress per promoted checkpoint (`league.progress`)
+
+
+def league_sections(run_dir: Path, stages: list[Path], name: Any) -> list[str]:
+    """The league's part of the summary: each iteration's promotion decision, each model's skill
+    match, and the progress per promoted checkpoint (where the run made them)."""
+    parts = []
+    decisions = [
+        (name(p), json.loads((p / PROMOTION_FILE).read_text())) for p in stages if (p / PROMOTION_FILE).exists()
+    ]
+    if decisions:
+        rows: list[tuple[str, ...]] = []
+        for stage, d in decisions:
+            share = "" if d.get("win_share") is None else f"{d['win_share']:.1%} [{d['ci'][0]:.1%}, {d['ci'][1]:.1%}]"
+            kept = "promoted" if d["promoted"] else f"kept {d.get('previous', '')}"
+            rows.append((stage, kept, share, str(d.get("games", "")), str(d.get("reason", ""))))
+        parts.append("\n## Promotion (decided-game win share against the previous checkpoint, 95% interval)\n\n")
+        parts.append(markdown_table(("stage", "decision", "win share", "games", "why"), rows))
+    skills = [
+        (name(p), json.loads((p / "eval" / SKILL_FILE).read_text()))
+        for p in stages
+        if (p / "eval" / SKILL_FILE).exists()
+    ]
+    if skills:
+        rows = []
+        for stage, result in skills:
+            level = result.get("expert_vs_novice") or {}
+            mean, ci = level.get("mean"), level.get("ci")
+            cell = "" if mean is None else f"{mean:.1%}" + (f" [{ci[0]:.1%}, {ci[1]:.1%}]" if ci else "")
+            rows.append((stage, cell, str(result.get("meets_target", "")), str(result.get("follows", ""))))
+        parts.append("\n## Skill levels (highest against lowest, decided games; target 65%)\n\n")
+        parts.append(markdown_table(("model", "win share", "meets target", "levels followed"), rows))
+    progress = run_dir / "report" / PROGRESS_FILE
+    if progress.exists():
+        parts.append("\n" + progress.read_text())
+    return parts
 
 
 def _seconds(value: float | None) -> str:

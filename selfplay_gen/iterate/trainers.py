@@ -152,7 +152,8 @@ class OfflineGRPO(Trainer):
     defaults = TrainerDefaults(games_per_iter=1024, epochs=1, lr="1e-5", batch_size=16, lora_rank=0, mini_batch=half)
 
     def train(self, run: Run, stage: Stage) -> list[Export]:
-        run.play(stage, self.settings.games_per_iter, run.limits())
+        baseline = ["--baseline", self.cfg.league.baseline] if self.cfg.league.baseline != "group" else []
+        run.play(stage, self.settings.games_per_iter, [*run.limits(), *baseline])
         job = self.job(stage, "offline", run.model, val_files=run.val_file(stage.dir / "gen"))
         run.train(stage, job, self.loss())
         return [Export(stage.label, str(stage.dir / "train" / "hf"), stage.dir / "eval")]
@@ -206,12 +207,15 @@ class OnlineGRPO(Trainer):
 class DPO(Trainer):
     """Direct preference optimisation (TRL's DPOTrainer, `selfplay_gen.train.dpo`) on each (instance,
     seat) group's best game against its worst (`selfplay-convert --format dpo`); in a league only the
-    trained seat's pairs (seat 0). A LoRA adapter of RL_LORA_RANK is folded in, as filtered BC does."""
+    trained seat's pairs (seat 0), a game it won against the group's opponent paired with one it lost.
+    A LoRA adapter of RL_LORA_RANK is folded in, as filtered BC does."""
 
     defaults = TrainerDefaults(games_per_iter=4096, epochs=1, lr="5e-6", batch_size=4, lora_rank=16)
 
     def train(self, run: Run, stage: Stage) -> list[Export]:
-        run.play(stage, self.settings.games_per_iter, ["--format", "dpo", *run.limits()])
+        # in a league the pairs are as the rules judge: a game the trained seat won against one it lost
+        pairs = ["--dpo-pairs", "outcome"] if self.cfg.league_size > 0 else []
+        run.play(stage, self.settings.games_per_iter, ["--format", "dpo", *pairs, *run.limits()])
         out = stage.dir / "train" / "hf"
         s = self.settings
         run.shell.run(

@@ -61,3 +61,10 @@ def follows_levels(games: pd.DataFrame, levels: Sequence[str] = LEVELS, resample
         "expert_vs_novice": expert,
         "meets_target": expert is not None and expert["mean"] is not None and expert["mean"] >= TARGET,
     }
+
+
+def strength_of(level: str) -> float:
+    """The scripted negotiator's strength whose games teach `level` (`SKILL_STRENGTHS`)."""
+    if level not in SKILL_STRENGTHS:
+        raise ValueError(f"skill level {level!r} is not one of {', '.join(LEVELS)}")
+    return SKILL_STRENGTHS[level]

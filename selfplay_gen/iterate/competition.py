@@ -1,0 +1,284 @@
+"""The league inside a run (LEAGUE_SIZE > 0): who the trained seat meets in each game, whether a new
+checkpoint is kept, and the skill levels, on top of the pure decisions of `selfplay_gen.league`.
+
+Opponents: the pool is the last LEAGUE_SIZE promoted checkpoints (the warm start among them) and the
+scripted negotiator at each LEAGUE_SCRIPTED strength. Every instance of an iteration gets one
+opponent drawn by rating closeness (`league.opponents`, Bradley–Terry ratings of every game the pool
+has played, `league.pool`); its GAMES_PER_INSTANCE games stay one group against that opponent, so a
+group's games differ only in the trained seat's play (what GRPO's group baseline, filtered BC's
+top fraction and DPO's pairs compare). Only seat 0 is trained (`selfplay-convert --seat 0`).
+
+Serving: SGLang serves one model per server, and promoted checkpoints are merged models, not LoRA
+adapters of one base, so two checkpoints cannot share a server. Games are therefore grouped by
+opponent and played one opponent after another: the trained model stays on slot 0, each checkpoint
+opponent gets the partner slot in turn (one partner server at a time, next to the player's), and a
+scripted opponent needs no server at all. A checkpoint drawn for no instance is never started.
+
+Promotion: after training, the candidate plays the previous promoted checkpoint in both seat orders
+on held-out instances (the cross-play the end of the run reports too) and is kept only when its
+decided-game win share's 95% interval lies above 0.5 (`league.promotion`); otherwise the run says so
+and the next iteration starts again from the previous checkpoint.
+
+Resuming: each finished iteration leaves its league (members and wins) in iter_NNN/league.json and
+its decision in iter_NNN/promotion.json before its DONE marker, so a resumed run reads both and
+records no game twice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..atomic import write_atomic
+from ..league import League, Member, Promotion, opponent_weights, promote, scripted_member
+from ..league.progress import progress, progress_table
+from ..league.skill import follows_levels, strength_of
+from . import decisions, plays
+from .report import PROGRESS_FILE, PROMOTION_FILE, SKILL_FILE
+
+if TYPE_CHECKING:
+    from .loop import Run, Stage
+
+LEAGUE_FILE = "league.json"
+OPPONENTS_FILE = "opponents.json"
+SKILL_SEED = 1_500_000_000  # the skill match's instances, apart from training, held-out and test seeds
+
+
+def safe_name(name: str) -> str:
+    """A member's name as a directory name (scripted@0.3 -> scripted_0.3)."""
+    return re.sub(r"[^\w.+-]+", "_", name)
+
+
+def concatenate(parts: Sequence[Path], out: Path) -> None:
+    """One JSONL file of games from several (each opponent's games), written whole or not at all."""
+    tmp = out.with_name(out.name + ".tmp")
+    with tmp.open("wb") as sink:
+        for part in parts:
+            with part.open("rb") as source:
+                shutil.copyfileobj(source, sink)
+    tmp.replace(out)
+
+
+def scripted_pool(game_cls: type, strengths: Sequence[float]) -> list[Member]:
+    """The scripted members for a game whose scripted player has a strength knob; none otherwise."""
+    return [scripted_member(s) for s in strengths] if "strength" in getattr(game_cls, "scripted_knobs", {}) else []
+
+
+def read_promotion(stage_dir: Path) -> dict | None:
+    """A finished iteration's promotion decision (`Promotion.to_dict`); None where none was made."""
+    path = stage_dir / PROMOTION_FILE
+    if not path.exists():
+        return None
+    try:
+        decision = json.loads(path.read_text())
+        bool(decision["promoted"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{path}: not a promotion decision, field promoted missing ({error})") from error
+    return decision
+
+
+class Competition:
+    """The run's league: its state after the last finished iteration, and the steps that use it."""
+
+    def __init__(self, run: Run):
+        self.run = run
+        self.scripted = scripted_pool(run.game_cls, run.cfg.league.scripted)
+        self.league: League = League()
+
+    # -- state -----------------------------------------------------------------------------------
+
+    def start(self, iteration: int) -> None:
+        """The league as the last finished iteration before `iteration` left it, else the current model
+        (the warm start, or the initial model) and the scripted negotiators."""
+        for earlier in range(iteration - 1, 0, -1):
+            path = self.run.run_dir / f"iter_{earlier:03d}" / LEAGUE_FILE
+            if path.exists():
+                self.league = League.load(path)
+                return
+        if self.league.members:  # the league of this process's last iteration (a dry run saves none)
+            return
+        run = self.run
+        self.league = League.of([Member(run.label, "checkpoint", path=run.model), *self.scripted])
+
+    def save(self, stage: Stage) -> None:
+        if self.run.cfg.dry_run:
+            return
+        self.league.save(stage.dir / LEAGUE_FILE)
+        self.league.save(self.run.run_dir / LEAGUE_FILE)
+
+    def candidates(self, player: str) -> list[str]:
+        checkpoints = [m.name for m in self.league.members if m.kind == "checkpoint"]
+        scripted = [m.name for m in self.league.members if m.kind == "scripted"]
+        return decisions.league_candidates(checkpoints, scripted, player, self.run.cfg.league_size)
+
+    # -- training games --------------------------------------------------------------------------
+
+    def play(self, stage: Stage, num_games: int, convert_args: list[str]) -> None:
+        """The current model (seat 0) against opponents drawn by rating, one opponent's games after
+        another into gen/vs/<opponent>/, joined into gen/games.jsonl, recorded in the league and
+        converted with `convert_args` plus --seat 0. Self-play where the pool holds no opponent."""
+        run, cfg = self.run, self.run.cfg
+        player = run.label
+        candidates = self.candidates(player)
+        i = int(stage.name.split("_")[-1])
+        if not candidates:
+            run.shell.echo(f"iteration {i}: the league holds no opponent for {player} yet: self-play")
+            run.play(stage, num_games, convert_args, league=False)
+            return
+        run.evaluate_current(shared=True)
+        ratings = self.league.ratings()
+        batches = decisions.league_batches(
+            ratings, player, candidates, num_games, cfg.games_per_instance, stage.seed, cfg.league.sharpness
+        )
+        gen = stage.dir / "gen"
+        if not cfg.dry_run:
+            gen.mkdir(parents=True, exist_ok=True)
+            weights = opponent_weights(ratings, player, candidates, cfg.league.sharpness)
+            chosen = {"player": player, "ratings": ratings, "weights": weights, "games": dict(batches)}
+            write_atomic(gen / OPPONENTS_FILE, json.dumps(chosen, indent=1) + "\n")
+        drawn = ", ".join(f"{name} {games}" for name, games in batches)
+        run.shell.echo(f"iteration {i}: seat 0 ({player}, trained) plays, by rating: {drawn} games")
+        server = run.serve(0, run.model, shared=True)
+        played: list[tuple[str, Path]] = []
+        first = stage.seed
+        for name, games in batches:
+            member = self.league.member(name)
+            out = gen / "vs" / safe_name(name)
+            startup = server.startup_s if not played else 0.0
+            if member.kind == "checkpoint":
+                partner = run.serve(1, str(member.path), shared=True)
+                startup += partner.startup_s
+                partner_args = plays.partner_args(partner)
+            else:
+                partner_args = member.partner_args()
+            command = run.plays.generate(
+                server, run.model, first, games, cfg.games_per_instance, out, partner_args, self.skill_args()
+            )
+            with run.timed(f"generate vs {name}", startup):
+                run.shell.run(f"iteration {i}: generate vs {name}", command)
+            played.append((name, out / "games.jsonl"))
+            first += games // cfg.games_per_instance
+        run.slots.release(1)
+        if cfg.dry_run:
+            run.shell.echo(f"+ cat {' '.join(str(path) for _, path in played)} > {gen / 'games.jsonl'}")
+        else:
+            concatenate([path for _, path in played], gen / "games.jsonl")
+            for name, path in played:
+                self.league = self.league.record_file(path, (player, name))
+        with run.timed("convert"):
+            run.shell.run(f"iteration {i}: convert", run.plays.convert(gen, [*convert_args, "--seat", "0"]))
+
+    def skill_args(self, seat0_only: bool = True) -> list[str]:
+        """The trained seat (in self-play: both) asked to play at the highest skill level, in a
+        skill-conditioned run: the lower levels are the warm start's, iterations improve the top one."""
+        levels = self.run.cfg.league.skill_levels
+        return ["--skill", f"{levels[-1]}," if seat0_only else levels[-1]] if levels else []
+
+    # -- promotion -------------------------------------------------------------------------------
+
+    def decide(self, stage: Stage, candidate: str) -> bool:
+        """Evaluate the iteration's checkpoint, cross-play it against the previous promoted one, and
+        keep it only by the promotion rule; the decision goes to iter_NNN/promotion.json and the log.
+        A dry run cannot judge and goes on as if it was promoted."""
+        run = self.run
+        previous, label = run.label, stage.label
+        run.evaluate(candidate, label, stage.dir, shared=True)
+        played = run.crossplay_pair(label, candidate, previous, run.model)
+        if run.cfg.dry_run:
+            run.shell.echo(
+                f"promotion: {label} replaces {previous} only if it wins with a 95% interval above 50% "
+                f"({played.parent / 'metrics.json'}); a dry run goes on as if it did"
+            )
+            self.league = self.league.add(Member(label, "checkpoint", path=candidate))
+            return True
+        from ..evaluation.cli import file_name
+
+        decision: Promotion = promote(json.loads((played.parent / "metrics.json").read_text()), label, previous)
+        write_atomic(stage.dir / PROMOTION_FILE, json.dumps(decision.to_dict(), indent=1) + "\n")
+        run.shell.echo(f"promotion: {decision.reason}")
+        if decision.promoted:
+            league = self.league.add(Member(label, "checkpoint", path=candidate))
+            for seats in ((label, previous), (previous, label)):
+                league = league.record_file(played / file_name(seats), seats)
+            self.league = league
+        return decision.promoted
+
+    # -- skill levels ----------------------------------------------------------------------------
+
+    def warm_games(self, stage: Stage, teacher: list[str]) -> list[list[str]]:
+        """The warm start's teacher games of a skill-conditioned run: per level, the scripted
+        negotiator at the level's strength in both seats, each seat told the level, into
+        gen/levels/<level>/ (joined by `join_warm_games`)."""
+        run, cfg = self.run, self.run.cfg
+        levels = cfg.league.skill_levels
+        per_level = max(1, cfg.warm.games // len(levels))
+        commands = []
+        for k, level in enumerate(levels):
+            out = stage.dir / "gen" / "levels" / level / "games.jsonl"
+            commands.append(
+                [*cfg.tools.gen, *run.game_args, "--backend", "scripted", "--scripted-strength",
+                 f"{strength_of(level):g}", "--skill", level, *teacher, "--seed", str(stage.seed + k * per_level),
+                 "--num-games", str(per_level), "--games-per-instance", "1", "--out", str(out), "--resume",
+                 "--quiet"]
+            )  # fmt: skip
+        return commands
+
+    def join_warm_games(self, stage: Stage) -> None:
+        gen = stage.dir / "gen"
+        parts = [gen / "levels" / level / "games.jsonl" for level in self.run.cfg.league.skill_levels]
+        if self.run.cfg.dry_run:
+            self.run.shell.echo(f"+ cat {' '.join(map(str, parts))} > {gen / 'games.jsonl'}")
+        else:
+            concatenate(parts, gen / "games.jsonl")
+
+    def skill_match(self, server, model: str, eval_dir: Path) -> None:
+        """The model at its highest skill level against itself at its lowest, both seat orders, on
+        instances apart from every other set; `league.skill.follows_levels` of the games into
+        eval_dir/skill.json (the issue's target: the highest level wins 65% of decided games)."""
+        run, cfg = self.run, self.run.cfg
+        levels = cfg.league.skill_levels
+        low, high = levels[0], levels[-1]
+        e = cfg.evaluation
+        played = []
+        for seats in ((high, low), (low, high)):
+            out = eval_dir / "skill" / f"{seats[0]}__{seats[1]}"
+            command = run.plays.generate(
+                server, model, SKILL_SEED, e.instances * e.games_per_instance, e.games_per_instance, out, [],
+                ["--skill", ",".join(seats)],
+            )  # fmt: skip
+            run.shell.run(f"skill match: {seats[0]} vs {seats[1]}", command)
+            played.append((out / "games.jsonl", seats))
+        if cfg.dry_run:
+            return
+        import pandas as pd
+
+        from ..evaluation.negotiation import game_table
+        from ..records import read_games
+
+        games = pd.concat([game_table(read_games(path), seats) for path, seats in played], ignore_index=True)
+        result = follows_levels(games, (low, high))
+        write_atomic(eval_dir / SKILL_FILE, json.dumps(result, indent=1, default=float) + "\n")
+        share = result["expert_vs_novice"]
+        run.shell.echo(f"skill match: {high} against {low}: decided-game win share {share}")
+
+    # -- the report ------------------------------------------------------------------------------
+
+    def write_progress(self, metrics: Path, labels: Sequence[str], warm_label: str) -> Path | None:
+        """RUN_DIR/report/progress.md: per promoted checkpoint its win shares against the previous
+        one and the warm start, rating, cooperation and diversity (`league.progress`), then the
+        league's ratings of every member."""
+        if self.run.cfg.dry_run or not metrics.exists():
+            return None
+        rows = progress(json.loads(metrics.read_text()), labels, warm_label)
+        out = metrics.parent.parent / PROGRESS_FILE
+        saved = self.run.run_dir / LEAGUE_FILE
+        league = self.league if self.league.members or not saved.exists() else League.load(saved)
+        ratings = league.ratings()
+        lines = ["## Progress per checkpoint", "", progress_table(rows), "", "## League ratings (Elo, all games)", ""]
+        lines += [f"- {name}: {'–' if r is None else f'{r:.0f}'}" for name, r in ratings.items()]
+        write_atomic(out, "\n".join(lines) + "\n")
+        return out

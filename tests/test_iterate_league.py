@@ -1,0 +1,338 @@
+"""The league inside `selfplay-gen iterate`: opponents drawn by rating per instance, grouped by
+opponent; the promotion rule deciding on real cross-play games and a resumed run following the
+decision; competitive DPO pairs (a win against a loss of the trained seat); the time budget; the
+skill levels' command lines; the progress report."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from selfplay_gen.cli import main
+from selfplay_gen.iterate import competition, decisions
+from selfplay_gen.iterate.config import Iteration, ServerSettings, Tools, Warm
+from selfplay_gen.iterate.config import League as LeagueSettings
+from selfplay_gen.iterate.loop import Run
+from selfplay_gen.league import League, Member
+
+# --- opponents -------------------------------------------------------------------------------------
+
+
+def test_candidates_are_the_last_promoted_checkpoints_but_the_player_then_the_scripted():
+    checkpoints = ["warm", "iter_1", "iter_3"]
+    scripted = ["scripted@0.3", "scripted@1"]
+    assert decisions.league_candidates(checkpoints, scripted, "iter_3", 2) == ["warm", "iter_1", *scripted]
+    assert decisions.league_candidates(checkpoints, scripted, "iter_3", 1) == ["iter_1", *scripted]
+    assert decisions.league_candidates(["warm"], [], "warm", 2) == []  # nothing to meet yet
+    assert decisions.league_candidates(checkpoints, scripted, "iter_3", 0) == scripted
+
+
+def test_each_instance_gets_one_opponent_drawn_by_rating_closeness():
+    ratings = {"iter_2": 0.0, "near": 20.0, "far": 1200.0, "unrated": None}
+    batches = decisions.league_batches(ratings, "iter_2", ["near", "far", "unrated"], 4000, 8, seed=3)
+    games = dict(batches)
+    assert [name for name, _ in batches] == [n for n in ("near", "far", "unrated") if n in games]  # pool order
+    assert sum(games.values()) == 4000 and all(n % 8 == 0 for n in games.values())  # whole groups
+    assert games["near"] > 10 * games.get("far", 0) and games.get("far", 0) > 0  # rarely, never never
+    assert abs(games["near"] - games["unrated"]) < 0.2 * games["near"]  # unrated counts as an equal
+    assert decisions.league_batches(ratings, "iter_2", ["near", "far", "unrated"], 4000, 8, seed=3) == batches
+    assert decisions.league_batches(ratings, "iter_2", ["near", "far"], 20, 8, seed=3)[0][1] % 8 == 0  # 3 groups
+    assert sum(n for _, n in decisions.league_batches(ratings, "iter_2", ["near", "far"], 20, 8, seed=3)) == 24
+    with pytest.raises(ValueError, match="not in the league's ratings"):
+        decisions.league_batches(ratings, "iter_2", ["ghost"], 8, 8, seed=0)
+
+
+def test_the_time_budget_counts_finished_stages_and_names_a_bad_row(tmp_path):
+    assert decisions.within_budget(tmp_path, None) and decisions.within_budget(tmp_path, 1.0)
+    for name, seconds in (("base", "30"), ("iter_001", "60")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary_row.json").write_text(json.dumps({"row": [name, "8", "", "", seconds]}))
+    assert decisions.spent_minutes(tmp_path) == pytest.approx(1.5)
+    assert decisions.within_budget(tmp_path, 2.0) and not decisions.within_budget(tmp_path, 1.5)
+    (tmp_path / "iter_002").mkdir()
+    (tmp_path / "iter_002" / "summary_row.json").write_text(json.dumps({"row": ["iter_2", "8", "", "", "long"]}))
+    with pytest.raises(ValueError, match=r"iter_002/summary_row.json: field row\[4\] \(wall time\)"):
+        decisions.spent_minutes(tmp_path)
+
+
+# --- command lines ---------------------------------------------------------------------------------
+
+
+def dry_iterate(tmp_path, *args):
+    from selfplay_gen.iterate.cli import iterate_command
+
+    common = ["--dry-run", "--initial-model", "/m0", "--run-dir", str(tmp_path / "run"), "--selfplay-gen", "gen"]
+    common += ["--selfplay-convert", "conv", "--verl-python", sys.executable, "--game", "negotiation"]
+    result = CliRunner().invoke(iterate_command, [*common, *args])
+    assert result.exit_code == 0, result.output
+    return result.output.splitlines()
+
+
+def test_a_dpo_league_plays_each_drawn_opponent_in_turn_and_pairs_wins_with_losses(tmp_path):
+    run = tmp_path / "run"
+    lines = dry_iterate(
+        tmp_path, "--trainer", "dpo", "--league-size", "2", "--num-iterations", "2", "--games-per-iter", "64",
+        "--warm-start", "teacher", "--league-scripted", "0.3,1",
+    )  # fmt: skip
+    # iteration 1: the pool is the scripted negotiators (warm is the player), unrated: drawn as equals
+    expected = decisions.league_batches(
+        {"warm": None, "scripted@0.3": None, "scripted@1": None}, "warm", ["scripted@0.3", "scripted@1"], 64, 8,
+        seed=1_000_000,
+    )  # fmt: skip
+    drawn = ", ".join(f"{name} {games}" for name, games in expected)
+    assert f"iteration 1: seat 0 (warm, trained) plays, by rating: {drawn} games" in lines
+    plays = [line for line in lines if f"{run}/iter_001/gen/vs/" in line and line.startswith("+ gen ")]
+    assert len(plays) == len(expected)
+    seeds = [int(re.search(r"--seed (\d+)", line)[1]) for line in plays]
+    assert seeds[0] == 1_000_000 and all(b - a == n // 8 for a, b, (_, n) in zip(seeds, seeds[1:], expected))
+    for line, (name, games) in zip(plays, expected):
+        strength = name.split("@")[1]
+        assert f"--num-games {games} --games-per-instance 8" in line
+        assert line.endswith(f"--partner-backend scripted --partner-scripted-strength {strength}")
+    (convert,) = [line for line in lines if line.startswith(f"+ conv {run}/iter_001/gen/games.jsonl")]
+    assert "--format dpo --dpo-pairs outcome" in convert and convert.endswith("--seat 0")
+    # the candidate is evaluated and cross-played against warm before iteration 2 starts from it
+    promotion = lines.index(next(line for line in lines if line.startswith("promotion: iter_1 replaces warm")))
+    crossplay = next(k for k, line in enumerate(lines) if "--label iter_1 --partner-label warm" in line)
+    assert crossplay < promotion < lines.index(next(line for line in lines if "iteration 2 of 2" in line))
+    # iteration 2: warm, now a checkpoint opponent, gets the partner server while drawn
+    second = [line for line in lines if line.startswith("+ gen ") and f"{run}/iter_002/gen/vs/" in line]
+    assert all(f"--model {run}/iter_001/train/hf" in line for line in second)
+    if any("/vs/warm/" in line for line in second):
+        assert any(f"--model-path {run}/warm/train/hf --host 127.0.0.1 --port 30001" in line for line in lines)
+    # the end: every checkpoint also against the scripted negotiator at strength 1, and a report
+    assert any("--label iter_2 --partner-label scripted@1" in line for line in lines)
+    (report,) = [line for line in lines if line.startswith("+ gen eval") and "--from-games" in line]
+    assert f"scripted@1={run}/crossplay/warm__scripted@1/eval/games/scripted_1__scripted_1.jsonl" in report
+
+
+def test_grpo_takes_a_per_seat_baseline_and_the_time_budget_stops_new_iterations(tmp_path):
+    per_seat = ["--league-size", "1", "--num-iterations", "1", "--baseline", "per-seat"]
+    lines = dry_iterate(tmp_path, *per_seat, "--adv-estimator", "reinforce_plus_plus_baseline")
+    (convert,) = [line for line in lines if line.startswith("+ conv ") and "/iter_001/" in line]
+    assert "--baseline per-seat" in convert and convert.endswith("--seat 0")
+    (train,) = [line for line in lines if "-m verl.trainer.main_ppo" in line]
+    assert "algorithm.adv_estimator=reinforce_plus_plus_baseline" in train
+    from selfplay_gen.iterate.cli import iterate_command
+
+    cancelled = CliRunner().invoke(iterate_command, ["--dry-run", *per_seat])  # grpo's group centering
+    assert cancelled.exit_code == 2 and "BASELINE=per-seat" in cancelled.output and "ADV_ESTIMATOR" in cancelled.output
+    run = tmp_path / "run"
+    (run / "base").mkdir(parents=True)
+    (run / "base" / "summary_row.json").write_text(json.dumps({"row": ["base", "", "", "", "600"]}))
+    stopped = dry_iterate(tmp_path, "--num-iterations", "2", "--time-budget-min", "5", "--warm-start", "none")
+    assert "time budget of 5 min spent (10.0 min): no iteration from 1 on" in stopped
+    assert not any("=== iteration" in line for line in stopped)
+
+
+def test_skill_levels_teach_each_level_and_measure_the_highest_against_the_lowest(tmp_path):
+    run = tmp_path / "run"
+    lines = dry_iterate(
+        tmp_path, "--skill-levels", "novice,expert", "--warm-start", "teacher", "--warm-games", "100",
+        "--num-iterations", "1", "--league-size", "1", "--league-scripted", "1",
+    )  # fmt: skip
+    teacher = [line for line in lines if "--backend scripted" in line and "/warm/gen/levels/" in line]
+    assert len(teacher) == 2
+    assert "--scripted-strength 0.3 --skill novice --seed 500000000 --num-games 50" in teacher[0]
+    assert "--scripted-strength 1 --skill expert --seed 500000050 --num-games 50" in teacher[1]
+    assert f"+ cat {run}/warm/gen/levels/novice/games.jsonl {run}/warm/gen/levels/expert/games.jsonl" in "\n".join(
+        lines
+    )
+    (play,) = [line for line in lines if "/iter_001/gen/vs/" in line and line.startswith("+ gen ")]
+    assert "--skill expert\\," in play  # the trained seat at the highest level (as bash quotes it)
+    matches = [line for line in lines if "/eval/skill/" in line]
+    assert any(
+        f"{run}/warm/eval/skill/expert__novice/games.jsonl" in m and "--skill expert\\,novice" in m for m in matches
+    )
+    assert any("--skill novice\\,expert" in m for m in matches)
+    for bad in ("expert,novice", "novice,master", "expert"):
+        from selfplay_gen.iterate.cli import iterate_command
+
+        result = CliRunner().invoke(iterate_command, ["--dry-run", "--skill-levels", bad])
+        assert result.exit_code == 2 and "--skill-levels" in result.output, bad
+
+
+# --- promotion on real games -----------------------------------------------------------------------
+
+
+def crossplay(out: Path, strong: float, weak: float, labels: tuple[str, str], instances: int = 24) -> Path:
+    """`selfplay-gen eval` of the scripted negotiator at `strong` (seat label labels[0]) against it at
+    `weak` (labels[1]), both seat orders and self-plays, as the promotion's cross-play writes it."""
+    args = ["eval", "--game", "negotiation", "--backend", "scripted", "--scripted-strength", f"{strong:g}"]
+    args += ["--partner-backend", "scripted", "--partner-scripted-strength", f"{weak:g}", "--instances", "heldout"]
+    args += ["--num-instances", str(instances), "-k", "2", "--label", labels[0], "--partner-label", labels[1]]
+    result = CliRunner().invoke(main, [*args, "--out", str(out), "--quiet"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def league_run(tmp_path: Path, num_iterations: int = 1) -> Run:
+    """A run against a given server, whose commands (`false`) must never be needed: every step it
+    takes finds its outputs."""
+    cfg = Iteration(
+        run_dir=tmp_path / "run", initial_model="/m0", game="negotiation", num_iterations=num_iterations,
+        league_size=2, warm=Warm(policy="none"), league=LeagueSettings(scripted=(0.3,)),
+        servers=ServerSettings(urls=("http://127.0.0.1:9",)), tools=Tools(python=sys.executable, gen=("false",)),
+    )  # fmt: skip
+    return Run(cfg)
+
+
+@pytest.mark.parametrize("strong_candidate", [True, False])
+def test_the_candidate_is_kept_only_when_it_beats_the_previous_checkpoint(tmp_path, strong_candidate):
+    run = league_run(tmp_path)
+    run.advance("/m0", "base", run.run_dir / "base")
+    pair = run.run_dir / "crossplay" / "iter_1__base"
+    strengths = (1.0, 0.2) if strong_candidate else (0.2, 1.0)
+    crossplay(pair / "eval", *strengths, ("iter_1", "base"))
+    (pair / "DONE").touch()
+    stage_dir = run.run_dir / "iter_001"
+    (stage_dir / "eval").mkdir(parents=True)
+    (stage_dir / "eval" / "DONE").touch()  # evaluated already
+    from selfplay_gen.iterate.loop import Stage
+
+    stage = Stage("iter_001", "iter_1", stage_dir, 1_000_000)
+    comp = competition.Competition(run)
+    comp.start(1)
+    assert comp.league.names == ["base", "scripted@0.3"]
+    promoted = comp.decide(stage, str(stage_dir / "train" / "hf"))
+    decision = json.loads((stage_dir / competition.PROMOTION_FILE).read_text())
+    assert promoted is strong_candidate and decision["promoted"] is strong_candidate
+    assert decision["ci"][0] > 0.5 if strong_candidate else decision["ci"][0] <= 0.5
+    assert decision["reason"].startswith("promoted iter_1" if strong_candidate else "kept base")
+    if strong_candidate:  # the pool's newest, rated by its promotion games
+        ratings = comp.league.ratings()
+        assert comp.league.names[-1] == "iter_1" and ratings["iter_1"] > ratings["base"]
+    else:
+        assert comp.league.names == ["base", "scripted@0.3"]
+
+
+def test_a_resumed_run_follows_each_finished_iterations_decision(tmp_path):
+    run_dir = tmp_path / "run"
+    for name, promoted in (("iter_001", True), ("iter_002", False)):
+        (run_dir / name).mkdir(parents=True)
+        (run_dir / name / "DONE").touch()
+        (run_dir / name / competition.PROMOTION_FILE).write_text(json.dumps({"promoted": promoted}))
+    (run_dir / "base" / "eval").mkdir(parents=True)
+    (run_dir / "iter_001" / "eval").mkdir()
+    for done in ("base/DONE", "base/eval/DONE", "iter_001/eval/DONE"):
+        (run_dir / done).touch()
+    League.of([Member("base", path="/m0"), Member("iter_1", path=f"{run_dir}/iter_001/train/hf")]).save(
+        run_dir / "iter_002" / competition.LEAGUE_FILE
+    )
+    lines = dry_iterate(tmp_path, "--league-size", "2", "--num-iterations", "3", "--warm-start", "none")
+    assert "iteration 3 starts again from iter_1 (" + f"{run_dir}/iter_001/train/hf)" in lines
+    drawn = next(line for line in lines if line.startswith("iteration 3: seat 0"))
+    # the league iter_002 left (base and iter_1 only), not a new one with the scripted negotiators
+    assert drawn == "iteration 3: seat 0 (iter_1, trained) plays, by rating: base 1024 games"
+    (train,) = [line for line in lines if "/iter_003/" in line and "-m verl.trainer.main_ppo" in line]
+    assert f"actor_rollout_ref.model.path={run_dir}/iter_001/train/hf" in train
+    (run_dir / "iter_002" / competition.PROMOTION_FILE).write_text("{}")
+    with pytest.raises(ValueError, match=r"iter_002/promotion.json: not a promotion decision"):
+        competition.read_promotion(run_dir / "iter_002")
+
+
+# --- competitive DPO pairs and progress ------------------------------------------------------------
+
+
+def test_outcome_pairs_put_a_game_the_trained_seat_won_against_one_it_lost(tmp_path):
+    games = tmp_path / "games.jsonl"
+    args = ["play", "--game", "negotiation", "--backend", "scripted", "--scripted-strength", "0.6", "-q"]
+    args += ["--partner-scripted-strength", "0.6", "-n", "96", "-k", "8", "--out", str(games)]
+    assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
+    from convert.cli import main as convert
+
+    out = tmp_path / "dpo"
+    flags = ["--format", "dpo", "--dpo-pairs", "outcome", "--seat", "0", "--val-fraction", "0", "--out-dir", str(out)]
+    result = CliRunner().invoke(convert, [str(games), *flags], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    pairs = pd.read_parquet(out / "train.parquet")
+    from selfplay_gen.records import read_games
+
+    points = {r["game_id"]: r["outcome"]["points"] for r in read_games(games)}
+    assert len(pairs) > 0 and {info["player"] for info in pairs["extra_info"]} == {0}
+    for info in pairs["extra_info"]:
+        won, lost = points[info["chosen_game_id"]], points[info["rejected_game_id"]]
+        assert won[0] > won[1] and lost[0] < lost[1]
+        assert info["chosen_game_id"].split("/")[0] == info["rejected_game_id"].split("/")[0]  # one instance
+    by_reward = tmp_path / "reward"
+    flags[flags.index("outcome")] = "reward"
+    flags[-1] = str(by_reward)
+    assert CliRunner().invoke(convert, [str(games), *flags], catch_exceptions=False).exit_code == 0
+    assert len(pd.read_parquet(by_reward / "train.parquet")) >= len(pairs)  # every unequal group pairs by reward
+
+
+def test_progress_reports_each_checkpoint_against_the_previous_and_the_warm_start(tmp_path):
+    run = league_run(tmp_path)
+    comp = competition.Competition(run)
+    pair = crossplay(tmp_path / "pair", 1.0, 0.2, ("iter_1", "warm"), instances=16)
+    inputs = []
+    for seats in (("warm", "warm"), ("iter_1", "iter_1"), ("iter_1", "warm"), ("warm", "iter_1")):
+        name = "__".join(seats) + ".jsonl"
+        inputs += ["--from-games", f"{seats[0] if seats[0] == seats[1] else ','.join(seats)}={pair}/games/{name}"]
+    report = tmp_path / "report" / "crossplay"
+    result = CliRunner().invoke(main, ["eval", "--game", "negotiation", *inputs, "--out", str(report)])
+    assert result.exit_code == 0, result.output
+    comp.league = League.of([Member("warm", path="/w"), Member("iter_1", path="/i")]).record_file(
+        pair / "games" / "iter_1__warm.jsonl", ("iter_1", "warm")
+    )
+    written = comp.write_progress(report / "metrics.json", ["warm", "iter_1"], "warm")
+    assert written == tmp_path / "report" / competition.PROGRESS_FILE
+    text = written.read_text()
+    (row,) = [line for line in text.splitlines() if line.startswith("| iter_1 |")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert re.match(r"\d+\.\d% \[\d+\.\d, \d+\.\d\]", cells[4])  # vs warm start, seat 0, with its interval
+    assert float(cells[4].split("%")[0]) > 50
+    assert "- iter_1: " in text and "## League ratings" in text
+    assert Counter(line.startswith("| warm |") for line in text.splitlines())[True] == 1
+
+
+def test_the_summary_shows_each_promotion_skill_match_and_the_progress(tmp_path):
+    from selfplay_gen.iterate import report
+    from selfplay_gen.league import Promotion
+
+    for k, promoted in ((1, True), (2, False)):
+        stage = tmp_path / f"iter_{k:03d}"
+        (stage / "eval").mkdir(parents=True)
+        report.write_row(stage, (f"iter_{k}", "64", "1.0", "0.5", "60"))
+        previous = "warm" if k == 1 else "iter_1"
+        decision = Promotion(promoted, f"iter_{k}", previous, f"iter_{k}" if promoted else previous, 0.6 if promoted
+                             else 0.52, (0.55, 0.65) if promoted else (0.45, 0.59), 512, f"reason {k}")  # fmt: skip
+        (stage / report.PROMOTION_FILE).write_text(json.dumps(decision.to_dict()))
+    skill = {"expert_vs_novice": {"mean": 0.7, "ci": [0.62, 0.78]}, "meets_target": True, "follows": True}
+    (tmp_path / "iter_001" / "eval" / report.SKILL_FILE).write_text(json.dumps(skill))
+    (tmp_path / "report").mkdir()
+    (tmp_path / "report" / report.PROGRESS_FILE).write_text("## Progress per checkpoint\n\n| checkpoint |\n")
+    text = report.write_summary(tmp_path)
+    assert "| iter_1 | promoted | 60.0% [55.0%, 65.0%] | 512 | reason 1 |" in text
+    assert "| iter_2 | kept iter_1 | 52.0% [45.0%, 59.0%] | 512 | reason 2 |" in text
+    assert "| iter_1 | 70.0% [62.0%, 78.0%] | True | True |" in text
+    assert text.index("## Promotion") < text.index("## Skill levels") < text.index("## Progress per checkpoint")
+
+
+def test_a_judged_candidate_kept_as_the_final_model_is_evaluated_on_the_test_split_once(tmp_path, capsys):
+    from selfplay_gen.iterate.plays import has_test_split
+
+    cfg = Iteration(
+        run_dir=tmp_path / "run", initial_model="/m0", game="negotiation", num_iterations=0,
+        league=LeagueSettings(promotion="on"), servers=ServerSettings(urls=("http://127.0.0.1:9",)),
+        tools=Tools(python=sys.executable, gen=("true",)),
+    )  # fmt: skip
+    run = Run(cfg)
+    stage_dir = tmp_path / "run" / "iter_001"
+    (stage_dir / "eval").mkdir(parents=True)
+    (stage_dir / "eval" / "DONE").touch()  # evaluated when the promotion judged it
+    run.advance("/m1", "iter_1", stage_dir)
+    run.evaluate("/m1", "iter_1", stage_dir)
+    assert "+ true eval" not in capsys.readouterr().out  # done: not again
+    run.evaluate("/m1", "iter_1", stage_dir, final=True)
+    commands = [line for line in capsys.readouterr().out.splitlines() if line.startswith("+ true eval")]
+    assert [" --instances test " in line for line in commands] == ([True] if has_test_split() else [])
+    run.evaluate("/m1", "iter_1", stage_dir, final=True)
+    assert "+ true eval" not in capsys.readouterr().out and (stage_dir / "eval" / "DONE_TEST").exists()
