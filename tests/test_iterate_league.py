@@ -152,11 +152,13 @@ def test_skill_levels_teach_each_level_and_measure_the_highest_against_the_lowes
         f"{run}/warm/eval/skill/expert__novice/games.jsonl" in m and "--skill expert\\,novice" in m for m in matches
     )
     assert any("--skill novice\\,expert" in m for m in matches)
-    for bad in ("expert,novice", "novice,master", "expert"):
-        from selfplay_gen.iterate.cli import iterate_command
+    from selfplay_gen.iterate.cli import iterate_command
 
-        result = CliRunner().invoke(iterate_command, ["--dry-run", "--skill-levels", bad])
-        assert result.exit_code == 2 and "--skill-levels" in result.output, bad
+    for bad in ("expert,novice", "novice,master", "expert"):
+        result = CliRunner().invoke(iterate_command, ["--dry-run", "--game", "negotiation", "--skill-levels", bad])
+        assert result.exit_code == 2 and "SKILL_LEVELS" in result.output and bad in result.output, bad
+    result = CliRunner().invoke(iterate_command, ["--dry-run", "--game", "matching", "--skill-levels", "novice,expert"])
+    assert result.exit_code == 2 and "the matching game takes no skill levels" in result.output
 
 
 # --- promotion on real games -----------------------------------------------------------------------

@@ -191,6 +191,9 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
     # the module of its `eval` metrics and report (`selfplay_gen.evaluation.protocol`); by default the
     # one every record allows: rewards per seat, agreement, moves, endings
     evaluation: ClassVar[str] = "selfplay_gen.evaluation.generic"
+    # the module of its skill levels, if its prompts take one (`--skill`): `LEVELS`, `strength_of(level)`
+    # (the scripted player's strength whose games teach a level) and `follows_levels(games, levels)`
+    skill: ClassVar[str | None] = None
     play_options: ClassVar[Mapping[str, Sequence[str]]] = {}  # options a person picks to play it (viewer): values
     move_grammar: ClassVar[str] = ""  # its moves in brief, shown to a person playing it (viewer)
 

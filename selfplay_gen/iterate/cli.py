@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from .. import games, serving
-from . import config, decisions, trainers
+from . import competition, config, decisions, trainers
 from .config import Evaluation, Iteration, PolicyLoss, Sampling, ServerSettings, Tools, TrainJob, Verl, Warm
 from .loop import Run, train
 from .plays import Plays, default_game, game_args, partner_args
@@ -58,16 +58,30 @@ def strengths(ctx: click.Context, param: click.Parameter, value: str) -> tuple[f
 
 
 def skill_levels(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
-    """novice,expert -> ("novice", "expert"): known levels, at least two, lowest first."""
-    from ..league.skill import LEVELS
+    """novice,expert -> ("novice", "expert"); checked against the game's levels once the game is known."""
+    return tuple(filter(None, (p.strip() for p in value.split(","))))
 
-    levels = tuple(filter(None, (p.strip() for p in value.split(","))))
-    unknown = [level for level in levels if level not in LEVELS]
+
+def check_skill_levels(game: str | None, levels: tuple[str, ...]) -> None:
+    """Levels the game's prompts take (`Game.skill`), at least two, lowest first."""
+    if not levels:
+        return
+    name = game or games.names()[0]
+    module = competition.skill_of(name)
+    if module is None:
+        raise click.BadParameter(f"the {name} game takes no skill levels", param_hint="SKILL_LEVELS")
+    known = tuple(module.LEVELS)
+    unknown = [level for level in levels if level not in known]
     if unknown:
-        raise click.BadParameter(f"{', '.join(unknown)}: not skill levels ({', '.join(LEVELS)}), in {value!r}")
-    if levels and (len(set(levels)) < 2 or list(levels) != sorted(set(levels), key=LEVELS.index)):
-        raise click.BadParameter(f"{value!r}: give two or more distinct levels, lowest first ({', '.join(LEVELS)})")
-    return levels
+        raise click.BadParameter(
+            f"{', '.join(unknown)}: not skill levels ({', '.join(known)}), in {','.join(levels)!r}",
+            param_hint="SKILL_LEVELS",
+        )
+    if len(set(levels)) < 2 or list(levels) != sorted(set(levels), key=known.index):
+        raise click.BadParameter(
+            f"{','.join(levels)}: give two or more distinct levels, lowest first ({', '.join(known)})",
+            param_hint="SKILL_LEVELS",
+        )
 
 
 def learning_rate(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -573,8 +587,9 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     default="",
     callback=skill_levels,
     help=(
-        "negotiation, e.g. novice,intermediate,expert (lowest first): the warm start imitates the scripted negotiator "
-        "at each level's strength with the level in the prompt, the trained seat plays at the highest level, and "
+        "for a game whose prompts take a skill level, e.g. novice,intermediate,expert (lowest first): the warm "
+        "start imitates the scripted player at each level's strength with the level in the prompt, the trained "
+        "seat plays at the highest level, and "
         "every model plays its highest level against its lowest (skill.json; target 65% of decided games)."
     ),
 )
@@ -677,6 +692,7 @@ def iterate(o: dict[str, Any]) -> str:
         tools=tools_from(o), overrides=tuple(o.pop("overrides")), dry_run=o.pop("dry_run"),
     )  # fmt: skip
     verl, loss = verl_from(o)
+    check_skill_levels(cfg.game, cfg.league.skill_levels)
     if cfg.league.baseline == "per-seat" and cfg.trainer == "grpo" and loss.adv_estimator == "grpo":
         raise click.BadParameter(
             "grpo's estimator centers each group, which cancels a per-seat baseline; set ADV_ESTIMATOR to "

@@ -26,17 +26,19 @@ records no game twice.
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
+from .. import games as game_registry
 from ..atomic import write_atomic
 from ..league import League, Member, Promotion, opponent_weights, promote, scripted_member
 from ..league.progress import progress, progress_table
-from ..league.skill import follows_levels, strength_of
 from . import decisions, plays
 from .report import PROGRESS_FILE, PROMOTION_FILE, SKILL_FILE
 
@@ -66,6 +68,12 @@ def concatenate(parts: Sequence[Path], out: Path) -> None:
 def scripted_pool(game_cls: type, strengths: Sequence[float]) -> list[Member]:
     """The scripted members for a game whose scripted player has a strength knob; none otherwise."""
     return [scripted_member(s) for s in strengths] if "strength" in getattr(game_cls, "scripted_knobs", {}) else []
+
+
+def skill_of(game: str) -> ModuleType | None:
+    """The module of the game's skill levels (`Game.skill`), or None when its prompts take none."""
+    target = game_registry.get(game).skill
+    return importlib.import_module(target) if target else None
 
 
 def read_promotion(stage_dir: Path) -> dict | None:
@@ -214,7 +222,7 @@ class Competition:
         negotiator at the level's strength in both seats, each seat told the level, into
         gen/levels/<level>/ (joined by `join_warm_games`)."""
         run, cfg = self.run, self.run.cfg
-        levels = cfg.league.skill_levels
+        levels, strength_of = cfg.league.skill_levels, self.skill().strength_of
         per_level = max(1, cfg.warm.games // len(levels))
         commands = []
         for k, level in enumerate(levels):
@@ -237,7 +245,7 @@ class Competition:
 
     def skill_match(self, server, model: str, eval_dir: Path) -> None:
         """The model at its highest skill level against itself at its lowest, both seat orders, on
-        instances apart from every other set; `league.skill.follows_levels` of the games into
+        instances apart from every other set; the game's `follows_levels` of the games into
         eval_dir/skill.json (the issue's target: the highest level wins 65% of decided games)."""
         run, cfg = self.run, self.run.cfg
         levels = cfg.league.skill_levels
@@ -256,14 +264,20 @@ class Competition:
             return
         import pandas as pd
 
-        from ..evaluation.negotiation import game_table
+        from ..evaluation.protocol import records_table
         from ..records import read_games
 
-        games = pd.concat([game_table(read_games(path), seats) for path, seats in played], ignore_index=True)
-        result = follows_levels(games, (low, high))
+        tables = [records_table(list(read_games(path)), seats) for path, seats in played]
+        result = self.skill().follows_levels(pd.concat(tables, ignore_index=True), (low, high))
         write_atomic(eval_dir / SKILL_FILE, json.dumps(result, indent=1, default=float) + "\n")
         share = result["expert_vs_novice"]
         run.shell.echo(f"skill match: {high} against {low}: decided-game win share {share}")
+
+    def skill(self) -> ModuleType:
+        """The run's game's skill levels (the command line refused levels for a game without them)."""
+        module = skill_of(self.run.game_cls.name)
+        assert module is not None, f"the {self.run.game_cls.name} game takes no skill levels"
+        return module
 
     # -- the report ------------------------------------------------------------------------------
 

@@ -232,7 +232,7 @@ class League:
     - `baseline`: grpo's reward baseline, group or per-seat (`selfplay-convert --baseline`);
     - `skill_levels`: skill-conditioned play: the warm start imitates the scripted negotiator at each
       level's strength with that level in the prompt, the trained seat plays at the highest level, and
-      every model plays its highest level against its lowest (`league.skill`);
+      every model plays its highest level against its lowest (the game's `Game.skill`);
     - `eval_strength`: the scripted negotiator every checkpoint also cross-plays at the end."""
 
     scripted: tuple[float, ...] = (0.3, 0.6, 1.0)

@@ -103,7 +103,7 @@ def write_summary(run_dir: Path) -> str:
 
 
 PROMOTION_FILE = "promotion.json"  # an iteration's promotion decision (`league.promotion.Promotion`)
-SKILL_FILE = "skill.json"  # a model's highest skill level against its lowest (`league.skill.follows_levels`)
+SKILL_FILE = "skill.json"  # a model's highest skill level against its lowest (the game's `follows_levels`)
 PROGRESS_FILE = "progress.md"  # RUN_DIR/report/: progress per promoted checkpoint (`league.progress`)
 
 

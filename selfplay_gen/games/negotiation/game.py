@@ -64,6 +64,7 @@ class NegotiationGame(Game[Instance, Move]):
     event_type = Event
     crossplay_by_default = True  # each seat's reward is its own: checkpoints are compared by playing each other
     evaluation = "selfplay_gen.games.negotiation.evaluation"
+    skill = "selfplay_gen.games.negotiation.skill"
     play_options = {"reward_mode": REWARD_MODES}
     move_grammar = "[message] text · [propose] 1 book, 0 hats, 2 balls (the items you take)"
 
