@@ -248,7 +248,7 @@ class Iteration:
     top_fraction: float = 0.125
     online_steps: int = 100  # grpo-online: verl steps per iteration
     online_test_freq: int = 10  # grpo-online: validate every N steps
-    online_test_instances: int = 16  # grpo-online: validation instances (seeds after the training ones)
+    online_test_instances: int = 16  # grpo-online: validation instances (the first development ones)
     crossplay: bool | None = None  # None: the game decides
     league_size: int = 0
     warm: Warm = field(default_factory=Warm)
