@@ -13,8 +13,8 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
            evaluated on dev (64 x 8) and test (256 x 4): the curves' point at minute 0
   online   online GRPO (verl's self-play loop, `selfplay-gen train --mode online`), LoRA rank RL_LORA_RANK
            (32) at RL_LR (1e-4), 16 instances x 2 seats x 8 games a step, clip-higher 0.28; verl validates on
-           the first 64 dev instances every ONLINE_TEST_FREQ (5) steps and saves a checkpoint every
-           ONLINE_SAVE_FREQ (5) steps; verl is stopped when the budget is spent (its start-up counts).
+           the first 64 dev instances every ONLINE_TEST_FREQ (4) steps and saves a checkpoint every
+           ONLINE_SAVE_FREQ (4) steps; verl is stopped when the budget is spent (its start-up counts).
            Each checkpoint is merged and evaluated on dev at the GPU minute it was saved; the last on test
   fbc      filtered BC iterations (`selfplay-gen iterate`, TRAINER=filtered-bc, FBC_GAMES (1024) games an
            iteration, LoRA r16 at 1e-3) until the budget is spent, counting each iteration's generation,
@@ -90,10 +90,17 @@ serve() {
   setsid nohup "$SGLANG_PYTHON" -m sglang.launch_server --model-path "$1" --host 127.0.0.1 --port "$PORT" \
     --mem-fraction-static 0.8 "${args[@]}" > "$ROOT/logs/sglang.log" 2>&1 < /dev/null &
   echo $! > "$ROOT/logs/sglang.pid"
+  echo "$1" > "$ROOT/logs/sglang.model"
   until curl -sf "http://127.0.0.1:$PORT/health" > /dev/null; do
     sleep 2
     kill -0 "$(cat "$ROOT/logs/sglang.pid")" 2> /dev/null || { tail -20 "$ROOT/logs/sglang.log" >&2; return 1; }
   done
+}
+
+# serving MODEL: whether this run's server is up with MODEL.
+serving() {
+  [[ $DRY_RUN -eq 0 && -f $ROOT/logs/sglang.model && $(cat "$ROOT/logs/sglang.model") == "$1" ]] || return 1
+  curl -sf "http://127.0.0.1:$PORT/health" > /dev/null
 }
 
 # unserve: stop the server's process group, until the GPU memory is free again.
@@ -104,8 +111,8 @@ unserve() {
   kill -- "-$pid" 2> /dev/null || true
   for _ in $(seq 60); do kill -0 "$pid" 2> /dev/null || break; sleep 1; done
   kill -9 -- "-$pid" 2> /dev/null || true
-  rm -f "$ROOT/logs/sglang.pid"
-  sleep 3
+  rm -f "$ROOT/logs/sglang.pid" "$ROOT/logs/sglang.model"
+  gpu_idle
 }
 
 # evaluate TRAINER MINUTES MODEL LABEL DIR SPLIT...: MODEL on each SPLIT (dev, test) into DIR/SPLIT, once;
@@ -115,7 +122,7 @@ evaluate() {
   shift 5
   for split in "$@"; do
     if [[ ! -e $dir/$split/metrics.json ]]; then
-      [[ -f $ROOT/logs/sglang.pid ]] || serve "$model"
+      serving "$model" || { unserve; serve "$model"; }
       size=("${DEV[@]}")
       [[ $split == dev ]] || size=("${TEST[@]}")
       run_cmd "$PY" -m selfplay_gen.cli eval --backend sglang --base-url "http://127.0.0.1:$PORT" --model "$model" \
@@ -135,8 +142,26 @@ point() {
 # minutes SECONDS: as a decimal number of minutes
 minutes() { awk -v s="$1" 'BEGIN { printf "%.2f", s / 60 }'; }
 
+# gpu_idle: wait until no process holds the GPU; one that still does after a minute is a leftover of this
+# run's (a stopped trainer's rollout engine, a server) and is stopped by its pid.
+gpu_idle() {
+  [[ $DRY_RUN -eq 0 ]] && command -v nvidia-smi > /dev/null || return 0
+  local pid
+  for _ in $(seq 30); do
+    [[ -n $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2> /dev/null) ]] || return 0
+    sleep 2
+  done
+  for pid in $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2> /dev/null); do
+    echo "gpu_rl: stopping process $pid, still on the GPU" >&2
+    kill -9 "$pid" 2> /dev/null || true
+  done
+}
+
 # stop_ray: verl's Ray processes outlive a stopped trainer; stop them so the GPU is free.
-stop_ray() { [[ $DRY_RUN -eq 1 ]] || "$VERL_PYTHON" -m ray.scripts.scripts stop --force > /dev/null 2>&1 || true; }
+stop_ray() {
+  [[ $DRY_RUN -eq 1 ]] || "$VERL_PYTHON" -m ray.scripts.scripts stop --force > /dev/null 2>&1 || true
+  gpu_idle
+}
 
 warm() {
   if [[ ! -e $ROOT/embedded/warm/DONE ]]; then
@@ -156,7 +181,7 @@ online() {
   if [[ ! -e $d/TRAINED ]] && ((left > 60)); then
     local train=(env MODE=online MODEL_PATH="$WARM" TRAIN_FILES="$d/data/train.parquet"
       VAL_FILES="$d/data/test.parquet" OUT_DIR="$d/train" TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 ROLLOUT_N=8
-      TOTAL_STEPS=500 SAVE_FREQ="${ONLINE_SAVE_FREQ:-5}" TEST_FREQ="${ONLINE_TEST_FREQ:-5}"
+      TOTAL_STEPS=500 SAVE_FREQ="${ONLINE_SAVE_FREQ:-4}" TEST_FREQ="${ONLINE_TEST_FREQ:-4}"
       LORA_RANK="${RL_LORA_RANK:-32}" LR="${RL_LR:-1e-4}" CLIP_RATIO_HIGH=0.28 "LOGGER=console,tensorboard"
       EXPERIMENT=online_grpo_lora "$REPO/run_selfplay_training.sh")
     echo "=== online GRPO: ${left} s of GPU time left"
@@ -197,8 +222,8 @@ online() {
     local hf=$d/step_$step/hf
     if [[ ! -e $hf/config.json ]]; then
       "$VERL_PYTHON" -m verl.model_merger merge --backend fsdp --local_dir "$d/train/checkpoints/global_step_$step/actor" \
-        --target_dir "$hf" > "$ROOT/logs/online_merge.log" 2>&1
-      "$VERL_PYTHON" -m selfplay_gen.verl.merge_lora "$hf" >> "$ROOT/logs/online_merge.log" 2>&1
+        --target_dir "$hf" > "$ROOT/logs/online_merge.log" 2>&1 < /dev/null
+      "$VERL_PYTHON" -m selfplay_gen.verl.merge_lora "$hf" >> "$ROOT/logs/online_merge.log" 2>&1 < /dev/null
     fi
     steps+=("$step") minutes_of+=("$(minutes "$seconds")")
   done < <(cat "$d/checkpoints.tsv" 2> /dev/null)
@@ -256,6 +281,8 @@ collect() {
   tail -n 60 "$ROOT"/logs/*.log > "$OUT/gpu_rl_logs.txt" 2> /dev/null || true
   cp "$ROOT/online/checkpoints.tsv" "$OUT/online_checkpoints.tsv" 2> /dev/null || true
   cp "$ROOT/fbc/summary.md" "$OUT/fbc_summary.md" 2> /dev/null || true
+  # verl's own validation of online GRPO (development instances), step by step
+  grep -a "val-core" "$ROOT/online/train/verl.log" > "$OUT/online_validation.txt" 2> /dev/null || true
 }
 
 for phase in "${PHASES[@]}"; do
