@@ -5,11 +5,22 @@ does not take (see `selfplay_gen.iterate.config.LORA_SYNC`)."""
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
+import os
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
+import torch
+import torch.distributed as dist
 import verl
+from fake_sglang import free_port
 from hydra import compose, initialize_config_module
+from peft import LoraConfig, get_peft_model
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from transformers import AutoModelForCausalLM
 from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.config import HFModelConfig
 from verl.workers.rollout.sglang_rollout.utils import lora_rank_of, lora_served_as_adapter
@@ -62,3 +73,48 @@ def test_verls_adapter_request_is_not_sglang_0_5_12s():
     assert fields == {"lora_name", "config_dict", "serialized_named_tensors"}
     assert fields - SGLANG_0_5_12_LORA_FROM_TENSORS == {"serialized_named_tensors"}
     assert LORA_SYNC.split("=") == ["actor_rollout_ref.model.lora.merge", "True"]
+
+
+@pytest.fixture
+def process_group():
+    """A one-process gloo group, as verl's FSDP workers have (of one GPU each)."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="0", WORLD_SIZE="1")
+    dist.init_process_group("gloo")
+    yield
+    dist.destroy_process_group()
+
+
+def test_the_merged_sync_sends_the_folded_model_and_keeps_the_adapter_apart(
+    local_model_dir, process_group, monkeypatch
+):
+    """verl's FSDP engine with model.lora.merge streams base + adapter under the base model's names, what
+    peft's own fold gives in bf16 (what the exported model serves), and leaves the actor's adapter apart.
+    The model is sharded with FSDP2 on the CPU; verl's two CUDA-only probes (the device id, the memory
+    log) are pointed at the CPU."""
+    from verl.workers.engine.fsdp import transformer_impl
+
+    monkeypatch.setattr(transformer_impl, "get_device_id", lambda: "cpu")
+    monkeypatch.setattr(transformer_impl, "log_gpu_memory_usage", lambda *args, **kwargs: None)
+    model = AutoModelForCausalLM.from_pretrained(local_model_dir, dtype=torch.float32)
+    actor = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"))
+    torch.manual_seed(0)
+    for name, parameter in actor.named_parameters():
+        if "lora_B" in name:  # a trained adapter (B starts at zero)
+            torch.nn.init.normal_(parameter, std=0.02)
+    folded = copy.deepcopy(actor).merge_and_unload().state_dict()
+    before = {k: v.clone() for k, v in actor.state_dict().items()}
+    mesh = init_device_mesh("cpu", (1,))
+    for layer in actor.base_model.model.model.layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(actor, mesh=mesh)
+
+    engine = SimpleNamespace(module=actor, _is_offload_param=False)
+    sent = dict(transformer_impl.FSDPEngine._merged_lora_per_tensor_param(engine))
+
+    assert set(sent) == set(folded)  # the base model's names, no lora_A/lora_B, no base_layer
+    q = "model.layers.0.self_attn.q_proj.weight"
+    for name in (q, "model.layers.29.mlp.down_proj.weight", "model.embed_tokens.weight"):
+        assert torch.equal(sent[name], folded[name].to(torch.bfloat16)), name
+    assert not torch.equal(sent[q], before[f"base_model.model.{q.replace('.weight', '.base_layer.weight')}"].bfloat16())
+    after = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in actor.state_dict().items()}
+    assert all(torch.equal(after[k], before[k]) for k in before)  # the actor trains on, unmerged
