@@ -25,7 +25,9 @@ Default phases: warm online fbc collect. Every phase resumes where it stopped: o
 last checkpoint with the budget left, filtered BC from its last finished iteration; evaluations once.
 Results and logs are copied to $OUT (at most 8 files) when OUT is set. --detach runs the phases in the
 background (setsid; log ROOT/logs/gpu_rl.log; ROOT/DONE or ROOT/FAILED at the end), for budgets longer
-than one call; call again without --detach later to go on or to collect.
+than one call; call again without --detach later to go on or to collect (a foreground run cut off by
+its call leaves its trainer running: use --detach). The whole run takes about 2 x BUDGET_MIN plus
+15-20 minutes of start-ups and evaluations on an H100; ONLINE_SAVE_FREQ=8 evaluates fewer checkpoints.
 LoRA learning rate: LoRA wants about 10x full fine-tuning's rate (Schulman et al., "LoRA Without
 Regret", 2025, RL included); full-fine-tuning GRPO here learned at 1e-5 and not below (bf16 rounding),
 so 1e-4 with alpha = 2 x rank.
