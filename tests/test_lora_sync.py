@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
-import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -76,9 +75,11 @@ def test_verls_adapter_request_is_not_sglang_0_5_12s():
 
 
 @pytest.fixture
-def process_group():
-    """A one-process gloo group, as verl's FSDP workers have (of one GPU each)."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="0", WORLD_SIZE="1")
+def process_group(monkeypatch):
+    """A one-process gloo group, as verl's FSDP workers have (of one GPU each); its variables are
+    this test's only."""
+    for name, value in dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="0", WORLD_SIZE="1").items():
+        monkeypatch.setenv(name, value)
     dist.init_process_group("gloo")
     yield
     dist.destroy_process_group()
