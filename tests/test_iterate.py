@@ -258,9 +258,10 @@ def test_online_grpo_plays_inside_verl_for_many_steps_and_validates_every_n(tmp_
     out = dry_iterate(
         tmp_path, "--trainer", "grpo-online", "--num-iterations", "1", "--warm-start", "none", "--online-steps", "40",
         "--lora-rank", "16", "--clip-ratio-high", "0.28", "--logger", "console,tensorboard",
+        "--online-test-instances", "64",
     )  # fmt: skip
     run = tmp_path / "run"
-    init = f"+ gen init --num-train 320 --num-test 16 --seed 1000000 --out-dir {run}/iter_001/gen --overwrite"
+    init = f"+ gen init --num-train 320 --num-test 64 --seed 1000000 --out-dir {run}/iter_001/gen --overwrite"
     assert init in out.splitlines()  # 40 steps x 16 rows, two rows (seats) an instance
     (train,) = [line for line in out.splitlines() if "-m verl.trainer.main_ppo" in line]
     for override in (
@@ -272,6 +273,7 @@ def test_online_grpo_plays_inside_verl_for_many_steps_and_validates_every_n(tmp_
         "trainer.total_training_steps=40",
         "trainer.test_freq=10",
         "actor_rollout_ref.model.lora_rank=16 actor_rollout_ref.model.lora_alpha=32",
+        "actor_rollout_ref.model.lora.merge=True",  # LoRA reaches SGLang as merged weights
         "actor_rollout_ref.actor.clip_ratio_high=0.28",
         'trainer.logger=\\[\\"console\\"\\,\\"tensorboard\\"\\]',
     ):

@@ -23,6 +23,7 @@ SCRIPTS = [
     "run_selfplay_iteration.sh",
     "offline_gpu/gpu_iteration.sh",
     "offline_gpu/gpu_learning.sh",
+    "offline_gpu/gpu_rl.sh",
 ]
 
 
@@ -548,3 +549,35 @@ def test_gpu_iteration_reads_fields_the_generation_summary_writes():
 
     read = set(re.findall(r's\["(\w+)"\]', (REPO / "offline_gpu" / "gpu_iteration.sh").read_text()))
     assert read and read <= set(Summary().to_dict())
+
+
+def test_gpu_rl_trains_both_trainers_from_one_warm_start_and_evaluates_on_dev_and_test(tmp_path):
+    root = tmp_path / "root"
+    result = script("offline_gpu/gpu_rl.sh", "--dry-run", "/models/raw", str(root), BUDGET_MIN="7")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    warm = f"{root}/embedded/warm/train/hf"
+    assert f"gpu_learning.sh /models/raw {root} embedded" in out  # the embedded warm start, folded in
+    # the warm start on dev (64 x 8) and test (256 x 4), read as every other model is
+    assert f"--model {warm} --temperature 0.7" in out
+    assert "--instances dev --num-instances 64 -k 8 --label warm" in out
+    assert "--instances test --num-instances 256 -k 4 --label warm" in out
+    # online GRPO: LoRA r32 synced merged, validation on development instances, within the budget
+    assert "=== online GRPO: 420 s of GPU time left" in out
+    (ppo,) = [line for line in out.splitlines() if "-m verl.trainer.main_ppo" in line]
+    for override in (
+        f"actor_rollout_ref.model.path={warm}",
+        "actor_rollout_ref.model.lora_rank=32",
+        "actor_rollout_ref.model.lora.merge=True",
+        "actor_rollout_ref.actor.optim.lr=1e-4",
+        f"data.val_files={root}/online/data/test.parquet",
+        "trainer.test_freq=4",
+        "trainer.save_freq=4",
+    ):
+        assert override in ppo, override
+    assert f"init --num-train 4096 --num-test 64 --seed 1000000 --out-dir {root}/online/data" in out
+    # filtered BC from the same warm start, its iterations' own evaluation on the same dev instances
+    fbc = out.split("=== filtered BC iteration 1")[1]
+    assert f"-m sglang.launch_server --model-path {warm}" in fbc and "--num-games 1024 --games-per-instance 8" in fbc
+    assert "--instances heldout --num-instances 64 -k 8 --label iter_1" in fbc
+    assert f"bench/analysis/rl_curve.py {root}/results" in out

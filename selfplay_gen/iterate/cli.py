@@ -520,7 +520,14 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     "ONLINE_TEST_FREQ",
     type=int,
     default=IT.online_test_freq,
-    help="grpo-online: validate every N steps.",
+    help="grpo-online: validate on development instances every N steps.",
+)
+@opt(
+    "--online-test-instances",
+    "ONLINE_TEST_INSTANCES",
+    type=click.IntRange(min=1),
+    default=IT.online_test_instances,
+    help="grpo-online: development instances each validation plays (from seed 10**9).",
 )
 @opt(
     "--crossplay",
@@ -680,6 +687,7 @@ def iterate(o: dict[str, Any]) -> str:
         epochs_per_iter=o.pop("epochs_per_iter"), lr=o.pop("lr"), batch_size=o.pop("batch_size"),
         mini_batch_size=o.pop("mini_batch_size"), lora_rank=o.pop("lora_rank"), top_fraction=o.pop("top_fraction"),
         online_steps=o.pop("online_steps"), online_test_freq=o.pop("online_test_freq"),
+        online_test_instances=o.pop("online_test_instances"),
         crossplay=None if o["crossplay"] is None else o.pop("crossplay") == "1", league_size=o.pop("league_size"),
         league=config.League(o.pop("league_scripted"), o.pop("league_sharpness"), o.pop("promotion"),
                              o.pop("baseline"), o.pop("skill_levels"), o.pop("league_eval_strength")),

@@ -95,6 +95,17 @@ class Evaluation:
     retention: bool = False  # `selfplay-gen retention` on every stage's model
 
 
+# How a LoRA actor's weights reach SGLang: merged into the base weights, as a full weight update.
+# verl 0.9.1 otherwise sends the adapter itself, as LoadLoRAAdapterFromTensorsReqInput(
+# serialized_named_tensors=[one copy per TP rank]), the request as a later SGLang defines it;
+# SGLang 0.5.12's request takes one `serialized_tensors` string instead, so the first sync fails
+# with a TypeError. The merged update goes through update_weights_from_tensor, the path full
+# fine-tuning uses, which both agree on; the rollout then serves what the exported model is (base
+# plus adapter, folded in bf16), and SGLang runs without its LoRA kernels. The trained adapter
+# itself stays exact in the actor (fp32), and checkpoints keep it apart from the base weights.
+LORA_SYNC = "actor_rollout_ref.model.lora.merge=True"
+
+
 @dataclass(frozen=True)
 class PolicyLoss:
     """The GRPO knobs that keep a near-deterministic policy learning, as verl 0.9.1 names them.
@@ -107,7 +118,8 @@ class PolicyLoss:
       not even loaded);
     - `entropy_coeff`: an entropy bonus;
     - `lora_rank`/`lora_alpha`/`target_modules`: LoRA RL, so small steps are not rounded away in the
-      bf16 weights of full fine-tuning (0: full fine-tuning).
+      bf16 weights of full fine-tuning (0: full fine-tuning). The adapter is merged into the base
+      weights for each sync to the rollout engine (`model.lora.merge`, see `LORA_SYNC`).
     """
 
     adv_estimator: str = "grpo"
@@ -136,6 +148,7 @@ class PolicyLoss:
                 f"actor_rollout_ref.model.lora_rank={self.lora_rank}",
                 f"actor_rollout_ref.model.lora_alpha={alpha}",
                 f"actor_rollout_ref.model.target_modules={self.target_modules}",
+                LORA_SYNC,
             ]
         return out
 
@@ -263,7 +276,7 @@ class Iteration:
     top_fraction: float = 0.125
     online_steps: int = 100  # grpo-online: verl steps per iteration
     online_test_freq: int = 10  # grpo-online: validate every N steps
-    online_test_instances: int = 16  # grpo-online: validation instances (seeds after the training ones)
+    online_test_instances: int = 16  # grpo-online: validation instances (the first development ones)
     crossplay: bool | None = None  # None: the game decides
     league_size: int = 0
     league: League = field(default_factory=League)

@@ -178,9 +178,9 @@ class FilteredBC(Trainer):
 @register("grpo-online")
 class OnlineGRPO(Trainer):
     """verl's online self-play loop (agent selfplay_online): games played inside verl by its rollout
-    engine, strictly on-policy, ONLINE_STEPS steps per iteration in one verl process. It validates on
-    instances apart from the training ones every ONLINE_TEST_FREQ steps, and every checkpoint it saves
-    (SAVE_FREQ) is merged and evaluated as any other stage's model."""
+    engine, strictly on-policy, ONLINE_STEPS steps per iteration in one verl process. It validates
+    on the first ONLINE_TEST_INSTANCES development instances (seeds from 10**9) every ONLINE_TEST_FREQ
+    steps, and every checkpoint it saves (SAVE_FREQ) is merged and evaluated as any other stage's model."""
 
     defaults = TrainerDefaults(games_per_iter=0, epochs=1, lr="1e-5", batch_size=16, lora_rank=0, mini_batch=half)
 

@@ -7,8 +7,10 @@ starts from: its system prompt and the first messages the game tells it, e.g. "Y
 for seat 0; seat 1's first user message is its partner's opening move, known only in play),
 `data_source` (`selfplay_<game>`), `ability`, `reward_model` (the instance's optima, `best_*`),
 `extra_info` (the game, its options, instance JSON, seat, game id, index) and `agent_name`.
-Train instances use seeds SEED, SEED+1, ...; test instances the seeds right after them, so the
-two never share an instance.
+Train instances use seeds SEED, SEED+1, ...; test (validation) instances are the first
+development instances (seeds from 10**9, `evaluation.splits.DEV`), the range every setting is chosen
+on, so verl's validation curve reads on the instances a run's development evaluation plays, never on
+training instances nor on the test split.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from .. import games
-from ..evaluation.splits import EvaluationSeedError, check_training_seeds
+from ..evaluation.splits import EvaluationSeedError, check_training_seeds, split_seeds
 from ..games import GameConfig
 from ..games.base import GameInstance
 from ..options import game_from, game_options
@@ -89,7 +91,7 @@ def write_parquet_atomic(frame: pd.DataFrame, path: Path) -> None:
     type=click.IntRange(min=0),
     default=100,
     show_default=True,
-    help="Validation instances, from seeds after the training ones.",
+    help="Validation instances: the first development instances (seeds from 10**9).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the first training instance.")
 @click.option(
@@ -110,7 +112,7 @@ def init_command(num_train: int, num_test: int, seed: int, out_dir: Path, overwr
         check_training_seeds(seed, num_train, "--seed/--num-train")
     except EvaluationSeedError as err:
         raise click.BadParameter(str(err), param_hint="--seed") from None
-    splits = {"train": range(seed, seed + num_train), "test": range(seed + num_train, seed + num_train + num_test)}
+    splits = {"train": range(seed, seed + num_train), "test": split_seeds("dev", num_test) if num_test else range(0)}
     targets = {name: out_dir / f"{name}.parquet" for name, seeds in splits.items() if seeds}
     existing = [str(p) for p in targets.values() if p.exists()]
     if existing and not overwrite:

@@ -1,0 +1,298 @@
+#!/usr/bin/env bash
+# Online GRPO with LoRA against filtered behaviour cloning at equal GPU time, from the same warm start
+# (the embedded SmolLM2-135M one), on the matching game: dev reward against GPU minutes for each.
+set -euo pipefail
+
+usage() {
+  cat <<'USAGE'
+Usage: offline_gpu/gpu_rl.sh [--dry-run] [--detach] [--help] MODEL_DIR ROOT [PHASE...]
+
+On a GPU machine (after `source offline_gpu/gpu_setup.sh`, so MODEL_DIR is $MODEL, the raw
+SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time from the same warm start:
+  warm     ROOT/embedded: the embedded warm start (selfplay_gen/data/warm_start) folded into MODEL_DIR,
+           evaluated on dev (64 x 8) and test (256 x 4): the curves' point at minute 0
+  online   online GRPO (verl's self-play loop, `selfplay-gen train --mode online`), LoRA rank RL_LORA_RANK
+           (32) at RL_LR (1e-4), 16 instances x 2 seats x 8 games a step, clip-higher 0.28; verl validates on
+           the first 64 dev instances every ONLINE_TEST_FREQ (4) steps and saves a checkpoint every
+           ONLINE_SAVE_FREQ (4) steps; verl is stopped when the budget is spent (its start-up counts).
+           Each checkpoint is merged and evaluated on dev at the GPU minute it was saved; the last on test
+  fbc      filtered BC iterations (`selfplay-gen iterate`, TRAINER=filtered-bc, FBC_GAMES (1024) games an
+           iteration, LoRA r16 at 1e-3) until the budget is spent, counting each iteration's generation,
+           conversion, training and merge, not its evaluations; each iteration's model on dev, the last on test
+  collect  ROOT/results/rl_curve.{csv,json,md,png} (bench/analysis/rl_curve.py): trainer, GPU minutes,
+           split, reward and its 95% interval (bootstrap over instances), the paired gain over the warm start
+Default phases: warm online fbc collect. Every phase resumes where it stopped: online GRPO from verl's
+last checkpoint with the budget left, filtered BC from its last finished iteration; evaluations once.
+Results and logs are copied to $OUT (at most 8 files) when OUT is set. --detach runs the phases in the
+background (setsid; log ROOT/logs/gpu_rl.log; ROOT/DONE or ROOT/FAILED at the end), for budgets longer
+than one call; call again without --detach later to go on or to collect (a foreground run cut off by
+its call leaves its trainer running: use --detach). The whole run takes about 2 x BUDGET_MIN plus
+15-20 minutes of start-ups and evaluations on an H100; ONLINE_SAVE_FREQ=8 evaluates fewer checkpoints.
+LoRA learning rate: LoRA wants about 10x full fine-tuning's rate (Schulman et al., "LoRA Without
+Regret", 2025, RL included); full-fine-tuning GRPO here learned at 1e-5 and not below (bf16 rounding),
+so 1e-4 with alpha = 2 x rank.
+USAGE
+}
+
+DRY_RUN=0 DETACH=0
+args=()
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) DRY_RUN=1 ;;
+    --detach) DETACH=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) args+=("$arg") ;;
+  esac
+done
+((${#args[@]} >= 2)) || { usage >&2; exit 2; }
+MODEL_DIR=${args[0]}
+ROOT=${args[1]}
+PHASES=("${args[@]:2}")
+((${#PHASES[@]})) || PHASES=(warm online fbc collect)
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+if ((DETACH && !DRY_RUN)); then
+  mkdir -p "$ROOT/logs"
+  rm -f "$ROOT/DONE" "$ROOT/FAILED"
+  # shellcheck disable=SC2016  # $0 and $@ belong to the inner shell
+  setsid nohup bash -c '"$@" && touch "$0/DONE" || touch "$0/FAILED"' "$ROOT" \
+    bash "$REPO/offline_gpu/gpu_rl.sh" "$MODEL_DIR" "$ROOT" "${PHASES[@]}" > "$ROOT/logs/gpu_rl.log" 2>&1 < /dev/null &
+  echo "gpu_rl: running in the background (pid $!), log $ROOT/logs/gpu_rl.log"
+  exit 0
+fi
+
+BUDGET_S=$((${BUDGET_MIN:-12} * 60))
+PY=${SELFPLAY_PYTHON:-python3}
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
+export SELFPLAY_PYTHON=$PY VERL_PYTHON=${VERL_PYTHON:-python3} SGLANG_PYTHON=${SGLANG_PYTHON:-python3}
+export SELFPLAY_GEN="$PY -m selfplay_gen.cli" SELFPLAY_CONVERT="$PY -m convert.cli"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 RAY_DEDUP_LOGS=0
+export VERL_LOGGING_LEVEL=${VERL_LOGGING_LEVEL:-WARN}
+WARM=$ROOT/embedded/warm/train/hf
+RESULTS=$ROOT/results
+POINTS=$RESULTS/points.tsv
+DEV=(--instances dev --num-instances "${DEV_INSTANCES:-64}" -k "${DEV_GAMES:-8}")
+TEST=(--instances test --num-instances "${TEST_INSTANCES:-256}" -k "${TEST_GAMES:-4}")
+# as selfplay-gen iterate evaluates (its filtered-BC points), so every point is read the same way
+SAMPLING=(--temperature 0.7 --max-moves 30 --max-new-tokens 512 --max-response-tokens 3072)
+PORT=${PORT:-30000}
+[[ $DRY_RUN -eq 1 ]] || mkdir -p "$ROOT/logs" "$RESULTS"
+
+run_cmd() {
+  printf '+'; printf ' %q' "$@"; printf '\n'
+  [[ $DRY_RUN -eq 1 ]] || "$@"
+}
+
+# serve MODEL: SGLang alone on the GPU (the project's launch arguments), in its own session.
+serve() {
+  local args
+  read -r -a args <<< "$("$PY" -m selfplay_gen.serving sglang-args --python "$SGLANG_PYTHON")"
+  echo "+ $SGLANG_PYTHON -m sglang.launch_server --model-path $1 --port $PORT ${args[*]}"
+  [[ $DRY_RUN -eq 0 ]] || return 0
+  setsid nohup "$SGLANG_PYTHON" -m sglang.launch_server --model-path "$1" --host 127.0.0.1 --port "$PORT" \
+    --mem-fraction-static 0.8 "${args[@]}" > "$ROOT/logs/sglang.log" 2>&1 < /dev/null &
+  echo $! > "$ROOT/logs/sglang.pid"
+  echo "$1" > "$ROOT/logs/sglang.model"
+  until curl -sf "http://127.0.0.1:$PORT/health" > /dev/null; do
+    sleep 2
+    kill -0 "$(cat "$ROOT/logs/sglang.pid")" 2> /dev/null || { tail -20 "$ROOT/logs/sglang.log" >&2; return 1; }
+  done
+}
+
+# serving MODEL: whether this run's server is up with MODEL.
+serving() {
+  [[ $DRY_RUN -eq 0 && -f $ROOT/logs/sglang.model && $(cat "$ROOT/logs/sglang.model") == "$1" ]] || return 1
+  curl -sf "http://127.0.0.1:$PORT/health" > /dev/null
+}
+
+# unserve: stop the server's process group, until the GPU memory is free again.
+unserve() {
+  [[ $DRY_RUN -eq 0 && -f $ROOT/logs/sglang.pid ]] || return 0
+  local pid
+  pid=$(cat "$ROOT/logs/sglang.pid")
+  kill -- "-$pid" 2> /dev/null || true
+  for _ in $(seq 60); do kill -0 "$pid" 2> /dev/null || break; sleep 1; done
+  kill -9 -- "-$pid" 2> /dev/null || true
+  rm -f "$ROOT/logs/sglang.pid" "$ROOT/logs/sglang.model"
+  gpu_idle
+}
+
+# evaluate TRAINER MINUTES MODEL LABEL DIR SPLIT...: MODEL on each SPLIT (dev, test) into DIR/SPLIT, once;
+# each reading becomes a point of the curve.
+evaluate() {
+  local trainer=$1 minutes=$2 model=$3 label=$4 dir=$5 split size
+  shift 5
+  for split in "$@"; do
+    if [[ ! -e $dir/$split/metrics.json ]]; then
+      serving "$model" || { unserve; serve "$model"; }
+      size=("${DEV[@]}")
+      [[ $split == dev ]] || size=("${TEST[@]}")
+      run_cmd "$PY" -m selfplay_gen.cli eval --backend sglang --base-url "http://127.0.0.1:$PORT" --model "$model" \
+        "${SAMPLING[@]}" "${size[@]}" --label "$label" --out "$dir/$split" --resume --quiet
+    fi
+    point "$trainer" "$minutes" "$split" "$dir/$split/metrics.json"
+  done
+  unserve
+}
+
+# point TRAINER MINUTES SPLIT METRICS: one row of ROOT/results/points.tsv (once per evaluation).
+point() {
+  [[ $DRY_RUN -eq 0 ]] || return 0
+  grep -qF "$4" "$POINTS" 2> /dev/null || printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$POINTS"
+}
+
+# minutes SECONDS: as a decimal number of minutes
+minutes() { awk -v s="$1" 'BEGIN { printf "%.2f", s / 60 }'; }
+
+# gpu_idle: wait until no process holds the GPU; one that still does after a minute is a leftover of this
+# run's (a stopped trainer's rollout engine, a server) and is stopped by its pid.
+gpu_idle() {
+  [[ $DRY_RUN -eq 0 ]] && command -v nvidia-smi > /dev/null || return 0
+  local pid
+  for _ in $(seq 30); do
+    [[ -n $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2> /dev/null) ]] || return 0
+    sleep 2
+  done
+  for pid in $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2> /dev/null); do
+    echo "gpu_rl: stopping process $pid, still on the GPU" >&2
+    kill -9 "$pid" 2> /dev/null || true
+  done
+}
+
+# stop_ray: verl's Ray processes outlive a stopped trainer; stop them so the GPU is free.
+stop_ray() {
+  [[ $DRY_RUN -eq 1 ]] || "$VERL_PYTHON" -m ray.scripts.scripts stop --force > /dev/null 2>&1 || true
+  gpu_idle
+}
+
+warm() {
+  if [[ ! -e $ROOT/embedded/warm/DONE ]]; then
+    run_cmd bash "$REPO/offline_gpu/gpu_learning.sh" "$MODEL_DIR" "$ROOT" embedded
+  fi
+  evaluate warm 0 "$WARM" warm "$ROOT/embedded/eval" dev test
+}
+
+# online: verl's online GRPO under the budget, resumed from its last checkpoint; a poller notes the GPU
+# second at which each checkpoint appears (ROOT/online/checkpoints.tsv) and the seconds spent (spent_s).
+online() {
+  local d=$ROOT/online spent=0 left start rc=0 poller
+  [[ -e $d/data/test.parquet ]] || run_cmd "$PY" -m selfplay_gen.cli init --num-train 4096 \
+    --num-test "${DEV_INSTANCES:-64}" --seed 1000000 --out-dir "$d/data" --overwrite
+  [[ $DRY_RUN -eq 1 ]] || spent=$(cat "$d/spent_s" 2> /dev/null || echo 0)
+  left=$((BUDGET_S - spent))
+  if [[ ! -e $d/TRAINED ]] && ((left > 60)); then
+    local train=(env MODE=online MODEL_PATH="$WARM" TRAIN_FILES="$d/data/train.parquet"
+      VAL_FILES="$d/data/test.parquet" OUT_DIR="$d/train" TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 ROLLOUT_N=8
+      TOTAL_STEPS=500 SAVE_FREQ="${ONLINE_SAVE_FREQ:-4}" TEST_FREQ="${ONLINE_TEST_FREQ:-4}"
+      LORA_RANK="${RL_LORA_RANK:-32}" LR="${RL_LR:-1e-4}" CLIP_RATIO_HIGH=0.28 "LOGGER=console,tensorboard"
+      EXPERIMENT=online_grpo_lora "$REPO/run_selfplay_training.sh")
+    echo "=== online GRPO: ${left} s of GPU time left"
+    if [[ $DRY_RUN -eq 1 ]]; then
+      "${train[@]}" --dry-run
+      return 0
+    fi
+    start=$(date +%s)
+    (
+      while sleep 5; do
+        for ck in "$d"/train/checkpoints/global_step_*; do
+          [[ -d $ck ]] || continue
+          grep -q "^${ck##*_}"$'\t' "$d/checkpoints.tsv" 2> /dev/null \
+            || printf '%s\t%s\n' "${ck##*_}" $((spent + $(date +%s) - start)) >> "$d/checkpoints.tsv"
+        done
+        echo $((spent + $(date +%s) - start)) > "$d/spent_s"
+      done
+    ) &
+    poller=$!
+    timeout --kill-after=30 "$left" "${train[@]}" > "$ROOT/logs/online_train.log" 2>&1 || rc=$?
+    sleep 6
+    kill "$poller" 2> /dev/null || true
+    echo $((spent + $(date +%s) - start)) > "$d/spent_s"
+    stop_ray
+    # 124/137: the budget ran out (the point of the phase); anything else is a failure
+    if ((rc != 0 && rc != 124 && rc != 137)); then
+      tail -40 "$ROOT/logs/online_train.log" >&2
+      echo "gpu_rl: online GRPO failed (exit $rc); log $ROOT/logs/online_train.log" >&2
+      exit "$rc"
+    fi
+  fi
+  [[ $DRY_RUN -eq 0 ]] || return 0
+  # only checkpoints verl finished writing (a save cut off by the budget is not one)
+  local latest step seconds steps=() minutes_of=()
+  latest=$(cat "$d/train/checkpoints/latest_checkpointed_iteration.txt" 2> /dev/null || echo 0)
+  while IFS=$'\t' read -r step seconds; do
+    ((step <= latest)) || continue
+    local hf=$d/step_$step/hf
+    if [[ ! -e $hf/config.json ]]; then
+      "$VERL_PYTHON" -m verl.model_merger merge --backend fsdp --local_dir "$d/train/checkpoints/global_step_$step/actor" \
+        --target_dir "$hf" > "$ROOT/logs/online_merge.log" 2>&1 < /dev/null
+      "$VERL_PYTHON" -m selfplay_gen.verl.merge_lora "$hf" >> "$ROOT/logs/online_merge.log" 2>&1 < /dev/null
+    fi
+    steps+=("$step") minutes_of+=("$(minutes "$seconds")")
+  done < <(cat "$d/checkpoints.tsv" 2> /dev/null)
+  ((${#steps[@]})) || { echo "gpu_rl: online GRPO finished no checkpoint in its budget" >&2; exit 1; }
+  touch "$d/TRAINED"
+  local i last=$((${#steps[@]} - 1))
+  for i in "${!steps[@]}"; do
+    local splits=(dev)
+    ((i < last)) || splits+=(test)
+    evaluate online-grpo-lora "${minutes_of[$i]}" "$d/step_${steps[$i]}/hf" "online@${steps[$i]}" \
+      "$d/step_${steps[$i]}" "${splits[@]}"
+  done
+}
+
+# fbc: filtered-BC iterations, one `selfplay-gen iterate` call each, until the budget is spent.
+fbc() {
+  local d=$ROOT/fbc n=1 spent=0 previous=0
+  if [[ $DRY_RUN -eq 0 ]]; then
+    mkdir -p "$d/base/eval" && touch "$d/base/DONE" "$d/base/eval/DONE"  # the warm start: evaluated in `warm`
+  fi
+  while :; do
+    local iterate=(env RUN_DIR="$d" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=filtered-bc NUM_ITERATIONS="$n"
+      GAMES_PER_ITER="${FBC_GAMES:-1024}" EVAL_INSTANCES="${DEV_INSTANCES:-64}" EVAL_GAMES_PER_INSTANCE="${DEV_GAMES:-8}"
+      TEST_SPLIT=false PORT="$PORT" "$REPO/run_selfplay_iteration.sh")
+    echo "=== filtered BC iteration $n (${spent} s of ${BUDGET_S} s spent)"
+    if [[ $DRY_RUN -eq 1 ]]; then
+      "${iterate[@]}" --dry-run
+      break
+    fi
+    "${iterate[@]}" > "$ROOT/logs/fbc_$n.log" 2>&1 \
+      || { tail -40 "$ROOT/logs/fbc_$n.log" >&2; echo "gpu_rl: filtered BC iteration $n failed" >&2; exit 1; }
+    spent=$("$PY" -c 'import json, sys
+rows = [t for a in sys.argv[1:] for t in json.load(open(a))["steps"]]
+print(round(sum(t["work_s"] + (t["startup_s"] or 0) for t in rows if not t["step"].startswith("evaluate"))))' \
+      "$d"/iter_*/timings.json)
+    local stage
+    stage=$d/iter_$(printf %03d "$n")
+    point filtered-bc "$(minutes "$spent")" dev "$stage/eval/heldout/metrics.json"
+    # another iteration as long as one more, as long as the last, ends within the budget (a minute's slack)
+    if ((2 * spent - previous > BUDGET_S + 60)); then
+      evaluate filtered-bc "$(minutes "$spent")" "$stage/train/hf" "iter_$n" "$stage/eval" test
+      break
+    fi
+    previous=$spent n=$((n + 1))
+  done
+}
+
+collect() {
+  run_cmd "$PY" "$REPO/bench/analysis/rl_curve.py" "$RESULTS"
+  [[ $DRY_RUN -eq 0 && -n ${OUT:-} ]] || return 0
+  mkdir -p "$OUT"
+  cp "$RESULTS"/rl_curve.{csv,json,md} "$OUT/" 2> /dev/null || true
+  cp "$RESULTS/rl_curve.png" "$OUT/" 2> /dev/null || true
+  # logs: the runs' ends, in one file
+  tail -n 60 "$ROOT"/logs/*.log > "$OUT/gpu_rl_logs.txt" 2> /dev/null || true
+  cp "$ROOT/online/checkpoints.tsv" "$OUT/online_checkpoints.tsv" 2> /dev/null || true
+  cp "$ROOT/fbc/summary.md" "$OUT/fbc_summary.md" 2> /dev/null || true
+  # verl's own validation of online GRPO (development instances), step by step
+  grep -a "val-core" "$ROOT/online/train/verl.log" > "$OUT/online_validation.txt" 2> /dev/null || true
+}
+
+for phase in "${PHASES[@]}"; do
+  case "$phase" in
+    warm) warm ;;
+    online) online ;;
+    fbc) fbc ;;
+    collect) collect ;;
+    *) echo "unknown phase '$phase' (warm, online, fbc, collect)" >&2; exit 2 ;;
+  esac
+done
