@@ -143,8 +143,10 @@ class SftRows:
 
 
 # How DPO pairs a seat's games of one group: "reward", its best game against its worst; "outcome", as
-# the rules judge a competitive game, a game it won (more reward than its partner, the widest margin)
-# against one it lost (the widest margin the other way); a group without both gives no pair.
+# the rules judge a competitive game (a win above a tie above a loss, by the seat's margin over its
+# partner): the game of the widest margin against the game of the narrowest, when the rules rank them
+# apart (won against tied or lost, tied against lost). Against a fixed opponent a seat often wins, or
+# loses, every game of a group; a group whose games the rules rank alike gives no pair.
 DPO_PAIRS = ("reward", "outcome")
 
 
@@ -154,7 +156,8 @@ def _pairs(games: pd.DataFrame, seat: int, by: str) -> pd.DataFrame:
         return extremes(games[f"score{seat}"], games["group_no"])
     margin = games[f"score{seat}"] - games[f"score{1 - seat}"]
     pairs = extremes(margin, games["group_no"])
-    return pairs[(margin[pairs["chosen"]].to_numpy() > 0) & (margin[pairs["rejected"]].to_numpy() < 0)]
+    judged = np.sign(margin)
+    return pairs[judged[pairs["chosen"]].to_numpy() > judged[pairs["rejected"]].to_numpy()]
 
 
 class DpoRows:
@@ -163,7 +166,9 @@ class DpoRows:
     def __init__(self, ledger: pd.DataFrame, by: str = "reward"):
         self.pairs: list[dict] = []
         self.wanted: dict[tuple[int, int], tuple[int, str]] = {}  # (game, seat) -> (pair, role)
-        self.unpaired = 0  # (group, seat)s with no pair: all scored the same (or, by outcome, no win and loss)
+        self.unpaired = (
+            0  # (group, seat)s with no pair: all scored the same (or, by outcome, all ranked alike by the rules)
+        )
         for seat in (0, 1):
             games = ledger[ledger[f"status{seat}"].isin(SPILLED)]
             self.unpaired += games["group_no"].nunique()

@@ -243,7 +243,7 @@ def test_a_resumed_run_follows_each_finished_iterations_decision(tmp_path):
 # --- competitive DPO pairs and progress ------------------------------------------------------------
 
 
-def test_outcome_pairs_put_a_game_the_trained_seat_won_against_one_it_lost(tmp_path):
+def test_outcome_pairs_put_a_game_the_rules_rank_higher_for_the_trained_seat_against_a_lower_one(tmp_path):
     games = tmp_path / "games.jsonl"
     args = ["play", "--game", "negotiation", "--backend", "scripted", "--scripted-strength", "0.6", "-q"]
     args += ["--partner-scripted-strength", "0.6", "-n", "96", "-k", "8", "--out", str(games)]
@@ -259,10 +259,15 @@ def test_outcome_pairs_put_a_game_the_trained_seat_won_against_one_it_lost(tmp_p
 
     points = {r["game_id"]: r["outcome"]["points"] for r in read_games(games)}
     assert len(pairs) > 0 and {info["player"] for info in pairs["extra_info"]} == {0}
+    judged = {game: (p[0] > p[1]) - (p[0] < p[1]) for game, p in points.items()}  # win 1, tie 0, loss -1
     for info in pairs["extra_info"]:
-        won, lost = points[info["chosen_game_id"]], points[info["rejected_game_id"]]
-        assert won[0] > won[1] and lost[0] < lost[1]
+        assert judged[info["chosen_game_id"]] > judged[info["rejected_game_id"]]
         assert info["chosen_game_id"].split("/")[0] == info["rejected_game_id"].split("/")[0]  # one instance
+    ranked_apart = 0
+    for instance in {game.split("/")[0] for game in points}:
+        outcomes = {j for game, j in judged.items() if game.split("/")[0] == instance}
+        ranked_apart += len(outcomes) > 1
+    assert len(pairs) == ranked_apart  # every group with games ranked apart gives exactly one pair
     by_reward = tmp_path / "reward"
     flags[flags.index("outcome")] = "reward"
     flags[-1] = str(by_reward)

@@ -70,7 +70,5 @@ def promote(metrics: Mapping[str, Any], candidate: str, previous: str, order: st
         reason = f"promoted {candidate}: it wins {span} against {previous}, the interval above 50%"
         return Promotion(True, candidate, previous, candidate, mean, (lo, hi), games, reason)
     verdict = "no better than" if hi > 0.5 else "worse than"
-    reason = (
-        f"kept {previous}: {candidate} is {verdict} it, winning {span} decided; the interval does not lie above 50%"
-    )
+    reason = f"kept {previous}: {candidate} is {verdict} it, winning {span}; the interval does not lie above 50%"
     return Promotion(False, candidate, previous, previous, mean, (lo, hi), games, reason)
