@@ -106,11 +106,14 @@ async def play(engine: str, args, specs, tokenizer, workdir: Path) -> dict:
 
     path = workdir / f"{engine}.jsonl"
     async with backend:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         with GameWriter(path) as writer:
             config = GameConfig("matching", Limits(max_moves=args.max_moves))
             await run_games(specs, (seat, seat), config, writer, concurrency, {"engine": engine}, progress=True)
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+        # ids sampled per llama_decode: the batch the games in flight kept the engine at
+        llama = getattr(backend, "engine", None)
+        batch = round(llama.sampled / llama.steps, 1) if llama is not None and llama.steps else None
     records = list(read_games(path))
     seats = [p for r in records for p in r["players"]]
     turns = [t for p in seats for t in p.get("turns", [])]
@@ -124,7 +127,10 @@ async def play(engine: str, args, specs, tokenizer, workdir: Path) -> dict:
         "output_tokens": output,
         "prompt_tokens_read": read,
         "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
         "output_tokens_per_s": round(output / wall, 2),
+        "output_tokens_per_cpu_s": round(output / cpu, 2),
+        "sampled_per_step": batch,
         "games_per_s": round(len(records) / wall, 4),
         "seats_token_exact": f"{sum(bool(p.get('invariant_ok')) for p in seats)}/{len(seats)}",
         "terminations": _count(r["outcome"]["termination"] for r in records),
@@ -153,6 +159,10 @@ async def main(args) -> dict:
     for run in runs:
         if base:
             run["tokens_per_s_vs_generate"] = round(run["output_tokens_per_s"] / base["output_tokens_per_s"], 2)
+            # the same ratio per CPU-second: what the engines compare as on cores shared with other work
+            run["tokens_per_cpu_s_vs_generate"] = round(
+                run["output_tokens_per_cpu_s"] / base["output_tokens_per_cpu_s"], 2
+            )
     batched = next((r for r in runs if r["engine"] == "llamacpp-batched"), None)
     typical = (
         {
@@ -184,14 +194,16 @@ def table(result: dict) -> str:
         f"games for every engine ({s['games']} one at a time, {s['batched_games']} batched).",
         "",
         "| engine | games in flight | games | turns | sampled ids | ids read | wall s | tokens/s | vs generate "
-        "| games/s | token-exact seats |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| CPU s | tokens/CPU-s | vs generate | sampled per step | games/s | token-exact seats |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["runs"]:
         lines.append(
             f"| {r['engine']} | {r['games_in_flight']} | {r['games']} | {r['turns']} | {r['output_tokens']} | "
             f"{r['prompt_tokens_read']} | {r['wall_s']} | {r['output_tokens_per_s']} | "
-            f"{r.get('tokens_per_s_vs_generate', '-')} | {r['games_per_s']} | {r['seats_token_exact']} |"
+            f"{r.get('tokens_per_s_vs_generate', '-')} | {r['cpu_s']} | {r['output_tokens_per_cpu_s']} | "
+            f"{r.get('tokens_per_cpu_s_vs_generate', '-')} | {r['sampled_per_step'] or '-'} | {r['games_per_s']} | "
+            f"{r['seats_token_exact']} |"
         )
     if result["typical_game"]:
         t = result["typical_game"]
