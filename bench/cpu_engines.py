@@ -21,15 +21,14 @@ import argparse
 import asyncio
 import json
 import os
-import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchmark import RESULTS, portable
+from benchmark import RESULTS, write
 
 from selfplay_gen import cli, models  # noqa: F401  (cli: OpenMP threads wait passively, set before torch loads)
-from selfplay_gen.atomic import write_atomic, write_json_atomic
 from selfplay_gen.backends.base import Backend, BackendOptions, BackendStats, Generation, SamplingParams, backend_class
 from selfplay_gen.games import GameConfig
 from selfplay_gen.games.base import Limits
@@ -173,26 +172,21 @@ async def main(args) -> dict:
         else None
     )
     return {
-        "host": platform.node(),
         "cores": len(os.sched_getaffinity(0)),
-        "load_average_at_end": os.getloadavg(),
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         "model": models.resolve(None),
-        "settings": {k: v for k, v in vars(args).items() if k != "out"},
+        "llama_cpp_python": getattr(sys.modules.get("llama_cpp"), "__version__", None),
         "runs": runs,
         "typical_game": typical,
     }
 
 
+TITLE = "CPU engines on the embedded model (SmolLM2-135M-Instruct-warm, float32)"
+
+
 def table(result: dict) -> str:
-    s = result["settings"]
+    """The side-by-side table: wall-time rates, and CPU-time rates that hold up on shared cores."""
     lines = [
-        "# CPU engines on the embedded model (SmolLM2-135M-Instruct-warm, float32)",
-        "",
-        f"{result['cores']} cores shared with other work (load average at the end: "
-        f"{', '.join(f'{x:.1f}' for x in result['load_average_at_end'])}); matching game, temperature "
-        f"{s['temperature']}, top-p {s['top_p']}, --max-moves {s['max_moves']}, seed {s['seed']}; the same "
-        f"games for every engine ({s['games']} one at a time, {s['batched_games']} batched).",
-        "",
         "| engine | games in flight | games | turns | sampled ids | ids read | wall s | tokens/s | vs generate "
         "| CPU s | tokens/CPU-s | vs generate | sampled per step | games/s | token-exact seats |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -205,10 +199,23 @@ def table(result: dict) -> str:
             f"{r.get('tokens_per_cpu_s_vs_generate', '-')} | {r['sampled_per_step'] or '-'} | {r['games_per_s']} | "
             f"{r['seats_token_exact']} |"
         )
+    return "\n".join(lines)
+
+
+def notes(result: dict, settings: dict) -> str:
+    s = settings
+    text = (
+        f"{result['cores']} cores (load average at the end: "
+        f"{', '.join(f'{x:.1f}' for x in result['load_average_at_end'])}); matching game, temperature "
+        f"{s['temperature']}, top-p {s['top_p']}, --max-moves {s['max_moves']}, seed {s['seed']}; the same "
+        f"games for every engine ({s['games']} one at a time, {s['batched_games']} batched). CPU s is the "
+        "process's CPU time while the games played; 'sampled per step' is the mean number of sequences "
+        "each llama_decode sampled."
+    )
     if result["typical_game"]:
         t = result["typical_game"]
-        lines += ["", f"Typical game (batched run): {t['prompt_tokens']} ids read, {t['output_tokens']} sampled."]
-    return "\n".join(lines) + "\n"
+        text += f"\n\nTypical game (batched run): {t['prompt_tokens']} ids read, {t['output_tokens']} sampled."
+    return text
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -243,7 +250,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 if __name__ == "__main__":
     arguments = parse_args()
     outcome = asyncio.run(main(arguments))
-    arguments.out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(arguments.out / "cpu_engines.json", portable(outcome))
-    write_atomic(arguments.out / "cpu_engines.md", table(outcome))
+    settings = {k: v for k, v in vars(arguments).items() if k != "out"}
+    write("cpu_engines", arguments.out, TITLE, settings, outcome, table(outcome), notes(outcome, settings))
     print(table(outcome))
