@@ -109,7 +109,8 @@ class Engine:
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = self.context_per_sequence * sequences
         params.n_seq_max = sequences
-        params.n_batch = params.n_ubatch = TOKENS_PER_STEP
+        params.n_ubatch = TOKENS_PER_STEP
+        params.n_batch = TOKENS_PER_STEP + sequences  # room for a filler id per idle sequence (`_step`)
         params.n_threads = params.n_threads_batch = threads
         # a stream of its own per sequence: attention then spans its own ids, not every sequence's
         params.kv_unified = False
@@ -122,7 +123,7 @@ class Engine:
             llama_cpp.llama_model_free(self._model)
             raise BackendError(f"llama.cpp could not make a context of {params.n_ctx} tokens for {gguf_path}")
         self._memory = llama_cpp.llama_get_memory(self._ctx)
-        self._batch = llama_cpp.llama_batch_init(TOKENS_PER_STEP, 0, 1)
+        self._batch = llama_cpp.llama_batch_init(TOKENS_PER_STEP + sequences, 0, 1)
         self.threads = threads
         self.slots = [_Slot() for _ in range(sequences)]
         self._idle: OrderedDict[int, None] = OrderedDict((i, None) for i in range(sequences))  # least recent first
@@ -135,6 +136,7 @@ class Engine:
         self.steps = 0  # llama_decode calls
         self.busiest_step = 0  # most sequences in one llama_decode
         self.sampled = 0  # ids sampled, over all steps: sampled / steps is the batch a run reached
+        self.fillers = 0  # filler ids fed to idle sequences to keep a step one micro-batch
 
     def close(self) -> None:
         if self._ctx:
@@ -276,20 +278,34 @@ class Engine:
             room -= n
         if not plan:
             return
+        # With a KV stream per sequence, llama.cpp puts into one micro-batch (one pass over the
+        # weights) only sequences whose ids follow each other in the batch: 3, 4, 5. So the batch
+        # goes in sequence order, and each idle sequence between two fed ones gets a filler id
+        # (no logits; removed right after) rather than splitting the step into one pass per run.
+        plan.sort(key=lambda item: item[0].slot)
+        fed = {request.slot for request, _ in plan}
+        fillers = [seq for seq in range(plan[0][0].slot, plan[-1][0].slot) if seq not in fed]
         batch, at = self._batch, 0
         ends = []
-        for request, n in plan:
-            held = self.slots[request.slot]
-            for k, token in enumerate(request.todo[:n]):
+        rows: list[tuple[int, _Request | None, int]] = [(r.slot, r, n) for r, n in plan]
+        rows = sorted(rows + [(seq, None, 1) for seq in fillers], key=lambda row: row[0])
+        for seq, owner, n in rows:
+            held = self.slots[seq]
+            ids = owner.todo[:n] if owner is not None else [0]
+            for k, token in enumerate(ids):
                 batch.token[at] = token
                 batch.pos[at] = len(held.tokens) + k
                 batch.n_seq_id[at] = 1
-                batch.seq_id[at][0] = request.slot
-                batch.logits[at] = n == len(request.todo) and k == n - 1
+                batch.seq_id[at][0] = seq
+                batch.logits[at] = owner is not None and n == len(owner.todo) and k == n - 1
                 at += 1
-            ends.append(at - 1)
+            if owner is not None:
+                ends.append(at - 1)
         batch.n_tokens = at
         status = self.llama_cpp.llama_decode(self._ctx, batch)
+        for seq in fillers:
+            self.llama_cpp.llama_memory_seq_rm(self._memory, seq, len(self.slots[seq].tokens), -1)
+        self.fillers += len(fillers)
         if status != 0:  # what the failed call left in these sequences is unknown: they start over
             for request, _ in plan:
                 self.llama_cpp.llama_memory_seq_rm(self._memory, request.slot, -1, -1)
