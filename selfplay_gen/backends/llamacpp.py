@@ -437,7 +437,9 @@ class LlamaCppBackend(Backend):
     def estimate(self, games: int) -> str:
         """What `games` games of a typical length will take here, from a short measurement."""
         assert self.engine is not None
-        speed = self.engine.measure(self.options.max_batch)
+        # a run's steps sample about half the games in flight (8.6 to 9.1 of 16 in
+        # bench/results/cpu_engines/): the others are between turns, reading, or already done
+        speed = self.engine.measure(max(1, self.options.max_batch // 2))
         seconds = games * (
             TYPICAL_GAME["prompt_tokens"] / speed["prompt_tokens_per_s"]
             + TYPICAL_GAME["output_tokens"] / speed["output_tokens_per_s"]
