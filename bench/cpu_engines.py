@@ -21,15 +21,14 @@ import argparse
 import asyncio
 import json
 import os
-import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchmark import RESULTS, portable
+from benchmark import RESULTS, write
 
 from selfplay_gen import cli, models  # noqa: F401  (cli: OpenMP threads wait passively, set before torch loads)
-from selfplay_gen.atomic import write_atomic, write_json_atomic
 from selfplay_gen.backends.base import Backend, BackendOptions, BackendStats, Generation, SamplingParams, backend_class
 from selfplay_gen.games import GameConfig
 from selfplay_gen.games.base import Limits
@@ -106,11 +105,14 @@ async def play(engine: str, args, specs, tokenizer, workdir: Path) -> dict:
 
     path = workdir / f"{engine}.jsonl"
     async with backend:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         with GameWriter(path) as writer:
             config = GameConfig("matching", Limits(max_moves=args.max_moves))
             await run_games(specs, (seat, seat), config, writer, concurrency, {"engine": engine}, progress=True)
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+        # ids sampled per llama_decode: the batch the games in flight kept the engine at
+        llama = getattr(backend, "engine", None)
+        batch = round(llama.sampled / llama.steps, 1) if llama is not None and llama.steps else None
     records = list(read_games(path))
     seats = [p for r in records for p in r["players"]]
     turns = [t for p in seats for t in p.get("turns", [])]
@@ -124,7 +126,10 @@ async def play(engine: str, args, specs, tokenizer, workdir: Path) -> dict:
         "output_tokens": output,
         "prompt_tokens_read": read,
         "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
         "output_tokens_per_s": round(output / wall, 2),
+        "output_tokens_per_cpu_s": round(output / cpu, 2),
+        "sampled_per_step": batch,
         "games_per_s": round(len(records) / wall, 4),
         "seats_token_exact": f"{sum(bool(p.get('invariant_ok')) for p in seats)}/{len(seats)}",
         "terminations": _count(r["outcome"]["termination"] for r in records),
@@ -153,6 +158,10 @@ async def main(args) -> dict:
     for run in runs:
         if base:
             run["tokens_per_s_vs_generate"] = round(run["output_tokens_per_s"] / base["output_tokens_per_s"], 2)
+            # the same ratio per CPU-second: what the engines compare as on cores shared with other work
+            run["tokens_per_cpu_s_vs_generate"] = round(
+                run["output_tokens_per_cpu_s"] / base["output_tokens_per_cpu_s"], 2
+            )
     batched = next((r for r in runs if r["engine"] == "llamacpp-batched"), None)
     typical = (
         {
@@ -163,40 +172,50 @@ async def main(args) -> dict:
         else None
     )
     return {
-        "host": platform.node(),
         "cores": len(os.sched_getaffinity(0)),
-        "load_average_at_end": os.getloadavg(),
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         "model": models.resolve(None),
-        "settings": {k: v for k, v in vars(args).items() if k != "out"},
+        "llama_cpp_python": getattr(sys.modules.get("llama_cpp"), "__version__", None),
         "runs": runs,
         "typical_game": typical,
     }
 
 
+TITLE = "CPU engines on the embedded model (SmolLM2-135M-Instruct-warm, float32)"
+
+
 def table(result: dict) -> str:
-    s = result["settings"]
+    """The side-by-side table: wall-time rates, and CPU-time rates that hold up on shared cores."""
     lines = [
-        "# CPU engines on the embedded model (SmolLM2-135M-Instruct-warm, float32)",
-        "",
-        f"{result['cores']} cores shared with other work (load average at the end: "
-        f"{', '.join(f'{x:.1f}' for x in result['load_average_at_end'])}); matching game, temperature "
-        f"{s['temperature']}, top-p {s['top_p']}, --max-moves {s['max_moves']}, seed {s['seed']}; the same "
-        f"games for every engine ({s['games']} one at a time, {s['batched_games']} batched).",
-        "",
         "| engine | games in flight | games | turns | sampled ids | ids read | wall s | tokens/s | vs generate "
-        "| games/s | token-exact seats |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| CPU s | tokens/CPU-s | vs generate | sampled per step | games/s | token-exact seats |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["runs"]:
         lines.append(
             f"| {r['engine']} | {r['games_in_flight']} | {r['games']} | {r['turns']} | {r['output_tokens']} | "
             f"{r['prompt_tokens_read']} | {r['wall_s']} | {r['output_tokens_per_s']} | "
-            f"{r.get('tokens_per_s_vs_generate', '-')} | {r['games_per_s']} | {r['seats_token_exact']} |"
+            f"{r.get('tokens_per_s_vs_generate', '-')} | {r['cpu_s']} | {r['output_tokens_per_cpu_s']} | "
+            f"{r.get('tokens_per_cpu_s_vs_generate', '-')} | {r['sampled_per_step'] or '-'} | {r['games_per_s']} | "
+            f"{r['seats_token_exact']} |"
         )
+    return "\n".join(lines)
+
+
+def notes(result: dict, settings: dict) -> str:
+    s = settings
+    text = (
+        f"{result['cores']} cores (load average at the end: "
+        f"{', '.join(f'{x:.1f}' for x in result['load_average_at_end'])}); matching game, temperature "
+        f"{s['temperature']}, top-p {s['top_p']}, --max-moves {s['max_moves']}, seed {s['seed']}; the same "
+        f"games for every engine ({s['games']} one at a time, {s['batched_games']} batched). CPU s is the "
+        "process's CPU time while the games played; 'sampled per step' is the mean number of sequences "
+        "each llama_decode sampled."
+    )
     if result["typical_game"]:
         t = result["typical_game"]
-        lines += ["", f"Typical game (batched run): {t['prompt_tokens']} ids read, {t['output_tokens']} sampled."]
-    return "\n".join(lines) + "\n"
+        text += f"\n\nTypical game (batched run): {t['prompt_tokens']} ids read, {t['output_tokens']} sampled."
+    return text
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -231,7 +250,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 if __name__ == "__main__":
     arguments = parse_args()
     outcome = asyncio.run(main(arguments))
-    arguments.out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(arguments.out / "cpu_engines.json", portable(outcome))
-    write_atomic(arguments.out / "cpu_engines.md", table(outcome))
+    settings = {k: v for k, v in vars(arguments).items() if k != "out"}
+    write("cpu_engines", arguments.out, TITLE, settings, outcome, table(outcome), notes(outcome, settings))
     print(table(outcome))

@@ -132,3 +132,28 @@ def test_selfplay_gen_plays_token_exact_games_with_llama_cpp_by_default(tmp_path
                 at = turn["prompt_len"]
                 assert seat["token_ids"][at : at + len(turn["output_ids"])] == turn["output_ids"]
                 assert len(turn["logprobs"]) == len(turn["output_ids"])
+
+
+@pytest.mark.slow
+@needs_llama_cpp
+async def test_the_estimate_measures_at_a_games_context_and_leaves_the_cache_as_it_was(tokenizer):
+    from selfplay_gen.token_context import token_context
+
+    context = token_context(tokenizer)
+    prompt = context.prompt([{"role": "user", "content": "Name three colours."}])
+    greedy = SamplingParams(0.0, 1.0, 12, (context.end_of_turn_id,))
+    async with backend_class("llamacpp")(BackendOptions(max_batch=2, seed=0), tokenizer) as backend:
+        before = await backend.generate(prompt, greedy, session="g#0")
+        engine = backend.engine
+        held = [list(slot.tokens) for slot in engine.slots]
+        speed = engine.measure(2, seconds=0.5)
+        assert speed["prompt_tokens_per_s"] > 0 and speed["output_tokens_per_s"] > 0
+        memory = engine.llama_cpp.llama_get_memory(engine._ctx)
+        # the sequences it filled to TYPICAL_CONTEXT are emptied; the seat's own still holds its turn
+        assert [list(slot.tokens) for slot in engine.slots] == held
+        assert [engine.llama_cpp.llama_memory_seq_pos_max(memory, i) for i in range(len(held))] == [
+            len(tokens) - 1 for tokens in held
+        ]
+        again = await backend.generate(prompt, greedy, session="g#0")
+        assert again.output_ids == before.output_ids and again.cached_tokens == len(prompt) - 1
+        assert "minutes" in backend.estimate(200)

@@ -37,12 +37,15 @@ from .base import Backend, BackendError, BackendOptions, BackendStats, Generatio
 CONTEXT_PER_SEQUENCE = 4096  # tokens of KV cache per seat: the longest shipped game's context fits
 SHARE_AT_LEAST = 64  # prompt ids another sequence must hold beyond a seat's own to copy its cache
 TOKENS_PER_STEP = 512  # ids one llama_decode takes at most (prompt chunks plus one per sampling turn)
+# The context a seat samples at, halfway through a typical turn of the matching game: prompts of
+# 560 to 1,400 ids (median 760) and replies of about 250 in `selfplay-gen --num-games 16`
+TYPICAL_CONTEXT = 900
 # What a game of the warm-started embedded model costs, for the estimate printed before a run:
 # ids read and ids sampled per game, both seats together, at the defaults (temperature 1, 30
-# moves): 1,370 to 1,780 read (each seat's first prompt read in full) and 436 to 461 sampled in
-# the first 8 games of `selfplay-gen --num-games 200` (bench/results/cpu_engines/notes.md).
-# Copying twin prompts from the cache reads fewer, so the estimate is an upper bound.
-TYPICAL_GAME = {"prompt_tokens": 1600, "output_tokens": 450}
+# moves, 8 games per instance): 215 and 388 read (a seat's first prompt is copied from a twin
+# game's cache) and 568 and 763 sampled in two runs of `selfplay-gen --num-games 16`; 501
+# sampled in the first 30 games of `--num-games 200` (bench/results/cpu_engines/).
+TYPICAL_GAME = {"prompt_tokens": 300, "output_tokens": 600}
 
 
 def import_llama_cpp():
@@ -106,17 +109,21 @@ class Engine:
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = self.context_per_sequence * sequences
         params.n_seq_max = sequences
-        params.n_batch = params.n_ubatch = TOKENS_PER_STEP
+        params.n_ubatch = TOKENS_PER_STEP
+        params.n_batch = TOKENS_PER_STEP + sequences  # room for a filler id per idle sequence (`_step`)
         params.n_threads = params.n_threads_batch = threads
         # a stream of its own per sequence: attention then spans its own ids, not every sequence's
         params.kv_unified = False
+        # llama.cpp's CPU flash-attention kernel (what its "auto" picks) decodes 16 sequences with
+        # 1,000 ids of context at a third of the rate of its plain attention (bench/results/cpu_engines/)
+        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
         params.no_perf = True
         self._ctx = llama_cpp.llama_init_from_model(self._model, params)
         if not self._ctx:
             llama_cpp.llama_model_free(self._model)
             raise BackendError(f"llama.cpp could not make a context of {params.n_ctx} tokens for {gguf_path}")
         self._memory = llama_cpp.llama_get_memory(self._ctx)
-        self._batch = llama_cpp.llama_batch_init(TOKENS_PER_STEP, 0, 1)
+        self._batch = llama_cpp.llama_batch_init(TOKENS_PER_STEP + sequences, 0, 1)
         self.threads = threads
         self.slots = [_Slot() for _ in range(sequences)]
         self._idle: OrderedDict[int, None] = OrderedDict((i, None) for i in range(sequences))  # least recent first
@@ -128,6 +135,8 @@ class Engine:
         self._lock = threading.Lock()  # held by whatever fills the batch and calls llama_decode
         self.steps = 0  # llama_decode calls
         self.busiest_step = 0  # most sequences in one llama_decode
+        self.sampled = 0  # ids sampled, over all steps: sampled / steps is the batch a run reached
+        self.fillers = 0  # filler ids fed to idle sequences to keep a step one micro-batch
 
     def close(self) -> None:
         if self._ctx:
@@ -137,27 +146,33 @@ class Engine:
             self._ctx = self._model = None
 
     def measure(self, sequences: int, seconds: float = 2.0) -> dict:
-        """Tokens/s of this engine now, on this machine: one step of prompt read, then `sequences`
-        sequences sampled together for `seconds` at most, after one untimed step of each (the first
-        call of a shape builds its compute graph). Leaves the cache as it found it."""
+        """Tokens/s of this engine now, on this machine, at a game's context length: a prompt of
+        TYPICAL_CONTEXT ids read in steps of TOKENS_PER_STEP, then `sequences` sequences holding
+        that context (copied from the reader's cache) sampled together for `seconds` at most, after
+        one untimed step of each shape (the first call of a shape builds its compute graph).
+        Attention over the context costs as much as the weights here, so a measurement at short
+        contexts would promise twice the speed a game gets. Leaves the cache as it found it."""
         with self._lock:
-            free = [i for i in self._idle if not self.slots[i].tokens][: sequences + 1]
-            reader, samplers = free[0], free[1:]
-            self._fill([(reader, list(range(16)))])  # warm-up, untimed
-            self._fill([(seq, [0]) for seq in samplers])
+            free = [i for i in self._idle if not self.slots[i].tokens][:sequences]
+            reader = free[0]
+            self._fill([(reader, [0])])  # warm-up, untimed
             started = time.perf_counter()
-            self._fill([(reader, list(range(16, 16 + TOKENS_PER_STEP)))])
+            for start in range(1, TYPICAL_CONTEXT, TOKENS_PER_STEP):
+                self._fill([(reader, list(range(start, min(TYPICAL_CONTEXT, start + TOKENS_PER_STEP))))])
             prefill_s = time.perf_counter() - started
+            for seq in free[1:]:
+                self.llama_cpp.llama_memory_seq_cp(self._memory, reader, seq, -1, -1)
+            self._fill([(seq, [TYPICAL_CONTEXT]) for seq in free])  # warm-up, untimed
             steps, started = 0, time.perf_counter()
             while steps < 32 and time.perf_counter() - started < seconds:
                 steps += 1
-                self._fill([(seq, [steps]) for seq in samplers])
+                self._fill([(seq, [TYPICAL_CONTEXT + steps]) for seq in free])
             decode_s = time.perf_counter() - started
             for seq in free:
                 self.llama_cpp.llama_memory_seq_rm(self._memory, seq, -1, -1)
         return {
-            "prompt_tokens_per_s": TOKENS_PER_STEP / prefill_s,
-            "output_tokens_per_s": len(samplers) * steps / decode_s,
+            "prompt_tokens_per_s": (TYPICAL_CONTEXT - 1) / prefill_s,
+            "output_tokens_per_s": len(free) * steps / decode_s,
         }
 
     def _fill(self, rows: list[tuple[int, list[int]]]) -> None:
@@ -263,20 +278,34 @@ class Engine:
             room -= n
         if not plan:
             return
+        # With a KV stream per sequence, llama.cpp puts into one micro-batch (one pass over the
+        # weights) only sequences whose ids follow each other in the batch: 3, 4, 5. So the batch
+        # goes in sequence order, and each idle sequence between two fed ones gets a filler id
+        # (no logits; removed right after) rather than splitting the step into one pass per run.
+        plan.sort(key=lambda item: item[0].slot)
+        fed = {request.slot for request, _ in plan}
+        fillers = [seq for seq in range(plan[0][0].slot, plan[-1][0].slot) if seq not in fed]
         batch, at = self._batch, 0
         ends = []
-        for request, n in plan:
-            held = self.slots[request.slot]
-            for k, token in enumerate(request.todo[:n]):
+        rows: list[tuple[int, _Request | None, int]] = [(r.slot, r, n) for r, n in plan]
+        rows = sorted(rows + [(seq, None, 1) for seq in fillers], key=lambda row: row[0])
+        for seq, owner, n in rows:
+            held = self.slots[seq]
+            ids = owner.todo[:n] if owner is not None else [0]
+            for k, token in enumerate(ids):
                 batch.token[at] = token
                 batch.pos[at] = len(held.tokens) + k
                 batch.n_seq_id[at] = 1
-                batch.seq_id[at][0] = request.slot
-                batch.logits[at] = n == len(request.todo) and k == n - 1
+                batch.seq_id[at][0] = seq
+                batch.logits[at] = owner is not None and n == len(owner.todo) and k == n - 1
                 at += 1
-            ends.append(at - 1)
+            if owner is not None:
+                ends.append(at - 1)
         batch.n_tokens = at
         status = self.llama_cpp.llama_decode(self._ctx, batch)
+        for seq in fillers:
+            self.llama_cpp.llama_memory_seq_rm(self._memory, seq, len(self.slots[seq].tokens), -1)
+        self.fillers += len(fillers)
         if status != 0:  # what the failed call left in these sequences is unknown: they start over
             for request, _ in plan:
                 self.llama_cpp.llama_memory_seq_rm(self._memory, request.slot, -1, -1)
@@ -294,6 +323,7 @@ class Engine:
                 continue  # more of its prompt to read
             logits = np.ctypeslib.as_array(self.llama_cpp.llama_get_logits_ith(self._ctx, end), shape=(self.n_vocab,))
             token, logprob = sample(logits, request.params, self._rng)
+            self.sampled += 1
             request.output.append(token)
             request.logprobs.append(logprob)
             stops = request.params.stop_token_ids
@@ -407,7 +437,9 @@ class LlamaCppBackend(Backend):
     def estimate(self, games: int) -> str:
         """What `games` games of a typical length will take here, from a short measurement."""
         assert self.engine is not None
-        speed = self.engine.measure(self.options.max_batch)
+        # a run's steps sample about half the games in flight (8.6 to 9.1 of 16 in
+        # bench/results/cpu_engines/): the others are between turns, reading, or already done
+        speed = self.engine.measure(max(1, self.options.max_batch // 2))
         seconds = games * (
             TYPICAL_GAME["prompt_tokens"] / speed["prompt_tokens_per_s"]
             + TYPICAL_GAME["output_tokens"] / speed["output_tokens_per_s"]
