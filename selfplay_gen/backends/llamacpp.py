@@ -37,7 +37,7 @@ from .base import Backend, BackendError, BackendOptions, BackendStats, Generatio
 CONTEXT_PER_SEQUENCE = 4096  # tokens of KV cache per seat: the longest shipped game's context fits
 SHARE_AT_LEAST = 64  # prompt ids another sequence must hold beyond a seat's own to copy its cache
 TOKENS_PER_STEP = 512  # ids one llama_decode takes at most (prompt chunks plus one per sampling turn)
-# The context a seat samples at, halfway through a typical turn of the matching game: prompts of
+# The context a seat samples at, halfway through a typical turn of the default game: prompts of
 # 560 to 1,400 ids (median 760) and replies of about 250 in `selfplay-gen --num-games 16`
 TYPICAL_CONTEXT = 900
 # What a game of the warm-started embedded model costs, for the estimate printed before a run:
