@@ -287,7 +287,14 @@ def _examine(record: Record, seen: set[str], options: Options) -> tuple[str | No
     if end_of(termination) == "failed":
         return f"failed:{termination}", "", []
     try:
-        seats = [seat_tokens(seat, lambda: load_tokenizer(options.model)) for seat in record["players"]]
+        # a seat not trained is never written: an LLM opponent's recorded ids are still checked (a broken
+        # context fails the game), a scripted one is not retokenized, so it needs no tokenizer
+        seats = [
+            seat_tokens(seat, lambda: load_tokenizer(options.model))
+            if s in options.seats or seat.get("kind") == "llm"
+            else None
+            for s, seat in enumerate(record["players"])
+        ]
         return None, "", seats
     except TokenInvariantError as err:
         return "token_invariant", str(err), []

@@ -616,3 +616,22 @@ def test_a_later_convert_removes_what_a_killed_one_left(llm_games, tmp_path):
         "train.parquet",
         "val.parquet",
     ]
+
+
+def test_a_scripted_opponent_is_not_retokenized_so_it_needs_no_tokenizer(tokenizer, tmp_path):
+    """A league's games against the scripted player: training seat 0 reads only its recorded ids, so
+    a tokenizer that cannot load is never asked for; training the scripted seat needs it."""
+    backend = ProposerBackend(tokenizer)
+
+    def seat(spec, s, game, start):
+        if s == 1:
+            return scripted_seat(spec, s, game, start)
+        return LLMPlayer(s, start.system[s], backend, tokenizer, SamplingParams(), f"{spec.game_id}#{s}")
+
+    games = tmp_path / "games.jsonl"
+    play(games, seat, seeds=range(2), k=2)
+    missing = str(tmp_path / "no-tokenizer-here")
+    convert(games, "--val-fraction", "0", "--keep-constant-groups", "--seat", "0", "--model", missing)
+    assert {r["extra_info"]["player"] for r in rows(tmp_path / "train.parquet")} == {0}
+    refused = convert(games, "--val-fraction", "0", "--seat", "1", "--model", missing, "--overwrite", ok=False)
+    assert "is not a local directory" in refused.output

@@ -426,7 +426,7 @@ def test_iteration_league_draws_opponents_by_rating_one_partner_server_at_a_time
     assert {name for name, _ in counts} <= {"warm", "iter_1"} and sum(int(n) for _, n in counts) == 64
     converts = [line for line in lines if " --out-dir " in line and "/iter_00" in line]
     assert len(converts) == 3 and not converts[0].endswith("--seat 0")
-    assert all(re.search(r"--seat 0 --model \S+$", line) for line in converts[1:])
+    assert all(line.endswith("--seat 0") for line in converts[1:])
     assert f"--partner-model {run}/warm/train/hf" in result.stdout
     assert f"--out {run}/iter_002/gen/vs/warm/games.jsonl" in result.stdout
     promotions = [line for line in lines if line.startswith("promotion: ")]

@@ -178,9 +178,7 @@ class Competition:
             for name, path in played:
                 self.league = self.league.record_file(path, (player, name))
         with run.timed("convert"):
-            run.shell.run(
-                f"iteration {i}: convert", run.plays.convert(gen, [*convert_args, "--seat", "0", "--model", run.model])
-            )
+            run.shell.run(f"iteration {i}: convert", run.plays.convert(gen, [*convert_args, "--seat", "0"]))
 
     def skill_args(self, seat0_only: bool = True) -> list[str]:
         """The trained seat (in self-play: both) asked to play at the highest skill level, in a
