@@ -36,7 +36,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .. import games as game_registry
-from ..atomic import write_atomic
+from ..atomic import temporary, write_atomic
 from ..league import League, Member, Promotion, opponent_weights, promote, scripted_member
 from ..league.progress import progress, progress_table
 from . import decisions, plays
@@ -57,12 +57,15 @@ def safe_name(name: str) -> str:
 
 def concatenate(parts: Sequence[Path], out: Path) -> None:
     """One JSONL file of games from several (each opponent's games), written whole or not at all."""
-    tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("wb") as sink:
-        for part in parts:
-            with part.open("rb") as source:
-                shutil.copyfileobj(source, sink)
-    tmp.replace(out)
+    tmp = temporary(out)
+    try:
+        with tmp.open("wb") as sink:
+            for part in parts:
+                with part.open("rb") as source:
+                    shutil.copyfileobj(source, sink)
+        tmp.replace(out)
+    finally:
+        tmp.unlink(missing_ok=True)  # left only by a copy that failed
 
 
 def scripted_pool(game_cls: type, strengths: Sequence[float]) -> list[Member]:
