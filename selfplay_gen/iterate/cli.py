@@ -66,7 +66,7 @@ def check_skill_levels(game: str | None, levels: tuple[str, ...]) -> None:
     """Levels the game's prompts take (`Game.skill`), at least two, lowest first."""
     if not levels:
         return
-    name = game or games.names()[0]
+    name = game or default_game()
     module = competition.skill_of(name)
     if module is None:
         raise click.BadParameter(f"the {name} game takes no skill levels", param_hint="SKILL_LEVELS")
