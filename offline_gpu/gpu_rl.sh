@@ -14,7 +14,8 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
   online   online GRPO (verl's self-play loop, `selfplay-gen train --mode online`), LoRA rank RL_LORA_RANK
            (32) at RL_LR (1e-4), 16 instances x 2 seats x 8 games a step, clip-higher 0.28; verl validates on
            the first 64 dev instances every ONLINE_TEST_FREQ (4) steps and saves a checkpoint every
-           ONLINE_SAVE_FREQ (4) steps; verl is stopped when the budget is spent (its start-up counts).
+           ONLINE_SAVE_FREQ (2) steps (a step takes over a minute: a budget of minutes holds few); verl is
+           stopped when the budget is spent (its start-up counts).
            Each checkpoint is merged and evaluated on dev at the GPU minute it was saved; the last on test
   fbc      filtered BC iterations (`selfplay-gen iterate`, TRAINER=filtered-bc, FBC_GAMES (1024) games an
            iteration, LoRA r16 at 1e-3) until the budget is spent, counting each iteration's generation,
@@ -183,7 +184,7 @@ online() {
   if [[ ! -e $d/TRAINED ]] && ((left > 60)); then
     local train=(env MODE=online MODEL_PATH="$WARM" TRAIN_FILES="$d/data/train.parquet"
       VAL_FILES="$d/data/test.parquet" OUT_DIR="$d/train" TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 ROLLOUT_N=8
-      TOTAL_STEPS=500 SAVE_FREQ="${ONLINE_SAVE_FREQ:-4}" TEST_FREQ="${ONLINE_TEST_FREQ:-4}"
+      TOTAL_STEPS=500 SAVE_FREQ="${ONLINE_SAVE_FREQ:-2}" TEST_FREQ="${ONLINE_TEST_FREQ:-4}"
       LORA_RANK="${RL_LORA_RANK:-32}" LR="${RL_LR:-1e-4}" CLIP_RATIO_HIGH=0.28 "LOGGER=console,tensorboard"
       EXPERIMENT=online_grpo_lora "$REPO/run_selfplay_training.sh")
     echo "=== online GRPO: ${left} s of GPU time left"

@@ -572,7 +572,7 @@ def test_gpu_rl_trains_both_trainers_from_one_warm_start_and_evaluates_on_dev_an
         "actor_rollout_ref.actor.optim.lr=1e-4",
         f"data.val_files={root}/online/data/test.parquet",
         "trainer.test_freq=4",
-        "trainer.save_freq=4",
+        "trainer.save_freq=2",
     ):
         assert override in ppo, override
     assert f"init --num-train 4096 --num-test 64 --seed 1000000 --out-dir {root}/online/data" in out
