@@ -149,6 +149,33 @@ def test_grpo_settings_are_verls_own_option_names():
     assert not any("lora" in o or "kl_loss_coef" in o for o in PolicyLoss().overrides())  # off unless asked
 
 
+def test_grpo_micro_batches_can_be_token_budgets_that_verl_applies_to_updates_and_log_probs(tmp_path):
+    from hydra import compose, initialize_config_module
+
+    def actor_overrides(out: str) -> list[str]:
+        (train,) = [line for line in out.splitlines() if "-m verl.trainer.main_ppo" in line]
+        return [w for w in train.split() if w.startswith("actor_rollout_ref.actor.") and "clip" not in w]
+
+    fixed = actor_overrides(dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1"))
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4" in fixed  # the default: 4 sequences
+    tokens = actor_overrides(
+        dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1", PPO_MICRO_TOKENS="16384")
+    )
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        cfg = compose("ppo_trainer", overrides=tokens)
+    # verl's worker asserts that the rollout's log-prob batching follows the actor's
+    assert cfg.actor_rollout_ref.rollout.log_prob_use_dynamic_bsz is True
+    assert cfg.actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu == 16384
+    actor = cfg.actor_rollout_ref.actor
+    assert actor.use_dynamic_bsz is True and actor.ppo_max_token_len_per_gpu == 16384
+    from click.testing import CliRunner
+
+    from selfplay_gen.iterate.cli import iterate_command
+
+    result = CliRunner().invoke(iterate_command, ["--dry-run", "--ppo-micro-tokens", "2048"])
+    assert result.exit_code == 2 and "2048 tokens cannot hold one sequence of up to 4096" in result.output
+
+
 def test_verl_loggers_are_selectable():
     assert Verl().logger_override() == 'trainer.logger=["console"]'
     assert Verl(logger=("console", "tensorboard")).logger_override() == 'trainer.logger=["console","tensorboard"]'

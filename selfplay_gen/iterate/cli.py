@@ -279,6 +279,15 @@ verl_options = options(
         default=V.sft_micro_tokens,
         help="sft: tokens per micro-batch.",
     ),
+    opt(
+        "--ppo-micro-tokens",
+        "PPO_MICRO_TOKENS",
+        type=click.IntRange(min=0),
+        default=V.ppo_micro_tokens,
+        help="GRPO: tokens per micro-batch for updates and log-probs (verl's use_dynamic_bsz; at least "
+        "prompt + response limits); 0: --micro-batch-size sequences a micro-batch. Many small micro-batches "
+        "leave a small model's GPU mostly idle.",
+    ),
     opt("--sft-args", "SFT_ARGS", default=V.sft_args, help="sft: extra Hydra overrides for verl's SFT trainer."),
     opt("--rollout-tp", "ROLLOUT_TP", type=int, default=V.rollout_tp, help="Rollout tensor-parallel size."),
     opt(
@@ -411,13 +420,20 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
         python=o.pop("verl_python"), n_gpus=o.pop("n_gpus"), nnodes=o.pop("nnodes"), node_rank=o.pop("node_rank"),
         master_addr=o.pop("master_addr"), master_port=o.pop("master_port"), micro_batch_size=o.pop("micro_batch_size"),
         max_prompt_length=o.pop("max_prompt_length"), max_response_length=o.pop("max_response_length"),
-        max_length=o.pop("max_length"), sft_micro_tokens=o.pop("sft_micro_tokens"), sft_args=o.pop("sft_args"),
+        max_length=o.pop("max_length"), sft_micro_tokens=o.pop("sft_micro_tokens"),
+        ppo_micro_tokens=o.pop("ppo_micro_tokens"), sft_args=o.pop("sft_args"),
         rollout_tp=o.pop("rollout_tp"), gpu_memory_utilization=o.pop("gpu_memory_utilization"),
         save_freq=o.pop("save_freq"), test_freq=o.pop("test_freq"), attn_impl=o.pop("attn_impl"),
         use_remove_padding=o.pop("use_remove_padding") == "True", enforce_eager=o.pop("enforce_eager") == "True",
         sglang_engine_kwargs=engine_kwargs, rollout_is=o.pop("rollout_is"),
         rollout_is_threshold=o.pop("rollout_is_threshold"), logger=loggers or ("console",),
     )  # fmt: skip
+    longest = verl.max_prompt_length + verl.max_response_length
+    if 0 < verl.ppo_micro_tokens < longest:
+        raise click.BadParameter(
+            f"{verl.ppo_micro_tokens} tokens cannot hold one sequence of up to {longest} (prompt + response limits)",
+            param_hint="--ppo-micro-tokens / PPO_MICRO_TOKENS",
+        )
     loss = PolicyLoss(
         adv_estimator=o.pop("adv_estimator"), clip_ratio_low=o.pop("clip_ratio_low"),
         clip_ratio_high=o.pop("clip_ratio_high"), use_kl_loss=o.pop("use_kl_loss") == "True",

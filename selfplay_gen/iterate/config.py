@@ -171,6 +171,9 @@ class Verl:
     max_response_length: int = 3072
     max_length: int | None = None  # sft: tokens per chat (prompt + response limits)
     sft_micro_tokens: int = 16384
+    # GRPO: tokens per micro-batch (verl's use_dynamic_bsz) for updates and log-probs; 0 keeps
+    # micro_batch_size sequences a micro-batch
+    ppo_micro_tokens: int = 0
     sft_args: str = ""
     rollout_tp: int = 1
     gpu_memory_utilization: float = 0.4

@@ -80,6 +80,13 @@ def ppo_command(
         ]
     if job.total_steps:
         mode.append(f"trainer.total_training_steps={job.total_steps}")
+    micro = [f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={verl.micro_batch_size}"]
+    if verl.ppo_micro_tokens:
+        # the rollout's log-prob micro-batches follow the actor's settings (verl's config interpolates them)
+        micro = [
+            "actor_rollout_ref.actor.use_dynamic_bsz=True",
+            f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={verl.ppo_micro_tokens}",
+        ]
     algorithm, *actor_loss = loss.overrides()
     return [
         verl.python, "-m", "verl.trainer.main_ppo", algorithm, "algorithm.use_kl_in_reward=False",
@@ -92,7 +99,7 @@ def ppo_command(
         f"actor_rollout_ref.model.use_remove_padding={verl.use_remove_padding}",
         f"actor_rollout_ref.actor.optim.lr={job.lr}",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={job.mini_batch_size or job.batch_size}",
-        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={verl.micro_batch_size}",
+        *micro,
         *actor_loss,
         "actor_rollout_ref.rollout.name=sglang", "actor_rollout_ref.rollout.mode=async",
         f"actor_rollout_ref.rollout.tensor_model_parallel_size={verl.rollout_tp}",
