@@ -113,7 +113,8 @@ async def test_client_errors_and_malformed_answers_fail_at_once(tokenizer, local
 
 
 async def test_timeouts_are_retried(tokenizer, local_model_dir):
-    async with FakeSGLang(tokenizer, local_model_dir) as fake, sglang(fake.url, timeout_s=5.0) as backend:
+    # the retry's answer comes from a real model on shared CPU cores: 15 s leaves it room, and the stall outlasts it
+    async with FakeSGLang(tokenizer, local_model_dir) as fake, sglang(fake.url, timeout_s=15.0) as backend:
         fake.stall_next = [60.0]
         await backend.generate(prompt_ids(tokenizer), greedy(tokenizer, 1), session="s")
         assert backend.stats.errors["SocketTimeoutError"] == 1 and fake.answered == 1
