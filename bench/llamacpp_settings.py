@@ -7,8 +7,7 @@ stream (what the llamacpp backend does for twin prompts); then every sequence sa
 together, one `llama_decode` per step. Rates are given per wall second and per CPU-second of the
 process: on cores shared with other work the second is the one that compares settings. The
 quantized weights are made from the exported float32 GGUF by llama.cpp's own `llama_model_quantize`
-(cached next to it); the backend plays the float32 file, so records hold the ids of the very
-weights the `local` backend plays.
+(`gguf_export.quantized`, cached next to it), as the backend makes them.
 
   python bench/llamacpp_settings.py                        # bench/results/cpu_engines/llamacpp_settings.*
   python bench/llamacpp_settings.py --quick --out data/bench
@@ -26,23 +25,7 @@ from benchmark import RESULTS, write
 from selfplay_gen import gguf_export
 from selfplay_gen.backends.llamacpp import TOKENS_PER_STEP, TYPICAL_CONTEXT, import_llama_cpp
 
-PRECISIONS = ("f32", "f16", "q8_0", "q4_0")
-
-
-def model_file(llama_cpp, precision: str) -> Path:
-    """The exported warm start in `precision`, quantized once by llama.cpp from the float32 file."""
-    f32 = gguf_export.gguf_for(None)
-    if precision == "f32":
-        return f32
-    target = f32.with_name(f32.name.replace(".f32.gguf", f".{precision}.gguf"))
-    if not target.exists():
-        params = llama_cpp.llama_model_quantize_default_params()
-        params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{precision.upper()}")
-        partial = target.with_name(target.name + ".partial")
-        if llama_cpp.llama_model_quantize(str(f32).encode(), str(partial).encode(), params) != 0:
-            raise RuntimeError(f"llama_model_quantize could not write {partial}")
-        partial.replace(target)
-    return target
+PRECISIONS = gguf_export.DTYPES
 
 
 def decode_rate(
@@ -131,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     llama_cpp.llama_backend_init()
     rows = []
     for precision in args.precisions.split(","):
-        path = model_file(llama_cpp, precision)
+        path = gguf_export.gguf_for(None, precision)
         for threads in (int(t) for t in args.threads.split(",")):
             for sequences in (int(n) for n in args.sequences.split(",")):
                 for flash_attention in (False, True):

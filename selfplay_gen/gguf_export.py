@@ -13,6 +13,12 @@ llama.cpp's own `convert_hf_to_gguf.py` does. Names are mapped by gguf's `Tensor
 
 The file is cached next to the Hugging Face copies (`models.cache_dir()`), named after the model
 directory and its weights' size and time, so a retrained checkpoint is exported again.
+
+Quantized files (q8_0, q4_0) are made from the float32 export by llama.cpp's own
+`llama_model_quantize` and cached beside it. They decode faster on CPU; their logits differ
+from the float32 weights' (and so from the `local` backend's), enough to change how the warm model
+plays, while records stay exact to what was sampled: the ids drawn and the logprobs of the
+distribution they were drawn from.
 """
 
 from __future__ import annotations
@@ -25,18 +31,23 @@ import numpy as np
 
 from . import models
 
-DTYPES = ("f32", "f16")
+EXPORTED = ("f32", "f16")  # written here from the Hugging Face weights
+QUANTIZED = ("q8_0", "q4_0")  # made from the f32 export by llama.cpp
+DTYPES = EXPORTED + QUANTIZED
 
 
 def gguf_for(model: str | None, dtype: str = "f32") -> Path:
     """The GGUF file llama.cpp plays for `model` (a `.gguf` file itself, an embedded model name, or
-    a Hugging Face directory of the embedded model's shape), exported once and cached."""
+    a Hugging Face directory of the embedded model's shape), exported once and cached. A `.gguf`
+    file is played as it is, whatever `dtype`."""
     if model and model.endswith(".gguf"):
         if not Path(model).is_file():
             raise FileNotFoundError(f"GGUF file '{model}' does not exist")
         return Path(model)
     if dtype not in DTYPES:
         raise ValueError(f"unknown GGUF dtype {dtype!r}; choose one of {DTYPES}")
+    if dtype in QUANTIZED:
+        return quantized(gguf_for(model, "f32"), dtype)
     hf_dir = Path(models.resolve(model))
     weights = sorted(hf_dir.glob("*.safetensors"))
     if not weights:
@@ -48,6 +59,22 @@ def gguf_for(model: str | None, dtype: str = "f32") -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(target.name + ".partial")
         export(hf_dir, partial, dtype=dtype)
+        partial.replace(target)
+    return target
+
+
+def quantized(f32: Path, dtype: str) -> Path:
+    """`f32` (a float32 export) quantized to `dtype` by llama.cpp, once, cached beside it."""
+    from .backends.llamacpp import import_llama_cpp
+
+    target = f32.with_name(f32.name.removesuffix(".f32.gguf") + f".{dtype}.gguf")
+    if not target.exists():
+        llama_cpp = import_llama_cpp()
+        params = llama_cpp.llama_model_quantize_default_params()
+        params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{dtype.upper()}")
+        partial = target.with_name(target.name + ".partial")
+        if llama_cpp.llama_model_quantize(str(f32).encode(), str(partial).encode(), params) != 0:
+            raise RuntimeError(f"llama_model_quantize could not write {partial} from {f32}")
         partial.replace(target)
     return target
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from . import games
+from . import games, gguf_export
 from .backends.base import BackendOptions, SamplingParams, backend_class
 from .games import GameConfig
 from .games.base import GameInstance, Limits
@@ -191,9 +191,19 @@ def generation_options(f):
         click.option(
             "--max-batch",
             type=click.IntRange(min=1),
-            default=16,
+            default=None,
+            help="llamacpp and local backends: games in flight (llamacpp, default 32) or sequences per "
+            "forward pass (local, default 16).",
+        ),
+        click.option(
+            "--gguf-weights",
+            type=click.Choice(gguf_export.DTYPES),
+            default=BackendOptions.gguf_weights,
             show_default=True,
-            help="llamacpp and local backends: sequences decoded together (llamacpp: games in flight).",
+            help="llamacpp backend: the precision llama.cpp plays the model in, exported once and cached. f32 "
+            "holds the local backend's very weights; q8_0 and q4_0 (quantized from it by llama.cpp) decode "
+            "faster, their logits differ from the local backend's (the warm model plays worse in q4_0), and "
+            "records stay exact to the ids sampled. Ignored for a --model that is a .gguf file.",
         ),
         click.option(
             "--api-key-env",
@@ -268,6 +278,7 @@ def _backend_options(base_url, model, opts) -> BackendOptions:
         timeout_s=opts["timeout"],
         max_retries=opts["max_retries"],
         max_batch=opts["max_batch"],
+        gguf_weights=opts["gguf_weights"],
     )
 
 

@@ -1,6 +1,7 @@
 """The llamacpp backend: the embedded model through llama.cpp, token ids in and out, many games in
-one context. The model is the real embedded one (its float32 GGUF export), checked against the
-weights transformers plays; sampling is checked on logits whose distribution is known."""
+one context. The model is the real embedded one (its float32 GGUF export, checked against the
+weights transformers plays, and the q8_0 and q4_0 files llama.cpp quantizes from it on request);
+sampling is checked on logits whose distribution is known."""
 
 import json
 import math
@@ -122,6 +123,7 @@ def test_selfplay_gen_plays_token_exact_games_with_llama_cpp_by_default(tmp_path
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert "playing 4 games with" in result.output and "llama.cpp" in result.output  # the cost, said first
+    assert ".f32.gguf" in result.output  # the float32 export, the local backend's weights, is the default
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == 4
     for record in records:
@@ -132,6 +134,46 @@ def test_selfplay_gen_plays_token_exact_games_with_llama_cpp_by_default(tmp_path
                 at = turn["prompt_len"]
                 assert seat["token_ids"][at : at + len(turn["output_ids"])] == turn["output_ids"]
                 assert len(turn["logprobs"]) == len(turn["output_ids"])
+
+
+def test_llama_cpp_keeps_32_games_in_flight_unless_max_batch_says_otherwise():
+    llamacpp = backend_class("llamacpp")
+    assert llamacpp(BackendOptions(), None).max_concurrency == 32
+    assert llamacpp(BackendOptions(max_batch=5), None).max_concurrency == 5
+
+
+def test_an_unknown_gguf_precision_is_refused_naming_the_choices():
+    with pytest.raises(ValueError, match=r"unknown GGUF dtype 'q3_k'.*'f32'.*'q4_0'"):
+        gguf_export.gguf_for(None, "q3_k")
+
+
+@pytest.mark.slow
+@needs_llama_cpp
+def test_quantized_weights_are_made_once_from_the_float32_export_by_llama_cpp():
+    import gguf
+
+    f32 = gguf_export.gguf_for(None, "f32")
+    for dtype, file_type in (("q8_0", gguf.LlamaFileType.MOSTLY_Q8_0), ("q4_0", gguf.LlamaFileType.MOSTLY_Q4_0)):
+        path = gguf_export.gguf_for(None, dtype)
+        assert path.parent == f32.parent and path.name.endswith(f".{dtype}.gguf")
+        reader = gguf.GGUFReader(path)
+        assert reader.fields[gguf.Keys.General.FILE_TYPE].contents() == file_type
+        assert path.stat().st_size < f32.stat().st_size / 3
+        made = path.stat().st_mtime_ns
+        assert gguf_export.gguf_for(None, dtype) == path and path.stat().st_mtime_ns == made  # cached
+    assert gguf_export.gguf_for(str(f32), "q4_0") == f32  # a .gguf file is played as given
+
+
+@pytest.mark.slow
+@needs_llama_cpp
+def test_gguf_weights_q4_0_plays_the_quantized_export_token_exact(tmp_path):
+    out = tmp_path / "games.jsonl"
+    args = ["--num-games", "2", "-k", "2", "--max-moves", "2", "--max-new-tokens", "32", "--out", str(out), "-q"]
+    result = CliRunner().invoke(main, [*args, "--gguf-weights", "q4_0", "--max-batch", "2"])
+    assert result.exit_code == 0, result.output
+    assert ".q4_0.gguf" in result.output and "2 games at once" in result.output
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 2 and all(seat["invariant_ok"] for r in records for seat in r["players"])
 
 
 @pytest.mark.slow

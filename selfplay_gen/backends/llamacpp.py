@@ -4,7 +4,10 @@ with on CPU, several times the speed of transformers on the same cores.
 Token ids in, token ids out: prompts are fed to llama.cpp as ids (its tokenizer is never used) and
 every sampled id comes back verbatim, with its logprob, so the players' contexts and the records
 stay token-exact. The model is a GGUF holding the very weights the `local` backend plays
-(`gguf_export`: the embedded model with its warm-start adapter folded in, float32).
+(`gguf_export`: the embedded model with its warm-start adapter folded in, float32), or on request
+(`--gguf-weights`) those weights quantized by llama.cpp: their logits differ from the float32
+ones, while each record still holds the ids sampled and the logprobs of the distribution they
+were drawn from.
 
 One llama.cpp context serves every game in flight (continuous batching). Each seat of a game
 (`session`) keeps a sequence of the context's KV cache, so a new turn only feeds the ids that
@@ -36,6 +39,11 @@ from .base import Backend, BackendError, BackendOptions, BackendStats, Generatio
 
 CONTEXT_PER_SEQUENCE = 4096  # tokens of KV cache per seat: the longest shipped game's context fits
 SHARE_AT_LEAST = 64  # prompt ids another sequence must hold beyond a seat's own to copy its cache
+# Games in flight unless --max-batch says otherwise. A step's cost grows slower than its count of
+# sequences: 32 sequences sampling at a game's context take about a quarter more ids per second
+# than 16 (float32 weights, bench/results/cpu_engines/llamacpp_settings.md), for about 3 GB more
+# KV cache.
+GAMES_IN_FLIGHT = 32
 TOKENS_PER_STEP = 512  # ids one llama_decode takes at most (prompt chunks plus one per sampling turn)
 # The context a seat samples at, halfway through a typical turn of the default game: prompts of
 # 560 to 1,400 ids (median 760) and replies of about 250 in `selfplay-gen --num-games 16`
@@ -381,13 +389,15 @@ def _settle(future: asyncio.Future, result=None, error: Exception | None = None)
 
 @register("llamacpp")
 class LlamaCppBackend(Backend):
-    """`max_batch` games in flight, two KV sequences each (one per seat), on every core this process may use."""
+    """`max_batch` games in flight (default GAMES_IN_FLIGHT), two KV sequences each (one per seat),
+    on every core this process may use."""
 
     def __init__(self, options: BackendOptions, tokenizer):
         self.options, self.tokenizer = options, tokenizer
         gguf = (options.model or "").endswith(".gguf")
         self.model = options.model if gguf else models.resolve(options.model)  # type: ignore[assignment]
-        self.max_concurrency = options.max_batch
+        self.games_in_flight = options.max_batch or GAMES_IN_FLIGHT
+        self.max_concurrency = self.games_in_flight
         self.threads = len(os.sched_getaffinity(0))
         self.stats = BackendStats()
         self.engine: Engine | None = None
@@ -395,9 +405,9 @@ class LlamaCppBackend(Backend):
 
     async def start(self) -> None:
         import_llama_cpp()  # the missing package is said before a model is exported
-        self.gguf = str(await asyncio.to_thread(gguf_export.gguf_for, self.options.model))
+        self.gguf = str(await asyncio.to_thread(gguf_export.gguf_for, self.options.model, self.options.gguf_weights))
         self.engine = await asyncio.to_thread(
-            Engine, self.gguf, sequences=2 * self.options.max_batch, threads=self.threads, seed=self.options.seed
+            Engine, self.gguf, sequences=2 * self.games_in_flight, threads=self.threads, seed=self.options.seed
         )
         self.context_length = self.engine.context_per_sequence
         self._thread = threading.Thread(target=self.engine.serve, name="llamacpp", daemon=True)
@@ -439,13 +449,13 @@ class LlamaCppBackend(Backend):
         assert self.engine is not None
         # a run's steps sample about half the games in flight (8.6 to 9.1 of 16 in
         # bench/results/cpu_engines/): the others are between turns, reading, or already done
-        speed = self.engine.measure(max(1, self.options.max_batch // 2))
+        speed = self.engine.measure(max(1, self.games_in_flight // 2))
         seconds = games * (
             TYPICAL_GAME["prompt_tokens"] / speed["prompt_tokens_per_s"]
             + TYPICAL_GAME["output_tokens"] / speed["output_tokens_per_s"]
         )
         return (
             f"playing {games} games with {os.path.basename(self.gguf)} on CPU (llama.cpp, {self.threads} threads, "
-            f"{self.options.max_batch} games at once): about {max(1, round(seconds / 60))} minutes "
+            f"{self.games_in_flight} games at once): about {max(1, round(seconds / 60))} minutes "
             f"({speed['output_tokens_per_s']:.0f} tokens/s sampled, {speed['prompt_tokens_per_s']:.0f} read)"
         )

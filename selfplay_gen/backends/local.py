@@ -41,12 +41,16 @@ class _Request:
     future: asyncio.Future
 
 
+MAX_BATCH = 16  # sequences per `model.generate` unless --max-batch says otherwise
+
+
 @register("local")
 class LocalBackend(Backend):
     def __init__(self, options: BackendOptions, tokenizer):
         self.options, self.tokenizer = options, tokenizer
         self.model = models.resolve(options.model)
-        self.max_concurrency = options.max_batch
+        self.max_batch = options.max_batch or MAX_BATCH
+        self.max_concurrency = self.max_batch
         self.stats = BackendStats()
         self.batches = 0  # model.generate calls so far
         self.largest_batch = 0  # most requests served by one call
@@ -111,9 +115,7 @@ class LocalBackend(Backend):
         rest: deque[_Request] = deque()
         while self._pending:
             request = self._pending.popleft()
-            (batch if len(batch) < self.options.max_batch and _batch_key(request.params) == key else rest).append(
-                request
-            )
+            (batch if len(batch) < self.max_batch and _batch_key(request.params) == key else rest).append(request)
         self._pending = rest
         return batch
 
