@@ -54,6 +54,10 @@ TYPICAL_CONTEXT = 900
 # game's cache) and 568 and 763 sampled in two runs of `selfplay-gen --num-games 16`; 501
 # sampled in the first 30 games of `--num-games 200` (bench/results/cpu_engines/).
 TYPICAL_GAME = {"prompt_tokens": 300, "output_tokens": 600}
+# A run's steps also carry sequences that are not sampling (filler ids keep a step one micro-batch) and
+# turns that change hands, which the short measurement does not: `selfplay-gen --num-games 200` at 32
+# games in flight took 1.6 times what the measurement alone predicted (bench/results/cpu_engines/run200.md)
+RUN_OVER_MEASURED = 1.6
 
 
 def import_llama_cpp():
@@ -450,10 +454,11 @@ class LlamaCppBackend(Backend):
         # a run's steps sample about half the games in flight (8.6 to 9.1 of 16 in
         # bench/results/cpu_engines/): the others are between turns, reading, or already done
         speed = self.engine.measure(max(1, self.games_in_flight // 2))
-        seconds = games * (
+        per_game = (
             TYPICAL_GAME["prompt_tokens"] / speed["prompt_tokens_per_s"]
             + TYPICAL_GAME["output_tokens"] / speed["output_tokens_per_s"]
         )
+        seconds = RUN_OVER_MEASURED * games * per_game
         return (
             f"playing {games} games with {os.path.basename(self.gguf)} on CPU (llama.cpp, {self.threads} threads, "
             f"{self.games_in_flight} games at once): about {max(1, round(seconds / 60))} minutes "
