@@ -35,9 +35,8 @@ class BackendOptions:
     health_timeout_s: float = 300.0  # how long start() waits for /health
     unreachable_s: float = 10.0  # start() gives up early on a server that refuses connections this long
     down_after: int = 8  # refused connections in a row, every server among them, that mean all are gone
-    max_batch: int | None = (
-        None  # local: sequences per forward pass; llamacpp: games in flight (None: the backend's own)
-    )
+    # local: sequences per forward pass; llamacpp: games in flight (None: the backend's own default)
+    max_batch: int | None = None
     gguf_weights: str = "f32"  # llamacpp: precision of the exported GGUF (gguf_export.DTYPES)
     device: str = "cpu"  # local: torch device
     seed: int | None = None  # local: sampling seed (batch n uses seed + n)

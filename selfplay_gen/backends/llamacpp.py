@@ -400,8 +400,7 @@ class LlamaCppBackend(Backend):
         self.options, self.tokenizer = options, tokenizer
         gguf = (options.model or "").endswith(".gguf")
         self.model = options.model if gguf else models.resolve(options.model)  # type: ignore[assignment]
-        self.games_in_flight = options.max_batch or GAMES_IN_FLIGHT
-        self.max_concurrency = self.games_in_flight
+        self.max_concurrency = options.max_batch or GAMES_IN_FLIGHT  # games in flight
         self.threads = len(os.sched_getaffinity(0))
         self.stats = BackendStats()
         self.engine: Engine | None = None
@@ -411,7 +410,7 @@ class LlamaCppBackend(Backend):
         import_llama_cpp()  # the missing package is said before a model is exported
         self.gguf = str(await asyncio.to_thread(gguf_export.gguf_for, self.options.model, self.options.gguf_weights))
         self.engine = await asyncio.to_thread(
-            Engine, self.gguf, sequences=2 * self.games_in_flight, threads=self.threads, seed=self.options.seed
+            Engine, self.gguf, sequences=2 * self.max_concurrency, threads=self.threads, seed=self.options.seed
         )
         self.context_length = self.engine.context_per_sequence
         self._thread = threading.Thread(target=self.engine.serve, name="llamacpp", daemon=True)
@@ -453,7 +452,7 @@ class LlamaCppBackend(Backend):
         assert self.engine is not None
         # a run's steps sample about half the games in flight (8.6 to 9.1 of 16 in
         # bench/results/cpu_engines/): the others are between turns, reading, or already done
-        speed = self.engine.measure(max(1, self.games_in_flight // 2))
+        speed = self.engine.measure(max(1, self.max_concurrency // 2))
         per_game = (
             TYPICAL_GAME["prompt_tokens"] / speed["prompt_tokens_per_s"]
             + TYPICAL_GAME["output_tokens"] / speed["output_tokens_per_s"]
@@ -461,6 +460,6 @@ class LlamaCppBackend(Backend):
         seconds = RUN_OVER_MEASURED * games * per_game
         return (
             f"playing {games} games with {os.path.basename(self.gguf)} on CPU (llama.cpp, {self.threads} threads, "
-            f"{self.games_in_flight} games at once): about {max(1, round(seconds / 60))} minutes "
+            f"{self.max_concurrency} games at once): about {max(1, round(seconds / 60))} minutes "
             f"({speed['output_tokens_per_s']:.0f} tokens/s sampled, {speed['prompt_tokens_per_s']:.0f} read)"
         )
