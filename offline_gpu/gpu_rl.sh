@@ -15,7 +15,9 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
            (32) at RL_LR (1e-4), 16 instances x 2 seats x 8 games a step, clip-higher 0.28; verl validates on
            the first 64 dev instances every ONLINE_TEST_FREQ (4) steps and saves a checkpoint every
            ONLINE_SAVE_FREQ (2) steps (a step takes over a minute: a budget of minutes holds few); verl is
-           stopped when the budget is spent (its start-up counts).
+           stopped when the budget is spent (its start-up counts). RL_TEMPERATURE (0.7) is the rollout's
+           sampling temperature (evaluations stay at 0.7); ONLINE_ARGS are more verl overrides (Hydra), e.g.
+           actor_rollout_ref.model.enable_gradient_checkpointing=False.
            Each checkpoint is merged and evaluated on dev at the GPU minute it was saved; the last on test
   fbc      filtered BC iterations (`selfplay-gen iterate`, TRAINER=filtered-bc, FBC_GAMES (1024) games an
            iteration, LoRA r16 at 1e-3) until the budget is spent, counting each iteration's generation,
@@ -186,7 +188,10 @@ online() {
       VAL_FILES="$d/data/test.parquet" OUT_DIR="$d/train" TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 ROLLOUT_N=8
       TOTAL_STEPS=500 SAVE_FREQ="${ONLINE_SAVE_FREQ:-2}" TEST_FREQ="${ONLINE_TEST_FREQ:-4}"
       LORA_RANK="${RL_LORA_RANK:-32}" LR="${RL_LR:-1e-4}" CLIP_RATIO_HIGH=0.28 "LOGGER=console,tensorboard"
-      EXPERIMENT=online_grpo_lora "$REPO/run_selfplay_training.sh")
+      TEMPERATURE="${RL_TEMPERATURE:-0.7}" EXPERIMENT=online_grpo_lora "$REPO/run_selfplay_training.sh")
+    local extra
+    read -r -a extra <<< "${ONLINE_ARGS:-}"
+    train+=("${extra[@]}")
     echo "=== online GRPO: ${left} s of GPU time left"
     if [[ $DRY_RUN -eq 1 ]]; then
       "${train[@]}" --dry-run
