@@ -14,8 +14,8 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
   online   online GRPO (verl's self-play loop, `selfplay-gen train --mode online`), LoRA rank RL_LORA_RANK
            (32) at RL_LR (1e-4), 16 instances x 2 seats x 8 games a step, clip-higher 0.28; verl validates on
            the first 64 dev instances every ONLINE_TEST_FREQ (4) steps and saves a checkpoint every
-           ONLINE_SAVE_FREQ (2) steps (a step takes over a minute: a budget of minutes holds few); verl is
-           stopped when the budget is spent (its start-up counts). RL_TEMPERATURE (0.7) is the rollout's
+           ONLINE_SAVE_FREQ (2) steps (a step of the 135M model takes 30-40 s, after about 6 minutes of
+           start-up); verl is stopped when the budget is spent (its start-up counts). RL_TEMPERATURE (0.7) is the rollout's
            sampling temperature (evaluations stay at 0.7); ONLINE_ARGS are more verl overrides (Hydra), e.g.
            actor_rollout_ref.model.enable_gradient_checkpointing=False.
            Each checkpoint is merged and evaluated on dev at the GPU minute it was saved; the last on test

@@ -149,25 +149,33 @@ def test_grpo_settings_are_verls_own_option_names():
     assert not any("lora" in o or "kl_loss_coef" in o for o in PolicyLoss().overrides())  # off unless asked
 
 
-def test_grpo_micro_batches_can_be_token_budgets_that_verl_applies_to_updates_and_log_probs(tmp_path):
+def test_grpo_micro_batches_are_token_budgets_that_verl_applies_to_updates_and_log_probs(tmp_path):
     from hydra import compose, initialize_config_module
 
     def actor_overrides(out: str) -> list[str]:
         (train,) = [line for line in out.splitlines() if "-m verl.trainer.main_ppo" in line]
         return [w for w in train.split() if w.startswith("actor_rollout_ref.actor.") and "clip" not in w]
 
-    fixed = actor_overrides(dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1"))
-    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4" in fixed  # the default: 4 sequences
-    tokens = actor_overrides(
-        dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1", PPO_MICRO_TOKENS="16384")
-    )
-    with initialize_config_module("verl.trainer.config", version_base=None):
-        cfg = compose("ppo_trainer", overrides=tokens)
-    # verl's worker asserts that the rollout's log-prob batching follows the actor's
+    def composed(overrides: list[str]):
+        with initialize_config_module("verl.trainer.config", version_base=None):
+            return compose("ppo_trainer", overrides=overrides)
+
+    cfg = composed(actor_overrides(dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1")))
+    # the default: 16,384 tokens a micro-batch; verl's worker asserts that the rollout's log-prob
+    # batching follows the actor's
     assert cfg.actor_rollout_ref.rollout.log_prob_use_dynamic_bsz is True
     assert cfg.actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu == 16384
     actor = cfg.actor_rollout_ref.actor
     assert actor.use_dynamic_bsz is True and actor.ppo_max_token_len_per_gpu == 16384
+    # limits longer than the default budget raise it to one whole sequence
+    longer = dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1", MAX_RESPONSE_LENGTH="20000")
+    assert "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=21024" in actor_overrides(longer)
+    # 0: a fixed number of sequences a micro-batch
+    fixed = actor_overrides(
+        dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1", PPO_MICRO_TOKENS="0")
+    )
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4" in fixed
+    assert composed(fixed).actor_rollout_ref.actor.use_dynamic_bsz is False
     from click.testing import CliRunner
 
     from selfplay_gen.iterate.cli import iterate_command

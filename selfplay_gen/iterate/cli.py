@@ -283,7 +283,8 @@ verl_options = options(
         "--ppo-micro-tokens",
         "PPO_MICRO_TOKENS",
         type=click.IntRange(min=0),
-        default=V.ppo_micro_tokens,
+        default=None,
+        show_default=f"{V.ppo_micro_tokens}, or the prompt + response limits if longer",
         help="GRPO: tokens per micro-batch for updates and log-probs (verl's use_dynamic_bsz; at least "
         "prompt + response limits); 0: --micro-batch-size sequences a micro-batch. Many small micro-batches "
         "leave a small model's GPU mostly idle.",
@@ -416,19 +417,22 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     engine_kwargs = o.pop("sglang_engine_kwargs")
     if engine_kwargs is None:
         engine_kwargs = " ".join(install_choice(o["verl_python"], "verl rollout").engine_kwargs())
+    longest = o["max_prompt_length"] + o["max_response_length"]
+    micro_tokens = o.pop("ppo_micro_tokens")
+    if micro_tokens is None:  # the default holds one sequence of the longest the limits allow
+        micro_tokens = max(V.ppo_micro_tokens, longest)
     verl = Verl(
         python=o.pop("verl_python"), n_gpus=o.pop("n_gpus"), nnodes=o.pop("nnodes"), node_rank=o.pop("node_rank"),
         master_addr=o.pop("master_addr"), master_port=o.pop("master_port"), micro_batch_size=o.pop("micro_batch_size"),
         max_prompt_length=o.pop("max_prompt_length"), max_response_length=o.pop("max_response_length"),
         max_length=o.pop("max_length"), sft_micro_tokens=o.pop("sft_micro_tokens"),
-        ppo_micro_tokens=o.pop("ppo_micro_tokens"), sft_args=o.pop("sft_args"),
+        ppo_micro_tokens=micro_tokens, sft_args=o.pop("sft_args"),
         rollout_tp=o.pop("rollout_tp"), gpu_memory_utilization=o.pop("gpu_memory_utilization"),
         save_freq=o.pop("save_freq"), test_freq=o.pop("test_freq"), attn_impl=o.pop("attn_impl"),
         use_remove_padding=o.pop("use_remove_padding") == "True", enforce_eager=o.pop("enforce_eager") == "True",
         sglang_engine_kwargs=engine_kwargs, rollout_is=o.pop("rollout_is"),
         rollout_is_threshold=o.pop("rollout_is_threshold"), logger=loggers or ("console",),
     )  # fmt: skip
-    longest = verl.max_prompt_length + verl.max_response_length
     if 0 < verl.ppo_micro_tokens < longest:
         raise click.BadParameter(
             f"{verl.ppo_micro_tokens} tokens cannot hold one sequence of up to {longest} (prompt + response limits)",
