@@ -14,11 +14,11 @@ llama.cpp's own `convert_hf_to_gguf.py` does. Names are mapped by gguf's `Tensor
 The file is cached next to the Hugging Face copies (`models.cache_dir()`), named after the model
 directory and its weights' size and time, so a retrained checkpoint is exported again.
 
-Quantized files (q8_0, q4_0) are made from the float32 export by llama.cpp's own
+Files in other precisions (bf16, q8_0, q4_0) are made from the float32 export by llama.cpp's own
 `llama_model_quantize` and cached beside it. They decode faster on CPU; their logits differ
-from the float32 weights' (and so from the `local` backend's), enough to change how the warm model
-plays, while records stay exact to what was sampled: the ids drawn and the logprobs of the
-distribution they were drawn from.
+from the float32 weights' (and so from the `local` backend's), in q4_0 enough to change how the
+warm model plays, while records stay exact to what was sampled: the ids drawn and the logprobs of
+the distribution they were drawn from.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import numpy as np
 from . import models
 
 EXPORTED = ("f32", "f16")  # written here from the Hugging Face weights
-QUANTIZED = ("q8_0", "q4_0")  # made from the f32 export by llama.cpp
+QUANTIZED = ("bf16", "q8_0", "q4_0")  # made from the f32 export by llama.cpp (bf16 is not quantized, only rounded)
 DTYPES = EXPORTED + QUANTIZED
 
 

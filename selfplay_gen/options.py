@@ -197,13 +197,14 @@ def generation_options(f):
         ),
         click.option(
             "--gguf-weights",
-            type=click.Choice(gguf_export.DTYPES),
+            type=click.Choice(("auto", *gguf_export.DTYPES)),
             default=BackendOptions.gguf_weights,
             show_default=True,
-            help="llamacpp backend: the precision llama.cpp plays the model in, exported once and cached. f32 "
-            "holds the local backend's very weights; q8_0 and q4_0 (quantized from it by llama.cpp) decode "
-            "faster, their logits differ from the local backend's (the warm model plays worse in q4_0), and "
-            "records stay exact to the ids sampled. Ignored for a --model that is a .gguf file.",
+            help="llamacpp backend: the precision llama.cpp plays the model in, exported once and cached. auto: "
+            "bf16 where the CPU computes in it natively (AVX512_BF16), else f32. f32 holds the local backend's "
+            "very weights; bf16, q8_0 and q4_0 (made from it by llama.cpp) decode faster, their logits differ "
+            "from the local backend's (the warm model plays worse in q4_0), and records stay exact to the ids "
+            "sampled. Ignored for a --model that is a .gguf file.",
         ),
         click.option(
             "--api-key-env",

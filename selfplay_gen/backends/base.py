@@ -37,7 +37,8 @@ class BackendOptions:
     down_after: int = 8  # refused connections in a row, every server among them, that mean all are gone
     # local: sequences per forward pass; llamacpp: games in flight (None: the backend's own default)
     max_batch: int | None = None
-    gguf_weights: str = "f32"  # llamacpp: precision of the exported GGUF (gguf_export.DTYPES)
+    # llamacpp: precision of the exported GGUF (gguf_export.DTYPES), or "auto" (llamacpp.native_weights)
+    gguf_weights: str = "auto"
     device: str = "cpu"  # local: torch device
     seed: int | None = None  # local: sampling seed (batch n uses seed + n)
 

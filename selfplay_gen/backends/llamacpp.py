@@ -126,9 +126,10 @@ class Engine:
         params.n_threads = params.n_threads_batch = threads
         # a stream of its own per sequence: attention then spans its own ids, not every sequence's
         params.kv_unified = False
-        # llama.cpp's CPU flash-attention kernel (what its "auto" picks) decodes 16 sequences with
-        # 1,000 ids of context at a third of the rate of its plain attention (bench/results/cpu_engines/)
-        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        # llama.cpp's CPU flash-attention kernel, with every sequence sampling in one micro-batch (`_step`):
+        # at 2 threads and a game's context it samples 1.0-1.2 times and reads 1.1-1.5 times the ids/s of
+        # plain attention (bench/results/cpu_engines/llamacpp_settings_bf16.md)
+        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
         params.no_perf = True
         self._ctx = llama_cpp.llama_init_from_model(self._model, params)
         if not self._ctx:
@@ -391,6 +392,17 @@ def _settle(future: asyncio.Future, result=None, error: Exception | None = None)
         future.set_exception(error) if error else future.set_result(result)
 
 
+def native_weights() -> str:
+    """The precision `--gguf-weights auto` plays: bf16 where llama.cpp's CPU build computes in it
+    natively (AVX512_BF16: 1.2-1.4 times the sampled ids/s of float32 at 32 games in flight and a
+    game's context, with the model's own training precision; bench/results/cpu_engines/), float32
+    elsewhere, where bf16 would be converted on the fly."""
+    llama_cpp = import_llama_cpp()
+    llama_cpp.llama_backend_init()
+    features = llama_cpp.llama_print_system_info().decode()
+    return "bf16" if "AVX512_BF16 = 1" in features else "f32"
+
+
 @register("llamacpp")
 class LlamaCppBackend(Backend):
     """`max_batch` games in flight (default GAMES_IN_FLIGHT), two KV sequences each (one per seat),
@@ -408,7 +420,8 @@ class LlamaCppBackend(Backend):
 
     async def start(self) -> None:
         import_llama_cpp()  # the missing package is said before a model is exported
-        self.gguf = str(await asyncio.to_thread(gguf_export.gguf_for, self.options.model, self.options.gguf_weights))
+        weights = self.options.gguf_weights if self.options.gguf_weights != "auto" else native_weights()
+        self.gguf = str(await asyncio.to_thread(gguf_export.gguf_for, self.options.model, weights))
         self.engine = await asyncio.to_thread(
             Engine, self.gguf, sequences=2 * self.max_concurrency, threads=self.threads, seed=self.options.seed
         )
