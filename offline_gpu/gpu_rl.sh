@@ -16,7 +16,8 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
            the first 64 dev instances every ONLINE_TEST_FREQ (4) steps and saves a checkpoint every
            ONLINE_SAVE_FREQ (2) steps (a step of the 135M model takes 30-40 s, after about 6 minutes of
            start-up); verl is stopped when the budget is spent (its start-up counts). RL_TEMPERATURE (0.7) is the rollout's
-           sampling temperature (evaluations stay at 0.7); ONLINE_ARGS are more verl overrides (Hydra), e.g.
+           sampling temperature (evaluations stay at 0.7), ROLLOUT_PARTNER_TEMPERATURE the untrained seat's
+           (0: greedy; default: the rollout's); ONLINE_ARGS are more verl overrides (Hydra), e.g.
            actor_rollout_ref.model.enable_gradient_checkpointing=False.
            Each checkpoint is merged and evaluated on dev at the GPU minute it was saved; the last on test
   fbc      filtered BC iterations (`selfplay-gen iterate`, TRAINER=filtered-bc, FBC_GAMES (1024) games an

@@ -184,6 +184,19 @@ def test_grpo_micro_batches_are_token_budgets_that_verl_applies_to_updates_and_l
     assert result.exit_code == 2 and "2048 tokens cannot hold one sequence of up to 4096" in result.output
 
 
+def test_online_grpo_can_answer_with_a_greedy_partner_through_the_agent_loops_setting(tmp_path):
+    def ppo_line(out: str) -> str:
+        (train,) = [line for line in out.splitlines() if "-m verl.trainer.main_ppo" in line]
+        return train
+
+    default = ppo_line(dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1"))
+    assert "partner_temperature" not in default
+    greedy = ppo_line(
+        dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1", ROLLOUT_PARTNER_TEMPERATURE="0")
+    )
+    assert "+selfplay.partner_temperature=0.0" in greedy.split()
+
+
 def test_verl_loggers_are_selectable():
     assert Verl().logger_override() == 'trainer.logger=["console"]'
     assert Verl(logger=("console", "tensorboard")).logger_override() == 'trainer.logger=["console","tensorboard"]'

@@ -398,6 +398,41 @@ async def test_online_scripted_game_trains_each_seat_on_its_own_moves(init_dir, 
         assert not np.asarray(out.response_logprobs)[~own].any()
 
 
+class TemperatureScript(ScriptServerManager):
+    """The scripted server, noting the temperature each seat's turns were requested at."""
+
+    def __init__(self, tokenizer, script):
+        super().__init__(tokenizer, script)
+        self.temperatures: dict[int, set[float]] = {0: set(), 1: set()}
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **_):
+        self.temperatures[int(request_id[-1])].add(sampling_params["temperature"])
+        return await super().generate(request_id, prompt_ids=prompt_ids, sampling_params=sampling_params)
+
+
+async def test_online_partner_temperature_applies_to_the_untrained_seat_only(init_dir, tokenizer, local_model_dir):
+    script = {0: ["[message] Hello.", "[propose] x"], 1: ["[message] Hi.", "[accept]"]}
+    greedy_partner = trainer_config(local_model_dir, "+selfplay.partner_temperature=0")
+    ds = dataset(init_dir / "train.parquet", greedy_partner, tokenizer)
+    for seat in (0, 1):
+        server = TemperatureScript(tokenizer, script)
+        worker = worker_for(greedy_partner, server)
+        await make_loop(worker, ONLINE_AGENT).run({**sampling(worker), "temperature": 0.9}, **ds[seat])
+        # the trained seat samples at the rollout's temperature, its partner greedily
+        assert server.temperatures == {seat: {0.9}, 1 - seat: {0.0}}
+    # validation is greedy for both seats, whatever the partner's setting
+    hot_partner = trainer_config(local_model_dir, "+selfplay.partner_temperature=1.5")
+    server = TemperatureScript(tokenizer, script)
+    worker = worker_for(hot_partner, server)
+    await make_loop(worker, ONLINE_AGENT).run({**sampling(worker), "temperature": 0.0}, **ds[0])
+    assert server.temperatures == {0: {0.0}, 1: {0.0}}
+    # by default both seats sample alike
+    server = TemperatureScript(tokenizer, script)
+    worker = worker_for(trainer_config(local_model_dir), server)
+    await make_loop(worker, ONLINE_AGENT).run({**sampling(worker), "temperature": 0.9}, **ds[1])
+    assert server.temperatures == {0: {0.9}, 1: {0.9}}
+
+
 async def test_online_game_of_a_model_whose_eos_is_not_its_end_of_turn_token(
     init_dir, eos_apart, eos_apart_dir, local_model_dir, tmp_path
 ):

@@ -290,6 +290,15 @@ verl_options = options(
         "leave a small model's GPU mostly idle.",
     ),
     opt("--sft-args", "SFT_ARGS", default=V.sft_args, help="sft: extra Hydra overrides for verl's SFT trainer."),
+    opt(
+        "--rollout-partner-temperature",
+        "ROLLOUT_PARTNER_TEMPERATURE",
+        type=click.FloatRange(min=0),
+        default=None,
+        help="Online GRPO: the temperature of the seat that is not trained in each game (at most the rollout's). "
+        "0: the partner answers greedily, so the rewards of a group's games differ by the trained seat's moves "
+        "alone  [default: the rollout's temperature].",
+    ),
     opt("--rollout-tp", "ROLLOUT_TP", type=int, default=V.rollout_tp, help="Rollout tensor-parallel size."),
     opt(
         "--gpu-memory-utilization",
@@ -427,6 +436,7 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
         max_prompt_length=o.pop("max_prompt_length"), max_response_length=o.pop("max_response_length"),
         max_length=o.pop("max_length"), sft_micro_tokens=o.pop("sft_micro_tokens"),
         ppo_micro_tokens=micro_tokens, sft_args=o.pop("sft_args"),
+        rollout_partner_temperature=o.pop("rollout_partner_temperature"),
         rollout_tp=o.pop("rollout_tp"), gpu_memory_utilization=o.pop("gpu_memory_utilization"),
         save_freq=o.pop("save_freq"), test_freq=o.pop("test_freq"), attn_impl=o.pop("attn_impl"),
         use_remove_padding=o.pop("use_remove_padding") == "True", enforce_eager=o.pop("enforce_eager") == "True",

@@ -78,6 +78,8 @@ def ppo_command(
             f"+selfplay.max_moves={sampling.max_moves}",
             f"+selfplay.max_new_tokens={sampling.max_new_tokens}",
         ]
+        if verl.rollout_partner_temperature is not None:
+            mode.append(f"+selfplay.partner_temperature={number(verl.rollout_partner_temperature)}")
     if job.total_steps:
         mode.append(f"trainer.total_training_steps={job.total_steps}")
     micro = [f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={verl.micro_batch_size}"]

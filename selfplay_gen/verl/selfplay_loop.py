@@ -37,11 +37,18 @@ Game settings come from the optional trainer config group `selfplay` (Hydra
 `+selfplay.max_moves=30 +selfplay.max_invalid=3 +selfplay.max_new_tokens=256
 +selfplay.invalid_move_penalty=0`); sampling
 (temperature, top_p, top_k, logprobs) is verl's, greedy during validation.
+
+`+selfplay.partner_temperature=T` samples the seat that is not trained at temperature T (at most
+the turn's own, so validation stays greedy). With T=0 the partner answers greedily: in a group of
+n games of one instance and seat, the partner's replies then follow from the trained seat's moves
+alone, so the rewards' differences, and the advantages, credit the trained seat's choices rather
+than the partner's sampling luck. By default both seats sample alike.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 from uuid import uuid4
 
@@ -123,6 +130,8 @@ class SelfPlayAgentLoop(AgentLoopBase):
         )
         self.max_new_tokens = int(settings.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
         self.invalid_move_penalty = float(settings.get("invalid_move_penalty", 0.0))  # as selfplay-convert's
+        partner = settings.get("partner_temperature")
+        self.partner_temperature = None if partner is None else float(partner)
         rollout = self.rollout_config
         self.max_context = (rollout.get("max_model_len") or rollout.prompt_length + rollout.response_length) - 1
 
@@ -143,6 +152,9 @@ class SelfPlayAgentLoop(AgentLoopBase):
             self.max_new_tokens,
             (end_of_turn,),
         )
+        partner_params = params
+        if self.partner_temperature is not None:
+            partner_params = replace(params, temperature=min(self.partner_temperature, params.temperature))
 
         def player(spec: GameSpec, s: int, _game: Game[Any, Any], start: Observation) -> LLMPlayer:
             budget = self.rollout_config.response_length if s == seat else None  # only the trained seat's
@@ -151,7 +163,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
                 start.system[s],
                 backend,
                 self.tokenizer,
-                params,
+                params if s == seat else partner_params,
                 f"{spec.game_id}/p{s}",
                 self.max_context,
                 response_length=budget,
