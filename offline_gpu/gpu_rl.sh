@@ -121,14 +121,23 @@ unserve() {
   gpu_idle
 }
 
+# swap MODEL: the running server loads MODEL's weights in place, where MODEL is a checkpoint like the one
+# it serves (seconds instead of a restart's minute or more); fails, saying why, otherwise.
+swap() {
+  [[ $DRY_RUN -eq 0 && -f $ROOT/logs/sglang.model ]] || return 1
+  "$PY" -m selfplay_gen.iterate.server swap "http://127.0.0.1:$PORT" "$(cat "$ROOT/logs/sglang.model")" "$1" || return 1
+  echo "$1" > "$ROOT/logs/sglang.model"
+}
+
 # evaluate TRAINER MINUTES MODEL LABEL DIR SPLIT...: MODEL on each SPLIT (dev, test) into DIR/SPLIT, once;
-# each reading becomes a point of the curve.
+# each reading becomes a point of the curve. The server stays up for the next evaluation (`unserve`
+# before anything else needs the GPU).
 evaluate() {
   local trainer=$1 minutes=$2 model=$3 label=$4 dir=$5 split size
   shift 5
   for split in "$@"; do
     if [[ ! -e $dir/$split/metrics.json ]]; then
-      serving "$model" || { unserve; serve "$model"; }
+      serving "$model" || swap "$model" || { unserve; serve "$model"; }
       size=("${DEV[@]}")
       [[ $split == dev ]] || size=("${TEST[@]}")
       run_cmd "$PY" -m selfplay_gen.cli eval --backend sglang --base-url "http://127.0.0.1:$PORT" --model "$model" \
@@ -136,7 +145,6 @@ evaluate() {
     fi
     point "$trainer" "$minutes" "$split" "$dir/$split/metrics.json"
   done
-  unserve
 }
 
 # point TRAINER MINUTES SPLIT METRICS: one row of ROOT/results/points.tsv (once per evaluation).
@@ -174,6 +182,7 @@ warm() {
     run_cmd bash "$REPO/offline_gpu/gpu_learning.sh" "$MODEL_DIR" "$ROOT" embedded
   fi
   evaluate warm 0 "$WARM" warm "$ROOT/embedded/eval" dev test
+  unserve
 }
 
 # online: verl's online GRPO under the budget, resumed from its last checkpoint; a poller notes the GPU
@@ -198,6 +207,7 @@ online() {
       "${train[@]}" --dry-run
       return 0
     fi
+    unserve  # the GPU is verl's
     start=$(date +%s)
     (
       while sleep 5; do
@@ -245,6 +255,7 @@ online() {
     evaluate online-grpo-lora "${minutes_of[$i]}" "$d/step_${steps[$i]}/hf" "online@${steps[$i]}" \
       "$d/step_${steps[$i]}" "${splits[@]}"
   done
+  unserve
 }
 
 # fbc: filtered-BC iterations, one `selfplay-gen iterate` call each, until the budget is spent.
@@ -262,6 +273,7 @@ fbc() {
       "${iterate[@]}" --dry-run
       break
     fi
+    unserve  # the iteration starts its own server on PORT
     "${iterate[@]}" > "$ROOT/logs/fbc_$n.log" 2>&1 \
       || { tail -40 "$ROOT/logs/fbc_$n.log" >&2; echo "gpu_rl: filtered BC iteration $n failed" >&2; exit 1; }
     spent=$("$PY" -c 'import json, sys
@@ -274,6 +286,7 @@ print(round(sum(t["work_s"] + (t["startup_s"] or 0) for t in rows if not t["step
     # another iteration as long as one more, as long as the last, ends within the budget (a minute's slack)
     if ((2 * spent - previous > BUDGET_S + 60)); then
       evaluate filtered-bc "$(minutes "$spent")" "$stage/train/hf" "iter_$n" "$stage/eval" test
+      unserve
       break
     fi
     previous=$spent n=$((n + 1))

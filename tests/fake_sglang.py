@@ -1,11 +1,13 @@
 """A stand-in SGLang server for tests: the native API's routes and shapes (`/generate`,
-`/health`, `/get_model_info`, `/get_server_info`), answered by the real embedded model through
-the local backend, so games played against it make real moves. Knobs inject the faults a real
-server shows: errors, stalls, death, malformed bodies, a slow start.
+`/health`, `/get_model_info`, `/get_server_info`, `/update_weights_from_disk`), answered by the
+real embedded model through the local backend, so games played against it make real moves. Knobs
+inject the faults a real server shows: errors, stalls, death, malformed bodies, a slow start.
+Run as a script it takes `python -m sglang.launch_server`'s place (`--model-path`, `--port`).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import socket
@@ -41,12 +43,16 @@ class FakeSGLang:
     """`async with FakeSGLang(tokenizer, model_dir) as fake:` serves at `fake.url`."""
 
     def __init__(
-        self, tokenizer, model_dir: str, max_running_requests: int = 8, context_length: int | None = None, seed: int = 0
+        self,
+        tokenizer,
+        model_dir: str,
+        max_running_requests: int = 8,
+        context_length: int | None = None,
+        seed: int = 0,
+        port: int | None = None,
     ):
-        self.tokenizer, self.model_dir = tokenizer, model_dir
-        self.engine = LocalBackend(
-            BackendOptions(model=model_dir, max_batch=max_running_requests, seed=seed), tokenizer
-        )
+        self.tokenizer, self.model_dir, self.seed, self.port = tokenizer, model_dir, seed, port
+        self.engine = self._engine(model_dir, max_running_requests)
         self.max_running_requests, self.context_length = max_running_requests, context_length
         # fault injection
         self.fail_next: list[int] = []  # HTTP statuses for the next /generate requests
@@ -58,6 +64,7 @@ class FakeSGLang:
         # what it saw
         self.health_polls = 0
         self.generate_requests = 0
+        self.weight_updates = 0
         self.answered = 0
         self.prompts: list[list[int]] = []  # input_ids of every answered /generate
         self._contexts: list[list[int]] = []  # prompt + output of every answer: the "radix cache"
@@ -72,11 +79,12 @@ class FakeSGLang:
                 web.get("/get_model_info", self._model_info),
                 web.get("/get_server_info", self._server_info),
                 web.post("/generate", self._generate),
+                web.post("/update_weights_from_disk", self._update_weights_from_disk),
             ]
         )
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
-        port = free_port()
+        port = self.port or free_port()
         self._site = web.TCPSite(self._runner, "127.0.0.1", port)
         await self._site.start()
         self.url = f"http://127.0.0.1:{port}"
@@ -85,6 +93,9 @@ class FakeSGLang:
     async def __aexit__(self, *exc) -> None:
         await self._runner.cleanup()
         await self.engine.close()
+
+    def _engine(self, model_dir: str, max_batch: int) -> LocalBackend:
+        return LocalBackend(BackendOptions(model=model_dir, max_batch=max_batch, seed=self.seed), self.tokenizer)
 
     async def _health(self, request: web.Request) -> web.Response:
         self.health_polls += 1
@@ -104,6 +115,24 @@ class FakeSGLang:
                 "internal_states": [{"effective_max_running_requests_per_dp": self.max_running_requests}],
             }
         )
+
+    async def _update_weights_from_disk(self, request: web.Request) -> web.Response:
+        """SGLang's in-place load of another checkpoint: 200 and success true, or 400 and success false
+        with the reason, and the model keeps serving; after a load /get_model_info names the new path
+        and the prefix cache is empty."""
+        self.weight_updates += 1
+        path = (await request.json())["model_path"]
+        engine = self._engine(path, self.max_running_requests)
+        try:
+            await engine.start()
+        except Exception as err:  # whatever loading raises, SGLang answers it as a failed update
+            answer = {"success": False, "message": f"Failed to update weights: {err}.", "num_paused_requests": 0}
+            return web.json_response(answer, status=400)
+        old, self.engine, self.model_dir = self.engine, engine, path
+        await old.close()
+        self._contexts.clear()
+        answer = {"success": True, "message": "Succeeded to update model weights.", "num_paused_requests": 0}
+        return web.json_response(answer)
 
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         self.generate_requests += 1
@@ -163,3 +192,18 @@ class FakeSGLang:
         if not self._dead:
             self._dead = True
             asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self._site.stop()))
+
+
+async def _serve_until_killed(model_dir: str, port: int) -> None:
+    from selfplay_gen import models
+
+    async with FakeSGLang(models.load_tokenizer(), model_dir, port=port):
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model-path", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    known, _ = parser.parse_known_args()  # SGLang's other arguments are accepted and ignored
+    asyncio.run(_serve_until_killed(known.model_path, known.port))

@@ -290,6 +290,121 @@ def test_a_server_is_stopped_when_its_block_ends(tmp_path):
         os.killpg(pid, 0)
 
 
+def fake_sglang_python(tmp_path: Path) -> str:
+    """An executable that runs tests/fake_sglang.py where `python -m sglang.launch_server` would run."""
+    python = tmp_path / "python"
+    script = Path(__file__).parent / "fake_sglang.py"
+    python.write_text(f'#!/usr/bin/env bash\nshift 2\nexec {sys.executable} {script} "$@"\n')
+    python.chmod(0o755)
+    return str(python)
+
+
+def checkpoint_like(source: str, path: Path, **config_changes) -> str:
+    """A checkpoint directory whose files are `source`'s, with `config_changes` in its config.json."""
+    path.mkdir()
+    for file in Path(source).iterdir():
+        if file.name != "config.json":
+            (path / file.name).symlink_to(file)
+    config = json.loads((Path(source) / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**config, **config_changes}))
+    return str(path)
+
+
+@pytest.mark.slow
+def test_a_slot_loads_a_like_checkpoint_into_its_running_server(tmp_path, local_model_dir, capsys):
+    """The raw and the warm-started embedded model share architecture and tokenizer: the server of one
+    takes the other's weights (one launch, and /get_model_info names the new one). A checkpoint of
+    another config gets a new server; a swap the server refuses falls back to a restart."""
+    import urllib.request
+
+    from fake_sglang import free_port
+
+    from selfplay_gen import models
+
+    raw, warm = local_model_dir, models.resolve(models.DEFAULT_MODEL)
+    other = checkpoint_like(raw, tmp_path / "other", rope_theta=12345.0)
+    settings = ServerSettings(python=fake_sglang_python(tmp_path), port=free_port(), timeout_s=120)
+
+    def serving(url: str) -> str:
+        with urllib.request.urlopen(f"{url}/get_model_info", timeout=10) as answer:
+            return json.loads(answer.read())["model_path"]
+
+    with Slots(settings, Shell()) as slots:
+        first = slots.serve(0, raw, tmp_path / "a.log")
+        pid = slots._servers[0][1].process.pid
+        swapped = slots.serve(0, warm, tmp_path / "b.log")
+        assert slots._servers[0][1].process.pid == pid and serving(swapped.url) == warm
+        assert swapped.url == first.url and 0 < swapped.startup_s < first.startup_s
+        slots.serve(0, other, tmp_path / "c.log")  # rope_theta differs: restarted
+        assert slots._servers[0][1].process.pid != pid and serving(swapped.url) == other
+        # a checkpoint whose weights cannot be read: the running server says so, then a new one is tried
+        broken = checkpoint_like(other, tmp_path / "broken")
+        for weights in Path(broken).glob("*.safetensors"):
+            weights.unlink()
+        with pytest.raises(StepFailed, match="start-server"):
+            slots.serve(0, broken, tmp_path / "d.log")
+    out, err = capsys.readouterr()
+    assert out.count("launch_server") == 3  # raw, other, broken: warm came by swap
+    assert f"took {warm}'s weights" in err
+    assert "a new server for " + other + ": their config.json differ" in err
+    assert f"did not take {broken}'s weights (Failed to update weights" in err
+
+
+@pytest.mark.slow
+async def test_the_swap_command_gives_a_running_server_a_like_checkpoint(tokenizer, local_model_dir, tmp_path):
+    """`python -m selfplay_gen.iterate.server swap` (offline_gpu/gpu_rl.sh between checkpoints)."""
+    import asyncio
+
+    from click.testing import CliRunner
+    from fake_sglang import FakeSGLang
+
+    from selfplay_gen import models
+    from selfplay_gen.iterate.server import main as server_main
+
+    warm = models.resolve(models.DEFAULT_MODEL)
+    other = checkpoint_like(local_model_dir, tmp_path / "other", num_hidden_layers=2)
+    async with FakeSGLang(tokenizer, local_model_dir) as fake:
+
+        def swap(served: str, model: str):
+            return CliRunner().invoke(server_main, ["swap", fake.url, served, model])
+
+        result = await asyncio.to_thread(swap, local_model_dir, warm)
+        assert result.exit_code == 0 and f"serves {warm}" in result.output
+        assert fake.model_dir == warm and fake.weight_updates == 1
+        refused = await asyncio.to_thread(swap, warm, other)
+        assert refused.exit_code == 1 and "keeps " + warm + ": their config.json differ" in refused.output
+        assert fake.weight_updates == 1  # not asked: the architecture differs
+
+
+def test_swapping_weights_can_be_turned_off_and_dry_runs_show_it(tmp_path, capsys):
+    for swap, expected in ((True, 1), (False, 2)):
+        slots = Slots(ServerSettings(port=31000, swap_weights=swap), Shell(dry_run=True))
+        slots.serve(0, "/iter_1", tmp_path / "a.log")
+        slots.serve(0, "/iter_2", tmp_path / "b.log")
+        out = capsys.readouterr().out
+        assert out.count("launch_server") == expected
+        assert ("update_weights_from_disk model_path=/iter_2" in out) == swap
+    slots = Slots(ServerSettings(port=31000, dp=2), Shell(dry_run=True))  # a router's workers restart
+    slots.serve(0, "/iter_1", tmp_path / "a.log")
+    slots.serve(0, "/iter_2", tmp_path / "b.log")
+    assert capsys.readouterr().out.count("launch_server") == 2
+
+
+def test_swap_blocker_names_what_differs(tmp_path, local_model_dir):
+    from selfplay_gen.iterate.server import swap_blocker
+
+    same = checkpoint_like(local_model_dir, tmp_path / "same", _name_or_path="elsewhere")
+    assert swap_blocker(local_model_dir, same) is None  # only the note of where it came from differs
+    wider = checkpoint_like(local_model_dir, tmp_path / "wider", hidden_size=1024)
+    assert swap_blocker(local_model_dir, wider) == "their config.json differ"
+    assert swap_blocker(local_model_dir, str(tmp_path / "gone")) == f"{tmp_path / 'gone'} has no config.json"
+    retokenized = checkpoint_like(local_model_dir, tmp_path / "retokenized")
+    (Path(retokenized) / "tokenizer.json").unlink()
+    assert swap_blocker(local_model_dir, retokenized) == (
+        f"tokenizer.json is in only one of {local_model_dir} and {retokenized}"
+    )
+
+
 def dry_iterate(tmp_path, *args, **env):
     from click.testing import CliRunner
 

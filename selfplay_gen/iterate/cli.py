@@ -166,6 +166,14 @@ server_options = options(
         default=SV.partner_mem_fraction,
         help="GPU memory share of each of two servers (--mem-fraction-static).",
     ),
+    opt(
+        "--swap-weights",
+        "SWAP_WEIGHTS",
+        type=BOOL,
+        default=str(SV.swap_weights),
+        help="A running server takes the next checkpoint of the same architecture and tokenizer through "
+        "SGLang's /update_weights_from_disk (seconds) instead of a restart (minutes); False restarts it.",
+    ),
 )
 tool_options = options(
     opt(
@@ -412,7 +420,7 @@ def servers_from(o: dict) -> ServerSettings:
     return ServerSettings(
         o.pop("sglang_python"), o.pop("port"), o.pop("tp"), o.pop("dp"), extra,
         o.pop("server_timeout"), o.pop("server_start_tries"), o.pop("server_retry_wait"), o.pop("partner_mem_fraction"),
-        tuple(o.pop("sglang_url").split()),
+        tuple(o.pop("sglang_url").split()), o.pop("swap_weights") == "True",
     )  # fmt: skip
 
 

@@ -55,6 +55,9 @@ class ServerSettings:
     retry_wait_s: float = 30.0
     partner_mem_fraction: float = 0.4  # each of two servers sharing the GPU takes this share
     urls: tuple[str, ...] = ()  # running servers to use instead of starting one
+    # a running server takes a new checkpoint of the same architecture and tokenizer through
+    # /update_weights_from_disk instead of being restarted (`server.Slots`)
+    swap_weights: bool = True
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,14 @@
 """SGLang servers as context managers: started in their own process group, ready once /health
 answers, stopped (the whole group) on every way out. `Slots` keeps at most one server per port and
 reuses a server whose model a later step needs again, so the evaluation of a model and the next
-iteration's games with it, or two cross-play pairings that share a checkpoint, start it once."""
+iteration's games with it, or two cross-play pairings that share a checkpoint, start it once. A
+slot asked for another checkpoint of the same architecture and tokenizer loads its weights into
+the running server (SGLang's /update_weights_from_disk, seconds) instead of a restart (minutes of
+start-up and CUDA-graph capture); where that is refused, the server is restarted as before."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -21,6 +25,59 @@ from .config import ServerSettings
 from .shell import Shell, StepFailed
 
 NOT_ENOUGH_MEMORY = "Not enough memory"
+
+# What a server keeps of the model it started with when it loads another's weights: the
+# architecture and dtype (config.json), the generation defaults and the tokenizer. Two checkpoints
+# whose files agree here can share a server.
+SAME_CONFIG = ("config.json", "generation_config.json")
+SAME_BYTES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt")
+CONFIG_NOTES = ("_name_or_path", "transformers_version")  # differ between equal checkpoints
+
+
+def swap_blocker(served: str, wanted: str) -> str | None:
+    """Why a server of the checkpoint `served` cannot take `wanted`'s weights in place, or None when
+    it can: both are directories whose config, generation defaults and tokenizer files agree."""
+    old, new = Path(served), Path(wanted)
+    for path in (old, new):
+        if not (path / "config.json").is_file():
+            return f"{path} has no config.json"
+    for name in SAME_CONFIG + SAME_BYTES:
+        a, b = old / name, new / name
+        if a.is_file() != b.is_file():
+            return f"{name} is in only one of {old} and {new}"
+        if not a.is_file():
+            continue
+        if name in SAME_CONFIG:
+            differ = _config(a) != _config(b)
+        else:
+            differ = a.read_bytes() != b.read_bytes()
+        if differ:
+            return f"their {name} differ"
+    return None
+
+
+def _config(path: Path) -> dict:
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise StepFailed("swap-weights", 1, f"{path}: not readable as JSON ({err})") from err
+    return {key: value for key, value in config.items() if key not in CONFIG_NOTES}
+
+
+def _json(url: str, body: dict | None, timeout: float) -> dict:
+    """GET `url` (or POST `body` as JSON) and read its JSON answer; an HTTP error's JSON body too."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return json.loads(answer.read() or b"{}")
+    except urllib.error.HTTPError as err:
+        text = err.read().decode(errors="replace")
+        try:
+            answer = json.loads(text)
+        except ValueError:
+            answer = {"message": text.strip()}
+        return {"success": False, "status": err.code, **(answer if isinstance(answer, dict) else {})}
 
 
 @dataclass
@@ -125,10 +182,43 @@ class SGLangServer:
     def __exit__(self, *exc: object) -> None:
         self._stop()
 
+    def swap(self, model: str) -> float | None:
+        """Load `model`'s weights into this running server: the seconds it took, or None, said why,
+        when the server should be restarted for `model` instead."""
+        started = time.monotonic()
+        self.shell.echo(f"+ POST {self.url}/update_weights_from_disk model_path={model}")
+        if self.shell.dry_run:
+            self.model = model
+            return 0.0
+        refused = load_weights(self.url, model, self.settings.timeout_s)
+        if refused is not None:
+            click.echo(f"the server on port {self.port} did not take {model}'s weights ({refused})", err=True)
+            return None
+        self.model = model
+        took = time.monotonic() - started
+        click.echo(f"the server on port {self.port} took {model}'s weights in {took:.1f}s", err=True)
+        return took
+
+
+def load_weights(url: str, model: str, timeout_s: float) -> str | None:
+    """Have the SGLang server at `url` load `model`'s weights in place (/update_weights_from_disk,
+    which also flushes its prefix cache): None once /get_model_info names `model`, else why not."""
+    try:
+        answer = _json(f"{url}/update_weights_from_disk", {"model_path": model}, timeout_s)
+        if not answer.get("success"):
+            return answer.get("message") or f"answer {answer}"
+        served = _json(f"{url}/get_model_info", None, 30).get("model_path")
+    except (OSError, ValueError) as err:
+        return str(err)
+    return None if served == model else f"it reports model_path {served!r}"
+
 
 class Slots:
     """Servers by port slot (0: the model being played or evaluated, 1: its partner). A slot asked
-    for the model it already serves, with the same memory share, keeps its server."""
+    for the model it already serves, with the same memory share, keeps its server; asked for another
+    checkpoint that `swap_blocker` allows, with the same memory share, it swaps the server's weights
+    (with `settings.swap_weights`, and one server: sglang-router 0.3.2 answers that route 404, so a
+    router and its workers are restarted)."""
 
     def __init__(self, settings: ServerSettings, shell: Shell):
         self.settings, self.shell = settings, shell
@@ -142,13 +232,30 @@ class Slots:
         key = (model, self.settings.partner_mem_fraction if shared else None)
         held = self._servers.get(slot)
         if held is not None:
+            (served, share), server, _ = held
             if held[0] == key:
-                return Started(held[2].url, model, 0.0)
+                return Started(server.url, model, 0.0)
+            if share == key[1] and self.swappable(served, model):
+                took = server.swap(model)
+                if took is not None:
+                    started = Started(server.url, model, took)
+                    self._servers[slot] = (key, server, started)
+                    return started
             self.release(slot)
         server = SGLangServer(model, self.settings.port + slot, log, self.settings, self.shell, key[1])
         started = server.__enter__()
         self._servers[slot] = (key, server, started)
         return started
+
+    def swappable(self, served: str, model: str) -> bool:
+        if not self.settings.swap_weights or self.settings.dp > 1:
+            return False
+        if self.shell.dry_run:  # the checkpoints do not exist yet; a run swaps where they agree
+            return True
+        blocker = swap_blocker(served, model)
+        if blocker is not None:
+            click.echo(f"a new server for {model}: {blocker}", err=True)
+        return blocker is None
 
     def release(self, slot: int | None = None) -> None:
         """Stop the server of `slot`, or every server (before training needs the GPU)."""
@@ -162,3 +269,26 @@ class Slots:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+@click.group()
+def main() -> None:
+    """SGLang servers of a run, from a shell (offline_gpu/gpu_rl.sh)."""
+
+
+@main.command("swap")
+@click.argument("url")
+@click.argument("served")
+@click.argument("model")
+@click.option("--timeout", type=float, default=900.0, show_default=True, help="Seconds the load may take.")
+def swap_command(url: str, served: str, model: str, timeout: float) -> None:
+    """Have the server at URL, serving the checkpoint SERVED, load MODEL's weights in place; exit 1,
+    saying why, when it cannot (another architecture or tokenizer, or the server refused)."""
+    why = swap_blocker(served, model) or load_weights(url, model, timeout)
+    if why is not None:
+        raise click.ClickException(f"{url} keeps {served}: {why}")
+    click.echo(f"{url} serves {model}")
+
+
+if __name__ == "__main__":
+    main()
