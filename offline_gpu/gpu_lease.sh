@@ -8,7 +8,7 @@ set -euo pipefail
 usage() {
   cat <<'USAGE'
 Usage: offline_gpu/gpu_lease.sh [--help] parts DIST PART_DIR | start ROOT PHASE... | wait ROOT [SECONDS]
-                          | pack ROOT PACK_DIR [--slim] | give PACK_DIR OUT_DIR N | unpack ROOT DIR
+                          | pack ROOT PACK_DIR [--slim] | give PACK_DIR OUT_DIR N | unpack ROOT DIR | kernels OUT_DIR
 
 Here, with DIST holding what shared/gpu/ builds (site_serve.tar.xz, site_train.tar.xz, the model's GGUF
 parts, each with its .sha256) and shared/gpu's scripts:
@@ -29,12 +29,18 @@ On the GPU machine, after `source offline_gpu/gpu_setup.sh` in the same call:
   unpack ROOT DIR      every call: DIR's pieces (of any batches) gathered in /tmp/pack-in; once all have
                        come, checked and unpacked into ROOT (then `gpu_learning.sh ... restore`); exit 3
                        while some are missing
+  kernels OUT_DIR      the kernels this machine compiled on first use (SGLang's tvm-ffi builds, Triton's and
+                       CUDA's caches under $HOME) as OUT_DIR/kernels.tar.xz. Put that file into DIST before
+                       `parts`: gpu_setup.sh restores it, and the next machine's first SGLang start skips the
+                       compilation (about 2 minutes)
 USAGE
 }
 case ${1:-} in -h|--help) usage; exit 0 ;; esac
 (($# >= 2)) || { usage >&2; exit 2; }
 cmd=$1 ROOT=$2
 shift 2
+# where, under $HOME, the GPU stack keeps what it compiles on first use
+KERNEL_CACHES=(.cache/tvm-ffi .cache/sglang .cache/flashinfer .cache/torch_extensions .triton/cache .nv/ComputeCache)
 case "$cmd" in
   parts)
     rm -rf "$1" && mkdir -p "$1"
@@ -87,5 +93,13 @@ case "$cmd" in
     [[ $(cat /tmp/pack-in/pack.tar.xz.* | sha256sum | cut -d' ' -f1) == $(cat /tmp/pack-in/pack.sha256) ]] \
       || { echo "unpack: checksum mismatch of the joined pieces" >&2; exit 1; }
     cat /tmp/pack-in/pack.tar.xz.* | xz -d | tar -C "$ROOT" -xf - && echo "unpacked into $ROOT" ;;
+  kernels)
+    mkdir -p "$ROOT"
+    found=()
+    for dir in "${KERNEL_CACHES[@]}"; do [[ -d $HOME/$dir ]] && found+=("$dir"); done
+    du -sh "$HOME"/.cache/* "$HOME/.triton" "$HOME/.nv" 2> /dev/null || true
+    ((${#found[@]})) || { echo "kernels: none of ${KERNEL_CACHES[*]} under $HOME" >&2; exit 1; }
+    tar -C "$HOME" -cf - "${found[@]}" | xz -T0 -6 > "$ROOT/kernels.tar.xz"
+    echo "kernels: ${found[*]} -> $ROOT/kernels.tar.xz ($(du -h "$ROOT/kernels.tar.xz" | cut -f1))" ;;
   *) usage >&2; exit 2 ;;
 esac

@@ -23,6 +23,11 @@ if [ ! -f /tmp/gpu/.ok ]; then
     || { echo "gpu_setup: checksum mismatch of the joined parts" >&2; return 1 2>/dev/null || exit 1; }
   mkdir -p /tmp/gpu && tar -xf /tmp/all.tar -C /tmp/gpu && rm -f /tmp/all.tar && touch /tmp/gpu/.ok
 fi
+# kernels an earlier machine compiled (`gpu_lease.sh kernels`, put into the bundle's directory before `parts`)
+if [ -f /tmp/gpu/kernels.tar.xz ] && [ ! -f /tmp/gpu/.kernels ]; then
+  tar -C "$HOME" -xJf /tmp/gpu/kernels.tar.xz && touch /tmp/gpu/.kernels \
+    && echo "gpu_setup: restored an earlier machine's compiled kernels under $HOME" >&2
+fi
 # shellcheck disable=SC1091
 source /tmp/gpu/install_site.sh /tmp/gpu/site_serve.tar.xz /tmp/gpu/site_train.tar.xz
 export MODEL=/tmp/smollm2

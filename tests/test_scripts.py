@@ -581,3 +581,26 @@ def test_gpu_rl_trains_both_trainers_from_one_warm_start_and_evaluates_on_dev_an
     assert f"-m sglang.launch_server --model-path {warm}" in fbc and "--num-games 1024 --games-per-instance 8" in fbc
     assert "--instances heldout --num-instances 64 -k 8 --label iter_1" in fbc
     assert f"bench/analysis/rl_curve.py {root}/results" in out
+
+
+def test_gpu_lease_keeps_the_compiled_kernels_and_nothing_else(tmp_path):
+    """`gpu_lease.sh kernels OUT` packs the first-use compilation caches under $HOME, not models or pip's cache,
+    so a later machine can start SGLang without compiling them again."""
+    import tarfile
+
+    home = tmp_path / "home"
+    for kept in (".cache/tvm-ffi/rope/rope.so", ".triton/cache/abc/kernel.cubin", ".nv/ComputeCache/index"):
+        (home / kept).parent.mkdir(parents=True)
+        (home / kept).write_bytes(b"compiled")
+    for left in (".cache/selfplay-gen/model.safetensors", ".cache/pip/wheel", ".triton/dump/x"):
+        (home / left).parent.mkdir(parents=True, exist_ok=True)
+        (home / left).write_bytes(b"not a kernel")
+    result = script("offline_gpu/gpu_lease.sh", "kernels", str(tmp_path / "out"), HOME=str(home))
+    assert result.returncode == 0, result.stderr
+    with tarfile.open(tmp_path / "out" / "kernels.tar.xz") as packed:
+        files = {member.name for member in packed.getmembers() if member.isfile()}
+    assert files == {".cache/tvm-ffi/rope/rope.so", ".triton/cache/abc/kernel.cubin", ".nv/ComputeCache/index"}
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = script("offline_gpu/gpu_lease.sh", "kernels", str(tmp_path / "none"), HOME=str(empty))
+    assert nothing.returncode == 1 and "none of .cache/tvm-ffi" in nothing.stderr
