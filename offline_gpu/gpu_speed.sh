@@ -5,10 +5,11 @@
 # few steps of online GRPO with a LoRA adapter (`iterate-online`: the step rate, the merge of a GRPO adapter).
 # `router-shared` plays the same games with one server (DP=1) and with two SGLang workers sharing the GPU behind
 # the real sglang_router (DP=2 on one GPU: the routing and the runner's plumbing, not two GPUs' speed);
-# `gen-8k` is the generation benchmark with 8,192 games in flight.
+# `gen-8k` is the generation benchmark with 8,192 games in flight. `swap` checks a server that took another
+# checkpoint's weights (/update_weights_from_disk) against one started on it: the same greedy games, token for token.
 # Results in ROOT/speed/; each phase is skipped once its DONE marker exists.
 #   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [fbc] [gen-eager] [iterate-fbc] [iterate-online]
-#                            [router-shared] [gen-8k]
+#                            [router-shared] [gen-8k] [swap]
 set -euo pipefail
 MODEL_DIR=$1 ROOT=$2
 shift 2
@@ -78,6 +79,53 @@ router_shared() {
   touch "$OUT/router_shared.DONE"
 }
 
+# swap_check: the warm-start adapter folded into MODEL_DIR (a checkpoint of the same config and tokenizer) served
+# twice: by a server started on MODEL_DIR that then loads its weights in place, and by a server started on it.
+# 32 greedy games one at a time on each must be the same token for token; start-up and swap seconds in swap.md.
+swap_check() {
+  [[ ! -e $OUT/swap.DONE ]] || return 0
+  local folded=$ROOT/swap/folded port=30100 games=(--instances dev --num-instances 32 -k 1 --temperature 0
+    --concurrency 1 --quiet)
+  mkdir -p "$ROOT/swap"
+  [[ -e $folded/config.json ]] || python3 -c 'import sys; from pathlib import Path
+from selfplay_gen.models import WARM_START_ADAPTER, fold_adapter
+fold_adapter(Path(sys.argv[1]), WARM_START_ADAPTER, Path(sys.argv[2]))' "$MODEL_DIR" "$folded"
+  local how model start pid
+  read -r -a args <<< "$(python3 -m selfplay_gen.serving sglang-args)"
+  for how in swapped started; do
+    model=$folded
+    [[ $how == started ]] || model=$MODEL_DIR
+    start=$SECONDS
+    setsid nohup python3 -m sglang.launch_server --model-path "$model" --host 127.0.0.1 --port $port \
+      --mem-fraction-static 0.8 "${args[@]}" > "$ROOT/logs/sglang_swap_$how.log" 2>&1 < /dev/null &
+    pid=$!
+    until curl -sf "http://127.0.0.1:$port/health" > /dev/null; do
+      sleep 1
+      kill -0 $pid 2> /dev/null || { tail -20 "$ROOT/logs/sglang_swap_$how.log"; return 1; }
+    done
+    echo "$how: server up in $((SECONDS - start)) s" | tee -a "$OUT/swap.md"
+    if [[ $how == swapped ]]; then
+      start=$SECONDS
+      python3 -m selfplay_gen.iterate.server swap "http://127.0.0.1:$port" "$MODEL_DIR" "$folded" | tee -a "$OUT/swap.md"
+      echo "swapped: weights loaded in place in $((SECONDS - start)) s" | tee -a "$OUT/swap.md"
+    fi
+    python3 -m selfplay_gen.cli eval --backend sglang --base-url "http://127.0.0.1:$port" --model "$folded" \
+      "${games[@]}" --out "$ROOT/swap/$how"
+    stop $port
+  done
+  python3 - "$ROOT/swap/swapped/games" "$ROOT/swap/started/games" << 'PY' | tee -a "$OUT/swap.md"
+import sys
+from pathlib import Path
+from selfplay_gen.records import read_games
+def games(d):
+    return {r["game_id"]: [p["token_ids"] for p in r["players"]] for f in sorted(Path(d).glob("*.jsonl")) for r in read_games(f)}
+a, b = games(sys.argv[1]), games(sys.argv[2])
+same = sum(a[k] == b.get(k) for k in a)
+print(f"token-exact games: {same} of {len(a)} (the started server played {len(b)})")
+PY
+  touch "$OUT/swap.DONE"
+}
+
 for phase in "$@"; do
   case "$phase" in
     embedded) bash "$REPO/offline_gpu/gpu_learning.sh" "$MODEL_DIR" "$ROOT" embedded ;;
@@ -85,6 +133,7 @@ for phase in "$@"; do
     gen-eager) generation generation_no_cuda_graphs 0 ;;
     gen-8k) generation generation_cuda_graphs_8192 1 8192 ;;
     router-shared) router_shared ;;
+    swap) swap_check ;;
     fbc)  # one iteration from the embedded warm start, everything at the scripts' defaults
       mkdir -p "$ROOT/fbc"
       [[ -e $ROOT/fbc/base/DONE ]] || { mkdir -p "$ROOT/fbc/base"; cp -r "$ROOT/embedded/base/." "$ROOT/fbc/base/"; }
