@@ -255,6 +255,18 @@ def test_checkpoints_are_found_by_step(tmp_path):
     assert last_step(tmp_path) == 50
 
 
+def test_evaluations_run_together_and_a_failure_names_its_step(tmp_path):
+    """Each command waits for the other's file: run one after the other, both would time out."""
+    a, b = tmp_path / "a", tmp_path / "b"
+
+    def waits_for(mine: Path, theirs: Path) -> list[str]:
+        return ["timeout", "20", "bash", "-c", f"touch {mine}; until [ -e {theirs} ]; do sleep 0.05; done"]
+
+    Shell().run_together([("heldout", waits_for(a, b)), ("human", waits_for(b, a))])
+    with pytest.raises(StepFailed, match="step 'human' failed \\(exit 3\\)"):
+        Shell().run_together([("heldout", ["true"]), ("human", ["bash", "-c", "exit 3"])])
+
+
 def test_a_slot_keeps_its_server_for_the_same_model(tmp_path, capsys):
     slots = Slots(ServerSettings(port=31000), Shell(dry_run=True))
     slots.serve(0, "/m", tmp_path / "a.log")
@@ -509,6 +521,35 @@ def test_a_failed_stage_is_not_marked_done_and_a_rerun_resumes_from_its_markers(
     assert (run_dir / "base" / "DONE").exists()
     summary = (run_dir / "summary.md").read_text().splitlines()
     assert summary[2].startswith("| base |  |  |  | ")  # no training games in the base stage
+
+
+def test_a_model_is_evaluated_while_its_server_plays_its_training_games(tmp_path):
+    """The model a stage starts from, not yet evaluated, is evaluated together with that stage's games on the
+    same server: each fake command waits until the other kind has started, so run one after the other they
+    would fail; the wall-time table holds one row for both."""
+    from selfplay_gen.iterate.config import Tools
+    from selfplay_gen.iterate.loop import Run
+
+    fake = tmp_path / "selfplay-gen"
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        f"if [[ $1 == eval ]]; then touch {tmp_path}/eval; other={tmp_path}/gen; "
+        f"else touch {tmp_path}/gen; other={tmp_path}/eval; fi\n"
+        "for _ in $(seq 400); do [[ -e $other ]] && exit 0; sleep 0.05; done; exit 9\n"
+    )
+    fake.chmod(0o755)
+    run_dir = tmp_path / "run"
+    (run_dir / "base").mkdir(parents=True)
+    (run_dir / "base" / "DONE").touch()  # the stage, but not its evaluation
+    cfg = Iteration(
+        run_dir=run_dir, initial_model="/m0", num_iterations=1, trainer="filtered-bc", warm=Warm(policy="none"),
+        servers=ServerSettings(urls=("http://127.0.0.1:9",)),
+        tools=Tools(python=sys.executable, gen=(str(fake),), convert=("false",)),
+    )  # fmt: skip
+    with pytest.raises(StepFailed, match="step 'iteration 1: convert' failed"):
+        Run(cfg).main()
+    steps = [row["step"] for row in json.loads((run_dir / "iter_001" / "timings.json").read_text())["steps"]]
+    assert steps == ["evaluate base + generate"]
 
 
 def test_metrics_come_from_tensorboard_events_when_verl_logged_there(tmp_path):

@@ -853,16 +853,20 @@ def generate_command(**o: Any) -> None:
         partner = []
         if serve_partner:
             partner = partner_args(slots.serve(1, partner_model, out_dir / "sglang-partner.log", shared=True))
+        # the games and the evaluations play at once on the server: each keeps it busy through the others' tails
+        steps = []
         if num_games > 0:
-            shell.run(
+            steps.append((
                 "generate",
                 plays.generate(server, model, o.pop("seed"), num_games, o.pop("games_per_instance"), out_dir, partner,
                                shlex.split(o.pop("gen_args"))),
-            )  # fmt: skip
-            shell.run("convert", plays.convert(out_dir, shlex.split(o.pop("convert_args"))))
+            ))  # fmt: skip
         if eval_dir is not None:
-            for name, command in plays.evaluations(server, model, label, eval_dir, o.pop("eval_append_to")):
-                shell.run(f"evaluate ({name})", command)
+            evaluations = plays.evaluations(server, model, label, eval_dir, o.pop("eval_append_to"))
+            steps += [(f"evaluate ({name})", command) for name, command in evaluations]
+        shell.run_together(steps)
+        if num_games > 0:
+            shell.run("convert", plays.convert(out_dir, shlex.split(o.pop("convert_args"))))
         if crossplay_dir is not None:
             partner_label = o.pop("partner_label") or Path(partner_model).name
             shell.run("cross-play", plays.crossplay(server, model, label, partner, partner_label, crossplay_dir))

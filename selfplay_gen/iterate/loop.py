@@ -184,21 +184,35 @@ class Run:
         name = "sglang.log" if slot == 0 else "sglang-partner.log"
         return self.slots.serve(slot, model, log_dir / "gen" / name, shared)
 
-    def evaluate(self, model: str, label: str, eval_for: Path, final: bool = False, shared: bool = False) -> None:
-        """Evaluate `model` as `label` into eval_for/eval (unless done) and the run-level reports; as
-        the `final` model also on the test split (unless done); a candidate the promotion judged, and
-        so evaluated before, on the test split alone."""
+    def evaluated(self, eval_for: Path, final: bool = False) -> bool:
         done, tested = eval_for / "eval" / "DONE", eval_for / "eval" / "DONE_TEST"
         # without promotion a model is evaluated once, as the final one where it is (DONE says all)
-        if done.exists() and (not final or tested.exists() or not self.cfg.promotes()):
+        return done.exists() and (not final or tested.exists() or not self.cfg.promotes())
+
+    def evaluate(
+        self,
+        model: str,
+        label: str,
+        eval_for: Path,
+        final: bool = False,
+        shared: bool = False,
+        alongside: tuple[str, list[str]] | None = None,
+    ) -> None:
+        """Evaluate `model` as `label` into eval_for/eval (unless done) and the run-level reports; as
+        the `final` model also on the test split (unless done); a candidate the promotion judged, and
+        so evaluated before, on the test split alone. Its evaluation sets play at once, with the
+        (step, command) `alongside` that uses the same server (its training games), in one timed row."""
+        done, tested = eval_for / "eval" / "DONE", eval_for / "eval" / "DONE_TEST"
+        if self.evaluated(eval_for, final):
             return
         server = self.serve(0, model, shared)
         evaluations = self.plays.evaluations(server, model, label, eval_for / "eval", self.reports, final)
         if done.exists():
             evaluations = [(name, command) for name, command in evaluations if name == TEST_SET]
-        with self.timed(f"evaluate {label}", server.startup_s):
-            for name, command in evaluations:
-                self.shell.run(f"{label}: evaluate ({name})", command)
+        steps = [(f"{label}: evaluate ({name})", command) for name, command in evaluations]
+        row = f"evaluate {label}" + (" + " + alongside[0].split(": ")[-1] if alongside else "")
+        with self.timed(row, server.startup_s):
+            self.shell.run_together([*steps, *([alongside] if alongside else [])])
             if self.cfg.league.skill_levels and self.competition is not None and not done.exists():
                 self.competition.skill_match(server, model, eval_for / "eval")
         if not self.cfg.dry_run:
@@ -207,8 +221,10 @@ class Run:
             if final:
                 tested.touch()
 
-    def evaluate_current(self, final: bool = False, shared: bool = False) -> None:
-        self.evaluate(self.model, self.label, self.eval_for, final, shared)
+    def evaluate_current(
+        self, final: bool = False, shared: bool = False, alongside: tuple[str, list[str]] | None = None
+    ) -> None:
+        self.evaluate(self.model, self.label, self.eval_for, final, shared, alongside)
 
     def play(self, stage: Stage, num_games: int, convert_args: list[str], league: bool = True) -> None:
         """The current model's server evaluates it (unless done) and plays `num_games` training games
@@ -217,18 +233,19 @@ class Run:
         if league and self.cfg.league_size > 0 and self.competition is not None:
             self.competition.play(stage, num_games, convert_args)
             return
-        self.evaluate_current()
         i = int(stage.name.split("_")[-1])
         server = self.serve(0, self.model)
         gen = stage.dir / "gen"
         skill = self.competition.skill_args(seat0_only=False) if self.competition is not None else []
-        with self.timed("generate", server.startup_s):
-            self.shell.run(
-                f"iteration {i}: generate",
-                self.plays.generate(
-                    server, self.model, stage.seed, num_games, self.cfg.games_per_instance, gen, [], skill
-                ),
-            )
+        generate = (
+            f"iteration {i}: generate",
+            self.plays.generate(server, self.model, stage.seed, num_games, self.cfg.games_per_instance, gen, [], skill),
+        )
+        if self.evaluated(self.eval_for):
+            with self.timed("generate", server.startup_s):
+                self.shell.run(*generate)
+        else:  # the model's evaluation and its training games share its server's batches
+            self.evaluate_current(alongside=generate)
         with self.timed("convert"):
             self.shell.run(f"iteration {i}: convert", self.plays.convert(gen, convert_args))
 

@@ -67,6 +67,31 @@ class Shell:
             raise StepFailed(step, code)
         return startup
 
+    def run_together(self, steps: Sequence[tuple[str, Sequence[str]]]) -> None:
+        """Print each (step, command), then run them all at once unless this is a dry run: commands
+        that share a server keep it busy through each other's tails (the last few long games). The
+        first that fails raises `StepFailed` once all have ended; stopped, the rest stop too."""
+        for _, command in steps:
+            self.echo(show(command))
+        if self.dry_run:
+            return
+        processes: list[tuple[str, subprocess.Popen]] = []
+        try:
+            for step, command in steps:
+                try:
+                    processes.append((step, subprocess.Popen(list(map(str, command)))))
+                except OSError as error:
+                    raise StepFailed(step, 127, str(error)) from error
+            codes = [(step, process.wait()) for step, process in processes]
+        except BaseException:
+            for _, process in processes:
+                process.kill()
+                process.wait()
+            raise
+        for step, code in codes:
+            if code != 0:
+                raise StepFailed(step, code)
+
     def output(self, step: str, command: Sequence[str]) -> str:
         """The standard output of `command`, run even in a dry run (it only reads)."""
         try:
