@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from selfplay_gen.cli import main
@@ -21,9 +22,11 @@ _spec.loader.exec_module(proposer_lines)
 analyse, check_lines = proposer_lines.analyse, proposer_lines.check_lines
 
 
-def test_teacher_games_have_no_faulty_line(tmp_path):
+@pytest.mark.parametrize("plan", ["by-reviewer", "by-reviewer-records"])
+def test_teacher_games_have_no_faulty_line(tmp_path, plan):
     games = tmp_path / "games.jsonl"
-    args = ["--backend", "scripted", "--scripted-policy", "teacher", "--seed", "1000000000", "--num-games", "8"]
+    args = ["--backend", "scripted", "--scripted-policy", "teacher", "--teacher-plan", plan, "--seed", "1000000000"]
+    args += ["--num-games", "8"]
     result = CliRunner().invoke(main, [*args, "-k", "1", "--out", str(games), "--quiet"])
     assert result.exit_code == 0, result.output
     done = subprocess.run(

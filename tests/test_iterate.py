@@ -209,6 +209,8 @@ def test_one_set_of_sampling_defaults_for_every_stage():
     assert run.max_response_tokens == Verl().max_response_length  # a seat's budget is the training limit
     by_score = Iteration(warm=Warm(teacher_plan="by-score")).sampling_for_run()
     assert by_score.max_new_tokens == 768
+    records = Iteration(warm=Warm(teacher_plan="by-reviewer-records")).sampling_for_run()
+    assert records.max_new_tokens == 640  # its proposals take up to about 480 of the default 512
 
 
 CONSOLE = """\

@@ -75,6 +75,25 @@ async def test_teacher_proposes_the_best_free_known_paper_reviewer_by_reviewer()
     assert reasoning.splitlines()[0].endswith(" -> " + (PAPERS[expected[0]] if 0 in expected else "later"))
 
 
+async def test_teacher_records_name_each_rise_of_the_running_maximum_and_pick_the_last():
+    """by-reviewer-records proposes what by-reviewer proposes; each line's records are the cells, in the
+    line's order, that beat every cell before them, and the pick is the last of them."""
+    for instance in HELDOUT[:20]:
+        plain, records = await teacher_game(instance), await teacher_game(instance, "by-reviewer-records")
+        assert records["outcome"]["proposal"] == plain["outcome"]["proposal"]
+        reasoning = records["players"][1]["messages"][-1]["content"].split("[propose]")[0]
+        for line in reasoning.strip().splitlines():
+            if line.endswith("-> later"):
+                assert " | " not in line
+                continue
+            cells_text, rest = line.split(": ", 1)[1].split(" | ")
+            chain, pick = rest.split(" -> ")
+            cells = [(name, int(value)) for name, value in (cell.rsplit(" ", 1) for cell in cells_text.split(", "))]
+            rises = [cell for i, cell in enumerate(cells) if all(cell[1] > v for _, v in cells[:i])]
+            assert chain == " < ".join(f"{name} {value}" for name, value in rises)
+            assert pick == rises[-1][0] == max(cells, key=lambda cell: cell[1])[0]
+
+
 async def test_teacher_by_score_takes_known_cells_from_the_highest_down():
     for instance in HELDOUT[3:13]:
         record = await teacher_game(instance, "by-score")
@@ -95,7 +114,9 @@ async def test_teacher_by_score_takes_known_cells_from_the_highest_down():
 
 
 def test_an_unknown_teacher_plan_is_refused():
-    with pytest.raises(ValueError, match="unknown teacher plan 'hungarian'; choose one of by-reviewer, by-score"):
+    with pytest.raises(
+        ValueError, match="unknown teacher plan 'hungarian'; choose one of by-reviewer, by-reviewer-records, by-score"
+    ):
         TeacherPlayer(HELDOUT[0], 1, "hungarian")
 
 
@@ -118,7 +139,7 @@ async def test_teacher_answers_a_proposal_and_reads_shared_cells():
     assert "invalid" not in [e["kind"] for e in record["events"]]
 
 
-@pytest.mark.parametrize("plan", ["by-reviewer", "by-score"])
+@pytest.mark.parametrize("plan", ["by-reviewer", "by-reviewer-records", "by-score"])
 def test_teacher_games_evaluate_fully_grounded(tmp_path, plan):
     from click.testing import CliRunner
 

@@ -25,7 +25,8 @@ from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance, sc
 from selfplay_gen.games.matching.moves import InvalidMove, parse_move
 from selfplay_gen.games.matching.scripted import TeacherPlayer
 
-LINE = re.compile(r"(?P<name>[A-Z][a-z]+ [A-Z][a-z]+): (?P<cells>.*) -> (?P<pick>\S+)$")
+# `Name: cells -> PICK`, or with the running maximum's records (by-reviewer-records): `Name: cells | records -> PICK`
+LINE = re.compile(r"(?P<name>[A-Z][a-z]+ [A-Z][a-z]+): (?P<cells>[^|]*?)(?: \| (?P<records>.*))? -> (?P<pick>\S+)$")
 CELL = re.compile(r"(?:^|, )(\S+) (\d+)")
 
 

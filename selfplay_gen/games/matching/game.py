@@ -47,7 +47,9 @@ class MatchingGame(Game[Instance, Move]):
     scripted_knobs = {"policy": "share", "share": 0.5}
     teacher = {"policy": "teacher", "plan": "by-reviewer"}
     teacher_plans = TeacherPlayer.PLANS
-    teacher_new_tokens = {"by-score": 768}  # its proposals list every known cell: some 650 tokens
+    # new tokens a proposal needs: by-score's list every known cell (some 650 tokens); by-reviewer-records
+    # proposals take up to about 480
+    teacher_new_tokens = {"by-score": 768, "by-reviewer-records": 640}
     human_games = 134
     evaluation = "selfplay_gen.games.matching.report"
     move_grammar = "[message] text · [propose] Proposal: then 8 lines “paper: reviewer” · [accept] · [reject]"
@@ -114,7 +116,7 @@ class MatchingGame(Game[Instance, Move]):
     def scripted_player(self, seat: int, *, seed: Seed = None, **knobs: Any) -> Player:
         """Knobs: `policy` "share" (`ScriptedPlayer`, which shares a fraction `share` of its cells,
         its rng seeded by `seed`) or "teacher" (`TeacherPlayer`, the warm-start protocol, whose
-        `plan` is "by-reviewer" or "by-score")."""
+        `plan` is one of `TeacherPlayer.PLANS`)."""
         options = self._knobs(knobs)
         instance = self._running()
         if options["policy"] == "share":
