@@ -19,13 +19,13 @@ OUT=$ROOT/speed
 mkdir -p "$OUT" "$ROOT/logs"
 WARM=$ROOT/embedded/warm/train/hf
 
-# serve GRAPHS PORT [MEM_FRACTION]: SGLang on the warm model with the project's default arguments (alone on
-# the GPU unless MEM_FRACTION leaves room for another)
+# serve GRAPHS PORT [MEM_FRACTION] [MODEL]: SGLang on MODEL (default: the warm model) with the project's default
+# arguments (alone on the GPU unless MEM_FRACTION leaves room for another)
 serve() {
   local graphs=--cuda-graphs
   [[ $1 == 1 ]] || graphs=--no-cuda-graphs
   read -r -a args <<< "$(python3 -m selfplay_gen.serving sglang-args "$graphs")"
-  setsid nohup python3 -m sglang.launch_server --model-path "$WARM" --host 127.0.0.1 --port "$2" \
+  setsid nohup python3 -m sglang.launch_server --model-path "${4:-$WARM}" --host 127.0.0.1 --port "$2" \
     --mem-fraction-static "${3:-0.8}" "${args[@]}" > "$ROOT/logs/sglang_$2.log" 2>&1 < /dev/null &
   echo $! > "$ROOT/logs/sglang_$2.pid"
   local start=$SECONDS
@@ -90,19 +90,12 @@ swap_check() {
   [[ -e $folded/config.json ]] || python3 -c 'import sys; from pathlib import Path
 from selfplay_gen.models import WARM_START_ADAPTER, fold_adapter
 fold_adapter(Path(sys.argv[1]), WARM_START_ADAPTER, Path(sys.argv[2]))' "$MODEL_DIR" "$folded"
-  local how model start pid
-  read -r -a args <<< "$(python3 -m selfplay_gen.serving sglang-args)"
+  local how model start
   for how in swapped started; do
     model=$folded
     [[ $how == started ]] || model=$MODEL_DIR
     start=$SECONDS
-    setsid nohup python3 -m sglang.launch_server --model-path "$model" --host 127.0.0.1 --port $port \
-      --mem-fraction-static 0.8 "${args[@]}" > "$ROOT/logs/sglang_swap_$how.log" 2>&1 < /dev/null &
-    pid=$!
-    until curl -sf "http://127.0.0.1:$port/health" > /dev/null; do
-      sleep 1
-      kill -0 $pid 2> /dev/null || { tail -20 "$ROOT/logs/sglang_swap_$how.log"; return 1; }
-    done
+    serve 1 $port 0.8 "$model"
     echo "$how: server up in $((SECONDS - start)) s" | tee -a "$OUT/swap.md"
     if [[ $how == swapped ]]; then
       start=$SECONDS

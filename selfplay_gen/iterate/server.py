@@ -222,7 +222,7 @@ class Slots:
 
     def __init__(self, settings: ServerSettings, shell: Shell):
         self.settings, self.shell = settings, shell
-        self._servers: dict[int, tuple[tuple[str, float | None], SGLangServer, Started]] = {}
+        self._servers: dict[int, tuple[tuple[str, float | None], SGLangServer]] = {}
 
     def serve(self, slot: int, model: str, log: Path, shared: bool = False) -> Started:
         """The server of `slot` for `model`, started unless it runs already. `shared`: two servers
@@ -232,19 +232,18 @@ class Slots:
         key = (model, self.settings.partner_mem_fraction if shared else None)
         held = self._servers.get(slot)
         if held is not None:
-            (served, share), server, _ = held
+            (served, share), server = held
             if held[0] == key:
                 return Started(server.url, model, 0.0)
             if share == key[1] and self.swappable(served, model):
                 took = server.swap(model)
                 if took is not None:
-                    started = Started(server.url, model, took)
-                    self._servers[slot] = (key, server, started)
-                    return started
+                    self._servers[slot] = (key, server)
+                    return Started(server.url, model, took)
             self.release(slot)
         server = SGLangServer(model, self.settings.port + slot, log, self.settings, self.shell, key[1])
         started = server.__enter__()
-        self._servers[slot] = (key, server, started)
+        self._servers[slot] = (key, server)
         return started
 
     def swappable(self, served: str, model: str) -> bool:
