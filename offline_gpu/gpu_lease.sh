@@ -32,7 +32,7 @@ On the GPU machine, after `source offline_gpu/gpu_setup.sh` in the same call:
   kernels OUT_DIR      the kernels this machine compiled on first use (SGLang's tvm-ffi builds, Triton's and
                        CUDA's caches under $HOME) as OUT_DIR/kernels.tar.xz. Put that file into DIST before
                        `parts`: gpu_setup.sh restores it, and the next machine's first SGLang start skips the
-                       compilation (about 2 minutes)
+                       compilation
 USAGE
 }
 case ${1:-} in -h|--help) usage; exit 0 ;; esac

@@ -10,7 +10,7 @@ of three ways to end a line of known cells, and scores its greedy picks on rows 
   chain    `Ava Li: ... | GLUE 421 | QuAC 779 > 421: QuAC 779 | SQuAD 385 < 779 -> QuAC` (every comparison)
 
 Rows are each reviewer's known cells after the first message (both seats' cells of an instance), at least
-two. It runs on the CPU (two threads: about 10-15 minutes a format at the defaults). Example:
+two. It runs on the CPU, with two threads. Example:
   python bench/analysis/pick_formats.py records --seed 1 --out pick_formats.jsonl
 """
 

@@ -4,7 +4,7 @@ reuses a server whose model a later step needs again, so the evaluation of a mod
 iteration's games with it, or two cross-play pairings that share a checkpoint, start it once. A
 slot asked for another checkpoint of the same architecture and tokenizer loads its weights into
 the running server (SGLang's /update_weights_from_disk, seconds) instead of a restart (minutes of
-start-up and CUDA-graph capture); where that is refused, the server is restarted as before."""
+start-up and CUDA-graph capture); where that is refused, a new server starts."""
 
 from __future__ import annotations
 

@@ -100,8 +100,8 @@ class TeacherPlayer(Player):
     - "by-reviewer-records": the same picks, each line also naming the running maximum's records in
       the line's order (`Ava Li: GLUE 421, QuAC 779, SQuAD 385 | GLUE 421 < QuAC 779 -> QuAC`), so a
       pick is the last record, found one comparison with the current record at a time rather than
-      as the maximum of a list (taught on rows alone, a 135M model picked right in 86-91% of rows
-      with records, 53-69% without: bench/results/pick_formats/);
+      as the maximum of a list, which a 135M model learns far less reliably
+      (bench/results/pick_formats/);
     - "by-score": every known cell from the highest value down, taking a cell whose reviewer and
       paper are both free, until all are taken (greedy by value, about 0.88): a sort of some 40
       cells, for larger models."""
