@@ -211,6 +211,10 @@ def test_one_set_of_sampling_defaults_for_every_stage():
     assert by_score.max_new_tokens == 768
     records = Iteration(warm=Warm(teacher_plan="by-reviewer-records")).sampling_for_run()
     assert records.max_new_tokens == 640  # its proposals take up to about 480 of the default 512
+    # no plan named: the game's own teacher plan decides (the matching game's is by-reviewer-records)
+    assert Iteration().sampling_for_run().max_new_tokens == 640
+    assert Iteration(warm=Warm(teacher_plan="by-reviewer")).sampling_for_run().max_new_tokens == 512
+    assert Iteration(game="negotiation").sampling_for_run().max_new_tokens == 512  # its teacher has no plans
 
 
 CONSOLE = """\
@@ -445,7 +449,7 @@ def test_online_grpo_plays_inside_verl_for_many_steps_and_validates_every_n(tmp_
         f"data.train_files={run}/iter_001/gen/train.parquet",
         f"data.val_files={run}/iter_001/gen/test.parquet",
         "actor_rollout_ref.rollout.n=8 ",
-        "+selfplay.max_new_tokens=512",
+        "+selfplay.max_new_tokens=640",  # the matching teacher plan's proposals need 640
         "actor_rollout_ref.rollout.temperature=0.7",
         "trainer.total_training_steps=40",
         "trainer.test_freq=10",

@@ -316,7 +316,9 @@ class Iteration:
         from .. import games
 
         sampling = replace(self.sampling, max_response_tokens=self.verl.max_response_length)
-        needed = games.get(self.game or games.UNNAMED).teacher_new_tokens.get(self.warm.teacher_plan or "", 0)
+        game = games.get(self.game or games.UNNAMED)
+        plan = self.warm.teacher_plan or game.teacher.get("plan", "")
+        needed = game.teacher_new_tokens.get(plan, 0)
         if sampling.max_new_tokens < needed:
             sampling = replace(sampling, max_new_tokens=needed)
         return sampling

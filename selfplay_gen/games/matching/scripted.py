@@ -96,19 +96,19 @@ class TeacherPlayer(Player):
 
     Plans (held-out seeds; random matching 0.61):
     - "by-reviewer": reviewer by reviewer, the free paper with the highest known value (about 0.82):
-      one comparison per row, learnable by a 135M model;
-    - "by-reviewer-records": the same picks, each line also naming the running maximum's records in
-      the line's order (`Ava Li: GLUE 421, QuAC 779, SQuAD 385 | GLUE 421 < QuAC 779 -> QuAC`), so a
-      pick is the last record, found one comparison with the current record at a time rather than
-      as the maximum of a list, which a 135M model learns far less reliably
-      (bench/results/pick_formats/);
+      one maximum of a list per row;
+    - "by-reviewer-records" (the default): the same picks, each line also naming the running
+      maximum's records in the line's order (`Ava Li: GLUE 421, QuAC 779, SQuAD 385 | GLUE 421 <
+      QuAC 779 -> QuAC`), so a pick is the last record, found one comparison with the current
+      record at a time rather than as the maximum of a list, which a 135M model learns far less
+      reliably (bench/results/pick_formats/, bench/results/records_h100_2026-11-25/);
     - "by-score": every known cell from the highest value down, taking a cell whose reviewer and
       paper are both free, until all are taken (greedy by value, about 0.88): a sort of some 40
       cells, for larger models."""
 
     PLANS = ("by-reviewer", "by-reviewer-records", "by-score")
 
-    def __init__(self, instance: Instance, seat: int, plan: str = "by-reviewer"):
+    def __init__(self, instance: Instance, seat: int, plan: str = "by-reviewer-records"):
         super().__init__(instance, seat)
         if plan not in self.PLANS:
             raise ValueError(f"unknown teacher plan {plan!r}; choose one of {', '.join(self.PLANS)}")
