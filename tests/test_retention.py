@@ -20,7 +20,7 @@ def measurement(ppl: float, right: list[str], *, questions: int = 10, tokens: in
         "model": f"ppl{ppl}",
         "data": data or {"text": {"sha256": "a"}, "questions": {"sha256": "b", "used": questions}},
         "perplexity": {"value": ppl, "tokens": tokens, "window": 512, "max_tokens": 4096},
-        "multiple_choice": {"accuracy": len(right) / questions, "right": right},
+        "multiple_choice": {"accuracy": len(right) / questions, "right": right, "questions": questions},
     }
 
 
@@ -73,6 +73,14 @@ def test_compare_refuses_measurements_that_do_not_compare():
         compare(base, measurement(20.0, ["q0"], data={"text": {"sha256": "other"}, "questions": {}}))
     with pytest.raises(RetentionError, match="tokens 3000 and 2900"):
         compare(base, measurement(20.0, ["q0"], tokens=2900))  # another tokenizer
+
+
+def test_a_measurement_from_before_the_used_count_compares_as_all_questions_asked():
+    old = measurement(20.0, ["q0"], questions=20)
+    old["data"] = {**old["data"], "questions": {k: v for k, v in old["data"]["questions"].items() if k != "used"}}
+    assert compare(old, measurement(20.0, ["q0"], questions=20))["flagged"] is False
+    with pytest.raises(RetentionError, match="different retention data"):  # 20 asked is not 10 asked
+        compare(old, measurement(20.0, ["q0"], questions=10))
 
 
 @pytest.fixture(scope="module")

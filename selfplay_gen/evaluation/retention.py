@@ -208,12 +208,21 @@ def measure(
     }
 
 
+def _data(measurement: dict) -> dict:
+    """A measurement's data description; one written before it named the questions `used` asked them all
+    (its `multiple_choice.questions`)."""
+    questions = dict(measurement["data"].get("questions", {}))
+    if "used" not in questions:
+        questions["used"] = measurement["multiple_choice"].get("questions")
+    return {**measurement["data"], "questions": questions}
+
+
 def compare(before: dict, after: dict, thresholds: Thresholds = Thresholds()) -> dict:
     """How `after` (a `measure` result) changed from `before`, and whether either change passes
     its threshold (`flagged`, with a sentence per flag in `flags`). Measurements of different
     data or of different tokenizations (their token counts differ) are refused: their figures
     do not compare."""
-    if before["data"] != after["data"]:
+    if _data(before) != _data(after):
         raise RetentionError(f"the measurements used different retention data: {before['data']} and {after['data']}")
     keys = ("tokens", "window", "max_tokens")
     if any(before["perplexity"][k] != after["perplexity"][k] for k in keys):
