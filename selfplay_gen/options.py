@@ -150,8 +150,8 @@ def generation_options(f):
             default=None,
             help="The teacher's plan, for a game whose teacher has several (default: the game's own "
             "teacher plan): e.g. 'by-reviewer' (row by row the best free column known, about 0.82), "
-            "'by-reviewer-records' (the matching game's default: the same picks, each line naming the running "
-            "maximum's records, one comparison at a time, which a 135M model learns) or 'by-score' (every known "
+            "'by-reviewer-records' (the same picks, each line naming the running maximum's records, one "
+            "comparison at a time, which a 135M model learns) or 'by-score' (every known "
             "cell from the highest down, taking those still free: about 0.88, a sort that larger models learn).",
         ),
         click.option(
