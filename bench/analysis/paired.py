@@ -33,8 +33,7 @@ def one_model(path: Path) -> tuple[str, dict, pd.Series]:
     return label, summary, pd.Series(data["per_instance"][label], dtype=float)
 
 
-def row(path: Path) -> str:
-    label, summary, _ = one_model(path)
+def row(path: Path, label: str, summary: dict) -> str:
     reward, random = summary["mean_normalized_reward"], summary["random_matching_reward"]
     low, high = reward["ci"]
     return (f"{path}: {label} {reward['mean']:.3f} [{low:.3f}, {high:.3f}] on {summary['instances']} instances x "
@@ -43,12 +42,12 @@ def row(path: Path) -> str:
 
 def main(paths: list[Path]) -> None:
     base, *others = paths
-    print(row(base))
-    _, _, a = one_model(base)
+    label, summary, a = one_model(base)
+    print(row(base, label, summary))
     for path in others:
-        _, _, b = one_model(path)
+        label, summary, b = one_model(path)
         diff = paired_difference(b, a, RESAMPLES, np.random.default_rng(0))
-        print(row(path))
+        print(row(path, label, summary))
         if diff is None:
             print("  no instance in common: no paired difference")
         else:

@@ -24,8 +24,9 @@ import time
 import torch
 
 from selfplay_gen import models
-from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance
-from selfplay_gen.games.matching.scripted import running_records
+from selfplay_gen.games.matching.instance import PAPERS, Instance
+from selfplay_gen.games.matching.prompts import render_row
+from selfplay_gen.games.matching.scripted import render_records
 
 FORMATS = ("argmax", "records", "chain")
 TRAIN_SEEDS = range(10**9, 10**9 + 2000)  # development instances
@@ -46,8 +47,8 @@ def rows(seeds: range) -> list[Row]:
 
 
 def prefix(row: Row) -> str:
-    r, cells = row
-    return f"{REVIEWERS[r]}: " + ", ".join(f"{PAPERS[p]} {v}" for p, v in cells)
+    """The line as the teacher starts it: the reviewer's cells."""
+    return render_row(*row)
 
 
 def ending(cells: list[tuple[int, int]], fmt: str) -> str:
@@ -56,7 +57,7 @@ def ending(cells: list[tuple[int, int]], fmt: str) -> str:
     if fmt == "argmax":
         return f" -> {PAPERS[best[0]]}\n"
     if fmt == "records":
-        return " | " + " < ".join(f"{PAPERS[p]} {v}" for p, v in running_records(cells)) + f" -> {PAPERS[best[0]]}\n"
+        return f" | {render_records(cells)} -> {PAPERS[best[0]]}\n"
     (p0, v0), top = cells[0], cells[0][1]
     parts = [f"{PAPERS[p0]} {v0}"]
     for p, v in cells[1:]:

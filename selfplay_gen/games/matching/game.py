@@ -45,7 +45,7 @@ class MatchingGame(Game[Instance, Move]):
     ability = "cooperative_negotiation"
     record = MatchingRecord
     scripted_knobs = {"policy": "share", "share": 0.5}
-    teacher = {"policy": "teacher", "plan": "by-reviewer-records"}
+    teacher = {"policy": "teacher", "plan": TeacherPlayer.DEFAULT_PLAN}
     teacher_plans = TeacherPlayer.PLANS
     # new tokens a proposal needs: by-score's list every known cell (some 650 tokens); by-reviewer-records
     # proposals take up to about 480

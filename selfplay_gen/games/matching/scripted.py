@@ -107,8 +107,9 @@ class TeacherPlayer(Player):
       cells, for larger models."""
 
     PLANS = ("by-reviewer", "by-reviewer-records", "by-score")
+    DEFAULT_PLAN = "by-reviewer-records"
 
-    def __init__(self, instance: Instance, seat: int, plan: str = "by-reviewer-records"):
+    def __init__(self, instance: Instance, seat: int, plan: str = DEFAULT_PLAN):
         super().__init__(instance, seat)
         if plan not in self.PLANS:
             raise ValueError(f"unknown teacher plan {plan!r}; choose one of {', '.join(self.PLANS)}")
@@ -156,7 +157,7 @@ class TeacherPlayer(Player):
                 picks[r] = max(free, key=lambda cell: cell[1])[0]
             line = prompts.render_row(r, free)
             if records and free:
-                line += " | " + " < ".join(f"{PAPERS[p]} {v}" for p, v in running_records(free))
+                line += " | " + render_records(free)
             lines.append(line + " -> " + (PAPERS[picks[r]] if free else "later"))
         return lines, picks
 
@@ -180,10 +181,11 @@ class TeacherPlayer(Player):
         return {**super().log(), "policy": "teacher"}
 
 
-def running_records(cells: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The cells that raise the running maximum, in order: the last one is the first maximum."""
-    out: list[tuple[int, int]] = []
+def render_records(cells: list[tuple[int, int]]) -> str:
+    """`GLUE 421 < QuAC 779`: the cells that raise the running maximum, in order, so the last one is
+    the first maximum."""
+    records: list[tuple[int, int]] = []
     for cell in cells:
-        if not out or cell[1] > out[-1][1]:
-            out.append(cell)
-    return out
+        if not records or cell[1] > records[-1][1]:
+            records.append(cell)
+    return " < ".join(f"{PAPERS[p]} {v}" for p, v in records)
