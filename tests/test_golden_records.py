@@ -46,7 +46,7 @@ def replay(tokenizer) -> list[dict]:
     """The golden file's games, played again in its order with its players, seeds and limits."""
     cases = [
         ("share", scripted(3, policy="share", share=0.5), load_instances("random", 2, 3), Limits(), 2),
-        # the plan the golden file was written with (the teacher's default then)
+        # the plan the golden file was written with
         ("teacher", scripted(0, policy="teacher", plan="by-reviewer"), load_instances("human", 2, 0), Limits(), 2),
         ("share-human", scripted(0, policy="share", share=0.3), load_instances("human", 1, 0), Limits(max_moves=6), 2),
         (

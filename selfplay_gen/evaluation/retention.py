@@ -209,8 +209,8 @@ def measure(
 
 
 def _data(measurement: dict) -> dict:
-    """A measurement's data description; one written before it named the questions `used` asked them all
-    (its `multiple_choice.questions`)."""
+    """A measurement's data description, where a description without the `used` count of questions
+    stands for all the questions the measurement asked (its `multiple_choice.questions`)."""
     questions = dict(measurement["data"].get("questions", {}))
     if "used" not in questions:
         questions["used"] = measurement["multiple_choice"].get("questions")
