@@ -11,7 +11,9 @@ import argparse
 import asyncio
 import contextlib
 import socket
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 from aiohttp import web
 
@@ -192,6 +194,19 @@ class FakeSGLang:
         if not self._dead:
             self._dead = True
             asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self._site.stop()))
+
+
+def launcher(directory: Path) -> str:
+    """An executable for ServerSettings.python: it runs this stand-in where `python -m
+    sglang.launch_server` would run, and any other module (sglang_router's) with this Python."""
+    python = directory / "python"
+    python.write_text(
+        "#!/usr/bin/env bash\n"
+        f'if [ "$2" = sglang.launch_server ]; then shift 2; exec {sys.executable} {Path(__file__)} "$@"; fi\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    return str(python)
 
 
 async def _serve_until_killed(model_dir: str, port: int) -> None:

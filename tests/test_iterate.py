@@ -302,19 +302,10 @@ def test_a_server_is_stopped_when_its_block_ends(tmp_path):
     settings = ServerSettings(python=str(fake), port=free_port(), timeout_s=30)
     with Slots(settings, Shell()) as slots:
         started = slots.serve(0, "/m", tmp_path / "server.log")
-        pid = slots._servers[0][1].process.pid
+        pid = slots._servers[0][1].processes[0].pid
         assert started.url.endswith(str(settings.port)) and started.startup_s > 0
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)
-
-
-def fake_sglang_python(tmp_path: Path) -> str:
-    """An executable that runs tests/fake_sglang.py where `python -m sglang.launch_server` would run."""
-    python = tmp_path / "python"
-    script = Path(__file__).parent / "fake_sglang.py"
-    python.write_text(f'#!/usr/bin/env bash\nshift 2\nexec {sys.executable} {script} "$@"\n')
-    python.chmod(0o755)
-    return str(python)
 
 
 def checkpoint_like(source: str, path: Path, **config_changes) -> str:
@@ -335,13 +326,13 @@ def test_a_slot_loads_a_like_checkpoint_into_its_running_server(tmp_path, local_
     another config gets a new server; a swap the server refuses falls back to a restart."""
     import urllib.request
 
-    from fake_sglang import free_port
+    from fake_sglang import free_port, launcher
 
     from selfplay_gen import models
 
     raw, warm = local_model_dir, models.resolve(models.DEFAULT_MODEL)
     other = checkpoint_like(raw, tmp_path / "other", rope_theta=12345.0)
-    settings = ServerSettings(python=fake_sglang_python(tmp_path), port=free_port(), timeout_s=120)
+    settings = ServerSettings(python=launcher(tmp_path), port=free_port(), timeout_s=120)
 
     def serving(url: str) -> str:
         with urllib.request.urlopen(f"{url}/get_model_info", timeout=10) as answer:
@@ -349,12 +340,12 @@ def test_a_slot_loads_a_like_checkpoint_into_its_running_server(tmp_path, local_
 
     with Slots(settings, Shell()) as slots:
         first = slots.serve(0, raw, tmp_path / "a.log")
-        pid = slots._servers[0][1].process.pid
+        pid = slots._servers[0][1].processes[0].pid
         swapped = slots.serve(0, warm, tmp_path / "b.log")
-        assert slots._servers[0][1].process.pid == pid and serving(swapped.url) == warm
+        assert slots._servers[0][1].processes[0].pid == pid and serving(swapped.url) == warm
         assert swapped.url == first.url and 0 < swapped.startup_s < first.startup_s
         slots.serve(0, other, tmp_path / "c.log")  # rope_theta differs: restarted
-        assert slots._servers[0][1].process.pid != pid and serving(swapped.url) == other
+        assert slots._servers[0][1].processes[0].pid != pid and serving(swapped.url) == other
         # a checkpoint whose weights cannot be read: the running server says so, then a new one is tried
         broken = checkpoint_like(other, tmp_path / "broken")
         for weights in Path(broken).glob("*.safetensors"):
@@ -402,10 +393,15 @@ def test_swapping_weights_can_be_turned_off_and_dry_runs_show_it(tmp_path, capsy
         out = capsys.readouterr().out
         assert out.count("launch_server") == expected
         assert ("update_weights_from_disk model_path=/iter_2" in out) == swap
-    slots = Slots(ServerSettings(port=31000, dp=2), Shell(dry_run=True))  # a router's workers restart
+    slots = Slots(ServerSettings(port=31000, dp=2), Shell(dry_run=True))  # behind a router: each worker swaps
     slots.serve(0, "/iter_1", tmp_path / "a.log")
     slots.serve(0, "/iter_2", tmp_path / "b.log")
-    assert capsys.readouterr().out.count("launch_server") == 2
+    out = capsys.readouterr().out
+    assert out.count("-m sglang.launch_server --model-path /iter_1") == 2 and out.count("launch_router") == 1
+    assert "--port 32000 --tp 1 --base-gpu-id 0" in out and "--port 33000 --tp 1 --base-gpu-id 1" in out
+    assert "--port 31000 --worker-urls http://127.0.0.1:32000 http://127.0.0.1:33000" in out
+    for worker in (32000, 33000):
+        assert f"POST http://127.0.0.1:{worker}/update_weights_from_disk model_path=/iter_2" in out
 
 
 def test_swap_blocker_names_what_differs(tmp_path, local_model_dir):

@@ -78,3 +78,41 @@ async def test_games_through_the_router_use_both_workers(tokenizer, local_model_
             for turn in seat["turns"]:
                 start = turn["prompt_len"]
                 assert seat["token_ids"][start : start + len(turn["output_ids"])] == turn["output_ids"]
+
+
+def test_dp_workers_start_behind_the_router_and_each_takes_new_weights(tmp_path, local_model_dir):
+    """DP=2 as `generate` and `iterate` start it: two stand-in workers on GPUs apart and ports of their
+    own, the real router in front on PORT; a like checkpoint's weights go into both workers (no
+    restart), and every process stops with the slot."""
+    import os
+
+    from fake_sglang import launcher
+
+    from selfplay_gen import models
+    from selfplay_gen.backends.sglang import router_workers
+    from selfplay_gen.iterate.config import ServerSettings
+    from selfplay_gen.iterate.server import Slots
+    from selfplay_gen.iterate.shell import Shell
+
+    def get(url: str) -> dict:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return json.loads(answer.read())
+
+    warm = models.resolve(models.DEFAULT_MODEL)
+    settings = ServerSettings(python=launcher(tmp_path), port=free_port(), dp=2, timeout_s=120)
+    with Slots(settings, Shell()) as slots:
+        started = slots.serve(0, local_model_dir, tmp_path / "sglang.log")
+        server = slots._servers[0][1]
+        assert started.url == f"http://127.0.0.1:{settings.port}" and len(server.processes) == 3
+        workers = server.worker_urls()
+        assert workers == [f"http://127.0.0.1:{settings.port + 1000 * i}" for i in (1, 2)]
+        assert sorted(router_workers(get(f"{started.url}/workers"))) == sorted(workers)
+        assert all(get(f"{url}/get_model_info")["model_path"] == local_model_dir for url in workers)
+        assert (tmp_path / "sglang.worker0.log").exists() and (tmp_path / "sglang.worker1.log").exists()
+        pids = [process.pid for process in server.processes]
+        swapped = slots.serve(0, warm, tmp_path / "sglang.log")
+        assert [process.pid for process in server.processes] == pids and swapped.url == started.url
+        assert all(get(f"{url}/get_model_info")["model_path"] == warm for url in workers)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)

@@ -118,7 +118,9 @@ def test_generation_dry_run_evaluates_the_served_model_with_the_seat_budget(tmp_
 
 def test_generation_dry_run_uses_the_router_for_data_parallel_and_an_existing_url():
     routed = script("run_selfplay_generation.sh", "--dry-run", MODEL_NAME="/m", DP="4")
-    assert "-m sglang_router.launch_server --model-path /m" in routed.stdout and "--dp-size 4" in routed.stdout
+    assert routed.stdout.count("-m sglang.launch_server --model-path /m") == 4 and "--base-gpu-id 3" in routed.stdout
+    router = "-m sglang_router.launch_router --host 127.0.0.1 --port 30000 --worker-urls http://127.0.0.1:31000"
+    assert router in routed.stdout
     given = script("run_selfplay_generation.sh", "--dry-run", SGLANG_URL="http://host:9")
     assert "launch_server" not in given.stdout and "--base-url http://host:9" in given.stdout
     assert script("run_selfplay_generation.sh", "--dry-run").returncode != 0  # neither model nor URL

@@ -132,7 +132,14 @@ server_options = options(
     opt("--sglang-python", "SGLANG_PYTHON", default=SV.python, help="Python with sglang."),
     opt("--port", "PORT", type=int, default=SV.port, help="Server port; a partner's server takes PORT + 1."),
     opt("--tp", "TP", type=int, default=SV.tp, help="Tensor-parallel size per server."),
-    opt("--dp", "DP", type=int, default=SV.dp, help="Data-parallel servers behind sglang_router when > 1."),
+    opt(
+        "--dp",
+        "DP",
+        type=int,
+        default=SV.dp,
+        help="Data-parallel: this many servers (TP GPUs each, GPUs apart) behind sglang_router on PORT, their "
+        "workers on PORT + 1000, PORT + 2000, ...",
+    ),
     opt(
         "--extra-sglang-args",
         "EXTRA_SGLANG_ARGS",

@@ -46,7 +46,7 @@ class ServerSettings:
     python: str = "python3"
     port: int = 30000
     tp: int = 1
-    dp: int = 1  # > 1: data-parallel workers behind sglang_router
+    dp: int = 1  # > 1: that many servers, GPUs apart, behind sglang_router
     # None: SGLang's own defaults (CUDA graphs on), with a fallback only for what the install lacks
     # (`selfplay_gen.serving`, probed in `python` when the settings are read)
     extra_args: str | None = None

@@ -93,8 +93,25 @@ class Started:
         return [arg for url in (self.urls or (self.url,)) for arg in ("--base-url", url)]
 
 
+# DP worker i of the server on PORT listens on PORT + WORKER_PORT_STEP * (i + 1): apart from the partner
+# slot's PORT + 1 and its own workers
+WORKER_PORT_STEP = 1000
+
+
+@dataclass
+class Launch:
+    """One process of a server: its command, its log, and the URL whose /health says it is up."""
+
+    command: list[str]
+    log: Path
+    url: str
+
+
 class SGLangServer:
-    """One SGLang server (or a router with DP workers) for `model` on `port`, logging to `log`.
+    """One SGLang server for `model` on `port`, logging to `log`; with `settings.dp > 1`, that many
+    servers (TP GPUs each, GPUs apart) behind sglang_router on `port`, whose cache-aware routing
+    sends a game's next turn to the worker holding its prefix. A worker logs beside `log`
+    (sglang.worker0.log, ...).
 
     SGLang sizes its KV cache from the GPU memory free before it loaded the model; when another
     process allocates meanwhile it stops with "Not enough memory", and that start is tried again
@@ -106,34 +123,53 @@ class SGLangServer:
         self.model, self.port, self.log, self.settings, self.shell = model, port, log, settings, shell
         self.mem_fraction = mem_fraction
         self.url = f"http://127.0.0.1:{port}"
-        self.process: subprocess.Popen | None = None
+        self.processes: list[subprocess.Popen] = []  # in start order: the workers, then the router
 
-    def command(self) -> list[str]:
+    def stages(self) -> list[list[Launch]]:
+        """What to start, stage by stage (each stage's processes at once, every one up before the next
+        stage): the server; or the DP workers, then the router in front of them."""
         s = self.settings
         extra = shlex.split(s.extra_args or "")
         if self.mem_fraction is not None:
             extra += ["--mem-fraction-static", str(self.mem_fraction)]
-        where = ["--model-path", self.model, "--host", "127.0.0.1", "--port", str(self.port), "--tp", str(s.tp)]
-        if s.dp > 1:
-            return [s.python, "-m", "sglang_router.launch_server", *where, "--dp-size", str(s.dp), *extra]
-        return [s.python, "-m", "sglang.launch_server", *where, *extra]
+
+        def server(port: int, gpu: list[str]) -> list[str]:
+            where = ["--model-path", self.model, "--host", "127.0.0.1", "--port", str(port), "--tp", str(s.tp)]
+            return [s.python, "-m", "sglang.launch_server", *where, *gpu, *extra]
+
+        if s.dp <= 1:
+            return [[Launch(server(self.port, []), self.log, self.url)]]
+        workers = [
+            Launch(
+                server(port, ["--base-gpu-id", str(i * s.tp)]),
+                self.log.with_name(f"{self.log.stem}.worker{i}{self.log.suffix}"),
+                f"http://127.0.0.1:{port}",
+            )
+            for i, port in enumerate(self.port + WORKER_PORT_STEP * (i + 1) for i in range(s.dp))
+        ]
+        router = [s.python, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(self.port)]
+        return [workers, [Launch([*router, "--worker-urls", *(w.url for w in workers)], self.log, self.url)]]
+
+    def worker_urls(self) -> list[str]:
+        """The servers that hold the weights: the one server, or the router's workers."""
+        return [launch.url for launch in self.stages()[0]]
 
     def __enter__(self) -> Started:
         started = time.monotonic()
+        launches = [launch for stage in self.stages() for launch in stage]
         for attempt in range(1, self.settings.start_tries + 1):
-            self.shell.echo(f"+ {' '.join(self.command())} > {self.log} 2>&1 &")
-            self.shell.echo(f"+ wait for {self.url}/health (up to {self.settings.timeout_s:g}s)")
+            for launch in launches:
+                self.shell.echo(f"+ {' '.join(launch.command)} > {launch.log} 2>&1 &")
+            for launch in launches:
+                self.shell.echo(f"+ wait for {launch.url}/health (up to {self.settings.timeout_s:g}s)")
             if self.shell.dry_run:
                 return Started(self.url, self.model, 0.0)
-            self.log.parent.mkdir(parents=True, exist_ok=True)
-            with self.log.open("w") as sink:
-                self.process = subprocess.Popen(
-                    self.command(), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
-                )
-            if self._healthy():
+            exited = self._start()
+            if exited is None:
                 return Started(self.url, self.model, time.monotonic() - started)
             self._stop()
-            if attempt < self.settings.start_tries and NOT_ENOUGH_MEMORY in self.log.read_text(errors="replace"):
+            logs = (launch.log.read_text(errors="replace") for launch in launches if launch.log.exists())
+            if attempt < self.settings.start_tries and any(NOT_ENOUGH_MEMORY in text for text in logs):
                 click.echo(
                     f"the SGLang server found too little free GPU memory (try {attempt} of "
                     f"{self.settings.start_tries}); again in {self.settings.retry_wait_s:g}s",
@@ -141,15 +177,31 @@ class SGLangServer:
                 )
                 time.sleep(self.settings.retry_wait_s)
                 continue
-            break
-        raise StepFailed("start-server", 1, f"the SGLang server exited; see {self.log}")
+            raise StepFailed("start-server", 1, f"the SGLang server exited; see {exited.log}")
+        raise AssertionError("unreachable: the last try returns or raises")
 
-    def _healthy(self) -> bool:
-        assert self.process is not None
+    def _start(self) -> Launch | None:
+        """Start every stage; the launch whose process exited before its /health answered, or None."""
+        for stage in self.stages():
+            running = []
+            for launch in stage:
+                launch.log.parent.mkdir(parents=True, exist_ok=True)
+                with launch.log.open("w") as sink:
+                    process = subprocess.Popen(
+                        launch.command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+                    )
+                self.processes.append(process)
+                running.append((launch, process))
+            for launch, process in running:
+                if not self._healthy(launch, process):
+                    return launch
+        return None
+
+    def _healthy(self, launch: Launch, process: subprocess.Popen) -> bool:
         deadline = time.monotonic() + self.settings.timeout_s
-        while self.process.poll() is None:
+        while process.poll() is None:
             try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=5) as answer:
+                with urllib.request.urlopen(f"{launch.url}/health", timeout=5) as answer:
                     if answer.status == 200:
                         return True
             except (urllib.error.URLError, OSError):
@@ -159,41 +211,45 @@ class SGLangServer:
                 raise StepFailed(
                     "wait-for-health",
                     1,
-                    f"no /health from {self.url} after {self.settings.timeout_s:g}s; see {self.log}",
+                    f"no /health from {launch.url} after {self.settings.timeout_s:g}s; see {launch.log}",
                 )
             time.sleep(1)
         return False
 
     def _stop(self) -> None:
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        click.echo(f"stopping the SGLang server (pid {process.pid})", err=True)
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        """Stop the router first, then the workers (each process group, SIGKILL after 60 s)."""
+        processes, self.processes = self.processes, []
+        for process in reversed(processes):
+            if process.poll() is not None:
+                continue
+            click.echo(f"stopping the SGLang server (pid {process.pid})", err=True)
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
 
     def __exit__(self, *exc: object) -> None:
         self._stop()
 
     def swap(self, model: str) -> float | None:
-        """Load `model`'s weights into this running server: the seconds it took, or None, said why,
-        when the server should be restarted for `model` instead."""
+        """Load `model`'s weights into this running server (every DP worker): the seconds it took, or
+        None, said why, when the server should be restarted for `model` instead."""
         started = time.monotonic()
-        self.shell.echo(f"+ POST {self.url}/update_weights_from_disk model_path={model}")
+        for url in self.worker_urls():
+            self.shell.echo(f"+ POST {url}/update_weights_from_disk model_path={model}")
         if self.shell.dry_run:
             self.model = model
             return 0.0
-        refused = load_weights(self.url, model, self.settings.timeout_s)
-        if refused is not None:
-            click.echo(f"the server on port {self.port} did not take {model}'s weights ({refused})", err=True)
-            return None
+        for url in self.worker_urls():
+            refused = load_weights(url, model, self.settings.timeout_s)
+            if refused is not None:
+                click.echo(f"the server on port {self.port} did not take {model}'s weights ({refused})", err=True)
+                return None
         self.model = model
         took = time.monotonic() - started
         click.echo(f"the server on port {self.port} took {model}'s weights in {took:.1f}s", err=True)
@@ -217,8 +273,7 @@ class Slots:
     """Servers by port slot (0: the model being played or evaluated, 1: its partner). A slot asked
     for the model it already serves, with the same memory share, keeps its server; asked for another
     checkpoint that `swap_blocker` allows, with the same memory share, it swaps the server's weights
-    (with `settings.swap_weights`, and one server: sglang-router 0.3.2 answers that route 404, so a
-    router and its workers are restarted)."""
+    (with `settings.swap_weights`; behind a router, each worker's)."""
 
     def __init__(self, settings: ServerSettings, shell: Shell):
         self.settings, self.shell = settings, shell
@@ -247,7 +302,7 @@ class Slots:
         return started
 
     def swappable(self, served: str, model: str) -> bool:
-        if not self.settings.swap_weights or self.settings.dp > 1:
+        if not self.settings.swap_weights:
             return False
         if self.shell.dry_run:  # the checkpoints do not exist yet; a run swaps where they agree
             return True
