@@ -12,7 +12,7 @@ Usage: offline_gpu/gpu_lease.sh [--help] parts DIST PART_DIR | start ROOT PHASE.
 
 Here, with DIST holding what shared/gpu/ builds (site_serve.tar.xz, site_train.tar.xz, the model's GGUF
 parts, each with its .sha256) and shared/gpu's scripts:
-  parts DIST PART_DIR  one tar of DIST split into PART_DIR/pNN/part-NN of 45 MiB, each beside all.sha256 and
+  parts DIST PART_DIR  one tar of DIST split into PART_DIR/pNN/part-NN of PART_MIB (36) MiB, each beside all.sha256 and
                        `parts` (their number): carry one pNN per call, offline_gpu/gpu_setup.sh joins them
 On the GPU machine, after `source offline_gpu/gpu_setup.sh` in the same call:
   start ROOT PHASE...  copy this repository to ROOT.repo and run offline_gpu/gpu_learning.sh "$MODEL" ROOT PHASE... there,
@@ -45,7 +45,7 @@ case "$cmd" in
   parts)
     rm -rf "$1" && mkdir -p "$1"
     tar -C "$ROOT" -cf "$1/all.tar" .
-    split -b 45M -d -a 2 "$1/all.tar" "$1/part-"
+    split -b "${PART_MIB:-36}M" -d -a 2 "$1/all.tar" "$1/part-"  # a part and the repository share a call's 64 MiB
     sha256sum "$1/all.tar" | cut -d' ' -f1 > "$1/all.sha256"
     rm "$1/all.tar"
     count=$(find "$1" -name 'part-*' | wc -l)

@@ -7,9 +7,13 @@
 # the real sglang_router (DP=2 on one GPU: the routing and the runner's plumbing, not two GPUs' speed);
 # `gen-8k` is the generation benchmark with 8,192 games in flight. `swap` checks a server that took another
 # checkpoint's weights (/update_weights_from_disk) against one started on it: the same greedy games, token for token.
+# On a machine with two GPUs: `dp-compare` plays DP_GAMES games through run_selfplay_generation.sh with DP=1 and
+# then DP=2 (sglang_router in front of one worker per GPU); `sft-compare` and `offline-compare` train the same
+# SFT_STEPS / OFFLINE_STEPS steps on N_GPUS=2 and on N_GPUS=1 (the warm start's teacher chats; the DP=1 games as
+# offline GRPO groups); `iterate-2gpu` is one filtered-BC iteration of run_selfplay_iteration.sh with DP=2, N_GPUS=2.
 # Results in ROOT/speed/; each phase is skipped once its DONE marker exists.
 #   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [fbc] [gen-eager] [iterate-fbc] [iterate-online]
-#                            [router-shared] [gen-8k] [swap]
+#                            [router-shared] [gen-8k] [swap] [dp-compare] [sft-compare] [iterate-2gpu] [offline-compare]
 set -euo pipefail
 MODEL_DIR=$1 ROOT=$2
 shift 2
@@ -119,6 +123,58 @@ PY
   touch "$OUT/swap.DONE"
 }
 
+# dp_compare: the same games from the user's script, one server, then DP=2 behind sglang_router (a GPU each)
+dp_compare() {
+  [[ ! -e $OUT/dp_compare.DONE ]] || return 0
+  local dp
+  for dp in 1 2; do
+    env MODEL_NAME="$WARM" NUM_GAMES="${DP_GAMES:-4096}" DP=$dp PORT=$((30100 + 10 * dp)) MAX_NEW_TOKENS=640 \
+      OUT_DIR="$ROOT/dp$dp" "$REPO/run_selfplay_generation.sh" > "$ROOT/logs/dp$dp.log" 2>&1 \
+      || { echo "DP=$dp failed: $ROOT/logs/dp$dp.log"; tail -20 "$ROOT/logs/dp$dp.log"; }
+    cp "$ROOT/dp$dp/games.summary.json" "$OUT/dp${dp}_games.summary.json" || true
+    grep -a "server\|router\|worker\|concurren" "$ROOT/logs/dp$dp.log" | head -20 > "$OUT/dp${dp}_log.txt" || true
+  done
+  touch "$OUT/dp_compare.DONE"
+}
+
+# train_compare NAME MODE STEPS DATA [VAR=VALUE...]: the same job on two GPUs, then on one; verl's log of each
+train_compare() {
+  local name=$1 mode=$2 steps=$3 data=$4 n
+  shift 4
+  for n in 2 1; do
+    [[ ! -e $OUT/${name}_gpus$n.log ]] || continue
+    env MODE="$mode" N_GPUS=$n MODEL_PATH="$WARM" TRAIN_FILES="$data/train.parquet" VAL_FILES="$data/train.parquet" \
+      OUT_DIR="$ROOT/$name/gpus$n" TOTAL_STEPS="$steps" "$@" "$REPO/run_selfplay_training.sh" \
+      > "$ROOT/logs/${name}_gpus$n.log" 2>&1 || echo "$name on $n GPUs failed: $ROOT/logs/${name}_gpus$n.log"
+    tr '\r' '\n' < "$ROOT/logs/${name}_gpus$n.log" | grep -av "^\s*$" | tail -c 400000 > "$OUT/${name}_gpus$n.log"
+  done
+}
+
+sft_compare() {  # the warm start's job: its teacher chats, batch 32, LoRA r16
+  local data=$ROOT/sft_data
+  if [[ ! -e $data/train.parquet ]]; then
+    mkdir -p "$data"
+    python3 -m selfplay_gen.cli play --backend scripted --scripted-policy teacher --seed 500000000 \
+      --num-games "${SFT_GAMES:-2048}" --games-per-instance 1 --out "$data/games.jsonl" --resume --quiet > /dev/null
+    python3 -m convert.cli "$data/games.jsonl" --out-dir "$data" --overwrite --format sft --top-fraction 1 \
+      --model "$WARM" --max-prompt-tokens 1024 --max-response-tokens 3072
+  fi
+  train_compare sft sft "${SFT_STEPS:-30}" "$data" TRAIN_BATCH_SIZE=32 LORA_RANK=16 LR=1e-3
+}
+
+offline_compare() {  # offline GRPO on the DP=1 games, 16 groups a step, as an iteration trains them
+  train_compare offline offline "${OFFLINE_STEPS:-4}" "$ROOT/dp1" TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 LR=1e-5 \
+    ENFORCE_EAGER=True  # replayed games: the rollout engine plays none, so its CUDA graphs would only slow the start
+}
+
+iterate_2gpu() {  # one filtered-BC iteration from the embedded warm start, every stage on both GPUs
+  mkdir -p "$ROOT/two/base" && touch "$ROOT/two/base/DONE"
+  env RUN_DIR="$ROOT/two" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=filtered-bc NUM_ITERATIONS=1 DP=2 N_GPUS=2 \
+    GAMES_PER_ITER="${ITER_GAMES:-2048}" MAX_NEW_TOKENS=640 "$REPO/run_selfplay_iteration.sh" > "$ROOT/logs/two.log" 2>&1 \
+    || { echo "two-GPU iteration failed: $ROOT/logs/two.log"; tail -30 "$ROOT/logs/two.log"; }
+  cp "$ROOT/two/summary.md" "$OUT/iterate_2gpu_summary.md" || true
+}
+
 for phase in "$@"; do
   case "$phase" in
     embedded) bash "$REPO/offline_gpu/gpu_learning.sh" "$MODEL_DIR" "$ROOT" embedded ;;
@@ -127,6 +183,10 @@ for phase in "$@"; do
     gen-8k) generation generation_cuda_graphs_8192 1 8192 ;;
     router-shared) router_shared ;;
     swap) swap_check ;;
+    dp-compare) dp_compare ;;
+    sft-compare) sft_compare ;;
+    offline-compare) offline_compare ;;
+    iterate-2gpu) iterate_2gpu ;;
     fbc)  # one iteration from the embedded warm start, everything at the scripts' defaults
       mkdir -p "$ROOT/fbc"
       [[ -e $ROOT/fbc/base/DONE ]] || { mkdir -p "$ROOT/fbc/base"; cp -r "$ROOT/embedded/base/." "$ROOT/fbc/base/"; }
