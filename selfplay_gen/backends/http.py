@@ -31,6 +31,10 @@ import orjson
 from .base import Backend, BackendError, BackendOptions, BackendStats
 
 MAX_BACKOFF_S = 30.0
+# SGLang's HTTP server closes a connection idle for 5 s (uvicorn's keep-alive, SGLANG_TIMEOUT_KEEP_ALIVE); a
+# request sent on one as the server closes it fails with ServerDisconnectedError and costs a retry. The
+# pool drops idle connections sooner, so it never reuses one the server may be closing.
+KEEPALIVE_S = 3.0
 _JSON = {"Content-Type": "application/json"}
 
 
@@ -88,7 +92,9 @@ class HttpBackend(Backend):
             total=None, connect=min(10.0, self.options.timeout_s), sock_read=self.options.timeout_s
         )
         self._client = aiohttp.ClientSession(
-            timeout=timeout, headers=self.headers(), connector=aiohttp.TCPConnector(limit=0)
+            timeout=timeout,
+            headers=self.headers(),
+            connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S),
         )
 
     async def close(self) -> None:
