@@ -128,7 +128,9 @@ dp_compare() {
   [[ ! -e $OUT/dp_compare.DONE ]] || return 0
   local dp
   for dp in 1 2; do
+    # a seat's budget and the rows' limits as an iteration sets them, so offline-compare can train on these games
     env MODEL_NAME="$WARM" NUM_GAMES="${DP_GAMES:-4096}" DP=$dp PORT=$((30100 + 10 * dp)) MAX_NEW_TOKENS=640 \
+      MAX_RESPONSE_TOKENS=3072 CONVERT_ARGS="--max-prompt-tokens 1024 --max-response-tokens 3072" \
       OUT_DIR="$ROOT/dp$dp" "$REPO/run_selfplay_generation.sh" > "$ROOT/logs/dp$dp.log" 2>&1 \
       || { echo "DP=$dp failed: $ROOT/logs/dp$dp.log"; tail -20 "$ROOT/logs/dp$dp.log"; }
     cp "$ROOT/dp$dp/games.summary.json" "$OUT/dp${dp}_games.summary.json" || true
