@@ -121,6 +121,39 @@ async def test_outputs_are_verbatim_ids_with_logprobs_and_prefixes_come_from_the
 
 @pytest.mark.slow
 @needs_llama_cpp
+async def test_seats_whose_turn_it_is_sample_in_the_first_sequences_and_waiting_seats_keep_their_cache(tokenizer):
+    """Two games' seats take turns. Whatever seat asks, it samples in one of the first `games` sequences,
+    so a step's sequences sit together (no filler ids); a seat that waited finds its cache where it was
+    parked and reads only what is new."""
+    from selfplay_gen.token_context import token_context
+
+    context = token_context(tokenizer)
+    greedy = SamplingParams(0.0, 1.0, 8, (context.end_of_turn_id,))
+
+    def first(session: str) -> list[int]:  # a prompt no other seat's shares
+        return context.prompt([{"role": "user", "content": f"{session} here. " + "My scores: 3, 7, 1, 9. " * 12}])
+
+    async with backend_class("llamacpp")(BackendOptions(max_batch=2, seed=0), tokenizer) as backend:
+        engine = backend.engine
+        assert engine.games == 2 and len(engine.slots) == 5
+        asked, seen = [], {}
+        for game in ("g", "h"):  # each game's two seats take a turn, in turn
+            for seat in ("a", "b"):
+                session = f"{game}#{seat}"
+                done = await backend.generate(first(session), greedy, session=session)
+                seen[session] = [*first(session), *done.output_ids]
+                asked.append(next(i for i, slot in enumerate(engine.slots) if slot.session == session))
+        for session in ("g#a", "g#b", "h#a"):  # the next turns: each seat's cache waited somewhere
+            follow = [*seen[session], *context.delta({"role": "user", "content": "Your turn."})]
+            again = await backend.generate(follow, greedy, session=session)
+            assert again.cached_tokens == len(seen[session]) - 1  # only the new ids were read
+            asked.append(next(i for i, slot in enumerate(engine.slots) if slot.session == session and slot.tokens))
+        assert all(slot < engine.games for slot in asked)
+        assert engine.parked >= 3 and engine.fillers == 0
+
+
+@pytest.mark.slow
+@needs_llama_cpp
 def test_selfplay_gen_plays_token_exact_games_with_llama_cpp_by_default(tmp_path):
     out = tmp_path / "games.jsonl"
     args = ["--num-games", "4", "-k", "2", "--max-moves", "4", "--max-new-tokens", "64", "--out", str(out), "-q"]

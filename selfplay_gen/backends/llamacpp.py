@@ -48,16 +48,15 @@ TOKENS_PER_STEP = 512  # ids one llama_decode takes at most (prompt chunks plus 
 # The context a seat samples at, halfway through a typical turn of the default game: prompts of
 # 560 to 1,400 ids (median 760) and replies of about 250 in `selfplay-gen --num-games 16`
 TYPICAL_CONTEXT = 900
-# What a game of the warm-started embedded model costs, for the estimate printed before a run:
-# ids read and ids sampled per game, both seats together, at the defaults (temperature 1, 30
-# moves, 8 games per instance): 215 and 388 read (a seat's first prompt is copied from a twin
-# game's cache) and 568 and 763 sampled in two runs of `selfplay-gen --num-games 16`; 501
-# sampled in the first 30 games of `--num-games 200` (bench/results/cpu_engines/).
-TYPICAL_GAME = {"prompt_tokens": 300, "output_tokens": 600}
-# A run's steps also carry sequences that are not sampling (filler ids keep a step one micro-batch) and
-# turns that change hands, which the short measurement does not: `selfplay-gen --num-games 200` at 32
-# games in flight took 1.6 times what the measurement alone predicted (bench/results/cpu_engines/run200.md)
-RUN_OVER_MEASURED = 1.6
+# What a game of the embedded model costs, for the estimate printed before a run: ids read and ids
+# sampled per game, both seats together, at the defaults (a seat's first prompt is copied from a twin
+# game's cache): 155 read and 633 sampled in `selfplay-gen --num-games 200` (bench/results/cpu_engines/run200.md)
+TYPICAL_GAME = {"prompt_tokens": 155, "output_tokens": 633}
+# A run also has its start, turns that change hands, a tail of stragglers with few games in flight and
+# the client's own work on the same cores, which the short measurement does not: the whole of
+# `selfplay-gen --num-games 200` took 13.4 minutes where the measurement at its start (206 ids/s sampled,
+# 714 read, 32 sequences) predicted 11.0 (bench/results/cpu_engines/run200.md)
+RUN_OVER_MEASURED = 1.22
 
 
 def import_llama_cpp():
@@ -109,7 +108,11 @@ class Engine:
     """A llama.cpp model and context that decodes many sequences at once. Not thread-safe: one
     thread calls `serve` (the backend's worker); others only `submit`."""
 
-    def __init__(self, gguf_path: str, *, sequences: int, threads: int, seed: int | None = None):
+    def __init__(self, gguf_path: str, *, games: int, threads: int, seed: int | None = None):
+        # sequences 0 .. games-1 sample (one seat of each game at a time); the others park the seats
+        # that wait for their turn, one more than the seats of the games in flight
+        self.games = games
+        sequences = 2 * games + 1
         self.llama_cpp = llama_cpp = import_llama_cpp()
         llama_cpp.llama_backend_init()
         model_params = llama_cpp.llama_model_default_params()
@@ -150,6 +153,7 @@ class Engine:
         self.busiest_step = 0  # most sequences in one llama_decode
         self.sampled = 0  # ids sampled, over all steps: sampled / steps is the batch a run reached
         self.fillers = 0  # filler ids fed to idle sequences to keep a step one micro-batch
+        self.parked = 0  # caches moved out of a sampling sequence for another seat's turn
 
     def close(self) -> None:
         if self._ctx:
@@ -230,14 +234,38 @@ class Engine:
                 if self._reading_the_same(request):
                     still.append(request)  # it copies that prompt from the cache once it is read
                     continue
-                slot = next((i for i in self._idle if self.slots[i].session == request.session), None)
-                if slot is None and self._idle:
-                    slot = next(iter(self._idle))
+                slot = self._sampling_slot(request)
                 if slot is None:
                     still.append(request)
                     continue
                 self._start(request, slot)
         self._waiting = still
+
+    def _sampling_slot(self, request: _Request) -> int | None:
+        """An idle sequence among the first `games` for `request`: its seat's own, else an empty one, else
+        the one idle longest, whose seat's cache moves to a parking sequence first. The sampling sequences
+        so stay together at the front, and a step needs filler ids (`_step`) only for the few gaps: with
+        a seat's own sequence anywhere among all of them, half of every step was fillers, each as costly
+        as a sampled id (bench/results/cpu_engines/notes.md)."""
+        idle = [i for i in self._idle if i < self.games]  # least recently used first
+        if not idle:
+            return None
+        slot = next((i for i in idle if self.slots[i].session == request.session), None)
+        if slot is None:
+            slot = next((i for i in idle if not self.slots[i].tokens), idle[0])
+        if self.slots[slot].tokens and self.slots[slot].session != request.session:
+            self._park(slot)
+        return slot
+
+    def _park(self, slot: int) -> None:
+        """Copy `slot`'s cache to the parking sequence idle longest (parking sequences are never busy: at
+        most `games` requests sample at once), so that its seat's next turn finds it there."""
+        target = next(i for i in self._idle if i >= self.games)
+        self.llama_cpp.llama_memory_seq_cp(self._memory, slot, target, -1, -1)
+        parked, held = self.slots[target], self.slots[slot]
+        parked.tokens, parked.session = list(held.tokens), held.session
+        self._idle.move_to_end(target)
+        self.parked += 1
 
     def _reading_the_same(self, request: _Request) -> bool:
         """Whether a sequence is reading a prompt that shares more of this one than any cache holds."""
@@ -405,8 +433,8 @@ def native_weights() -> str:
 
 @register("llamacpp")
 class LlamaCppBackend(Backend):
-    """`max_batch` games in flight (default GAMES_IN_FLIGHT), two KV sequences each (one per seat),
-    on every core this process may use."""
+    """`max_batch` games in flight (default GAMES_IN_FLIGHT), on every core this process may use: a KV
+    sequence for each game's seat whose turn it is, and as many again for the seats that wait."""
 
     def __init__(self, options: BackendOptions, tokenizer):
         self.options, self.tokenizer = options, tokenizer
@@ -423,7 +451,7 @@ class LlamaCppBackend(Backend):
         weights = self.options.gguf_weights if self.options.gguf_weights != "auto" else native_weights()
         self.gguf = str(await asyncio.to_thread(gguf_export.gguf_for, self.options.model, weights))
         self.engine = await asyncio.to_thread(
-            Engine, self.gguf, sequences=2 * self.max_concurrency, threads=self.threads, seed=self.options.seed
+            Engine, self.gguf, games=self.max_concurrency, threads=self.threads, seed=self.options.seed
         )
         self.context_length = self.engine.context_per_sequence
         self._thread = threading.Thread(target=self.engine.serve, name="llamacpp", daemon=True)
@@ -463,9 +491,8 @@ class LlamaCppBackend(Backend):
     def estimate(self, games: int) -> str:
         """What `games` games of a typical length will take here, from a short measurement."""
         assert self.engine is not None
-        # a run's steps sample about half the games in flight (8.6 to 9.1 of 16 in
-        # bench/results/cpu_engines/): the others are between turns, reading, or already done
-        speed = self.engine.measure(max(1, self.max_concurrency // 2))
+        # a run's steps sample nearly every game in flight (the seats whose turn it is sit together: `_sampling_slot`)
+        speed = self.engine.measure(self.max_concurrency)
         per_game = (
             TYPICAL_GAME["prompt_tokens"] / speed["prompt_tokens_per_s"]
             + TYPICAL_GAME["output_tokens"] / speed["output_tokens_per_s"]
