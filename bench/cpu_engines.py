@@ -5,8 +5,9 @@
   llamacpp     the `llamacpp` backend (llama.cpp), one game at a time
   llamacpp xN  the `llamacpp` backend with N games in flight (its default: --max-batch)
 
-Every engine plays the warm-started embedded model, float32 (llama.cpp: the GGUF `gguf_export`
-writes from the same weights). Per engine: games, turns, ids sampled and read (prompt ids not in
+Every engine plays the warm-started embedded model: transformers in float32, llama.cpp the GGUF
+`gguf_export` writes from the same weights, at the precision `--gguf-weights auto` picks (bf16 where
+llama.cpp computes in it, float32 elsewhere). Per engine: games, turns, ids sampled and read (prompt ids not in
 the cache), wall time, sampled tokens/s, games/s, and how many seats' contexts passed the token
 invariant check. The typical game (ids read and sampled per game) is what the llamacpp backend's
 estimate before a run assumes. Writes JSON and a markdown table:
@@ -181,7 +182,7 @@ async def main(args) -> dict:
     }
 
 
-TITLE = "CPU engines on the embedded model (SmolLM2-135M-Instruct-warm, float32)"
+TITLE = "CPU engines on the embedded model (SmolLM2-135M-Instruct-warm; transformers float32, llama.cpp auto)"
 
 
 def table(result: dict) -> str:
