@@ -50,12 +50,11 @@ TOKENS_PER_STEP = 512  # ids one llama_decode takes at most (prompt chunks plus 
 TYPICAL_CONTEXT = 900
 # What a game of the embedded model costs, for the estimate printed before a run: ids read and ids
 # sampled per game, both seats together, at the defaults (a seat's first prompt is copied from a twin
-# game's cache): 155 read and 633 sampled in `selfplay-gen --num-games 200` (bench/results/cpu_engines/run200.md)
+# game's cache), as `selfplay-gen --num-games 200` played them (bench/results/cpu_engines/run200.md)
 TYPICAL_GAME = {"prompt_tokens": 155, "output_tokens": 633}
 # A run also has its start, turns that change hands, a tail of stragglers with few games in flight and
 # the client's own work on the same cores, which the short measurement does not: the whole of
-# `selfplay-gen --num-games 200` took 13.4 minutes where the measurement at its start (206 ids/s sampled,
-# 714 read, 32 sequences) predicted 11.0 (bench/results/cpu_engines/run200.md)
+# `selfplay-gen --num-games 200` over what the measurement at its start predicted (bench/results/cpu_engines/run200.md)
 RUN_OVER_MEASURED = 1.22
 
 
@@ -109,8 +108,8 @@ class Engine:
     thread calls `serve` (the backend's worker); others only `submit`."""
 
     def __init__(self, gguf_path: str, *, games: int, threads: int, seed: int | None = None):
-        # sequences 0 .. games-1 sample (one seat of each game at a time); the others park the seats
-        # that wait for their turn, one more than the seats of the games in flight
+        # sequences 0 .. games-1 sample (one seat of each game at a time); the games + 1 others park the
+        # caches of the seats that wait for their turn, so one is always free to park into
         self.games = games
         sequences = 2 * games + 1
         self.llama_cpp = llama_cpp = import_llama_cpp()
@@ -244,9 +243,9 @@ class Engine:
     def _sampling_slot(self, request: _Request) -> int | None:
         """An idle sequence among the first `games` for `request`: its seat's own, else an empty one, else
         the one idle longest, whose seat's cache moves to a parking sequence first. The sampling sequences
-        so stay together at the front, and a step needs filler ids (`_step`) only for the few gaps: with
-        a seat's own sequence anywhere among all of them, half of every step was fillers, each as costly
-        as a sampled id (bench/results/cpu_engines/notes.md)."""
+        so stay together at the front, and a step needs filler ids (`_step`) only for the few gaps; a
+        filler costs as much as a sampled id, and sampling seats spread over every sequence would need
+        about one each (bench/results/cpu_engines/notes.md)."""
         idle = [i for i in self._idle if i < self.games]  # least recently used first
         if not idle:
             return None

@@ -139,14 +139,11 @@ class SGLangServer:
 
         if s.dp <= 1:
             return [[Launch(server(self.port, []), self.log, self.url)]]
-        workers = [
-            Launch(
-                server(port, ["--base-gpu-id", str(i * s.tp)]),
-                self.log.with_name(f"{self.log.stem}.worker{i}{self.log.suffix}"),
-                f"http://127.0.0.1:{port}",
-            )
-            for i, port in enumerate(self.port + WORKER_PORT_STEP * (i + 1) for i in range(s.dp))
-        ]
+        workers = []
+        for i in range(s.dp):
+            port = self.port + WORKER_PORT_STEP * (i + 1)
+            log = self.log.with_name(f"{self.log.stem}.worker{i}{self.log.suffix}")
+            workers.append(Launch(server(port, ["--base-gpu-id", str(i * s.tp)]), log, f"http://127.0.0.1:{port}"))
         router = [s.python, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(self.port)]
         return [workers, [Launch([*router, "--worker-urls", *(w.url for w in workers)], self.log, self.url)]]
 
@@ -156,7 +153,8 @@ class SGLangServer:
 
     def __enter__(self) -> Started:
         started = time.monotonic()
-        launches = [launch for stage in self.stages() for launch in stage]
+        stages = self.stages()
+        launches = [launch for stage in stages for launch in stage]
         for attempt in range(1, self.settings.start_tries + 1):
             for launch in launches:
                 self.shell.echo(f"+ {' '.join(launch.command)} > {launch.log} 2>&1 &")
@@ -164,7 +162,7 @@ class SGLangServer:
                 self.shell.echo(f"+ wait for {launch.url}/health (up to {self.settings.timeout_s:g}s)")
             if self.shell.dry_run:
                 return Started(self.url, self.model, 0.0)
-            exited = self._start()
+            exited = self._start(stages)
             if exited is None:
                 return Started(self.url, self.model, time.monotonic() - started)
             self._stop()
@@ -180,9 +178,9 @@ class SGLangServer:
             raise StepFailed("start-server", 1, f"the SGLang server exited; see {exited.log}")
         raise AssertionError("unreachable: the last try returns or raises")
 
-    def _start(self) -> Launch | None:
+    def _start(self, stages: list[list[Launch]]) -> Launch | None:
         """Start every stage; the launch whose process exited before its /health answered, or None."""
-        for stage in self.stages():
+        for stage in stages:
             running = []
             for launch in stage:
                 launch.log.parent.mkdir(parents=True, exist_ok=True)
@@ -239,13 +237,13 @@ class SGLangServer:
     def swap(self, model: str) -> float | None:
         """Load `model`'s weights into this running server (every DP worker): the seconds it took, or
         None, said why, when the server should be restarted for `model` instead."""
-        started = time.monotonic()
-        for url in self.worker_urls():
+        started, urls = time.monotonic(), self.worker_urls()
+        for url in urls:
             self.shell.echo(f"+ POST {url}/update_weights_from_disk model_path={model}")
         if self.shell.dry_run:
             self.model = model
             return 0.0
-        for url in self.worker_urls():
+        for url in urls:
             refused = load_weights(url, model, self.settings.timeout_s)
             if refused is not None:
                 click.echo(f"the server on port {self.port} did not take {model}'s weights ({refused})", err=True)
