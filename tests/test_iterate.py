@@ -184,6 +184,38 @@ def test_grpo_micro_batches_are_token_budgets_that_verl_applies_to_updates_and_l
     assert result.exit_code == 2 and "2048 tokens cannot hold one sequence of up to 4096" in result.output
 
 
+def test_grpo_workers_install_chunked_logprobs_when_they_build_their_model_config(
+    tmp_path, local_model_dir, monkeypatch
+):
+    """The log-prob patch comes in through verl's `external_lib`, which a worker imports once Ray has
+    given it its GPU; a Ray worker_process_setup_hook ran before that, and on two GPUs both FSDP
+    ranks then opened the first one."""
+    from hydra import compose, initialize_config_module
+    from verl.utils import torch_functional
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.config import HFModelConfig
+
+    from selfplay_gen.verl.logprobs import chunked_logprobs
+
+    (train,) = [
+        line
+        for line in dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1").splitlines()
+        if "-m verl.trainer.main_ppo" in line
+    ]
+    assert "setup_hook" not in train
+    model = [w for w in train.split() if w.startswith("actor_rollout_ref.model.") and "path=" not in w]
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        cfg = compose("ppo_trainer", overrides=[f"actor_rollout_ref.model.path={local_model_dir}", *model])
+    # a fresh worker: verl's own fallback in place, the patch module not yet imported
+    import selfplay_gen.verl as package
+
+    monkeypatch.setattr(torch_functional, "logprobs_from_logits_v2", torch_functional.logprobs_from_logits_naive)
+    monkeypatch.delitem(sys.modules, "selfplay_gen.verl.install_logprobs", raising=False)
+    monkeypatch.delattr(package, "install_logprobs", raising=False)
+    omega_conf_to_dataclass(cfg.actor_rollout_ref.model, dataclass_type=HFModelConfig)
+    assert torch_functional.logprobs_from_logits_v2 is chunked_logprobs
+
+
 def test_online_grpo_can_answer_with_a_greedy_partner_through_the_agent_loops_setting(tmp_path):
     def ppo_line(out: str) -> str:
         (train,) = [line for line in out.splitlines() if "-m verl.trainer.main_ppo" in line]

@@ -97,6 +97,7 @@ def ppo_command(
         f"data.max_prompt_length={verl.max_prompt_length}", f"data.max_response_length={verl.max_response_length}",
         "data.filter_overlong_prompts=True", "data.truncation=error",
         f"actor_rollout_ref.model.path={job.model}",
+        "actor_rollout_ref.model.external_lib=selfplay_gen.verl.install_logprobs",
         f"+actor_rollout_ref.model.override_config.attn_implementation={verl.attn_impl}",
         f"actor_rollout_ref.model.use_remove_padding={verl.use_remove_padding}",
         f"actor_rollout_ref.actor.optim.lr={job.lr}",
@@ -115,7 +116,6 @@ def ppo_command(
         f"trainer.n_gpus_per_node={verl.n_gpus}", f"trainer.nnodes={verl.nnodes}",
         f"trainer.save_freq={verl.save_freq}", f"trainer.test_freq={verl.test_freq}", "trainer.val_before_train=False",
         f"trainer.total_epochs={job.epochs}", f"trainer.default_local_dir={job.out_dir / 'checkpoints'}",
-        "+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=selfplay_gen.verl.logprobs.install",
         *job.overrides,
     ]  # fmt: skip
 
