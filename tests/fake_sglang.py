@@ -1,5 +1,6 @@
 """A stand-in SGLang server for tests: the native API's routes and shapes (`/generate`,
-`/health`, `/get_model_info`, `/get_server_info`, `/update_weights_from_disk`), answered by the
+`/health`, `/get_model_info`, `/get_server_info`, `/update_weights_from_disk`,
+`/release_memory_occupation`, `/resume_memory_occupation`), answered by the
 real embedded model through the local backend, so games played against it make real moves. Knobs
 inject the faults a real server shows: errors, stalls, death, malformed bodies, a slow start.
 Run as a script it takes `python -m sglang.launch_server`'s place (`--model-path`, `--port`).
@@ -52,8 +53,14 @@ class FakeSGLang:
         context_length: int | None = None,
         seed: int = 0,
         port: int | None = None,
+        memory_saver: bool = False,
     ):
         self.tokenizer, self.model_dir, self.seed, self.port = tokenizer, model_dir, seed, port
+        # --enable-memory-saver: /release_memory_occupation frees the weights (they must be loaded
+        # again after /resume_memory_occupation); without it the server answers and keeps them
+        self.memory_saver = memory_saver
+        self.released = False
+        self.weights_lost = False
         self.engine = self._engine(model_dir, max_running_requests)
         self.max_running_requests, self.context_length = max_running_requests, context_length
         # fault injection
@@ -82,6 +89,8 @@ class FakeSGLang:
                 web.get("/get_server_info", self._server_info),
                 web.post("/generate", self._generate),
                 web.post("/update_weights_from_disk", self._update_weights_from_disk),
+                web.post("/release_memory_occupation", self._release_memory),
+                web.post("/resume_memory_occupation", self._resume_memory),
             ]
         )
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
@@ -114,6 +123,7 @@ class FakeSGLang:
                 "context_length": self.context_length,
                 "max_running_requests": None,
                 "dp_size": 1,
+                "enable_memory_saver": self.memory_saver,
                 "internal_states": [{"effective_max_running_requests_per_dp": self.max_running_requests}],
             }
         )
@@ -124,6 +134,8 @@ class FakeSGLang:
         and the prefix cache is empty."""
         self.weight_updates += 1
         path = (await request.json())["model_path"]
+        if self.released:  # SGLang would write the weights into unmapped memory
+            return web.json_response({"success": False, "message": "memory released"}, status=400)
         engine = self._engine(path, self.max_running_requests)
         try:
             await engine.start()
@@ -131,13 +143,30 @@ class FakeSGLang:
             answer = {"success": False, "message": f"Failed to update weights: {err}.", "num_paused_requests": 0}
             return web.json_response(answer, status=400)
         old, self.engine, self.model_dir = self.engine, engine, path
+        self.weights_lost = False
         await old.close()
         self._contexts.clear()
         answer = {"success": True, "message": "Succeeded to update model weights.", "num_paused_requests": 0}
         return web.json_response(answer)
 
+    async def _release_memory(self, request: web.Request) -> web.Response:
+        """SGLang's release of the GPU memory (answer: `null`); with the memory saver the weights are
+        gone until a load after the resume, without it nothing changes."""
+        if self.memory_saver:
+            self.released = self.weights_lost = True
+            self._contexts.clear()
+        return web.json_response(None)
+
+    async def _resume_memory(self, request: web.Request) -> web.Response:
+        if not self.released:  # SGLang's scheduler removes tags it never released: a KeyError
+            return web.json_response({"error": {"message": "'kv_cache'"}}, status=400)
+        self.released = False
+        return web.json_response(None)
+
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         self.generate_requests += 1
+        if self.released or self.weights_lost:  # SGLang would compute on freed or stale memory
+            return web.json_response({"error": {"message": "no weights on the GPU"}}, status=500)
         if self._dead:  # gone: drop the connection without an answer
             request.transport.close()
             return web.Response()
@@ -209,10 +238,10 @@ def launcher(directory: Path) -> str:
     return str(python)
 
 
-async def _serve_until_killed(model_dir: str, port: int) -> None:
+async def _serve_until_killed(model_dir: str, port: int, memory_saver: bool) -> None:
     from selfplay_gen import models
 
-    async with FakeSGLang(models.load_tokenizer(), model_dir, port=port):
+    async with FakeSGLang(models.load_tokenizer(), model_dir, port=port, memory_saver=memory_saver):
         await asyncio.Event().wait()
 
 
@@ -220,5 +249,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model-path", required=True)
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--enable-memory-saver", action="store_true")
     known, _ = parser.parse_known_args()  # SGLang's other arguments are accepted and ignored
-    asyncio.run(_serve_until_killed(known.model_path, known.port))
+    asyncio.run(_serve_until_killed(known.model_path, known.port, known.enable_memory_saver))

@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -434,6 +436,91 @@ def test_swapping_weights_can_be_turned_off_and_dry_runs_show_it(tmp_path, capsy
     assert "--port 31000 --worker-urls http://127.0.0.1:32000 http://127.0.0.1:33000" in out
     for worker in (32000, 33000):
         assert f"POST http://127.0.0.1:{worker}/update_weights_from_disk model_path=/iter_2" in out
+
+
+def test_kept_servers_release_their_memory_for_training_and_take_the_next_checkpoint(tmp_path, local_model_dir, capsys):
+    """KEEP_SERVERS=True: before training a server releases its GPU memory and stays up; its next use
+    takes the memory back and loads that use's weights, the same checkpoint's or the next one's,
+    in the same process. A slot asked for another architecture is restarted as before."""
+    from fake_sglang import free_port, launcher
+
+    from selfplay_gen import models
+
+    raw, warm = local_model_dir, models.resolve(models.DEFAULT_MODEL)
+    settings = ServerSettings(python=launcher(tmp_path), port=free_port(), timeout_s=120, keep_servers=True)
+
+    def generates(url: str) -> int:
+        request = urllib.request.Request(
+            f"{url}/generate",
+            json.dumps({"input_ids": [1, 2, 3], "sampling_params": SAMPLING}).encode(),
+            {"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                return answer.status
+        except urllib.error.HTTPError as err:
+            return err.code
+
+    with Slots(settings, Shell()) as slots:
+        first = slots.serve(0, raw, tmp_path / "a.log")
+        pid = slots._servers[0][1].processes[0].pid
+        assert "--enable-memory-saver" in slots._servers[0][1].stages()[0][0].command
+        slots.free_gpu()
+        assert generates(first.url) == 500  # the stand-in refuses to compute without its memory
+        again = slots.serve(0, raw, tmp_path / "a.log")  # the same model after training: weights reloaded
+        assert slots._servers[0][1].processes[0].pid == pid and generates(again.url) == 200
+        slots.free_gpu()
+        slots.free_gpu()  # a released server stays released, and up
+        nxt = slots.serve(0, warm, tmp_path / "b.log")
+        assert slots._servers[0][1].processes[0].pid == pid and generates(nxt.url) == 200
+        assert 0 < nxt.startup_s < first.startup_s
+        with urllib.request.urlopen(f"{nxt.url}/get_model_info", timeout=10) as answer:
+            assert json.loads(answer.read())["model_path"] == warm
+        slots.free_gpu()
+        other = checkpoint_like(raw, tmp_path / "other", rope_theta=12345.0)
+        slots.serve(0, other, tmp_path / "c.log")  # another config: a new server
+        assert slots._servers[0][1].processes[0].pid != pid
+    err = capsys.readouterr().err
+    assert err.count("released its GPU memory") == 3 and f"took {warm}'s weights" in err
+
+
+SAMPLING = {"temperature": 0.0, "top_p": 1.0, "max_new_tokens": 2}
+
+
+async def test_a_server_without_the_memory_saver_is_stopped_rather_than_kept(tokenizer, local_model_dir):
+    """SGLang answers /release_memory_occupation without --enable-memory-saver yet keeps its memory,
+    which verl then lacks: such a server is not kept, and the reason is said."""
+    import asyncio
+
+    from fake_sglang import FakeSGLang
+
+    from selfplay_gen.iterate.server import release_memory
+
+    async with FakeSGLang(tokenizer, local_model_dir) as plain:
+        why = await asyncio.to_thread(release_memory, plain.url, 30)
+        assert why == "it was started without --enable-memory-saver" and not plain.released
+    async with FakeSGLang(tokenizer, local_model_dir, memory_saver=True) as saver:
+        assert await asyncio.to_thread(release_memory, saver.url, 30) is None and saver.released
+
+
+def test_kept_servers_in_a_dry_run(tmp_path, capsys):
+    slots = Slots(ServerSettings(port=31000, dp=2, keep_servers=True), Shell(dry_run=True))
+    slots.serve(0, "/iter_1", tmp_path / "a.log")
+    slots.free_gpu()
+    slots.serve(0, "/iter_2", tmp_path / "b.log")
+    out = capsys.readouterr().out
+    assert out.count("launch_server") == 2 and out.count("--enable-memory-saver") == 2
+    for worker in (32000, 33000):
+        for step in ("release_memory_occupation", "resume_memory_occupation", "update_weights_from_disk"):
+            assert f"POST http://127.0.0.1:{worker}/{step}" in out
+    assert "--enable-memory-saver" not in _stages(ServerSettings(port=31000))
+
+
+def _stages(settings: ServerSettings) -> str:
+    from selfplay_gen.iterate.server import SGLangServer
+
+    server = SGLangServer("/m", 31000, Path("a.log"), settings, Shell(dry_run=True), None)
+    return " ".join(word for stage in server.stages() for launch in stage for word in launch.command)
 
 
 def test_swap_blocker_names_what_differs(tmp_path, local_model_dir):

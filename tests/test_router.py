@@ -4,6 +4,7 @@ router, and every game must be played token-exact through it, spread over both w
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import subprocess
 import sys
@@ -113,6 +114,28 @@ def test_dp_workers_start_behind_the_router_and_each_takes_new_weights(tmp_path,
         swapped = slots.serve(0, warm, tmp_path / "sglang.log")
         assert [process.pid for process in server.processes] == pids and swapped.url == started.url
         assert all(get(f"{url}/get_model_info")["model_path"] == warm for url in workers)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)
+    # KEEP_SERVERS=True: training's turn releases every worker's memory, and the next checkpoint
+    # comes into the same processes; games through the router play on them
+    kept = dataclasses.replace(settings, port=free_port(), keep_servers=True)
+    with Slots(kept, Shell()) as slots:
+        started = slots.serve(0, local_model_dir, tmp_path / "kept.log")
+        server = slots._servers[0][1]
+        pids = [process.pid for process in server.processes]
+        slots.free_gpu()
+        resumed = slots.serve(0, warm, tmp_path / "kept.log")
+        assert [process.pid for process in server.processes] == pids and resumed.url == started.url
+        assert all(get(f"{url}/get_model_info")["model_path"] == warm for url in server.worker_urls())
+        played = CliRunner().invoke(
+            main,
+            ["--backend", "sglang", "--base-url", resumed.url, "--model", warm, "--num-games", "2", "--max-moves", "2",
+             "--max-new-tokens", "8", "--out", str(tmp_path / "kept.jsonl"), "--quiet"],
+        )  # fmt: skip
+        assert played.exit_code == 0, played.output
+        games = list(read_games(tmp_path / "kept.jsonl"))
+        assert len(games) == 2 and not [game["failure"] for game in games if game.get("failure")]
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.killpg(pid, 0)

@@ -181,6 +181,16 @@ server_options = options(
         help="A running server takes the next checkpoint of the same architecture and tokenizer through "
         "SGLang's /update_weights_from_disk (seconds) instead of a restart (minutes); False restarts it.",
     ),
+    opt(
+        "--keep-servers",
+        "KEEP_SERVERS",
+        type=BOOL,
+        default=str(SV.keep_servers),
+        help="While verl trains, the SGLang servers stay up with their GPU memory released (started with "
+        "--enable-memory-saver; /release_memory_occupation, then /resume_memory_occupation and the new "
+        "checkpoint's weights) instead of stopping and starting again with a new CUDA-graph capture. A server "
+        "that cannot release its memory is stopped as with False.",
+    ),
 )
 tool_options = options(
     opt(
@@ -427,7 +437,7 @@ def servers_from(o: dict) -> ServerSettings:
     return ServerSettings(
         o.pop("sglang_python"), o.pop("port"), o.pop("tp"), o.pop("dp"), extra,
         o.pop("server_timeout"), o.pop("server_start_tries"), o.pop("server_retry_wait"), o.pop("partner_mem_fraction"),
-        tuple(o.pop("sglang_url").split()), o.pop("swap_weights") == "True",
+        tuple(o.pop("sglang_url").split()), o.pop("swap_weights") == "True", o.pop("keep_servers") == "True",
     )  # fmt: skip
 
 

@@ -58,6 +58,9 @@ class ServerSettings:
     # a running server takes a new checkpoint of the same architecture and tokenizer through
     # /update_weights_from_disk instead of being restarted (`server.Slots`)
     swap_weights: bool = True
+    # while verl trains, a server stays up with its GPU memory released (started with SGLang's
+    # --enable-memory-saver) instead of being stopped and started again (`server.Slots.free_gpu`)
+    keep_servers: bool = False
 
 
 @dataclass(frozen=True)

@@ -265,9 +265,10 @@ class Run:
     def train(
         self, stage: Stage, job: TrainJob, loss: PolicyLoss | None = None, every_checkpoint: bool = False
     ) -> list[Export]:
-        """Stop the servers (verl needs the GPU), train, merge the last checkpoint into train/hf (and,
-        with `every_checkpoint`, each earlier one into train/step_N/hf, evaluated as `label@N`)."""
-        self.slots.release()
+        """Free the GPU for verl (the servers stop, or release their memory), train, merge the last
+        checkpoint into train/hf (and, with `every_checkpoint`, each earlier one into train/step_N/hf,
+        evaluated as `label@N`)."""
+        self.slots.free_gpu()
         started = time.monotonic()
         log = stage.dir / "train" / report.TRAIN_LOG
         startup = train(self.shell, job, self.cfg.verl, loss or self.cfg.loss, self.sampling, log)

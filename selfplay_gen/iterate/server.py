@@ -4,7 +4,9 @@ reuses a server whose model a later step needs again, so the evaluation of a mod
 iteration's games with it, or two cross-play pairings that share a checkpoint, start it once. A
 slot asked for another checkpoint of the same architecture and tokenizer loads its weights into
 the running server (SGLang's /update_weights_from_disk, seconds) instead of a restart (minutes of
-start-up and CUDA-graph capture); where that is refused, a new server starts."""
+start-up and CUDA-graph capture); where that is refused, a new server starts. With
+`keep_servers`, training does not stop the servers either: each releases its GPU memory
+(SGLang's memory saver) and takes it back, with the next checkpoint's weights, when it is needed."""
 
 from __future__ import annotations
 
@@ -70,7 +72,8 @@ def _json(url: str, body: dict | None, timeout: float) -> dict:
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
-            return json.loads(answer.read() or b"{}")
+            body = json.loads(answer.read() or b"{}")
+            return body if isinstance(body, dict) else {}  # SGLang's admin routes answer `null`
     except urllib.error.HTTPError as err:
         text = err.read().decode(errors="replace")
         try:
@@ -132,6 +135,8 @@ class SGLangServer:
         extra = shlex.split(s.extra_args or "")
         if self.mem_fraction is not None:
             extra += ["--mem-fraction-static", str(self.mem_fraction)]
+        if s.keep_servers:
+            extra += ["--enable-memory-saver"]
 
         def server(port: int, gpu: list[str]) -> list[str]:
             where = ["--model-path", self.model, "--host", "127.0.0.1", "--port", str(port), "--tp", str(s.tp)]
@@ -253,6 +258,57 @@ class SGLangServer:
         click.echo(f"the server on port {self.port} took {model}'s weights in {took:.1f}s", err=True)
         return took
 
+    def release_memory(self) -> bool:
+        """Release every worker's GPU memory (weights, KV cache, CUDA graphs) while the process stays
+        up; False, said why, when a worker did not, and the server should be stopped instead."""
+        urls = self.worker_urls()
+        for url in urls:
+            self.shell.echo(f"+ POST {url}/release_memory_occupation")
+        if self.shell.dry_run:
+            return True
+        for url in urls:
+            refused = release_memory(url, self.settings.timeout_s)
+            if refused is not None:
+                click.echo(f"the server on port {self.port} keeps its GPU memory ({refused}); stopping it", err=True)
+                return False
+        click.echo(f"the server on port {self.port} released its GPU memory", err=True)
+        return True
+
+    def resume(self, model: str) -> float | None:
+        """Take the released memory back and load `model`'s weights (the released ones are gone):
+        the seconds it took, or None, said why, when the server should be restarted instead."""
+        started, urls = time.monotonic(), self.worker_urls()
+        for url in urls:
+            self.shell.echo(f"+ POST {url}/resume_memory_occupation")
+        if not self.shell.dry_run:
+            for url in urls:
+                answer = _json(f"{url}/resume_memory_occupation", {}, self.settings.timeout_s)
+                if _refused(answer):
+                    click.echo(f"the server on port {self.port} did not resume ({_refused(answer)})", err=True)
+                    return None
+        took = self.swap(model)
+        return None if took is None else time.monotonic() - started
+
+
+def _refused(answer: dict) -> str | None:
+    """Why an SGLang admin answer is a refusal (an HTTP error, `success: false`), or None."""
+    if answer.get("success") is False or "error" in answer:
+        error = answer.get("error")
+        return (error.get("message") if isinstance(error, dict) else None) or answer.get("message") or str(answer)
+    return None
+
+
+def release_memory(url: str, timeout_s: float) -> str | None:
+    """Have the SGLang server at `url` release its GPU memory: None once it did, else why not. A
+    server started without --enable-memory-saver answers the request but keeps its memory, so
+    /get_server_info must say the saver is on."""
+    try:
+        if not _json(f"{url}/get_server_info", None, 30).get("enable_memory_saver"):
+            return "it was started without --enable-memory-saver"
+        return _refused(_json(f"{url}/release_memory_occupation", {}, timeout_s))
+    except (OSError, ValueError) as err:
+        return str(err)
+
 
 def load_weights(url: str, model: str, timeout_s: float) -> str | None:
     """Have the SGLang server at `url` load `model`'s weights in place (/update_weights_from_disk,
@@ -271,11 +327,13 @@ class Slots:
     """Servers by port slot (0: the model being played or evaluated, 1: its partner). A slot asked
     for the model it already serves, with the same memory share, keeps its server; asked for another
     checkpoint that `swap_blocker` allows, with the same memory share, it swaps the server's weights
-    (with `settings.swap_weights`; behind a router, each worker's)."""
+    (with `settings.swap_weights`; behind a router, each worker's). A slot whose server released its
+    memory for training (`free_gpu`) takes it back on its next use, with that use's weights."""
 
     def __init__(self, settings: ServerSettings, shell: Shell):
         self.settings, self.shell = settings, shell
         self._servers: dict[int, tuple[tuple[str, float | None], SGLangServer]] = {}
+        self._released: set[int] = set()  # slots whose server holds no GPU memory now
 
     def serve(self, slot: int, model: str, log: Path, shared: bool = False) -> Started:
         """The server of `slot` for `model`, started unless it runs already. `shared`: two servers
@@ -286,10 +344,12 @@ class Slots:
         held = self._servers.get(slot)
         if held is not None:
             (served, share), server = held
-            if held[0] == key:
+            released, same = slot in self._released, held[0] == key
+            self._released.discard(slot)
+            if same and not released:
                 return Started(server.url, model, 0.0)
-            if share == key[1] and self.swappable(served, model):
-                took = server.swap(model)
+            if share == key[1] and (same or self.swappable(served, model)):
+                took = server.resume(model) if released else server.swap(model)
                 if took is not None:
                     self._servers[slot] = (key, server)
                     return Started(server.url, model, took)
@@ -309,9 +369,21 @@ class Slots:
             click.echo(f"a new server for {model}: {blocker}", err=True)
         return blocker is None
 
+    def free_gpu(self) -> None:
+        """Before training: with `settings.keep_servers` each server releases its GPU memory and stays
+        up (one that cannot is stopped); without, every server stops."""
+        for slot, (_, server) in list(self._servers.items()):
+            if slot in self._released:
+                continue
+            if self.settings.keep_servers and server.release_memory():
+                self._released.add(slot)
+            else:
+                self.release(slot)
+
     def release(self, slot: int | None = None) -> None:
-        """Stop the server of `slot`, or every server (before training needs the GPU)."""
+        """Stop the server of `slot`, or every server."""
         for number in [slot] if slot is not None else list(self._servers):
+            self._released.discard(number)
             held = self._servers.pop(number, None)
             if held is not None:
                 held[1].__exit__(None, None, None)
