@@ -10,10 +10,12 @@
 # On a machine with two GPUs: `dp-compare` plays DP_GAMES games through run_selfplay_generation.sh with DP=1 and
 # then DP=2 (sglang_router in front of one worker per GPU); `sft-compare` and `offline-compare` train the same
 # SFT_STEPS / OFFLINE_STEPS steps on N_GPUS=2 and on N_GPUS=1 (the warm start's teacher chats; the DP=1 games as
-# offline GRPO groups); `iterate-2gpu` is one filtered-BC iteration of run_selfplay_iteration.sh with DP=2, N_GPUS=2.
+# offline GRPO groups), `online-compare` ONLINE_STEPS steps of online GRPO; `iterate-2gpu` is one filtered-BC
+# iteration of run_selfplay_iteration.sh with DP=2, N_GPUS=2. `iterate-kept` is iterate-fbc with KEEP_SERVERS=True.
 # Results in ROOT/speed/; each phase is skipped once its DONE marker exists.
-#   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [fbc] [gen-eager] [iterate-fbc] [iterate-online]
-#                            [router-shared] [gen-8k] [swap] [dp-compare] [sft-compare] [iterate-2gpu] [offline-compare]
+#   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [fbc] [gen-eager] [iterate-fbc] [iterate-kept]
+#                            [iterate-online] [router-shared] [gen-8k] [swap] [dp-compare] [sft-compare]
+#                            [iterate-2gpu] [offline-compare] [online-compare]
 set -euo pipefail
 MODEL_DIR=$1 ROOT=$2
 shift 2
@@ -169,6 +171,13 @@ offline_compare() {  # offline GRPO on the DP=1 games, 16 groups a step, as an i
     ENFORCE_EAGER=True  # replayed games: the rollout engine plays none, so its CUDA graphs would only slow the start
 }
 
+online_compare() {  # online GRPO (verl's rollout plays the games), 16 instances x 8 games a step, LoRA r16
+  local data=$ROOT/online_data
+  [[ -e $data/train.parquet ]] || python3 -m selfplay_gen.cli init --num-train 1024 --num-test 16 --out-dir "$data"
+  train_compare online online "${ONLINE_STEPS:-4}" "$data" TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 LR=5e-5 \
+    LORA_RANK=16 MAX_NEW_TOKENS=640
+}
+
 iterate_2gpu() {  # one filtered-BC iteration from the embedded warm start, every stage on both GPUs
   mkdir -p "$ROOT/two/base" && touch "$ROOT/two/base/DONE"
   env RUN_DIR="$ROOT/two" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=filtered-bc NUM_ITERATIONS=1 DP=2 N_GPUS=2 \
@@ -188,6 +197,7 @@ for phase in "$@"; do
     dp-compare) dp_compare ;;
     sft-compare) sft_compare ;;
     offline-compare) offline_compare ;;
+    online-compare) online_compare ;;
     iterate-2gpu) iterate_2gpu ;;
     fbc)  # one iteration from the embedded warm start, everything at the scripts' defaults
       mkdir -p "$ROOT/fbc"
@@ -201,6 +211,11 @@ for phase in "$@"; do
       env RUN_DIR="$ROOT/ifbc" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=filtered-bc NUM_ITERATIONS=1 \
         GAMES_PER_ITER=4096 "$REPO/run_selfplay_iteration.sh" > "$ROOT/logs/ifbc.log" 2>&1
       cp "$ROOT/ifbc/summary.md" "$OUT/iterate_fbc_summary.md" ;;
+    iterate-kept)  # iterate-fbc with KEEP_SERVERS=True: the servers release their memory while verl trains
+      mkdir -p "$ROOT/kept/base" && touch "$ROOT/kept/base/DONE"
+      env RUN_DIR="$ROOT/kept" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=filtered-bc NUM_ITERATIONS=1 \
+        GAMES_PER_ITER=4096 KEEP_SERVERS=True "$REPO/run_selfplay_iteration.sh" > "$ROOT/logs/kept.log" 2>&1
+      cp "$ROOT/kept/summary.md" "$OUT/iterate_kept_summary.md" ;;
     iterate-online)  # online GRPO, LoRA r16; the input model's evaluation is the one iterate-fbc made
       mkdir -p "$ROOT/online/base" && touch "$ROOT/online/base/DONE"
       [[ ! -d $ROOT/ifbc/report ]] || { cp -r "$ROOT/ifbc/report" "$ROOT/online/"; cp -r "$ROOT/ifbc/base/eval" "$ROOT/online/base/"; }
