@@ -11,11 +11,12 @@
 # then DP=2 (sglang_router in front of one worker per GPU); `sft-compare` and `offline-compare` train the same
 # SFT_STEPS / OFFLINE_STEPS steps on N_GPUS=2 and on N_GPUS=1 (the warm start's teacher chats; the DP=1 games as
 # offline GRPO groups), `online-compare` ONLINE_STEPS steps of online GRPO; `iterate-2gpu` is one filtered-BC
-# iteration of run_selfplay_iteration.sh with DP=2, N_GPUS=2. `iterate-kept` is iterate-fbc with KEEP_SERVERS=True.
+# iteration of run_selfplay_iteration.sh with DP=2, N_GPUS=2. `iterate-kept` is iterate-fbc with KEEP_SERVERS=True;
+# `sft-profile` profiles two steps of the warm start's SFT job (bench/analysis/trace_summary.py reads the trace).
 # Results in ROOT/speed/; each phase is skipped once its DONE marker exists.
 #   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [fbc] [gen-eager] [iterate-fbc] [iterate-kept]
 #                            [iterate-online] [router-shared] [gen-8k] [swap] [dp-compare] [sft-compare]
-#                            [iterate-2gpu] [offline-compare] [online-compare]
+#                            [sft-profile] [iterate-2gpu] [offline-compare] [online-compare]
 set -euo pipefail
 MODEL_DIR=$1 ROOT=$2
 shift 2
@@ -154,16 +155,33 @@ train_compare() {
   done
 }
 
-sft_compare() {  # the warm start's job: its teacher chats, batch 32, LoRA r16
+sft_data() {  # the warm start's training set: SFT_GAMES teacher games as chats, in ROOT/sft_data
   local data=$ROOT/sft_data
-  if [[ ! -e $data/train.parquet ]]; then
-    mkdir -p "$data"
-    python3 -m selfplay_gen.cli play --backend scripted --scripted-policy teacher --seed 500000000 \
-      --num-games "${SFT_GAMES:-2048}" --games-per-instance 1 --out "$data/games.jsonl" --resume --quiet > /dev/null
-    python3 -m convert.cli "$data/games.jsonl" --out-dir "$data" --overwrite --format sft --top-fraction 1 \
-      --model "$WARM" --max-prompt-tokens 1024 --max-response-tokens 3072
-  fi
-  train_compare sft sft "${SFT_STEPS:-30}" "$data" TRAIN_BATCH_SIZE=32 LORA_RANK=16 LR=1e-3
+  [[ ! -e $data/train.parquet ]] || return 0
+  mkdir -p "$data"
+  python3 -m selfplay_gen.cli play --backend scripted --scripted-policy teacher --seed 500000000 \
+    --num-games "${SFT_GAMES:-2048}" --games-per-instance 1 --out "$data/games.jsonl" --resume --quiet > /dev/null
+  python3 -m convert.cli "$data/games.jsonl" --out-dir "$data" --overwrite --format sft --top-fraction 1 \
+    --model "$WARM" --max-prompt-tokens 1024 --max-response-tokens 3072
+}
+
+sft_compare() {  # the warm start's job: its teacher chats, batch 32, LoRA r16
+  sft_data
+  train_compare sft sft "${SFT_STEPS:-30}" "$ROOT/sft_data" TRAIN_BATCH_SIZE=32 LORA_RANK=16 LR=1e-3
+}
+
+sft_profile() {  # the warm start's SFT job on one GPU, steps 10-11 under torch's profiler: where a step goes
+  sft_data
+  env MODE=sft N_GPUS=1 MODEL_PATH="$WARM" TRAIN_FILES="$ROOT/sft_data/train.parquet" \
+    VAL_FILES="$ROOT/sft_data/train.parquet" OUT_DIR="$ROOT/sft/profile" TOTAL_STEPS=12 TRAIN_BATCH_SIZE=32 \
+    LORA_RANK=16 LR=1e-3 "$REPO/run_selfplay_training.sh" profiler.enable=True profiler.tool=torch \
+    'profiler.ranks=[0]' "profiler.save_path=$ROOT/prof" 'trainer.profile_interval=[10,11]' \
+    > "$ROOT/logs/sft_profile.log" 2>&1 || echo "the profiled SFT failed: $ROOT/logs/sft_profile.log"
+  local trace
+  for trace in "$ROOT"/prof/*.json*; do
+    [[ -e $trace ]] || continue
+    python3 "$REPO/bench/analysis/trace_summary.py" "$trace" --top 25 > "$OUT/sft_profile_$(basename "$trace" | cut -c1-60).txt"
+  done
 }
 
 offline_compare() {  # offline GRPO on the DP=1 games, 16 groups a step, as an iteration trains them
@@ -196,6 +214,7 @@ for phase in "$@"; do
     swap) swap_check ;;
     dp-compare) dp_compare ;;
     sft-compare) sft_compare ;;
+    sft-profile) sft_profile ;;
     offline-compare) offline_compare ;;
     online-compare) online_compare ;;
     iterate-2gpu) iterate_2gpu ;;
