@@ -480,8 +480,15 @@ def test_kept_servers_release_their_memory_for_training_and_take_the_next_checkp
         other = checkpoint_like(raw, tmp_path / "other", rope_theta=12345.0)
         slots.serve(0, other, tmp_path / "c.log")  # another config: a new server
         assert slots._servers[0][1].processes[0].pid != pid
+        # a server that refuses to resume (here: someone resumed it already) is started again
+        pid = slots._servers[0][1].processes[0].pid
+        slots.free_gpu()
+        urllib.request.urlopen(urllib.request.Request(f"{nxt.url}/resume_memory_occupation", b"{}"), timeout=10)
+        restarted = slots.serve(0, other, tmp_path / "d.log")
+        assert slots._servers[0][1].processes[0].pid != pid and generates(restarted.url) == 200
     err = capsys.readouterr().err
-    assert err.count("released its GPU memory") == 3 and f"took {warm}'s weights" in err
+    assert err.count("released its GPU memory") == 4 and f"took {warm}'s weights" in err
+    assert "did not resume ('kv_cache')" in err
 
 
 SAMPLING = {"temperature": 0.0, "top_p": 1.0, "max_new_tokens": 2}

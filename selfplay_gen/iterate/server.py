@@ -282,9 +282,9 @@ class SGLangServer:
             self.shell.echo(f"+ POST {url}/resume_memory_occupation")
         if not self.shell.dry_run:
             for url in urls:
-                answer = _json(f"{url}/resume_memory_occupation", {}, self.settings.timeout_s)
-                if _refused(answer):
-                    click.echo(f"the server on port {self.port} did not resume ({_refused(answer)})", err=True)
+                refused = _refused(_json(f"{url}/resume_memory_occupation", {}, self.settings.timeout_s))
+                if refused is not None:
+                    click.echo(f"the server on port {self.port} did not resume ({refused})", err=True)
                     return None
         took = self.swap(model)
         return None if took is None else time.monotonic() - started
