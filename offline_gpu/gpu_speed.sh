@@ -130,6 +130,9 @@ PY
 dp_compare() {
   [[ ! -e $OUT/dp_compare.DONE ]] || return 0
   local dp
+  # the kernel's accept-queue limits, beside uvicorn's backlog of 2048: DP=1 with 4,096 games in flight
+  # counted connect timeouts at its start, DP=2 behind the router none
+  grep -H . /proc/sys/net/core/somaxconn /proc/sys/net/ipv4/tcp_max_syn_backlog > "$OUT/net.txt" || true
   for dp in 1 2; do
     # a seat's budget and the rows' limits as an iteration sets them, so offline-compare can train on these games
     env MODEL_NAME="$WARM" NUM_GAMES="${DP_GAMES:-4096}" DP=$dp PORT=$((30100 + 10 * dp)) MAX_NEW_TOKENS=640 \
