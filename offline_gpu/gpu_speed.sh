@@ -49,8 +49,15 @@ stop() {  # PORT: the server and its scheduler processes, until the GPU memory i
   sleep 3
 }
 
+# the kernel's accept-queue limits, beside uvicorn's backlog of 2048: DP=1 with 4,096 games in flight counted
+# connect timeouts at its start, DP=2 behind the router none
+net_limits() {
+  grep -H . /proc/sys/net/core/somaxconn /proc/sys/net/ipv4/tcp_max_syn_backlog > "$OUT/net.txt" || true
+}
+
 generation() {  # NAME GRAPHS [GAMES]
   [[ ! -e $OUT/$1.DONE ]] || return 0
+  net_limits
   serve "$2" 30100
   python3 "$REPO/bench/generation.py" --backend sglang --base-url http://127.0.0.1:30100 --tokenizer "$WARM" \
     --num-games "${3:-${GEN_GAMES:-2048}}" --sequential-games "${GEN_SEQUENTIAL:-8}" --games-per-instance 8 \
@@ -130,9 +137,7 @@ PY
 dp_compare() {
   [[ ! -e $OUT/dp_compare.DONE ]] || return 0
   local dp
-  # the kernel's accept-queue limits, beside uvicorn's backlog of 2048: DP=1 with 4,096 games in flight
-  # counted connect timeouts at its start, DP=2 behind the router none
-  grep -H . /proc/sys/net/core/somaxconn /proc/sys/net/ipv4/tcp_max_syn_backlog > "$OUT/net.txt" || true
+  net_limits
   for dp in 1 2; do
     # a seat's budget and the rows' limits as an iteration sets them, so offline-compare can train on these games
     env MODEL_NAME="$WARM" NUM_GAMES="${DP_GAMES:-4096}" DP=$dp PORT=$((30100 + 10 * dp)) MAX_NEW_TOKENS=640 \
