@@ -438,6 +438,10 @@ def test_swapping_weights_can_be_turned_off_and_dry_runs_show_it(tmp_path, capsy
         assert f"POST http://127.0.0.1:{worker}/update_weights_from_disk model_path=/iter_2" in out
 
 
+SAMPLING = {"temperature": 0.0, "top_p": 1.0, "max_new_tokens": 2}
+
+
+@pytest.mark.slow
 def test_kept_servers_release_their_memory_for_training_and_take_the_next_checkpoint(tmp_path, local_model_dir, capsys):
     """KEEP_SERVERS=True: before training a server releases its GPU memory and stays up; its next use
     takes the memory back and loads that use's weights, the same checkpoint's or the next one's,
@@ -491,9 +495,7 @@ def test_kept_servers_release_their_memory_for_training_and_take_the_next_checkp
     assert "did not resume ('kv_cache')" in err
 
 
-SAMPLING = {"temperature": 0.0, "top_p": 1.0, "max_new_tokens": 2}
-
-
+@pytest.mark.slow
 async def test_a_server_without_the_memory_saver_is_stopped_rather_than_kept(tokenizer, local_model_dir):
     """SGLang answers /release_memory_occupation without --enable-memory-saver yet keeps its memory,
     which verl then lacks: such a server is not kept, and the reason is said."""
