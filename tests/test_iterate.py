@@ -653,10 +653,13 @@ def test_a_failed_stage_is_not_marked_done_and_a_rerun_resumes_from_its_markers(
     assert summary[2].startswith("| base |  |  |  | ")  # no training games in the base stage
 
 
-def test_a_model_is_evaluated_while_its_server_plays_its_training_games(tmp_path):
+@pytest.mark.slow
+def test_a_model_is_evaluated_while_its_server_plays_its_training_games(tmp_path, local_model_dir):
     """The model a stage starts from, not yet evaluated, is evaluated together with that stage's games on the
     same server: each fake command waits until the other kind has started, so run one after the other they
-    would fail; the wall-time table holds one row for both."""
+    would fail; the wall-time table holds one row for both, with the start-up of the server they share."""
+    from fake_sglang import free_port, launcher
+
     from selfplay_gen.iterate.config import Tools
     from selfplay_gen.iterate.loop import Run
 
@@ -672,14 +675,14 @@ def test_a_model_is_evaluated_while_its_server_plays_its_training_games(tmp_path
     (run_dir / "base").mkdir(parents=True)
     (run_dir / "base" / "DONE").touch()  # the stage, but not its evaluation
     cfg = Iteration(
-        run_dir=run_dir, initial_model="/m0", num_iterations=1, trainer="filtered-bc", warm=Warm(policy="none"),
-        servers=ServerSettings(urls=("http://127.0.0.1:9",)),
+        run_dir=run_dir, initial_model=local_model_dir, num_iterations=1, trainer="filtered-bc",
+        warm=Warm(policy="none"), servers=ServerSettings(python=launcher(tmp_path), port=free_port(), timeout_s=120),
         tools=Tools(python=sys.executable, gen=(str(fake),), convert=("false",)),
     )  # fmt: skip
     with pytest.raises(StepFailed, match="step 'iteration 1: convert' failed"):
         Run(cfg).main()
-    steps = [row["step"] for row in json.loads((run_dir / "iter_001" / "timings.json").read_text())["steps"]]
-    assert steps == ["evaluate base + generate"]
+    (row,) = json.loads((run_dir / "iter_001" / "timings.json").read_text())["steps"]
+    assert row["step"] == "evaluate base + generate" and row["startup_s"] > 0  # the stand-in server's start
 
 
 def test_metrics_come_from_tensorboard_events_when_verl_logged_there(tmp_path):

@@ -197,11 +197,13 @@ class Run:
         final: bool = False,
         shared: bool = False,
         alongside: tuple[str, list[str]] | None = None,
+        startup_s: float = 0.0,
     ) -> None:
         """Evaluate `model` as `label` into eval_for/eval (unless done) and the run-level reports; as
         the `final` model also on the test split (unless done); a candidate the promotion judged, and
         so evaluated before, on the test split alone. Its evaluation sets play at once, with the
-        (step, command) `alongside` that uses the same server (its training games), in one timed row."""
+        (step, command) `alongside` that uses the same server (its training games), in one timed row;
+        `startup_s`: the start-up of that server when the caller started it."""
         done, tested = eval_for / "eval" / "DONE", eval_for / "eval" / "DONE_TEST"
         if self.evaluated(eval_for, final):
             return
@@ -211,7 +213,7 @@ class Run:
             evaluations = [(name, command) for name, command in evaluations if name == TEST_SET]
         steps = [(f"{label}: evaluate ({name})", command) for name, command in evaluations]
         row = f"evaluate {label}" + (" + " + alongside[0].split(": ")[-1] if alongside else "")
-        with self.timed(row, server.startup_s):
+        with self.timed(row, server.startup_s + startup_s):
             self.shell.run_together([*steps, *([alongside] if alongside else [])])
             if self.cfg.league.skill_levels and self.competition is not None and not done.exists():
                 self.competition.skill_match(server, model, eval_for / "eval")
@@ -222,9 +224,13 @@ class Run:
                 tested.touch()
 
     def evaluate_current(
-        self, final: bool = False, shared: bool = False, alongside: tuple[str, list[str]] | None = None
+        self,
+        final: bool = False,
+        shared: bool = False,
+        alongside: tuple[str, list[str]] | None = None,
+        startup_s: float = 0.0,
     ) -> None:
-        self.evaluate(self.model, self.label, self.eval_for, final, shared, alongside)
+        self.evaluate(self.model, self.label, self.eval_for, final, shared, alongside, startup_s)
 
     def play(self, stage: Stage, num_games: int, convert_args: list[str], league: bool = True) -> None:
         """The current model's server evaluates it (unless done) and plays `num_games` training games
@@ -245,7 +251,7 @@ class Run:
             with self.timed("generate", server.startup_s):
                 self.shell.run(*generate)
         else:  # the model's evaluation and its training games share its server's batches
-            self.evaluate_current(alongside=generate)
+            self.evaluate_current(alongside=generate, startup_s=server.startup_s)
         with self.timed("convert"):
             self.shell.run(f"iteration {i}: convert", self.plays.convert(gen, convert_args))
 
