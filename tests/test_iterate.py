@@ -279,7 +279,7 @@ def test_the_summary_lists_stages_in_run_order_with_wall_time_per_step_and_reten
     lines = text.splitlines()
     assert lines[0] == "| " + " | ".join(decisions.SUMMARY_HEADER) + " |"
     assert [line.split(" | ")[0] for line in lines[2:5]] == ["| base", "| warm", "| iter_1"]  # run order
-    assert "| iter_1 | generate | 61 | 100 |" in lines and "| iter_1 | train (offline) | 0 | 400 |" in lines
+    assert "| iter_1 | generate | 61 | 100 |  |" in lines and "| iter_1 | train (offline) | 0 | 400 |  |" in lines
     assert "| warm | False | 12.5000 |" in lines  # the retention row
     assert (tmp_path / "summary.md").read_text() == text
     assert (tmp_path / "summary.tsv").read_text().splitlines()[1] == "base\t8\t0.5000\t\t10"
@@ -654,10 +654,11 @@ def test_a_failed_stage_is_not_marked_done_and_a_rerun_resumes_from_its_markers(
 
 
 @pytest.mark.slow
-def test_a_model_is_evaluated_while_its_server_plays_its_training_games(tmp_path, local_model_dir):
+def test_a_model_is_evaluated_while_its_server_plays_its_training_games(tmp_path, local_model_dir, monkeypatch):
     """The model a stage starts from, not yet evaluated, is evaluated together with that stage's games on the
     same server: each fake command waits until the other kind has started, so run one after the other they
-    would fail; the wall-time table holds one row for both, with the start-up of the server they share."""
+    would fail; the wall-time table holds one row for both, with the start-up of the server they share and
+    the GPUs' utilization meanwhile (a stand-in nvidia-smi on PATH)."""
     from fake_sglang import free_port, launcher
 
     from selfplay_gen.iterate.config import Tools
@@ -671,6 +672,11 @@ def test_a_model_is_evaluated_while_its_server_plays_its_training_games(tmp_path
         "for _ in $(seq 400); do [[ -e $other ]] && exit 0; sleep 0.05; done; exit 9\n"
     )
     fake.chmod(0o755)
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text("#!/usr/bin/env bash\nwhile true; do echo 37; sleep 0.05; done\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}{os.pathsep}{os.environ['PATH']}")
     run_dir = tmp_path / "run"
     (run_dir / "base").mkdir(parents=True)
     (run_dir / "base" / "DONE").touch()  # the stage, but not its evaluation
@@ -683,6 +689,7 @@ def test_a_model_is_evaluated_while_its_server_plays_its_training_games(tmp_path
         Run(cfg).main()
     (row,) = json.loads((run_dir / "iter_001" / "timings.json").read_text())["steps"]
     assert row["step"] == "evaluate base + generate" and row["startup_s"] > 0  # the stand-in server's start
+    assert row["gpu_percent"] == 37.0
 
 
 def test_metrics_come_from_tensorboard_events_when_verl_logged_there(tmp_path):

@@ -27,6 +27,7 @@ from ..league import SCRIPTED_PREFIX, Member, scripted_member
 from . import competition, decisions, report
 from .competition import Competition
 from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl
+from .gpu_usage import GpuUsage
 from .plays import TEST_SET, Plays, default_game, game_args, partner_args
 from .server import Slots, Started
 from .shell import Shell, StepFailed
@@ -172,10 +173,12 @@ class Run:
         """Record a step's wall time in the running stage's timings (start-up apart where known); between
         stages (the final model's evaluation), in the timings of the stage that made the current model."""
         started = time.monotonic()
-        yield
+        with GpuUsage(enabled=not self.cfg.dry_run) as usage:
+            yield
         if not self.cfg.dry_run:
             where = self.stage.dir if self.stage is not None else self.eval_for
-            report.add_timing(where, report.Timing(step, startup_s, time.monotonic() - started))
+            took = time.monotonic() - started
+            report.add_timing(where, report.Timing(step, startup_s, took, usage.mean_percent()))
 
     # -- steps the stages and trainers share -----------------------------------------------------
 
@@ -277,10 +280,12 @@ class Run:
         self.slots.free_gpu()
         started = time.monotonic()
         log = stage.dir / "train" / report.TRAIN_LOG
-        startup = train(self.shell, job, self.cfg.verl, loss or self.cfg.loss, self.sampling, log)
+        with GpuUsage(enabled=not self.cfg.dry_run) as usage:
+            startup = train(self.shell, job, self.cfg.verl, loss or self.cfg.loss, self.sampling, log)
         if not self.cfg.dry_run:
             took = time.monotonic() - started
-            report.add_timing(stage.dir, report.Timing(f"train ({job.mode})", startup, took - (startup or 0.0)))
+            work, busy = took - (startup or 0.0), usage.mean_percent(after_s=startup or 0.0)
+            report.add_timing(stage.dir, report.Timing(f"train ({job.mode})", startup, work, busy))
         hf = job.out_dir / "hf"
         exports = []
         lora = job.lora_rank > 0 if job.mode == "sft" else (loss or self.cfg.loss).lora_rank > 0

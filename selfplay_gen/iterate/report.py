@@ -32,11 +32,13 @@ CURVES = {
 
 @dataclass(frozen=True)
 class Timing:
-    """One step of a stage: seconds a server or trainer spent starting (where known) and working."""
+    """One step of a stage: seconds a server or trainer spent starting (where known) and working, and
+    how busy the GPUs were meanwhile (`gpu_usage`; None without nvidia-smi)."""
 
     step: str
     startup_s: float | None  # None: not known
     work_s: float
+    gpu_percent: float | None = None  # the GPUs' mean utilization while working
 
 
 def stage_order(name: str) -> tuple[int, str]:
@@ -78,8 +80,8 @@ def write_summary(run_dir: Path) -> str:
         parts.append("\n## Wall time per step\n\n")
         parts.append(
             markdown_table(
-                ("stage", "step", "start-up (s)", "work (s)"),
-                [(stage, t.step, _seconds(t.startup_s), _seconds(t.work_s)) for stage, t in steps],
+                ("stage", "step", "start-up (s)", "work (s)", "GPU utilization while working (%)"),
+                [(stage, t.step, _whole(t.startup_s), _whole(t.work_s), _whole(t.gpu_percent)) for stage, t in steps],
             )
         )
     retention = [
@@ -142,7 +144,8 @@ def league_sections(run_dir: Path, stages: list[Path], name: Any) -> list[str]:
     return parts
 
 
-def _seconds(value: float | None) -> str:
+def _whole(value: float | None) -> str:
+    """Seconds or percent, rounded to a whole number; empty when not known."""
     return "" if value is None else f"{value:.0f}"
 
 
