@@ -9,18 +9,17 @@ from selfplay_gen.iterate import report
 from selfplay_gen.iterate.gpu_usage import GpuUsage
 
 
-def fake_nvidia_smi(tmp_path, body: str):
+def fake_nvidia_smi(tmp_path, body: str, ids: str = ""):
     """An executable that answers nvidia-smi's looping query with `body` (bash) and checks its arguments."""
     path = tmp_path / "nvidia-smi"
-    path.write_text(
-        "#!/usr/bin/env bash\n"
-        '[[ "$*" == "--query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 50" ]] || exit 7\n' + body
-    )
+    expected = "--query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 50" + (f" -i {ids}" if ids else "")
+    path.write_text(f'#!/usr/bin/env bash\n[[ "$*" == "{expected}" ]] || exit 7\n' + body)
     path.chmod(0o755)
     return str(path)
 
 
-def test_the_mean_of_every_gpus_samples_and_the_working_part_alone(tmp_path):
+def test_the_mean_of_every_gpus_samples_and_the_working_part_alone(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     # two GPUs: idle for the first 0.4 s (a start-up), then 40% and 80%; a GPU without the figure says [N/A]
     command = fake_nvidia_smi(
         tmp_path,
@@ -34,6 +33,14 @@ def test_the_mean_of_every_gpus_samples_and_the_working_part_alone(tmp_path):
     overall = usage.mean_percent()
     assert overall is not None and 0 < overall < 60
     assert usage.mean_percent(after_s=0.8) == 60.0  # past the idle start: only 40s and 80s
+
+
+def test_only_the_visible_gpus_are_sampled(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    command = fake_nvidia_smi(tmp_path, "while true; do echo 90; sleep 0.05; done\n", ids="2,3")
+    with GpuUsage(command=command, interval_ms=50) as usage:
+        time.sleep(0.3)
+    assert usage.mean_percent() == 90.0  # the stand-in answers only when asked for GPUs 2 and 3
 
 
 def test_no_figure_without_nvidia_smi_or_when_disabled(tmp_path):

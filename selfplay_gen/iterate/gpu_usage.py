@@ -3,11 +3,12 @@ is), so the run report can say beside each step's seconds whether they were GPU 
 start-up, the tail of a generation or a launch-bound trainer hold the GPU without using it.
 
 `utilization.gpu` is nvidia-smi's share of a sample period in which at least one kernel ran; the
-mean over the samples of every GPU it lists is one figure per step. Without nvidia-smi (a CPU
-machine) there is no figure, and nothing else changes."""
+mean over the samples of the run's GPUs (CUDA_VISIBLE_DEVICES where set, else every GPU) is one
+figure per step. Without nvidia-smi (a CPU machine) there is no figure, and nothing else changes."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
@@ -33,6 +34,9 @@ class GpuUsage:
         if found is None:
             return self
         query = ["--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", str(self.interval_ms)]
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+        if visible:  # indices or UUIDs, as nvidia-smi -i takes them
+            query += ["-i", visible]
         self._process = subprocess.Popen(
             [found, *query], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True
         )
