@@ -18,6 +18,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -239,21 +240,29 @@ class SGLangServer:
     def __exit__(self, *exc: object) -> None:
         self._stop()
 
+    def _on_each_worker(self, route: str, call: Callable[[str], str | None]) -> str | None:
+        """Say `POST URL/route` for every worker, then (unless a dry run) `call(URL)` on each in turn:
+        the first worker's refusal, or None when every one did it."""
+        urls = self.worker_urls()
+        for url in urls:
+            self.shell.echo(f"+ POST {url}/{route}")
+        if self.shell.dry_run:
+            return None
+        return next((why for why in map(call, urls) if why is not None), None)
+
     def swap(self, model: str) -> float | None:
         """Load `model`'s weights into this running server (every DP worker): the seconds it took, or
         None, said why, when the server should be restarted for `model` instead."""
-        started, urls = time.monotonic(), self.worker_urls()
-        for url in urls:
-            self.shell.echo(f"+ POST {url}/update_weights_from_disk model_path={model}")
-        if self.shell.dry_run:
-            self.model = model
-            return 0.0
-        for url in urls:
-            refused = load_weights(url, model, self.settings.timeout_s)
-            if refused is not None:
-                click.echo(f"the server on port {self.port} did not take {model}'s weights ({refused})", err=True)
-                return None
+        started, timeout = time.monotonic(), self.settings.timeout_s
+        refused = self._on_each_worker(
+            f"update_weights_from_disk model_path={model}", lambda url: load_weights(url, model, timeout)
+        )
+        if refused is not None:
+            click.echo(f"the server on port {self.port} did not take {model}'s weights ({refused})", err=True)
+            return None
         self.model = model
+        if self.shell.dry_run:
+            return 0.0
         took = time.monotonic() - started
         click.echo(f"the server on port {self.port} took {model}'s weights in {took:.1f}s", err=True)
         return took
@@ -261,31 +270,23 @@ class SGLangServer:
     def release_memory(self) -> bool:
         """Release every worker's GPU memory (weights, KV cache, CUDA graphs) while the process stays
         up; False, said why, when a worker did not, and the server should be stopped instead."""
-        urls = self.worker_urls()
-        for url in urls:
-            self.shell.echo(f"+ POST {url}/release_memory_occupation")
-        if self.shell.dry_run:
-            return True
-        for url in urls:
-            refused = release_memory(url, self.settings.timeout_s)
-            if refused is not None:
-                click.echo(f"the server on port {self.port} keeps its GPU memory ({refused}); stopping it", err=True)
-                return False
-        click.echo(f"the server on port {self.port} released its GPU memory", err=True)
+        timeout = self.settings.timeout_s
+        refused = self._on_each_worker("release_memory_occupation", lambda url: release_memory(url, timeout))
+        if refused is not None:
+            click.echo(f"the server on port {self.port} keeps its GPU memory ({refused}); stopping it", err=True)
+            return False
+        if not self.shell.dry_run:
+            click.echo(f"the server on port {self.port} released its GPU memory", err=True)
         return True
 
     def resume(self, model: str) -> float | None:
         """Take the released memory back and load `model`'s weights (the released ones are gone):
         the seconds it took, or None, said why, when the server should be restarted instead."""
-        started, urls = time.monotonic(), self.worker_urls()
-        for url in urls:
-            self.shell.echo(f"+ POST {url}/resume_memory_occupation")
-        if not self.shell.dry_run:
-            for url in urls:
-                refused = _refused(_json(f"{url}/resume_memory_occupation", {}, self.settings.timeout_s))
-                if refused is not None:
-                    click.echo(f"the server on port {self.port} did not resume ({refused})", err=True)
-                    return None
+        started, timeout = time.monotonic(), self.settings.timeout_s
+        refused = self._on_each_worker("resume_memory_occupation", lambda url: resume_memory(url, timeout))
+        if refused is not None:
+            click.echo(f"the server on port {self.port} did not resume ({refused})", err=True)
+            return None
         took = self.swap(model)
         return None if took is None else time.monotonic() - started
 
@@ -306,6 +307,14 @@ def release_memory(url: str, timeout_s: float) -> str | None:
         if not _json(f"{url}/get_server_info", None, 30).get("enable_memory_saver"):
             return "it was started without --enable-memory-saver"
         return _refused(_json(f"{url}/release_memory_occupation", {}, timeout_s))
+    except (OSError, ValueError) as err:
+        return str(err)
+
+
+def resume_memory(url: str, timeout_s: float) -> str | None:
+    """Have the SGLang server at `url` take back the GPU memory it released: None once it did, else why not."""
+    try:
+        return _refused(_json(f"{url}/resume_memory_occupation", {}, timeout_s))
     except (OSError, ValueError) as err:
         return str(err)
 
