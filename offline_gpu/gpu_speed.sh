@@ -49,8 +49,8 @@ stop() {  # PORT: the server and its scheduler processes, until the GPU memory i
   sleep 3
 }
 
-# the kernel's accept-queue limits, beside uvicorn's backlog of 2048: DP=1 with 4,096 games in flight counted
-# connect timeouts at its start, DP=2 behind the router none
+# the kernel's accept-queue limits, to read a single server's connect timeouts against (uvicorn's backlog is
+# 2048; bench/results/two_gpu_h100_2026-11-25/)
 net_limits() {
   grep -H . /proc/sys/net/core/somaxconn /proc/sys/net/ipv4/tcp_max_syn_backlog > "$OUT/net.txt" || true
 }
