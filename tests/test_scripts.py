@@ -197,7 +197,7 @@ def test_training_dry_run_online_plays_rollout_n_games_per_row():
 def test_training_names_the_failing_step(tmp_path):
     missing = script("run_selfplay_training.sh", MODEL_PATH="/m", TRAIN_FILES=str(tmp_path / "none.parquet"))
     assert missing.returncode != 0 and "none.parquet" in missing.stderr
-    (tmp_path / "x.parquet").write_bytes(b"")
+    rows(tmp_path / "x.parquet", 64)
     failing = script(
         "run_selfplay_training.sh",
         MODEL_PATH="/m",
@@ -207,6 +207,45 @@ def test_training_names_the_failing_step(tmp_path):
         VERL_PYTHON="false",
     )
     assert failing.returncode != 0 and "step 'locate-plugin' failed" in failing.stderr
+
+
+def rows(path: Path, n: int) -> Path:
+    """A parquet file of `n` rows (the row count is all the check before verl reads)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"prompt": [f"row {i}" for i in range(n)]}), path)
+    return path
+
+
+@pytest.mark.parametrize("mode", ["offline", "sft"])
+def test_training_refuses_more_steps_than_the_data_fills_before_verl_starts(tmp_path, mode):
+    """58 rows at 16 a step are 3 whole batches: verl would stop after step 3 of 4 without a
+    checkpoint, so the job is refused with the arithmetic, and verl is never started."""
+    data = rows(tmp_path / "train.parquet", 58)
+    common = dict(MODEL_PATH="/m", MODE=mode, TRAIN_FILES=str(data), VAL_FILES=str(data), OUT_DIR=str(tmp_path / "out"))
+    common.update(VERL_PYTHON="false", TRAIN_BATCH_SIZE="16")
+    refused = script("run_selfplay_training.sh", TOTAL_STEPS="4", **common)
+    assert refused.returncode != 0
+    message = " ".join(refused.stderr.split())
+    assert f"{data}: 58 rows make 3 whole batches of TRAIN_BATCH_SIZE=16 an epoch, 3 steps in EPOCHS=1" in message
+    assert "fewer than TOTAL_STEPS=4" in message
+    assert not (tmp_path / "out").exists()
+    # two epochs hold 6 steps: the check passes and the job goes on to verl (here `false`)
+    two_epochs = script("run_selfplay_training.sh", TOTAL_STEPS="4", EPOCHS="2", **common)
+    assert "whole batches" not in two_epochs.stderr and "failed" in two_epochs.stderr
+    # fewer rows than one batch: not a step, whatever TOTAL_STEPS says
+    few = script("run_selfplay_training.sh", **{**common, "TRAIN_FILES": str(rows(tmp_path / "few.parquet", 15))})
+    assert "15 rows make 0 whole batches" in " ".join(few.stderr.split())
+
+
+def test_training_names_an_unreadable_parquet_file(tmp_path):
+    (tmp_path / "x.parquet").write_bytes(b"not parquet")
+    result = script(
+        "run_selfplay_training.sh", MODEL_PATH="/m", TRAIN_FILES=str(tmp_path / "x.parquet"),
+        VAL_FILES=str(tmp_path / "x.parquet"), OUT_DIR=str(tmp_path / "out"),
+    )  # fmt: skip
+    assert result.returncode != 0 and f"{tmp_path / 'x.parquet'}: not a readable parquet file" in result.stderr
 
 
 def test_iteration_dry_run_chains_generation_training_and_eval(tmp_path):

@@ -424,6 +424,7 @@ def train(
         for name in dict.fromkeys((job.train_files, job.val_files)):
             if not Path(name).exists():
                 raise StepFailed("setup", 2, f"missing data file {name} (MODE={job.mode})")
+        check_steps(job)
         job.out_dir.mkdir(parents=True, exist_ok=True)
     where = logger_dirs(verl, job.out_dir)
     if job.mode == "sft":
@@ -437,6 +438,31 @@ def train(
         except (OSError, ValueError) as error:
             raise StepFailed("read-rollout-n", 2, str(error)) from error
     return shell.run("train", [*where, *ppo_command(job, verl, loss, sampling, agent_loops, n)], log, VERL_READY)
+
+
+def check_steps(job: TrainJob) -> None:
+    """Refuse a job whose data cannot fill the steps it asks for, before verl starts: verl's
+    dataloaders drop a partial batch and end the run when the data runs out, without saving the
+    checkpoint of a last step it never reached, so such a run would train and then lose its work."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        rows = pq.ParquetFile(job.train_files).metadata.num_rows
+    except (OSError, pa.ArrowException) as error:
+        raise StepFailed("setup", 2, f"{job.train_files}: not a readable parquet file ({error})") from error
+    per_epoch = rows // job.batch_size
+    steps = per_epoch * job.epochs
+    if steps == 0 or (job.total_steps is not None and job.total_steps > steps):
+        asked = f"TOTAL_STEPS={job.total_steps}" if job.total_steps is not None else "a step"
+        raise StepFailed(
+            "setup",
+            2,
+            f"{job.train_files}: {rows} rows make {per_epoch} whole batches of TRAIN_BATCH_SIZE={job.batch_size} "
+            f"an epoch, {steps} steps in EPOCHS={job.epochs}, fewer than {asked}; verl drops a partial batch "
+            "and would end without a checkpoint. Lower TOTAL_STEPS or TRAIN_BATCH_SIZE, raise EPOCHS, or "
+            "bring more data.",
+        )
 
 
 def logger_dirs(verl: Verl, train_dir: Path) -> list[str]:
