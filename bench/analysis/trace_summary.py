@@ -7,8 +7,10 @@ verl writes such a trace with `profiler.enable=True profiler.tool=torch trainer.
 decides the step's time in a few dozen lines:
 - the span of the trace, the share of it in which the GPU ran at least one kernel (the union of the
   kernels' intervals), and the number of kernels and CPU operators;
-- the CPU operators and the GPU kernels with the most total time, with their counts.
-A step that is mostly GPU idle and many short kernels is bound by launches and Python, not arithmetic.
+- the CPU operators, the labelled ranges (`record_function`: a trainer's micro-batches, FSDP's hooks)
+  and the GPU kernels with the most total time, with their counts.
+A step that is mostly GPU idle and many short kernels is bound by launches and Python, not arithmetic;
+the ranges say whose Python (FSDP's hooks once per wrapped module and micro-batch, for example).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 KERNEL_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+NAME_WIDTH = 110  # kernel names of templated code run to thousands of characters
 
 
 def load_events(path: Path) -> pd.DataFrame:
@@ -54,12 +57,14 @@ def top(events: pd.DataFrame, n: int) -> pd.DataFrame:
     """Names by total duration: total ms, count, mean µs."""
     grouped = events.groupby("name")["dur"].agg(["sum", "count", "mean"]).sort_values("sum", ascending=False)
     grouped["sum"] = grouped["sum"] / 1000
+    grouped.index = [name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 1] + "…" for name in grouped.index]
     return grouped.head(n).rename(columns={"sum": "total ms", "count": "count", "mean": "mean µs"}).round(1)
 
 
 def summary(events: pd.DataFrame, n: int = 15) -> str:
     kernels = events[events["cat"].isin(KERNEL_CATEGORIES)]
     operators = events[events["cat"] == "cpu_op"]
+    ranges = events[events["cat"] == "user_annotation"]
     span = (events["ts"] + events["dur"]).max() - events["ts"].min() if len(events) else 0.0
     busy = busy_us(kernels) if len(kernels) else 0.0
     lines = [
@@ -68,6 +73,9 @@ def summary(events: pd.DataFrame, n: int = 15) -> str:
         "",
         "CPU operators by total time (nested operators count in their parents too):",
         top(operators, n).to_string(),
+        "",
+        "Labelled ranges (record_function) by total time:",
+        top(ranges, n).to_string() if len(ranges) else "(none)",
         "",
         "GPU kernels by total time:",
         top(kernels, n).to_string(),
