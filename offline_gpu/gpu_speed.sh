@@ -12,11 +12,12 @@
 # SFT_STEPS / OFFLINE_STEPS steps on N_GPUS=2 and on N_GPUS=1 (the warm start's teacher chats; the DP=1 games as
 # offline GRPO groups), `online-compare` ONLINE_STEPS steps of online GRPO; `iterate-2gpu` is one filtered-BC
 # iteration of run_selfplay_iteration.sh with DP=2, N_GPUS=2. `iterate-kept` is iterate-fbc with KEEP_SERVERS=True;
-# `sft-profile` profiles two steps of the warm start's SFT job (bench/analysis/trace_summary.py reads the trace).
-# Results in ROOT/speed/; each phase is skipped once its DONE marker exists.
+# `sft-profile` profiles two steps of the warm start's SFT job (bench/analysis/trace_summary.py reads the trace);
+# `fsdp-compare` trains that job and online GRPO with FSDP_STRATEGY=fsdp2 and =fsdp, on each of FSDP_GPUS (1).
+# Results in ROOT/speed/; each phase (or training job) is skipped once its result exists.
 #   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [fbc] [gen-eager] [iterate-fbc] [iterate-kept]
 #                            [iterate-online] [router-shared] [gen-8k] [swap] [dp-compare] [sft-compare]
-#                            [sft-profile] [iterate-2gpu] [offline-compare] [online-compare]
+#                            [sft-profile] [iterate-2gpu] [offline-compare] [online-compare] [fsdp-compare]
 set -euo pipefail
 MODEL_DIR=$1 ROOT=$2
 shift 2
@@ -150,16 +151,23 @@ dp_compare() {
   touch "$OUT/dp_compare.DONE"
 }
 
-# train_compare NAME MODE STEPS DATA [VAR=VALUE...]: the same job on two GPUs, then on one; verl's log of each
+# train_one RUN MODE STEPS DATA [VAR=VALUE...]: one training job into ROOT/RUN, verl's log in OUT/RUN.log
+train_one() {
+  local run=$1 mode=$2 steps=$3 data=$4
+  shift 4
+  [[ ! -e $OUT/$run.log ]] || return 0
+  env MODE="$mode" MODEL_PATH="$WARM" TRAIN_FILES="$data/train.parquet" VAL_FILES="$data/train.parquet" \
+    OUT_DIR="$ROOT/$run" TOTAL_STEPS="$steps" "$@" "$REPO/run_selfplay_training.sh" > "$ROOT/logs/$run.log" 2>&1 \
+    || echo "$run failed: $ROOT/logs/$run.log"
+  tr '\r' '\n' < "$ROOT/logs/$run.log" | grep -av "^\s*$" | tail -c 400000 > "$OUT/$run.log"
+}
+
+# train_compare NAME MODE STEPS DATA [VAR=VALUE...]: the same job on two GPUs, then on one
 train_compare() {
   local name=$1 mode=$2 steps=$3 data=$4 n
   shift 4
   for n in 2 1; do
-    [[ ! -e $OUT/${name}_gpus$n.log ]] || continue
-    env MODE="$mode" N_GPUS=$n MODEL_PATH="$WARM" TRAIN_FILES="$data/train.parquet" VAL_FILES="$data/train.parquet" \
-      OUT_DIR="$ROOT/$name/gpus$n" TOTAL_STEPS="$steps" "$@" "$REPO/run_selfplay_training.sh" \
-      > "$ROOT/logs/${name}_gpus$n.log" 2>&1 || echo "$name on $n GPUs failed: $ROOT/logs/${name}_gpus$n.log"
-    tr '\r' '\n' < "$ROOT/logs/${name}_gpus$n.log" | grep -av "^\s*$" | tail -c 400000 > "$OUT/${name}_gpus$n.log"
+    train_one "${name}_gpus$n" "$mode" "$steps" "$data" N_GPUS=$n "$@"
   done
 }
 
@@ -189,6 +197,22 @@ sft_profile() {  # the warm start's SFT job on one GPU, steps 10-11 under torch'
   for trace in "$ROOT"/prof/*.json*; do
     [[ -e $trace ]] || continue
     python3 "$REPO/bench/analysis/trace_summary.py" "$trace" --top 25 > "$OUT/sft_profile_$(basename "$trace" | cut -c1-60).txt"
+  done
+}
+
+fsdp_compare() {  # FSDP_STRATEGY fsdp2 against fsdp: the warm start's SFT job, then online GRPO, LoRA r16 both
+  sft_data
+  local data=$ROOT/online_data strategy n
+  [[ -e $data/train.parquet ]] || python3 -m selfplay_gen.cli init --num-train 1024 --num-test 16 --out-dir "$data"
+  for n in ${FSDP_GPUS:-1}; do
+    for strategy in fsdp2 fsdp; do
+      train_one "sft_${strategy}_gpus$n" sft "${SFT_STEPS:-30}" "$ROOT/sft_data" N_GPUS="$n" FSDP_STRATEGY=$strategy \
+        TRAIN_BATCH_SIZE=32 LORA_RANK=16 LR=1e-3
+    done
+    for strategy in fsdp2 fsdp; do
+      train_one "online_${strategy}_gpus$n" online "${ONLINE_STEPS:-4}" "$data" N_GPUS="$n" FSDP_STRATEGY=$strategy \
+        TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 LR=5e-5 LORA_RANK=16 MAX_NEW_TOKENS=640
+    done
   done
 }
 
@@ -225,6 +249,7 @@ for phase in "$@"; do
     sft-profile) sft_profile ;;
     offline-compare) offline_compare ;;
     online-compare) online_compare ;;
+    fsdp-compare) fsdp_compare ;;
     iterate-2gpu) iterate_2gpu ;;
     fbc)  # one iteration from the embedded warm start, everything at the scripts' defaults
       mkdir -p "$ROOT/fbc"

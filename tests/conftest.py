@@ -38,3 +38,17 @@ def eos_apart(eos_apart_dir):
     tokenizer = models.load_tokenizer(str(eos_apart_dir))
     assert tokenizer.eos_token == "<|endoftext|>" != "<|im_end|>" in tokenizer.chat_template
     return tokenizer
+
+
+@pytest.fixture
+def process_group(monkeypatch):
+    """A one-process gloo group, as verl's FSDP workers have (of one GPU each); its variables are
+    this test's only."""
+    import torch.distributed as dist
+    from fake_sglang import free_port
+
+    for name, value in dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="0", WORLD_SIZE="1").items():
+        monkeypatch.setenv(name, value)
+    dist.init_process_group("gloo")
+    yield
+    dist.destroy_process_group()

@@ -10,11 +10,8 @@ import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
 import torch
-import torch.distributed as dist
 import verl
-from fake_sglang import free_port
 from hydra import compose, initialize_config_module
 from peft import LoraConfig, get_peft_model
 from torch.distributed.device_mesh import init_device_mesh
@@ -72,17 +69,6 @@ def test_verls_adapter_request_is_not_sglang_0_5_12s():
     assert fields == {"lora_name", "config_dict", "serialized_named_tensors"}
     assert fields - SGLANG_0_5_12_LORA_FROM_TENSORS == {"serialized_named_tensors"}
     assert LORA_SYNC.split("=") == ["actor_rollout_ref.model.lora.merge", "True"]
-
-
-@pytest.fixture
-def process_group(monkeypatch):
-    """A one-process gloo group, as verl's FSDP workers have (of one GPU each); its variables are
-    this test's only."""
-    for name, value in dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="0", WORLD_SIZE="1").items():
-        monkeypatch.setenv(name, value)
-    dist.init_process_group("gloo")
-    yield
-    dist.destroy_process_group()
 
 
 def test_the_merged_sync_sends_the_folded_model_and_keeps_the_adapter_apart(

@@ -347,6 +347,15 @@ verl_options = options(
         help="Training attention implementation (verl's default needs flash-attn).",
     ),
     opt(
+        "--fsdp-strategy",
+        "FSDP_STRATEGY",
+        type=click.Choice(["fsdp", "fsdp2"]),
+        default=V.fsdp_strategy,
+        help="verl's FSDP version for training (sft: engine.strategy; GRPO: actor_rollout_ref.actor.strategy). "
+        "fsdp2 wraps the decoder layers only; fsdp with LoRA wraps every adapter matrix apart, whose per-module "
+        "hooks dominate a small model's step.",
+    ),
+    opt(
         "--use-remove-padding",
         "USE_REMOVE_PADDING",
         type=BOOL,
@@ -464,6 +473,7 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
         rollout_partner_temperature=o.pop("rollout_partner_temperature"),
         rollout_tp=o.pop("rollout_tp"), gpu_memory_utilization=o.pop("gpu_memory_utilization"),
         save_freq=o.pop("save_freq"), test_freq=o.pop("test_freq"), attn_impl=o.pop("attn_impl"),
+        fsdp_strategy=o.pop("fsdp_strategy"),
         use_remove_padding=o.pop("use_remove_padding") == "True", enforce_eager=o.pop("enforce_eager") == "True",
         sglang_engine_kwargs=engine_kwargs, rollout_is=o.pop("rollout_is"),
         rollout_is_threshold=o.pop("rollout_is_threshold"), logger=loggers or ("console",),

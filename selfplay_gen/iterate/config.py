@@ -191,6 +191,11 @@ class Verl:
     save_freq: int = 50
     test_freq: int = -1
     attn_impl: str = "sdpa"  # verl's default needs flash-attn
+    # verl's FSDP version for every training job (SFT's engine.strategy, GRPO's actor_rollout_ref.actor
+    # .strategy). FSDP1's wrap policy with LoRA makes each adapter matrix its own FSDP unit (451 for
+    # SmolLM2-135M), each running FSDP's hooks on every micro-batch, which weigh on a small model's step
+    # (bench/results/two_gpu_h200_2026-11-26/); FSDP2 wraps the decoder layers and the root (31)
+    fsdp_strategy: str = "fsdp"
     use_remove_padding: bool = False
     enforce_eager: bool = False  # the rollout engine keeps SGLang's CUDA graphs
     # None: SGLang's own choices, with a fallback only for what verl's Python lacks (`selfplay_gen.serving`)

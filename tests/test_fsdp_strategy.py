@@ -1,0 +1,66 @@
+"""FSDP_STRATEGY: which FSDP version verl's training engines wrap the model with, checked with verl's
+own config composition and wrapping functions on the real model. With LoRA, FSDP1's wrap policy
+makes every adapter matrix its own unit, and each unit runs FSDP's hooks on every micro-batch;
+FSDP2 wraps the decoder layers and the root."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from click.testing import CliRunner
+from hydra import compose, initialize_config_module
+
+from selfplay_gen.iterate.cli import train_command
+
+LAYERS = 30  # SmolLM2-135M's decoder layers
+ADAPTED = 7  # its linear layers a layer, each with LoRA's A and B under all-linear
+
+
+def dry_train(mode: str, *args: str) -> list[str]:
+    common = ["--dry-run", "--mode", mode, "--model-path", "/m", "--verl-python", sys.executable, "--lora-rank", "16"]
+    result = CliRunner().invoke(train_command, [*common, *args])
+    assert result.exit_code == 0, result.output
+    (line,) = [line for line in result.output.splitlines() if "sft_trainer" in line or "main_ppo" in line]
+    return line.split()
+
+
+@pytest.mark.parametrize("strategy", ["fsdp", "fsdp2"])
+def test_the_strategy_reaches_the_engine_config_of_sft_and_of_the_grpo_actor(strategy):
+    from verl.utils.config import omega_conf_to_dataclass
+
+    sft = [w for w in dry_train("sft", "--fsdp-strategy", strategy) if w.startswith("engine.")]
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        assert compose("sft_trainer_engine", overrides=sft).engine.strategy == strategy
+    ppo = [w for w in dry_train("online", "--fsdp-strategy", strategy) if w.startswith("actor_rollout_ref.actor.")]
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        actor = compose("ppo_trainer", overrides=ppo).actor_rollout_ref.actor
+    # verl's actor config hands its strategy to the engine config its workers build the engine from
+    assert omega_conf_to_dataclass(actor).engine.strategy == strategy
+
+
+def test_fsdp2_wraps_the_decoder_layers_where_fsdp1_wraps_every_adapter_matrix(local_model_dir, process_group):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import FSDPModule
+    from transformers import AutoModelForCausalLM
+    from verl.utils.fsdp_utils import apply_fsdp2, get_fsdp_wrap_policy
+
+    def lora_model():
+        model = AutoModelForCausalLM.from_pretrained(local_model_dir, dtype=torch.float32)
+        return get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear"))
+
+    # FSDP1 needs an accelerator to wrap, so its policy (verl's, as the engine calls it) is asked per module
+    model = lora_model()
+    policy = get_fsdp_wrap_policy(model, {"min_num_params": 0}, is_lora=True)
+    wrapped = [m for m in model.modules() if policy(module=m, recurse=False, nonwrapped_numel=0)]
+    assert len(wrapped) == LAYERS * ADAPTED * 2 + LAYERS  # 420 adapter matrices, 30 layers; with the root 451
+    model = lora_model()
+    apply_fsdp2(model, {"mesh": init_device_mesh("cpu", (1,))}, {})
+    units = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    assert len(units) == LAYERS + 1
+    ids = torch.tensor([[1, 2, 3, 4]])
+    model(input_ids=ids, labels=ids).loss.backward()  # the wrapped model trains its adapters
+    grads = [p.grad for n, p in model.named_parameters() if "lora_" in n]
+    assert len(grads) == LAYERS * ADAPTED * 2 and all(g is not None for g in grads)
