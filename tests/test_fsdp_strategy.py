@@ -6,6 +6,7 @@ FSDP2 wraps the decoder layers and the root."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -64,3 +65,49 @@ def test_fsdp2_wraps_the_decoder_layers_where_fsdp1_wraps_every_adapter_matrix(l
     model(input_ids=ids, labels=ids).loss.backward()  # the wrapped model trains its adapters
     grads = [p.grad for n, p in model.named_parameters() if "lora_" in n]
     assert len(grads) == LAYERS * ADAPTED * 2 and all(g is not None for g in grads)
+
+
+@pytest.mark.slow
+def test_an_fsdp2_lora_checkpoint_merges_into_the_trained_model(local_model_dir, process_group, tmp_path):
+    """What the iteration does after an fsdp2 job: verl's checkpoint manager saves the sharded actor,
+    `merge` runs verl's model merger and folds the adapter, and the served model is base + adapter,
+    to bf16 rounding (the merger writes bf16 base weights, the fold rounds once more)."""
+    import copy
+
+    import torch
+    from omegaconf import OmegaConf
+    from peft import LoraConfig, get_peft_model
+    from safetensors.torch import load_file
+    from torch.distributed.device_mesh import init_device_mesh
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
+    from verl.utils.fsdp_utils import apply_fsdp2
+
+    from selfplay_gen.iterate.config import TrainJob, Verl
+    from selfplay_gen.iterate.shell import Shell
+    from selfplay_gen.iterate.verl_jobs import merge
+
+    base = AutoModelForCausalLM.from_pretrained(local_model_dir, dtype=torch.float32)
+    actor = get_peft_model(base, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear"))
+    torch.manual_seed(0)
+    for name, parameter in actor.named_parameters():
+        if "lora_B" in name:  # a trained adapter (B starts at zero)
+            torch.nn.init.normal_(parameter, std=0.02)
+    folded = copy.deepcopy(actor).merge_and_unload().state_dict()
+    apply_fsdp2(actor, {"mesh": init_device_mesh("cpu", (1,), mesh_dim_names=("fsdp",))}, {})  # as verl's engine
+    optimizer = torch.optim.AdamW([p for p in actor.parameters() if p.requires_grad])
+    contents = OmegaConf.create({"save_contents": ["model", "optimizer", "extra"], "load_contents": ["model"]})
+    manager = FSDPCheckpointManager(actor, optimizer, None, AutoTokenizer.from_pretrained(local_model_dir), contents)
+    job = TrainJob("offline", local_model_dir, "", "", out_dir=tmp_path, experiment="x", lr="1e-5", lora_rank=16)
+    manager.save_checkpoint(str(tmp_path / "checkpoints" / "global_step_1" / "actor"), global_step=1)
+
+    merge(Shell(), job, Verl(python=sys.executable), None, tmp_path / "hf", lora=True)
+
+    served = load_file(tmp_path / "hf" / "model.safetensors")
+    before = load_file(Path(local_model_dir) / "model.safetensors")
+    assert set(served) == set(folded) - {"lm_head.weight"}  # tied to the embeddings
+    for name in ("model.layers.0.self_attn.q_proj.weight", "model.layers.29.mlp.down_proj.weight"):
+        error = (served[name].float() - folded[name]).norm()
+        rounding = (folded[name].bfloat16().float() - folded[name]).norm()
+        change = (folded[name] - before[name].float()).norm()
+        assert error < 2 * rounding and error < change / 4, (name, error, rounding, change)
