@@ -13,7 +13,8 @@
 # offline GRPO groups), `online-compare` ONLINE_STEPS steps of online GRPO; `iterate-2gpu` is one filtered-BC
 # iteration of run_selfplay_iteration.sh with DP=2, N_GPUS=2. `iterate-kept` is iterate-fbc with KEEP_SERVERS=True;
 # `sft-profile` profiles two steps of the warm start's SFT job (bench/analysis/trace_summary.py reads the trace);
-# `fsdp-compare` trains that job and online GRPO with FSDP_STRATEGY=fsdp2 and =fsdp, on each of FSDP_GPUS (1).
+# `fsdp-compare` trains that job and online GRPO with FSDP_STRATEGY=fsdp2 and =fsdp (and the SFT job with 32k-token
+# micro-batches), on each of FSDP_GPUS (1).
 # Results in ROOT/speed/; each phase (or training job) is skipped once its result exists.
 #   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [fbc] [gen-eager] [iterate-fbc] [iterate-kept]
 #                            [iterate-online] [router-shared] [gen-8k] [swap] [dp-compare] [sft-compare]
@@ -209,6 +210,9 @@ fsdp_compare() {  # FSDP_STRATEGY fsdp2 against fsdp: the warm start's SFT job, 
       train_one "sft_${strategy}_gpus$n" sft "${SFT_STEPS:-30}" "$ROOT/sft_data" N_GPUS="$n" FSDP_STRATEGY=$strategy \
         TRAIN_BATCH_SIZE=32 LORA_RANK=16 LR=1e-3
     done
+    # a step's 33k tokens in 2 micro-batches on one GPU (1 a GPU on two) instead of 3 (2): fewer fixed costs
+    train_one "sft_fsdp2_32k_gpus$n" sft "${SFT_STEPS:-30}" "$ROOT/sft_data" N_GPUS="$n" FSDP_STRATEGY=fsdp2 \
+      SFT_MICRO_TOKENS=32768 TRAIN_BATCH_SIZE=32 LORA_RANK=16 LR=1e-3
     for strategy in fsdp2 fsdp; do
       train_one "online_${strategy}_gpus$n" online "${ONLINE_STEPS:-4}" "$data" N_GPUS="$n" FSDP_STRATEGY=$strategy \
         TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 LR=5e-5 LORA_RANK=16 MAX_NEW_TOKENS=640
