@@ -218,6 +218,26 @@ fsdp_compare() {  # FSDP_STRATEGY fsdp2 against fsdp: the warm start's SFT job, 
         TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 LR=5e-5 LORA_RANK=16 MAX_NEW_TOKENS=640
     done
   done
+  # step times against the default (fsdp), and each strategy's on two GPUs against one
+  local first run
+  for n in ${FSDP_GPUS:-1}; do
+    for first in sft online; do
+      compare_steps "${first}_fsdp_gpus$n" "${first}_fsdp2_gpus$n" "${first}_fsdp2_32k_gpus$n"
+    done
+  done
+  for run in sft_fsdp sft_fsdp2 sft_fsdp2_32k online_fsdp online_fsdp2; do
+    compare_steps "${run}_gpus1" "${run}_gpus2"
+  done
+}
+
+compare_steps() {  # compare_steps RUN...: verl_steps.py's table of those of OUT/RUN.log that exist, into fsdp_compare.md
+  local logs=() run
+  for run in "$@"; do
+    [[ ! -e $OUT/$run.log ]] || logs+=("$OUT/$run.log")
+  done
+  ((${#logs[@]} > 1)) || return 0
+  python3 "$REPO/bench/analysis/verl_steps.py" "${logs[@]}" >> "$OUT/fsdp_compare.md" 2>&1 || true
+  echo >> "$OUT/fsdp_compare.md"
 }
 
 offline_compare() {  # offline GRPO on the DP=1 games, 16 groups a step, as an iteration trains them
