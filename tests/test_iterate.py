@@ -231,6 +231,35 @@ def test_online_grpo_can_answer_with_a_greedy_partner_through_the_agent_loops_se
     assert "+selfplay.partner_temperature=0.0" in greedy.split()
 
 
+def test_online_grpo_can_replace_groups_of_one_reward_through_verls_dapo_sampling(tmp_path):
+    """FILTER_GROUPS=N: verl's own config takes the overrides (the reward is the canonical one each game's
+    reward_score gives, which verl's v1 trainer reads at sampling time when no reward model runs), and the
+    online stage draws rows for N batches a step."""
+    from hydra import compose, initialize_config_module
+    from verl.trainer.config import FilterGroupsConfig
+    from verl.utils.config import omega_conf_to_dataclass
+
+    def run(**env: str) -> list[str]:
+        out = dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1", "--online-steps", "10", **env)
+        (train,) = [line for line in out.splitlines() if "-m verl.trainer.main_ppo" in line]
+        (init,) = [line for line in out.splitlines() if " init " in line]
+        return [*train.split(), *init.split()]
+
+    default = run()
+    assert not any("filter_groups" in word for word in default)
+    assert default[default.index("--num-train") + 1] == "80"  # 10 steps x 16 rows, two rows an instance
+    words = run(FILTER_GROUPS="4")
+    assert words[words.index("--num-train") + 1] == "320"
+    overrides = [w for w in words if w.startswith("algorithm.")]
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        cfg = compose("ppo_trainer", overrides=overrides)
+    chosen = omega_conf_to_dataclass(cfg.algorithm.filter_groups, dataclass_type=FilterGroupsConfig)
+    assert (chosen.enable, chosen.metric, chosen.max_inflight_gen_batches) == (True, "reward", 4)
+    assert cfg.reward.reward_model.enable is False  # verl's v1 trainer refuses filtering with a colocated one
+    offline = dry_iterate(tmp_path, "--trainer", "grpo", "--num-iterations", "1", FILTER_GROUPS="4")
+    assert "filter_groups" not in offline  # converted groups of one reward are dropped already
+
+
 def test_verl_loggers_are_selectable():
     assert Verl().logger_override() == 'trainer.logger=["console"]'
     assert Verl(logger=("console", "tensorboard")).logger_override() == 'trainer.logger=["console","tensorboard"]'

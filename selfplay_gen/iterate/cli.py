@@ -324,6 +324,15 @@ verl_options = options(
         "0: the partner answers greedily, so the rewards of a group's games differ by the trained seat's moves "
         "alone  [default: the rollout's temperature].",
     ),
+    opt(
+        "--filter-groups",
+        "FILTER_GROUPS",
+        type=click.IntRange(min=0),
+        default=V.filter_groups,
+        help="Online GRPO: replace each group whose games all got one reward (no advantage to learn from) by new "
+        "games, DAPO's dynamic sampling (verl's algorithm.filter_groups), with up to N batches of games in flight "
+        "at once; 0: off. Offline conversion drops such groups already (selfplay-convert --keep-constant-groups).",
+    ),
     opt("--rollout-tp", "ROLLOUT_TP", type=int, default=V.rollout_tp, help="Rollout tensor-parallel size."),
     opt(
         "--gpu-memory-utilization",
@@ -470,7 +479,7 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
         max_prompt_length=o.pop("max_prompt_length"), max_response_length=o.pop("max_response_length"),
         max_length=o.pop("max_length"), sft_micro_tokens=o.pop("sft_micro_tokens"),
         ppo_micro_tokens=micro_tokens, sft_args=o.pop("sft_args"),
-        rollout_partner_temperature=o.pop("rollout_partner_temperature"),
+        rollout_partner_temperature=o.pop("rollout_partner_temperature"), filter_groups=o.pop("filter_groups"),
         rollout_tp=o.pop("rollout_tp"), gpu_memory_utilization=o.pop("gpu_memory_utilization"),
         save_freq=o.pop("save_freq"), test_freq=o.pop("test_freq"), attn_impl=o.pop("attn_impl"),
         fsdp_strategy=o.pop("fsdp_strategy"),

@@ -188,7 +188,8 @@ class OnlineGRPO(Trainer):
         run.evaluate_current()
         steps, batch = self.cfg.online_steps, self.settings.batch_size
         gen = stage.dir / "gen"
-        instances = math.ceil(steps * batch / 2)  # two rows (one per seat) an instance
+        # two rows (one per seat) an instance; filtered groups draw new rows, up to FILTER_GROUPS batches a step
+        instances = math.ceil(steps * batch * max(1, self.cfg.verl.filter_groups) / 2)
         run.shell.run(
             "online: init data",
             [*run.cfg.tools.gen, "init", *run.game_args, "--num-train", str(instances),

@@ -81,6 +81,12 @@ def ppo_command(
         ]
         if verl.rollout_partner_temperature is not None:
             mode.append(f"+selfplay.partner_temperature={number(verl.rollout_partner_temperature)}")
+        if verl.filter_groups:
+            mode += [
+                "algorithm.filter_groups.enable=True",
+                "algorithm.filter_groups.metric=reward",  # each game's reward_score, as verl's rm_scores
+                f"algorithm.filter_groups.max_inflight_gen_batches={verl.filter_groups}",
+            ]
     if job.total_steps:
         mode.append(f"trainer.total_training_steps={job.total_steps}")
     micro = [f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={verl.micro_batch_size}"]
