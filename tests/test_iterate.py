@@ -260,6 +260,22 @@ def test_online_grpo_can_replace_groups_of_one_reward_through_verls_dapo_samplin
     assert "filter_groups" not in offline  # converted groups of one reward are dropped already
 
 
+def test_verls_hydra_run_directory_is_each_jobs_own(tmp_path):
+    """verl's trainers are Hydra applications, which write their composed config under outputs/ of the
+    directory they start in unless hydra.run.dir says where: each job puts it beside its checkpoints."""
+    from hydra import compose, initialize_config_module
+
+    out = dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1", "--warm-start", "teacher")
+    run = tmp_path / "run"
+    jobs = (("verl.sft_trainer", "sft_trainer_engine", "warm"), ("trainer.main_ppo", "ppo_trainer", "iter_001"))
+    for module, config, stage in jobs:
+        (line,) = [line for line in out.splitlines() if f".{module} " in line]
+        (chosen,) = [w for w in line.split() if w.startswith("hydra.")]
+        with initialize_config_module("verl.trainer.config", version_base=None):
+            cfg = compose(config, overrides=[chosen], return_hydra_config=True)
+        assert cfg.hydra.run.dir == str(run / stage / "train" / "hydra")
+
+
 def test_verl_loggers_are_selectable():
     assert Verl().logger_override() == 'trainer.logger=["console"]'
     assert Verl(logger=("console", "tensorboard")).logger_override() == 'trainer.logger=["console","tensorboard"]'

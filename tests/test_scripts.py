@@ -165,6 +165,7 @@ def test_training_dry_run_offline_replays_whole_groups_and_merges(tmp_path):
         "+actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton",
         'trainer.logger=\\[\\"console\\"\\]',
         f"trainer.default_local_dir={tmp_path}/t/checkpoints",
+        f"hydra.run.dir={tmp_path}/t/hydra",  # not outputs/DATE/TIME where the job was started
     ):
         assert override in train, override
     assert "selfplay.max_moves" not in train and train.endswith("trainer.foo=7")

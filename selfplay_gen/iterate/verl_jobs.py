@@ -53,7 +53,7 @@ def sft_command(job: TrainJob, verl: Verl) -> list[str]:
         f"trainer.n_gpus_per_node={verl.n_gpus}", f"trainer.nnodes={verl.nnodes}", "trainer.save_freq=-1",
         "trainer.test_freq=-1", f"trainer.total_epochs={job.epochs}", *steps,
         f"trainer.default_local_dir={job.out_dir / 'checkpoints'}", "trainer.resume_mode=disable",
-        *shlex.split(verl.sft_args), *job.overrides,
+        hydra_dir(job), *shlex.split(verl.sft_args), *job.overrides,
     ]  # fmt: skip
 
 
@@ -123,8 +123,14 @@ def ppo_command(
         f"trainer.n_gpus_per_node={verl.n_gpus}", f"trainer.nnodes={verl.nnodes}",
         f"trainer.save_freq={verl.save_freq}", f"trainer.test_freq={verl.test_freq}", "trainer.val_before_train=False",
         f"trainer.total_epochs={job.epochs}", f"trainer.default_local_dir={job.out_dir / 'checkpoints'}",
-        *job.overrides,
+        hydra_dir(job), *job.overrides,
     ]  # fmt: skip
+
+
+def hydra_dir(job: TrainJob) -> str:
+    """Hydra's run directory (the composed config verl ran with) in the job's own directory, instead
+    of outputs/DATE/TIME under wherever the job was started."""
+    return f"hydra.run.dir={job.out_dir / 'hydra'}"
 
 
 def saved_steps(checkpoints: Path) -> list[int]:
