@@ -27,6 +27,8 @@ export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
 OUT=$ROOT/speed
 mkdir -p "$OUT" "$ROOT/logs"
 WARM=$ROOT/embedded/warm/train/hf
+SFT_JOB=(TRAIN_BATCH_SIZE=32 LORA_RANK=16 LR=1e-3)  # the warm start's SFT job
+ONLINE_JOB=(TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 LR=5e-5 LORA_RANK=16 MAX_NEW_TOKENS=640)  # 16 rows x 8 games a step
 
 # serve GRAPHS PORT [MEM_FRACTION] [MODEL]: SGLang on MODEL (default: the warm model) with the project's default
 # arguments (alone on the GPU unless MEM_FRACTION leaves room for another)
@@ -184,14 +186,14 @@ sft_data() {  # the warm start's training set: SFT_GAMES teacher games as chats,
 
 sft_compare() {  # the warm start's job: its teacher chats, batch 32, LoRA r16
   sft_data
-  train_compare sft sft "${SFT_STEPS:-30}" "$ROOT/sft_data" TRAIN_BATCH_SIZE=32 LORA_RANK=16 LR=1e-3
+  train_compare sft sft "${SFT_STEPS:-30}" "$ROOT/sft_data" "${SFT_JOB[@]}"
 }
 
 sft_profile() {  # the warm start's SFT job on one GPU, steps 10-11 under torch's profiler: where a step goes
   sft_data
   env MODE=sft N_GPUS=1 MODEL_PATH="$WARM" TRAIN_FILES="$ROOT/sft_data/train.parquet" \
-    VAL_FILES="$ROOT/sft_data/train.parquet" OUT_DIR="$ROOT/sft/profile" TOTAL_STEPS=12 TRAIN_BATCH_SIZE=32 \
-    LORA_RANK=16 LR=1e-3 "$REPO/run_selfplay_training.sh" profiler.enable=True profiler.tool=torch \
+    VAL_FILES="$ROOT/sft_data/train.parquet" OUT_DIR="$ROOT/sft/profile" TOTAL_STEPS=12 "${SFT_JOB[@]}" \
+    "$REPO/run_selfplay_training.sh" profiler.enable=True profiler.tool=torch \
     'profiler.ranks=[0]' "profiler.save_path=$ROOT/prof" 'trainer.profile_interval=[10,11]' \
     > "$ROOT/logs/sft_profile.log" 2>&1 || echo "the profiled SFT failed: $ROOT/logs/sft_profile.log"
   local trace
@@ -203,19 +205,19 @@ sft_profile() {  # the warm start's SFT job on one GPU, steps 10-11 under torch'
 
 fsdp_compare() {  # FSDP_STRATEGY fsdp2 against fsdp: the warm start's SFT job, then online GRPO, LoRA r16 both
   sft_data
-  local data=$ROOT/online_data strategy n
-  [[ -e $data/train.parquet ]] || python3 -m selfplay_gen.cli init --num-train 1024 --num-test 16 --out-dir "$data"
+  online_data
+  local strategy n
   for n in ${FSDP_GPUS:-1}; do
     for strategy in fsdp2 fsdp; do
       train_one "sft_${strategy}_gpus$n" sft "${SFT_STEPS:-30}" "$ROOT/sft_data" N_GPUS="$n" FSDP_STRATEGY=$strategy \
-        TRAIN_BATCH_SIZE=32 LORA_RANK=16 LR=1e-3
+        "${SFT_JOB[@]}"
     done
     # a step's 33k tokens in 2 micro-batches on one GPU (1 a GPU on two) instead of 3 (2): fewer fixed costs
     train_one "sft_fsdp2_32k_gpus$n" sft "${SFT_STEPS:-30}" "$ROOT/sft_data" N_GPUS="$n" FSDP_STRATEGY=fsdp2 \
-      SFT_MICRO_TOKENS=32768 TRAIN_BATCH_SIZE=32 LORA_RANK=16 LR=1e-3
+      SFT_MICRO_TOKENS=32768 "${SFT_JOB[@]}"
     for strategy in fsdp2 fsdp; do
-      train_one "online_${strategy}_gpus$n" online "${ONLINE_STEPS:-4}" "$data" N_GPUS="$n" FSDP_STRATEGY=$strategy \
-        TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 LR=5e-5 LORA_RANK=16 MAX_NEW_TOKENS=640
+      train_one "online_${strategy}_gpus$n" online "${ONLINE_STEPS:-4}" "$ROOT/online_data" N_GPUS="$n" \
+        FSDP_STRATEGY=$strategy "${ONLINE_JOB[@]}"
     done
   done
   # step times against the default (fsdp), and each strategy's on two GPUs against one
@@ -245,11 +247,14 @@ offline_compare() {  # offline GRPO on the DP=1 games, 16 groups a step, as an i
     ENFORCE_EAGER=True  # replayed games: the rollout engine plays none, so its CUDA graphs would only slow the start
 }
 
+online_data() {  # online GRPO's rows: 1,024 training instances (`selfplay-gen init`), in ROOT/online_data
+  [[ -e $ROOT/online_data/train.parquet ]] \
+    || python3 -m selfplay_gen.cli init --num-train 1024 --num-test 16 --out-dir "$ROOT/online_data"
+}
+
 online_compare() {  # online GRPO (verl's rollout plays the games), 16 instances x 8 games a step, LoRA r16
-  local data=$ROOT/online_data
-  [[ -e $data/train.parquet ]] || python3 -m selfplay_gen.cli init --num-train 1024 --num-test 16 --out-dir "$data"
-  train_compare online online "${ONLINE_STEPS:-4}" "$data" TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 LR=5e-5 \
-    LORA_RANK=16 MAX_NEW_TOKENS=640
+  online_data
+  train_compare online online "${ONLINE_STEPS:-4}" "$ROOT/online_data" "${ONLINE_JOB[@]}"
 }
 
 iterate_2gpu() {  # one filtered-BC iteration from the embedded warm start, every stage on both GPUs
