@@ -52,3 +52,26 @@ def process_group(monkeypatch):
     dist.init_process_group("gloo")
     yield
     dist.destroy_process_group()
+
+
+@pytest.fixture
+def trained_lora(local_model_dir):
+    """`trained_lora(rank)`: the raw model in fp32 with an all-linear LoRA adapter of `rank` whose B
+    matrices are drawn (B starts at zero, so a fresh adapter changes nothing), and what peft's own
+    fold of that adapter gives: the weights a merged, exported model should have."""
+    import copy
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    def make(rank: int):
+        model = AutoModelForCausalLM.from_pretrained(local_model_dir, dtype=torch.float32)
+        actor = get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules="all-linear"))
+        torch.manual_seed(0)
+        for name, parameter in actor.named_parameters():
+            if "lora_B" in name:
+                torch.nn.init.normal_(parameter, std=0.02)
+        return actor, copy.deepcopy(actor).merge_and_unload().state_dict()
+
+    return make

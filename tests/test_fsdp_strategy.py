@@ -68,18 +68,15 @@ def test_fsdp2_wraps_the_decoder_layers_where_fsdp1_wraps_every_adapter_matrix(l
 
 
 @pytest.mark.slow
-def test_an_fsdp2_lora_checkpoint_merges_into_the_trained_model(local_model_dir, process_group, tmp_path):
+def test_an_fsdp2_lora_checkpoint_merges_into_the_trained_model(local_model_dir, trained_lora, process_group, tmp_path):
     """What the iteration does after an fsdp2 job: verl's checkpoint manager saves the sharded actor,
     `merge` runs verl's model merger and folds the adapter, and the served model is base + adapter,
     to bf16 rounding (the merger writes bf16 base weights, the fold rounds once more)."""
-    import copy
-
     import torch
     from omegaconf import OmegaConf
-    from peft import LoraConfig, get_peft_model
     from safetensors.torch import load_file
     from torch.distributed.device_mesh import init_device_mesh
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
     from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
     from verl.utils.fsdp_utils import apply_fsdp2
 
@@ -87,13 +84,7 @@ def test_an_fsdp2_lora_checkpoint_merges_into_the_trained_model(local_model_dir,
     from selfplay_gen.iterate.shell import Shell
     from selfplay_gen.iterate.verl_jobs import merge
 
-    base = AutoModelForCausalLM.from_pretrained(local_model_dir, dtype=torch.float32)
-    actor = get_peft_model(base, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear"))
-    torch.manual_seed(0)
-    for name, parameter in actor.named_parameters():
-        if "lora_B" in name:  # a trained adapter (B starts at zero)
-            torch.nn.init.normal_(parameter, std=0.02)
-    folded = copy.deepcopy(actor).merge_and_unload().state_dict()
+    actor, folded = trained_lora(16)
     apply_fsdp2(actor, {"mesh": init_device_mesh("cpu", (1,), mesh_dim_names=("fsdp",))}, {})  # as verl's engine
     optimizer = torch.optim.AdamW([p for p in actor.parameters() if p.requires_grad])
     contents = OmegaConf.create({"save_contents": ["model", "optimizer", "extra"], "load_contents": ["model"]})

@@ -5,7 +5,6 @@ does not take (see `selfplay_gen.iterate.config.LORA_SYNC`)."""
 from __future__ import annotations
 
 import ast
-import copy
 import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,10 +12,8 @@ from types import SimpleNamespace
 import torch
 import verl
 from hydra import compose, initialize_config_module
-from peft import LoraConfig, get_peft_model
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
-from transformers import AutoModelForCausalLM
 from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.config import HFModelConfig
 from verl.workers.rollout.sglang_rollout.utils import lora_rank_of, lora_served_as_adapter
@@ -71,9 +68,7 @@ def test_verls_adapter_request_is_not_sglang_0_5_12s():
     assert LORA_SYNC.split("=") == ["actor_rollout_ref.model.lora.merge", "True"]
 
 
-def test_the_merged_sync_sends_the_folded_model_and_keeps_the_adapter_apart(
-    local_model_dir, process_group, monkeypatch
-):
+def test_the_merged_sync_sends_the_folded_model_and_keeps_the_adapter_apart(trained_lora, process_group, monkeypatch):
     """verl's FSDP engine with model.lora.merge streams base + adapter under the base model's names, what
     peft's own fold gives in bf16 (what the exported model serves), and leaves the actor's adapter apart.
     The model is sharded with FSDP2 on the CPU; verl's two CUDA-only probes (the device id, the memory
@@ -82,13 +77,7 @@ def test_the_merged_sync_sends_the_folded_model_and_keeps_the_adapter_apart(
 
     monkeypatch.setattr(transformer_impl, "get_device_id", lambda: "cpu")
     monkeypatch.setattr(transformer_impl, "log_gpu_memory_usage", lambda *args, **kwargs: None)
-    model = AutoModelForCausalLM.from_pretrained(local_model_dir, dtype=torch.float32)
-    actor = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"))
-    torch.manual_seed(0)
-    for name, parameter in actor.named_parameters():
-        if "lora_B" in name:  # a trained adapter (B starts at zero)
-            torch.nn.init.normal_(parameter, std=0.02)
-    folded = copy.deepcopy(actor).merge_and_unload().state_dict()
+    actor, folded = trained_lora(8)
     before = {k: v.clone() for k, v in actor.state_dict().items()}
     mesh = init_device_mesh("cpu", (1,))
     for layer in actor.base_model.model.model.layers:
