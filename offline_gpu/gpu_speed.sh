@@ -206,16 +206,19 @@ sft_profile() {  # the warm start's SFT job on one GPU, steps 10-11 under torch'
 fsdp_compare() {  # FSDP_STRATEGY fsdp2 against fsdp: the warm start's SFT job, then online GRPO, LoRA r16 both
   sft_data
   online_data
-  local strategy n
-  for n in ${FSDP_GPUS:-1}; do
-    for strategy in fsdp2 fsdp; do
-      train_one "sft_${strategy}_gpus$n" sft "${SFT_STEPS:-30}" "$ROOT/sft_data" N_GPUS="$n" FSDP_STRATEGY=$strategy \
-        "${SFT_JOB[@]}"
+  local strategy n micro
+  # each job on every one of FSDP_GPUS before the next job, so a run cut short still holds whole pairs
+  for strategy in fsdp2 fsdp2_32k fsdp; do
+    # fsdp2_32k: a step's 33k tokens in 2 micro-batches on one GPU (1 a GPU on two) instead of 3 (2)
+    micro=16384
+    [[ $strategy != *_32k ]] || micro=32768
+    for n in ${FSDP_GPUS:-1}; do
+      train_one "sft_${strategy}_gpus$n" sft "${SFT_STEPS:-30}" "$ROOT/sft_data" N_GPUS="$n" \
+        FSDP_STRATEGY="${strategy%_32k}" SFT_MICRO_TOKENS=$micro "${SFT_JOB[@]}"
     done
-    # a step's 33k tokens in 2 micro-batches on one GPU (1 a GPU on two) instead of 3 (2): fewer fixed costs
-    train_one "sft_fsdp2_32k_gpus$n" sft "${SFT_STEPS:-30}" "$ROOT/sft_data" N_GPUS="$n" FSDP_STRATEGY=fsdp2 \
-      SFT_MICRO_TOKENS=32768 "${SFT_JOB[@]}"
-    for strategy in fsdp2 fsdp; do
+  done
+  for strategy in fsdp2 fsdp; do
+    for n in ${FSDP_GPUS:-1}; do
       train_one "online_${strategy}_gpus$n" online "${ONLINE_STEPS:-4}" "$ROOT/online_data" N_GPUS="$n" \
         FSDP_STRATEGY=$strategy "${ONLINE_JOB[@]}"
     done
