@@ -71,3 +71,5 @@ def test_the_table_gives_each_run_the_baselines_step_time_over_its_own(tmp_path)
     (tmp_path / "empty.log").write_text("nothing")
     with pytest.raises(ValueError, match="empty.log: neither"):
         verl_steps.table([one, tmp_path / "empty.log"], first=2, last=None)
+    with pytest.raises(ValueError, match="missing.log: No such file"):
+        verl_steps.table([one, tmp_path / "missing.log"], first=2, last=None)

@@ -62,8 +62,8 @@ def table(logs: list[Path], first: int, last: int | None) -> str:
     for log in logs:
         try:
             rows.append((log, read_steps(log.read_text(errors="replace"), first, last)))
-        except ValueError as error:
-            raise ValueError(f"{log}: {error}") from error
+        except (OSError, ValueError) as error:
+            raise ValueError(f"{log}: {getattr(error, 'strerror', None) or error}") from error
     baseline = rows[0][1].seconds
     lines = ["| log | kind | steps | s a step | ratio |", "|---|---|---|---:|---:|"]
     for log, steps in rows:
