@@ -40,6 +40,12 @@ def test_the_strategy_reaches_the_engine_config_of_sft_and_of_the_grpo_actor(str
     assert omega_conf_to_dataclass(actor).engine.strategy == strategy
 
 
+def test_training_defaults_to_fsdp2_and_an_sft_step_in_few_micro_batches():
+    sft = dry_train("sft")
+    assert "engine.strategy=fsdp2" in sft and "data.max_token_len_per_gpu=32768" in sft
+    assert "actor_rollout_ref.actor.strategy=fsdp2" in dry_train("online")
+
+
 def test_fsdp2_wraps_the_decoder_layers_where_fsdp1_wraps_every_adapter_matrix(local_model_dir, process_group):
     import torch
     from peft import LoraConfig, get_peft_model
@@ -102,3 +108,42 @@ def test_an_fsdp2_lora_checkpoint_merges_into_the_trained_model(local_model_dir,
         rounding = (folded[name].bfloat16().float() - folded[name]).norm()
         change = (folded[name] - before[name].float()).norm()
         assert error < 2 * rounding and error < change / 4, (name, error, rounding, change)
+
+
+@pytest.mark.slow
+def test_an_fsdp2_full_checkpoint_merges_into_the_trained_model(local_model_dir, process_group, tmp_path):
+    """Offline GRPO trains the whole model (no LoRA): an FSDP2 actor's sharded checkpoint, through
+    verl's checkpoint manager and `merge`, is the trained weights, to the merger's bf16 rounding."""
+    import torch
+    from omegaconf import OmegaConf
+    from safetensors.torch import load_file
+    from torch.distributed.device_mesh import init_device_mesh
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
+    from verl.utils.fsdp_utils import apply_fsdp2
+
+    from selfplay_gen.iterate.config import TrainJob, Verl
+    from selfplay_gen.iterate.shell import Shell
+    from selfplay_gen.iterate.verl_jobs import merge
+
+    actor = AutoModelForCausalLM.from_pretrained(local_model_dir, dtype=torch.float32)
+    apply_fsdp2(actor, {"mesh": init_device_mesh("cpu", (1,), mesh_dim_names=("fsdp",))}, {})
+    optimizer = torch.optim.SGD(actor.parameters(), lr=1.0)  # a step large enough to tell from rounding
+    ids = torch.tensor([[1, 2, 3, 4, 5, 6]])
+    actor(input_ids=ids, labels=ids).loss.backward()
+    optimizer.step()
+    trained = {name: p.full_tensor().detach() for name, p in actor.named_parameters()}
+    contents = OmegaConf.create({"save_contents": ["model", "optimizer", "extra"], "load_contents": ["model"]})
+    manager = FSDPCheckpointManager(actor, optimizer, None, AutoTokenizer.from_pretrained(local_model_dir), contents)
+    job = TrainJob("offline", local_model_dir, "", "", out_dir=tmp_path, experiment="x", lr="1e-5")
+    manager.save_checkpoint(str(tmp_path / "checkpoints" / "global_step_1" / "actor"), global_step=1)
+
+    merge(Shell(), job, Verl(python=sys.executable), None, tmp_path / "hf", lora=False)
+
+    served = load_file(tmp_path / "hf" / "model.safetensors")
+    before = load_file(Path(local_model_dir) / "model.safetensors")
+    for name in ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight", "model.norm.weight"):
+        error = (served[name].float() - trained[name]).norm()
+        rounding = (trained[name].bfloat16().float() - trained[name]).norm()
+        change = (trained[name] - before[name].float()).norm()
+        assert error <= rounding * 1.01 and error < change / 4, (name, error, rounding, change)

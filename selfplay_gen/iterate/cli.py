@@ -302,7 +302,8 @@ verl_options = options(
         "SFT_MICRO_TOKENS",
         type=int,
         default=V.sft_micro_tokens,
-        help="sft: tokens per micro-batch.",
+        help="sft: tokens per micro-batch a GPU (verl's data.max_token_len_per_gpu); fewer, larger micro-batches "
+        "make a small model's step faster. Lower it if a larger model runs out of memory.",
     ),
     opt(
         "--ppo-micro-tokens",
@@ -362,7 +363,7 @@ verl_options = options(
         default=V.fsdp_strategy,
         help="verl's FSDP version for training (sft: engine.strategy; GRPO: actor_rollout_ref.actor.strategy). "
         "fsdp2 wraps the decoder layers only; fsdp with LoRA wraps every adapter matrix apart, whose per-module "
-        "hooks dominate a small model's step.",
+        "hooks make a small model's step about twice as long.",
     ),
     opt(
         "--use-remove-padding",

@@ -176,7 +176,11 @@ class Verl:
     max_prompt_length: int = 1024
     max_response_length: int = 3072
     max_length: int | None = None  # sft: tokens per chat (prompt + response limits)
-    sft_micro_tokens: int = 16384
+    # sft: tokens per micro-batch (verl's max_token_len_per_gpu). A small model's step costs about the
+    # same per micro-batch whatever it holds, so the warm start's 33k-token steps go in 2 micro-batches
+    # on one GPU and 1 a GPU on two (45 GiB on one GPU for the 135M model); lower it for a larger model
+    # (bench/results/fsdp2_h200x2_2026-11-26/)
+    sft_micro_tokens: int = 32768
     # GRPO: tokens per micro-batch (verl's use_dynamic_bsz) for updates and log-probs; 0 keeps
     # micro_batch_size sequences a micro-batch. A few large micro-batches keep a small model's GPU busy
     # (bench/results/rl_online_tokens_h100_2026-11-25/: a step of 135M GRPO in 29-39 s against 77-85 s)
@@ -198,9 +202,9 @@ class Verl:
     attn_impl: str = "sdpa"  # verl's default needs flash-attn
     # verl's FSDP version for every training job (SFT's engine.strategy, GRPO's actor_rollout_ref.actor
     # .strategy). FSDP1's wrap policy with LoRA makes each adapter matrix its own FSDP unit (451 for
-    # SmolLM2-135M), each running FSDP's hooks on every micro-batch, which weigh on a small model's step
-    # (bench/results/two_gpu_h200_2026-11-26/); FSDP2 wraps the decoder layers and the root (31)
-    fsdp_strategy: str = "fsdp"
+    # SmolLM2-135M), each running FSDP's hooks on every micro-batch; FSDP2 wraps the decoder layers and
+    # the root (31), and ran the warm start's SFT step 2.3x faster (bench/results/fsdp2_h200x2_2026-11-26/)
+    fsdp_strategy: str = "fsdp2"
     use_remove_padding: bool = False
     enforce_eager: bool = False  # the rollout engine keeps SGLang's CUDA graphs
     # None: SGLang's own choices, with a fallback only for what verl's Python lacks (`selfplay_gen.serving`)
