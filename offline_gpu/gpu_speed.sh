@@ -8,9 +8,10 @@
 # `gen-8k` is the generation benchmark with 8,192 games in flight. `swap` checks a server that took another
 # checkpoint's weights (/update_weights_from_disk) against one started on it: the same greedy games, token for token.
 # On a machine with two GPUs: `dp-compare` plays DP_GAMES games through run_selfplay_generation.sh with DP=1 and
-# then DP=2 (sglang_router in front of one worker per GPU); `sft-compare` and `offline-compare` train the same
+# then DP=2 (sglang_router in front of one worker per GPU; DP_COMPARE="1" plays DP=1 alone); `sft-compare` and `offline-compare` train the same
 # SFT_STEPS / OFFLINE_STEPS steps on N_GPUS=2 and on N_GPUS=1 (the warm start's teacher chats; the DP=1 games as
-# offline GRPO groups), `online-compare` ONLINE_STEPS steps of online GRPO; `iterate-2gpu` is one filtered-BC
+# offline GRPO groups), `online-compare` ONLINE_STEPS steps of online GRPO (`online-batch` the same with ONLINE_BATCH
+# (64) instances a step, where the rollout's throughput, not its longest games, sets the step); `iterate-2gpu` is one filtered-BC
 # iteration of run_selfplay_iteration.sh with DP=2, N_GPUS=2. `iterate-kept` is iterate-fbc with KEEP_SERVERS=True;
 # `sft-profile` profiles two steps of the warm start's SFT job (bench/analysis/trace_summary.py reads the trace);
 # `fsdp-compare` trains that job and online GRPO with FSDP_STRATEGY=fsdp2 and =fsdp (and the SFT job with 32k-token
@@ -18,7 +19,8 @@
 # Results in ROOT/speed/; each phase (or training job) is skipped once its result exists.
 #   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [fbc] [gen-eager] [iterate-fbc] [iterate-kept]
 #                            [iterate-online] [router-shared] [gen-8k] [swap] [dp-compare] [sft-compare]
-#                            [sft-profile] [iterate-2gpu] [offline-compare] [online-compare] [fsdp-compare]
+#                            [sft-profile] [iterate-2gpu] [offline-compare] [online-compare] [online-batch]
+#                            [fsdp-compare]
 set -euo pipefail
 MODEL_DIR=$1 ROOT=$2
 shift 2
@@ -142,9 +144,9 @@ dp_compare() {
   [[ ! -e $OUT/dp_compare.DONE ]] || return 0
   local dp
   net_limits
-  for dp in 1 2; do
+  for dp in ${DP_COMPARE:-1 2}; do
     # a seat's budget and the rows' limits as an iteration sets them, so offline-compare can train on these games
-    env MODEL_NAME="$WARM" NUM_GAMES="${DP_GAMES:-4096}" DP=$dp PORT=$((30100 + 10 * dp)) MAX_NEW_TOKENS=640 \
+    env MODEL_NAME="$WARM" NUM_GAMES="${DP_GAMES:-4096}" DP="$dp" PORT=$((30100 + 10 * dp)) MAX_NEW_TOKENS=640 \
       MAX_RESPONSE_TOKENS=3072 CONVERT_ARGS="--max-prompt-tokens 1024 --max-response-tokens 3072" \
       OUT_DIR="$ROOT/dp$dp" "$REPO/run_selfplay_generation.sh" > "$ROOT/logs/dp$dp.log" 2>&1 \
       || { echo "DP=$dp failed: $ROOT/logs/dp$dp.log"; tail -20 "$ROOT/logs/dp$dp.log"; }
@@ -260,6 +262,13 @@ online_compare() {  # online GRPO (verl's rollout plays the games), 16 instances
   train_compare online online "${ONLINE_STEPS:-4}" "$ROOT/online_data" "${ONLINE_JOB[@]}"
 }
 
+online_batch() {  # online_compare with ONLINE_BATCH instances a step, two optimizer steps of half of them each
+  local batch=${ONLINE_BATCH:-64}
+  online_data
+  train_compare "online_b$batch" online "${ONLINE_STEPS:-4}" "$ROOT/online_data" "${ONLINE_JOB[@]}" \
+    TRAIN_BATCH_SIZE="$batch" MINI_BATCH_SIZE=$((batch / 2))
+}
+
 iterate_2gpu() {  # one filtered-BC iteration from the embedded warm start, every stage on both GPUs
   mkdir -p "$ROOT/two/base" && touch "$ROOT/two/base/DONE"
   env RUN_DIR="$ROOT/two" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=filtered-bc NUM_ITERATIONS=1 DP=2 N_GPUS=2 \
@@ -281,6 +290,7 @@ for phase in "$@"; do
     sft-profile) sft_profile ;;
     offline-compare) offline_compare ;;
     online-compare) online_compare ;;
+    online-batch) online_batch ;;
     fsdp-compare) fsdp_compare ;;
     iterate-2gpu) iterate_2gpu ;;
     fbc)  # one iteration from the embedded warm start, everything at the scripts' defaults
