@@ -125,11 +125,11 @@ until_done() {
   done
 }
 
-# SFT trainer settings to compare: the script's defaults (measured fastest on an H100), with recomputation
-# (for larger models), and with larger micro-batches
+# SFT trainer settings to compare: the script's defaults (measured fastest), with recomputation (for larger
+# models), and with smaller micro-batches (less memory)
 PROBES=("defaults:"
         "recompute:model.enable_gradient_checkpointing=True"
-        "large_micro_batches:data.max_token_len_per_gpu=32768")
+        "small_micro_batches:data.max_token_len_per_gpu=16384")
 
 # probe: time a few SFT steps per setting; keep the fastest setting in ROOT/sft_args.
 probe() {

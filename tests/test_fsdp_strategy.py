@@ -40,6 +40,18 @@ def test_the_strategy_reaches_the_engine_config_of_sft_and_of_the_grpo_actor(str
     assert omega_conf_to_dataclass(actor).engine.strategy == strategy
 
 
+@pytest.mark.parametrize("recompute", ["False", "True"])
+def test_gradient_checkpointing_reaches_the_model_config_of_sft_and_of_the_grpo_actor(recompute):
+    """One setting for both trainers (verl's default differs between them: off for SFT, on for PPO)."""
+    sft = [w for w in dry_train("sft", "--gradient-checkpointing", recompute) if w.startswith("model.")]
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        assert compose("sft_trainer_engine", overrides=sft).model.enable_gradient_checkpointing is (recompute == "True")
+    ppo = [w for w in dry_train("online", "--gradient-checkpointing", recompute) if w.startswith("actor_rollout_ref.")]
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        model = compose("ppo_trainer", overrides=ppo).actor_rollout_ref.model
+    assert model.enable_gradient_checkpointing is (recompute == "True")
+
+
 def test_training_defaults_to_fsdp2_and_an_sft_step_in_few_micro_batches():
     sft = dry_train("sft")
     assert "engine.strategy=fsdp2" in sft and "data.max_token_len_per_gpu=32768" in sft

@@ -366,6 +366,14 @@ verl_options = options(
         "hooks make a small model's step about twice as long.",
     ),
     opt(
+        "--gradient-checkpointing",
+        "GRADIENT_CHECKPOINTING",
+        type=BOOL,
+        default=str(V.gradient_checkpointing),
+        help="Recompute activations in the backward pass (sft and the GRPO actor): less memory, about a third "
+        "more time a step. A 1.5B model may need it.",
+    ),
+    opt(
         "--use-remove-padding",
         "USE_REMOVE_PADDING",
         type=BOOL,
@@ -483,7 +491,7 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
         rollout_partner_temperature=o.pop("rollout_partner_temperature"), filter_groups=o.pop("filter_groups"),
         rollout_tp=o.pop("rollout_tp"), gpu_memory_utilization=o.pop("gpu_memory_utilization"),
         save_freq=o.pop("save_freq"), test_freq=o.pop("test_freq"), attn_impl=o.pop("attn_impl"),
-        fsdp_strategy=o.pop("fsdp_strategy"),
+        fsdp_strategy=o.pop("fsdp_strategy"), gradient_checkpointing=o.pop("gradient_checkpointing") == "True",
         use_remove_padding=o.pop("use_remove_padding") == "True", enforce_eager=o.pop("enforce_eager") == "True",
         sglang_engine_kwargs=engine_kwargs, rollout_is=o.pop("rollout_is"),
         rollout_is_threshold=o.pop("rollout_is_threshold"), logger=loggers or ("console",),

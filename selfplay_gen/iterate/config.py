@@ -205,6 +205,10 @@ class Verl:
     # SmolLM2-135M), each running FSDP's hooks on every micro-batch; FSDP2 wraps the decoder layers and
     # the root (31), and ran the warm start's SFT step 2.3x faster (bench/results/fsdp2_h200x2_2026-11-26/)
     fsdp_strategy: str = "fsdp2"
+    # recompute activations in the backward pass instead of keeping them (verl's
+    # model.enable_gradient_checkpointing, SFT and the GRPO actor): memory for about a third more time a
+    # step; a small model fits without it, a larger one may not
+    gradient_checkpointing: bool = False
     use_remove_padding: bool = False
     enforce_eager: bool = False  # the rollout engine keeps SGLang's CUDA graphs
     # None: SGLang's own choices, with a fallback only for what verl's Python lacks (`selfplay_gen.serving`)
