@@ -14,8 +14,9 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
   online   online GRPO (verl's self-play loop, `selfplay-gen train --mode online`), LoRA rank RL_LORA_RANK
            (32) at RL_LR (1e-4), 16 instances x 2 seats x 8 games a step, clip-higher 0.28; verl validates on
            the first 64 dev instances every ONLINE_TEST_FREQ (4) steps and saves a checkpoint every
-           ONLINE_SAVE_FREQ (2) steps (a step of the 135M model took about 12 s with 16 instances, after
-           about 2.5 minutes of start-up, bench/results/fsdp2_h200x2_2026-11-26/); verl is stopped when the budget is spent (its start-up counts). RL_TEMPERATURE (0.7) is the rollout's
+           ONLINE_SAVE_FREQ (2) steps (a step of the 135M model took about 12 s with 16 instances,
+           after about 2.5 minutes of start-up: bench/results/fsdp2_h200x2_2026-11-26/); verl is
+           stopped when the budget is spent (its start-up counts). RL_TEMPERATURE (0.7) is the rollout's
            sampling temperature (evaluations stay at 0.7), ROLLOUT_PARTNER_TEMPERATURE the untrained seat's
            (0: greedy; default: the rollout's); ONLINE_ARGS are more verl overrides (Hydra), e.g.
            actor_rollout_ref.actor.entropy_coeff=0.001.
