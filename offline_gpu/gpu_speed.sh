@@ -15,12 +15,13 @@
 # iteration of run_selfplay_iteration.sh with DP=2, N_GPUS=2. `iterate-kept` is iterate-fbc with KEEP_SERVERS=True;
 # `sft-profile` profiles two steps of the warm start's SFT job (bench/analysis/trace_summary.py reads the trace);
 # `fsdp-compare` trains that job and online GRPO with FSDP_STRATEGY=fsdp2 and =fsdp (and the SFT job with 32k-token
-# micro-batches), on each of FSDP_GPUS (1).
+# micro-batches), on each of FSDP_GPUS (1); `attention-compare` trains the SFT job and online GRPO with
+# CUDNN_ATTENTION=True (PyTorch's choice) and =False on one GPU.
 # Results in ROOT/speed/; each phase (or training job) is skipped once its result exists.
 #   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [fbc] [gen-eager] [iterate-fbc] [iterate-kept]
 #                            [iterate-online] [router-shared] [gen-8k] [swap] [dp-compare] [sft-compare]
 #                            [sft-profile] [iterate-2gpu] [offline-compare] [online-compare] [online-batch]
-#                            [fsdp-compare]
+#                            [fsdp-compare] [attention-compare]
 set -euo pipefail
 MODEL_DIR=$1 ROOT=$2
 shift 2
@@ -237,14 +238,32 @@ fsdp_compare() {  # FSDP_STRATEGY fsdp2 against fsdp: the warm start's SFT job, 
   done
 }
 
-compare_steps() {  # compare_steps RUN...: verl_steps.py's table of those of OUT/RUN.log that exist, into fsdp_compare.md
+attention_compare() {  # SDPA's cuDNN backend (a plan per new micro-batch shape) against flash / memory-efficient
+  sft_data
+  online_data
+  local job setting
+  for job in sft online; do
+    for setting in True False; do
+      if [[ $job == sft ]]; then
+        train_one "sft_cudnn${setting}_gpus1" sft "${SFT_STEPS:-30}" "$ROOT/sft_data" CUDNN_ATTENTION=$setting \
+          "${SFT_JOB[@]}"
+      else
+        train_one "online_cudnn${setting}_gpus1" online "${ONLINE_STEPS:-4}" "$ROOT/online_data" \
+          CUDNN_ATTENTION=$setting "${ONLINE_JOB[@]}"
+      fi
+    done
+    compare_steps "${job}_cudnnTrue_gpus1" "${job}_cudnnFalse_gpus1"
+  done
+}
+
+compare_steps() {  # compare_steps RUN...: verl_steps.py's table of those of OUT/RUN.log that exist, into step_tables.md
   local logs=() run
   for run in "$@"; do
     [[ ! -e $OUT/$run.log ]] || logs+=("$OUT/$run.log")
   done
   ((${#logs[@]} > 1)) || return 0
-  python3 "$REPO/bench/analysis/verl_steps.py" "${logs[@]}" >> "$OUT/fsdp_compare.md" 2>&1 || true
-  echo >> "$OUT/fsdp_compare.md"
+  python3 "$REPO/bench/analysis/verl_steps.py" "${logs[@]}" >> "$OUT/step_tables.md" 2>&1 || true
+  echo >> "$OUT/step_tables.md"
 }
 
 offline_compare() {  # offline GRPO on the DP=1 games, 16 groups a step, as an iteration trains them
@@ -292,6 +311,7 @@ for phase in "$@"; do
     online-compare) online_compare ;;
     online-batch) online_batch ;;
     fsdp-compare) fsdp_compare ;;
+    attention-compare) attention_compare ;;
     iterate-2gpu) iterate_2gpu ;;
     fbc)  # one iteration from the embedded warm start, everything at the scripts' defaults
       mkdir -p "$ROOT/fbc"

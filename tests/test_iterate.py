@@ -212,8 +212,8 @@ def test_grpo_workers_install_chunked_logprobs_when_they_build_their_model_confi
     import selfplay_gen.verl as package
 
     monkeypatch.setattr(torch_functional, "logprobs_from_logits_v2", torch_functional.logprobs_from_logits_naive)
-    monkeypatch.delitem(sys.modules, "selfplay_gen.verl.install_logprobs", raising=False)
-    monkeypatch.delattr(package, "install_logprobs", raising=False)
+    monkeypatch.delitem(sys.modules, "selfplay_gen.verl.worker_setup", raising=False)
+    monkeypatch.delattr(package, "worker_setup", raising=False)
     omega_conf_to_dataclass(cfg.actor_rollout_ref.model, dataclass_type=HFModelConfig)
     assert torch_functional.logprobs_from_logits_v2 is chunked_logprobs
 
@@ -742,10 +742,10 @@ def test_metrics_come_from_tensorboard_events_when_verl_logged_there(tmp_path):
     sets under the stage's train/; the curves are read back from those events."""
     from torch.utils.tensorboard import SummaryWriter
 
-    from selfplay_gen.iterate.loop import logger_dirs, plot_training_log
+    from selfplay_gen.iterate.loop import job_env, plot_training_log
 
-    assert logger_dirs(Verl(), tmp_path) == []  # console only: verl's own places
-    where = logger_dirs(Verl(logger=("console", "tensorboard", "wandb")), tmp_path)
+    assert job_env(Verl(), tmp_path) == []  # console only: verl's own places
+    where = job_env(Verl(logger=("console", "tensorboard", "wandb")), tmp_path)
     assert where == ["env", f"TENSORBOARD_DIR={tmp_path}/tensorboard", f"WANDB_DIR={tmp_path}/wandb"]
     writer = SummaryWriter(str(tmp_path / report.TENSORBOARD_DIR))
     for step in (1, 2, 3):

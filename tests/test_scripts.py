@@ -160,7 +160,7 @@ def test_training_dry_run_offline_replays_whole_groups_and_merges(tmp_path):
         f"data.train_files={tmp_path}/a.parquet",
         "data.val_files=b.parquet",
         "actor_rollout_ref.actor.optim.lr=2e-6",
-        "actor_rollout_ref.model.external_lib=selfplay_gen.verl.install_logprobs",
+        "actor_rollout_ref.model.external_lib=selfplay_gen.verl.worker_setup",
         "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
         "+actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton",
         'trainer.logger=\\[\\"console\\"\\]',

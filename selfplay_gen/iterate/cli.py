@@ -374,6 +374,14 @@ verl_options = options(
         "more time a step. A 1.5B model may need it.",
     ),
     opt(
+        "--cudnn-attention",
+        "CUDNN_ATTENTION",
+        type=BOOL,
+        default=str(V.cudnn_attention),
+        help="Let training's attention (PyTorch SDPA) run on cuDNN, PyTorch's first choice on Hopper GPUs. cuDNN "
+        "builds a plan for each new micro-batch shape; False uses PyTorch's flash or memory-efficient kernels.",
+    ),
+    opt(
         "--use-remove-padding",
         "USE_REMOVE_PADDING",
         type=BOOL,
@@ -492,6 +500,7 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
         rollout_tp=o.pop("rollout_tp"), gpu_memory_utilization=o.pop("gpu_memory_utilization"),
         save_freq=o.pop("save_freq"), test_freq=o.pop("test_freq"), attn_impl=o.pop("attn_impl"),
         fsdp_strategy=o.pop("fsdp_strategy"), gradient_checkpointing=o.pop("gradient_checkpointing") == "True",
+        cudnn_attention=o.pop("cudnn_attention") == "True",
         use_remove_padding=o.pop("use_remove_padding") == "True", enforce_eager=o.pop("enforce_eager") == "True",
         sglang_engine_kwargs=engine_kwargs, rollout_is=o.pop("rollout_is"),
         rollout_is_threshold=o.pop("rollout_is_threshold"), logger=loggers or ("console",),

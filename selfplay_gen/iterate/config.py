@@ -209,6 +209,10 @@ class Verl:
     # model.enable_gradient_checkpointing, SFT and the GRPO actor): memory for about a third more time a
     # step; a small model fits without it, a larger one may not
     gradient_checkpointing: bool = False
+    # SDPA's cuDNN backend in the training processes (PyTorch's first choice on Hopper), which builds a
+    # plan for each new shape of a padded micro-batch; False leaves flash / memory-efficient attention
+    # (`selfplay_gen.verl.attention`)
+    cudnn_attention: bool = True
     use_remove_padding: bool = False
     enforce_eager: bool = False  # the rollout engine keeps SGLang's CUDA graphs
     # None: SGLang's own choices, with a fallback only for what verl's Python lacks (`selfplay_gen.serving`)

@@ -24,6 +24,7 @@ import click
 
 from .. import games
 from ..league import SCRIPTED_PREFIX, Member, scripted_member
+from ..verl import attention
 from . import competition, decisions, report
 from .competition import Competition
 from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl
@@ -426,7 +427,7 @@ def train(
                 raise StepFailed("setup", 2, f"missing data file {name} (MODE={job.mode})")
         check_steps(job)
         job.out_dir.mkdir(parents=True, exist_ok=True)
-    where = logger_dirs(verl, job.out_dir)
+    where = job_env(verl, job.out_dir)
     if job.mode == "sft":
         return shell.run("train", [*where, *sft_command(job, verl)], log, VERL_READY)
     agent_loops = shell.output("locate-plugin", [verl.python, "-m", "selfplay_gen.verl", "--config-path"])
@@ -465,11 +466,15 @@ def check_steps(job: TrainJob) -> None:
         )
 
 
-def logger_dirs(verl: Verl, train_dir: Path) -> list[str]:
-    """`env VAR=DIR` that puts verl's tensorboard events and wandb files under train_dir (verl's own
-    default is a directory under wherever it was started); nothing for the console logger alone."""
+def job_env(verl: Verl, train_dir: Path) -> list[str]:
+    """`env VAR=VALUE...` for a training job, which its workers inherit: the directories that put verl's
+    tensorboard events and wandb files under train_dir (verl's own default is a directory under wherever
+    it was started), and the attention backend choice (`selfplay_gen.verl.attention`); nothing when
+    every setting is verl's and PyTorch's own."""
     dirs = {"tensorboard": ("TENSORBOARD_DIR", report.TENSORBOARD_DIR), "wandb": ("WANDB_DIR", "wandb")}
     chosen = [f"{var}={train_dir / name}" for logger, (var, name) in dirs.items() if logger in verl.logger]
+    if not verl.cudnn_attention:
+        chosen.append(f"{attention.ENV}={attention.OFF}")
     return ["env", *chosen] if chosen else []
 
 

@@ -104,7 +104,7 @@ def ppo_command(
         f"data.max_prompt_length={verl.max_prompt_length}", f"data.max_response_length={verl.max_response_length}",
         "data.filter_overlong_prompts=True", "data.truncation=error",
         f"actor_rollout_ref.model.path={job.model}", f"actor_rollout_ref.actor.strategy={verl.fsdp_strategy}",
-        "actor_rollout_ref.model.external_lib=selfplay_gen.verl.install_logprobs",
+        "actor_rollout_ref.model.external_lib=selfplay_gen.verl.worker_setup",
         f"+actor_rollout_ref.model.override_config.attn_implementation={verl.attn_impl}",
         f"actor_rollout_ref.model.use_remove_padding={verl.use_remove_padding}",
         f"actor_rollout_ref.model.enable_gradient_checkpointing={verl.gradient_checkpointing}",

@@ -1,5 +1,5 @@
-"""The verl plugin: two agent loops for verl 0.9.1's agent-loop rollout (and, in `logprobs`,
-chunked log-probs for its trainers).
+"""The verl plugin: two agent loops for verl 0.9.1's agent-loop rollout (and, in `worker_setup`,
+what its training processes set up: chunked log-probs, the attention backend choice).
 
 - `selfplay_replay` (`replay_loop.ReplayAgentLoop`): trains on games already played, replaying
   one seat's stored tokens from a row written by `selfplay-convert`. Run with `rollout.n=1`.

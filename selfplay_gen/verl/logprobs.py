@@ -8,7 +8,7 @@ once per token: tens of thousands of tiny kernels forward and backward per step,
 replaces it with the same computation over chunks of rows; the result is unchanged.
 
 `python -m selfplay_gen.verl.sft_trainer` installs it in the SFT trainer; GRPO's workers import
-`selfplay_gen.verl.install_logprobs`, verl's `external_lib` of the actor's model.
+`selfplay_gen.verl.worker_setup`, verl's `external_lib` of the actor's model.
 """
 
 from __future__ import annotations
