@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from selfplay_gen import games
 from selfplay_gen.iterate import decisions, report, trainers
-from selfplay_gen.iterate.config import Iteration, PolicyLoss, Sampling, ServerSettings, Verl, Warm
+from selfplay_gen.iterate.config import Iteration, PolicyLoss, Sampling, ServerSettings, TrainJob, Verl, Warm
 from selfplay_gen.iterate.server import Slots
 from selfplay_gen.iterate.shell import Shell, StepFailed, quote
 from selfplay_gen.iterate.verl_jobs import last_step, saved_steps
@@ -769,3 +769,13 @@ def test_dpo_trains_on_each_groups_best_game_against_its_worst(tmp_path):
     assert f"--model /m0 --pairs {run}/iter_001/gen/train.parquet --out {run}/iter_001/train/hf" in train
     assert "--lora-rank 16 --lr 5e-6 --epochs 1 --batch-size 4" in train
     assert f"--label iter_1 --out {run}/iter_001/eval/heldout" in out  # evaluated as any other stage's model
+
+
+def test_out_of_memory_advice_for_grpo_names_the_actors_micro_batches_and_the_rollouts_share(tmp_path):
+    from selfplay_gen.iterate.loop import memory_advice
+
+    job = TrainJob("online", "/m", "", "", out_dir=tmp_path, experiment="x", lr="1e-6")
+    advice = memory_advice(job, Verl(gradient_checkpointing=True), tmp_path / "verl.log")
+    assert "lower PPO_MICRO_TOKENS (now 16384)" in advice
+    assert "lower GPU_MEMORY_UTILIZATION, the rollout engine's share (now 0.4)" in advice
+    assert "GRADIENT_CHECKPOINTING" not in advice  # already on

@@ -240,6 +240,27 @@ def test_training_refuses_more_steps_than_the_data_fills_before_verl_starts(tmp_
     assert "15 rows make 0 whole batches" in " ".join(few.stderr.split())
 
 
+def test_training_that_runs_out_of_gpu_memory_says_which_settings_to_lower(tmp_path):
+    """verl's own failure is a long traceback ending in torch's OutOfMemoryError; the step's error names
+    the job's log and the settings that trade speed for memory, with their values."""
+    verl = tmp_path / "verl-python"
+    verl.write_text("#!/bin/sh\necho 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6 GiB'\nexit 1\n")
+    verl.chmod(0o755)
+    data = rows(tmp_path / "train.parquet", 64)
+    common = dict(MODEL_PATH="/m", MODE="sft", TRAIN_FILES=str(data), VAL_FILES=str(data))
+    common.update(OUT_DIR=str(tmp_path / "out"))
+    result = script("run_selfplay_training.sh", VERL_PYTHON=str(verl), **common)
+    message = " ".join(result.stderr.split())
+    assert result.returncode != 0
+    assert f"the GPU ran out of memory (see {tmp_path / 'out' / 'verl.log'})" in message
+    assert "lower SFT_MICRO_TOKENS (now 32768), or set GRADIENT_CHECKPOINTING=True" in message
+    assert "CUDA out of memory" in (tmp_path / "out" / "verl.log").read_text()
+    # another failure of the same job (appended to the same log) is not taken for one of memory
+    verl.write_text("#!/bin/sh\necho 'ValueError: something else'\nexit 1\n")
+    again = script("run_selfplay_training.sh", VERL_PYTHON=str(verl), **common)
+    assert again.returncode != 0 and "ran out of memory" not in again.stderr and "failed" in again.stderr
+
+
 def test_training_names_an_unreadable_parquet_file(tmp_path):
     (tmp_path / "x.parquet").write_bytes(b"not parquet")
     result = script(

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from .. import games, serving
-from . import competition, config, decisions, trainers
+from . import competition, config, decisions, report, trainers
 from .config import Evaluation, Iteration, PolicyLoss, Sampling, ServerSettings, Tools, TrainJob, Verl, Warm
 from .loop import Run, train
 from .plays import Plays, default_game, game_args, partner_args
@@ -1032,5 +1032,5 @@ def train_command(**o: Any) -> None:
 
         loss = replace(loss, lora_rank=rank)
     sampling = sampling_from(o)
-    train(shell, job, verl, loss, sampling)
+    train(shell, job, verl, loss, sampling, job.out_dir / report.TRAIN_LOG)
     merge(shell, job, verl, None, job.out_dir / "hf", lora=rank > 0)

@@ -428,17 +428,49 @@ def train(
         check_steps(job)
         job.out_dir.mkdir(parents=True, exist_ok=True)
     where = job_env(verl, job.out_dir)
+    written = log.stat().st_size if log is not None and log.exists() else 0
+    try:
+        if job.mode == "sft":
+            return shell.run("train", [*where, *sft_command(job, verl)], log, VERL_READY)
+        agent_loops = shell.output("locate-plugin", [verl.python, "-m", "selfplay_gen.verl", "--config-path"])
+        if job.rollout_n is not None:
+            n: str | int = job.rollout_n
+        else:
+            try:
+                n = rollout_n(Path(job.train_files).parent / "convert_summary.json", shell.dry_run)
+            except (OSError, ValueError) as error:
+                raise StepFailed("read-rollout-n", 2, str(error)) from error
+        command = [*where, *ppo_command(job, verl, loss, sampling, agent_loops, n)]
+        return shell.run("train", command, log, VERL_READY)
+    except StepFailed as failed:
+        if failed.step == "train" and log is not None and ran_out_of_memory(log, written):
+            raise StepFailed("train", failed.code, memory_advice(job, verl, log)) from failed
+        raise
+
+
+# what PyTorch prints when an allocation on the GPU fails (torch.OutOfMemoryError's message)
+OUT_OF_MEMORY = "CUDA out of memory"
+
+
+def ran_out_of_memory(log: Path, since: int) -> bool:
+    """Whether the part of `log` written after byte `since` (this job's) reports a GPU out of memory."""
+    with log.open("rb") as f:
+        f.seek(since)
+        return OUT_OF_MEMORY.encode() in f.read()
+
+
+def memory_advice(job: TrainJob, verl: Verl, log: Path) -> str:
+    """What to change when verl ran out of GPU memory, with the settings the job ran with."""
     if job.mode == "sft":
-        return shell.run("train", [*where, *sft_command(job, verl)], log, VERL_READY)
-    agent_loops = shell.output("locate-plugin", [verl.python, "-m", "selfplay_gen.verl", "--config-path"])
-    if job.rollout_n is not None:
-        n: str | int = job.rollout_n
+        fixes = [f"lower SFT_MICRO_TOKENS (now {verl.sft_micro_tokens})"]
     else:
-        try:
-            n = rollout_n(Path(job.train_files).parent / "convert_summary.json", shell.dry_run)
-        except (OSError, ValueError) as error:
-            raise StepFailed("read-rollout-n", 2, str(error)) from error
-    return shell.run("train", [*where, *ppo_command(job, verl, loss, sampling, agent_loops, n)], log, VERL_READY)
+        fixes = [
+            f"lower PPO_MICRO_TOKENS (now {verl.ppo_micro_tokens})",
+            f"lower GPU_MEMORY_UTILIZATION, the rollout engine's share (now {verl.gpu_memory_utilization})",
+        ]
+    if not verl.gradient_checkpointing:
+        fixes.append("set GRADIENT_CHECKPOINTING=True")
+    return f"the GPU ran out of memory (see {log}): " + ", or ".join(fixes)
 
 
 def check_steps(job: TrainJob) -> None:
