@@ -61,10 +61,9 @@ def test_training_defaults_to_fsdp2_and_an_sft_step_in_few_micro_batches():
 def test_fsdp2_wraps_the_decoder_layers_where_fsdp1_wraps_every_adapter_matrix(local_model_dir, process_group):
     import torch
     from peft import LoraConfig, get_peft_model
-    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import FSDPModule
     from transformers import AutoModelForCausalLM
-    from verl.utils.fsdp_utils import apply_fsdp2, get_fsdp_wrap_policy
+    from verl.utils.fsdp_utils import get_fsdp_wrap_policy
 
     def lora_model():
         model = AutoModelForCausalLM.from_pretrained(local_model_dir, dtype=torch.float32)
@@ -76,7 +75,7 @@ def test_fsdp2_wraps_the_decoder_layers_where_fsdp1_wraps_every_adapter_matrix(l
     wrapped = [m for m in model.modules() if policy(module=m, recurse=False, nonwrapped_numel=0)]
     assert len(wrapped) == LAYERS * ADAPTED * 2 + LAYERS  # 420 adapter matrices, 30 layers; with the root 451
     model = lora_model()
-    apply_fsdp2(model, {"mesh": init_device_mesh("cpu", (1,))}, {})
+    fsdp2_on_cpu(model)
     units = [m for m in model.modules() if isinstance(m, FSDPModule)]
     assert len(units) == LAYERS + 1
     ids = torch.tensor([[1, 2, 3, 4]])
@@ -85,34 +84,47 @@ def test_fsdp2_wraps_the_decoder_layers_where_fsdp1_wraps_every_adapter_matrix(l
     assert len(grads) == LAYERS * ADAPTED * 2 and all(g is not None for g in grads)
 
 
-@pytest.mark.slow
-def test_an_fsdp2_lora_checkpoint_merges_into_the_trained_model(local_model_dir, trained_lora, process_group, tmp_path):
-    """What the iteration does after an fsdp2 job: verl's checkpoint manager saves the sharded actor,
-    `merge` runs verl's model merger and folds the adapter, and the served model is base + adapter,
-    to bf16 rounding (the merger writes bf16 base weights, the fold rounds once more)."""
-    import torch
+def saved_and_merged(actor, optimizer, model_dir: str, out: Path, lora_rank: int) -> dict:
+    """What the iteration does after an fsdp2 job: verl's checkpoint manager saves the sharded `actor`
+    (already wrapped by FSDP2) into out/checkpoints, and `merge` runs verl's model merger (and, with
+    LoRA, folds the adapter); the served model's weights."""
     from omegaconf import OmegaConf
     from safetensors.torch import load_file
-    from torch.distributed.device_mesh import init_device_mesh
     from transformers import AutoTokenizer
     from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
-    from verl.utils.fsdp_utils import apply_fsdp2
 
     from selfplay_gen.iterate.config import TrainJob, Verl
     from selfplay_gen.iterate.shell import Shell
     from selfplay_gen.iterate.verl_jobs import merge
 
-    actor, folded = trained_lora(16)
-    apply_fsdp2(actor, {"mesh": init_device_mesh("cpu", (1,), mesh_dim_names=("fsdp",))}, {})  # as verl's engine
-    optimizer = torch.optim.AdamW([p for p in actor.parameters() if p.requires_grad])
     contents = OmegaConf.create({"save_contents": ["model", "optimizer", "extra"], "load_contents": ["model"]})
-    manager = FSDPCheckpointManager(actor, optimizer, None, AutoTokenizer.from_pretrained(local_model_dir), contents)
-    job = TrainJob("offline", local_model_dir, "", "", out_dir=tmp_path, experiment="x", lr="1e-5", lora_rank=16)
-    manager.save_checkpoint(str(tmp_path / "checkpoints" / "global_step_1" / "actor"), global_step=1)
+    manager = FSDPCheckpointManager(actor, optimizer, None, AutoTokenizer.from_pretrained(model_dir), contents)
+    job = TrainJob("offline", model_dir, "", "", out_dir=out, experiment="x", lr="1e-5", lora_rank=lora_rank)
+    manager.save_checkpoint(str(out / "checkpoints" / "global_step_1" / "actor"), global_step=1)
+    merge(Shell(), job, Verl(python=sys.executable), None, out / "hf", lora=lora_rank > 0)
+    return load_file(out / "hf" / "model.safetensors")
 
-    merge(Shell(), job, Verl(python=sys.executable), None, tmp_path / "hf", lora=True)
 
-    served = load_file(tmp_path / "hf" / "model.safetensors")
+def fsdp2_on_cpu(model) -> None:
+    """Wrap `model` as verl's engine does with FSDP2, on a one-process CPU mesh."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from verl.utils.fsdp_utils import apply_fsdp2
+
+    apply_fsdp2(model, {"mesh": init_device_mesh("cpu", (1,), mesh_dim_names=("fsdp",))}, {})
+
+
+@pytest.mark.slow
+def test_an_fsdp2_lora_checkpoint_merges_into_the_trained_model(local_model_dir, trained_lora, process_group, tmp_path):
+    """The served model is base + adapter, to bf16 rounding (the merger writes bf16 base weights, the
+    fold rounds once more)."""
+    import torch
+    from safetensors.torch import load_file
+
+    actor, folded = trained_lora(16)
+    fsdp2_on_cpu(actor)
+    optimizer = torch.optim.AdamW([p for p in actor.parameters() if p.requires_grad])
+    served = saved_and_merged(actor, optimizer, local_model_dir, tmp_path, lora_rank=16)
+
     before = load_file(Path(local_model_dir) / "model.safetensors")
     assert set(served) == set(folded) - {"lm_head.weight"}  # tied to the embeddings
     for name in ("model.layers.0.self_attn.q_proj.weight", "model.layers.29.mlp.down_proj.weight"):
@@ -124,35 +136,21 @@ def test_an_fsdp2_lora_checkpoint_merges_into_the_trained_model(local_model_dir,
 
 @pytest.mark.slow
 def test_an_fsdp2_full_checkpoint_merges_into_the_trained_model(local_model_dir, process_group, tmp_path):
-    """Offline GRPO trains the whole model (no LoRA): an FSDP2 actor's sharded checkpoint, through
-    verl's checkpoint manager and `merge`, is the trained weights, to the merger's bf16 rounding."""
+    """Offline GRPO trains the whole model (no LoRA): the served model is the trained weights, to the
+    merger's bf16 rounding."""
     import torch
-    from omegaconf import OmegaConf
     from safetensors.torch import load_file
-    from torch.distributed.device_mesh import init_device_mesh
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
-    from verl.utils.fsdp_utils import apply_fsdp2
-
-    from selfplay_gen.iterate.config import TrainJob, Verl
-    from selfplay_gen.iterate.shell import Shell
-    from selfplay_gen.iterate.verl_jobs import merge
+    from transformers import AutoModelForCausalLM
 
     actor = AutoModelForCausalLM.from_pretrained(local_model_dir, dtype=torch.float32)
-    apply_fsdp2(actor, {"mesh": init_device_mesh("cpu", (1,), mesh_dim_names=("fsdp",))}, {})
+    fsdp2_on_cpu(actor)
     optimizer = torch.optim.SGD(actor.parameters(), lr=1.0)  # a step large enough to tell from rounding
     ids = torch.tensor([[1, 2, 3, 4, 5, 6]])
     actor(input_ids=ids, labels=ids).loss.backward()
     optimizer.step()
     trained = {name: p.full_tensor().detach() for name, p in actor.named_parameters()}
-    contents = OmegaConf.create({"save_contents": ["model", "optimizer", "extra"], "load_contents": ["model"]})
-    manager = FSDPCheckpointManager(actor, optimizer, None, AutoTokenizer.from_pretrained(local_model_dir), contents)
-    job = TrainJob("offline", local_model_dir, "", "", out_dir=tmp_path, experiment="x", lr="1e-5")
-    manager.save_checkpoint(str(tmp_path / "checkpoints" / "global_step_1" / "actor"), global_step=1)
+    served = saved_and_merged(actor, optimizer, local_model_dir, tmp_path, lora_rank=0)
 
-    merge(Shell(), job, Verl(python=sys.executable), None, tmp_path / "hf", lora=False)
-
-    served = load_file(tmp_path / "hf" / "model.safetensors")
     before = load_file(Path(local_model_dir) / "model.safetensors")
     for name in ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight", "model.norm.weight"):
         error = (served[name].float() - trained[name]).norm()
