@@ -8,10 +8,11 @@
 # `gen-8k` is the generation benchmark with 8,192 games in flight. `swap` checks a server that took another
 # checkpoint's weights (/update_weights_from_disk) against one started on it: the same greedy games, token for token.
 # On a machine with two GPUs: `dp-compare` plays DP_GAMES games through run_selfplay_generation.sh with DP=1 and
-# then DP=2 (sglang_router in front of one worker per GPU; DP_COMPARE="1" plays DP=1 alone); `sft-compare` and `offline-compare` train the same
-# SFT_STEPS / OFFLINE_STEPS steps on N_GPUS=2 and on N_GPUS=1 (the warm start's teacher chats; the DP=1 games as
-# offline GRPO groups), `online-compare` ONLINE_STEPS steps of online GRPO (`online-batch` the same with ONLINE_BATCH
-# (64) instances a step, where the rollout's throughput, not its longest games, sets the step); `iterate-2gpu` is one filtered-BC
+# then DP=2 (sglang_router in front of one worker per GPU; DP_COMPARE="1" plays DP=1 alone); `sft-compare` and
+# `offline-compare` train the same SFT_STEPS / OFFLINE_STEPS steps on N_GPUS=2 and on N_GPUS=1 (the warm start's
+# teacher chats; the DP=1 games as offline GRPO groups), `online-compare` ONLINE_STEPS steps of online GRPO
+# (`online-batch` the same with ONLINE_BATCH (64) instances a step, where the rollout's throughput, not its longest
+# games, sets the step); `iterate-2gpu` is one filtered-BC
 # iteration of run_selfplay_iteration.sh with DP=2, N_GPUS=2. `iterate-kept` is iterate-fbc with KEEP_SERVERS=True;
 # `sft-profile` profiles two steps of the warm start's SFT job (bench/analysis/trace_summary.py reads the trace);
 # `fsdp-compare` trains that job and online GRPO with FSDP_STRATEGY=fsdp2 and =fsdp (and the SFT job with 32k-token
@@ -226,7 +227,7 @@ fsdp_compare() {  # FSDP_STRATEGY fsdp2 against fsdp: the warm start's SFT job, 
         FSDP_STRATEGY=$strategy "${ONLINE_JOB[@]}"
     done
   done
-  # step times against the default (fsdp), and each strategy's on two GPUs against one
+  # step times against FSDP1's, and each setting's on two GPUs against one
   local first run
   for n in ${FSDP_GPUS:-1}; do
     for first in sft online; do
@@ -241,19 +242,17 @@ fsdp_compare() {  # FSDP_STRATEGY fsdp2 against fsdp: the warm start's SFT job, 
 attention_compare() {  # SDPA's cuDNN backend (a plan per new micro-batch shape) against flash / memory-efficient
   sft_data
   online_data
-  local job setting
-  for job in sft online; do
-    for setting in True False; do
-      if [[ $job == sft ]]; then
-        train_one "sft_cudnn${setting}_gpus1" sft "${SFT_STEPS:-30}" "$ROOT/sft_data" CUDNN_ATTENTION=$setting \
-          "${SFT_JOB[@]}"
-      else
-        train_one "online_cudnn${setting}_gpus1" online "${ONLINE_STEPS:-4}" "$ROOT/online_data" \
-          CUDNN_ATTENTION=$setting "${ONLINE_JOB[@]}"
-      fi
-    done
-    compare_steps "${job}_cudnnTrue_gpus1" "${job}_cudnnFalse_gpus1"
+  local setting
+  for setting in True False; do
+    train_one "sft_cudnn${setting}_gpus1" sft "${SFT_STEPS:-30}" "$ROOT/sft_data" CUDNN_ATTENTION=$setting \
+      "${SFT_JOB[@]}"
   done
+  compare_steps sft_cudnnTrue_gpus1 sft_cudnnFalse_gpus1
+  for setting in True False; do
+    train_one "online_cudnn${setting}_gpus1" online "${ONLINE_STEPS:-4}" "$ROOT/online_data" CUDNN_ATTENTION=$setting \
+      "${ONLINE_JOB[@]}"
+  done
+  compare_steps online_cudnnTrue_gpus1 online_cudnnFalse_gpus1
 }
 
 compare_steps() {  # compare_steps RUN...: verl_steps.py's table of those of OUT/RUN.log that exist, into step_tables.md
