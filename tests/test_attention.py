@@ -4,6 +4,7 @@ applies it when it sets itself up (`selfplay_gen.verl.worker_setup`)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -24,8 +25,6 @@ def worker_sees(env: dict[str, str]) -> str:
 
 
 def test_a_worker_turns_cudnn_attention_off_only_when_the_job_says_so():
-    import os
-
     base = {k: v for k, v in os.environ.items() if k != attention.ENV}
     assert worker_sees(base) == "True"  # PyTorch's own choice stays
     assert worker_sees({**base, attention.ENV: attention.OFF}) == "False"

@@ -177,9 +177,8 @@ class Verl:
     max_response_length: int = 3072
     max_length: int | None = None  # sft: tokens per chat (prompt + response limits)
     # sft: tokens per micro-batch (verl's max_token_len_per_gpu). A small model's step costs about the
-    # same per micro-batch whatever it holds, so the warm start's 33k-token steps go in 2 micro-batches
-    # on one GPU and 1 a GPU on two (45 GiB on one GPU for the 135M model); lower it for a larger model
-    # (bench/results/fsdp2_h200x2_2026-11-26/)
+    # same per micro-batch whatever it holds, so the warm start's steps go in 2 micro-batches on one GPU
+    # and 1 a GPU on two; lower it for a larger model (bench/results/fsdp2_h200x2_2026-11-26/)
     sft_micro_tokens: int = 32768
     # GRPO: tokens per micro-batch (verl's use_dynamic_bsz) for updates and log-probs; 0 keeps
     # micro_batch_size sequences a micro-batch. A few large micro-batches keep a small model's GPU busy
@@ -201,9 +200,9 @@ class Verl:
     test_freq: int = -1
     attn_impl: str = "sdpa"  # verl's default needs flash-attn
     # verl's FSDP version for every training job (SFT's engine.strategy, GRPO's actor_rollout_ref.actor
-    # .strategy). FSDP1's wrap policy with LoRA makes each adapter matrix its own FSDP unit (451 for
-    # SmolLM2-135M), each running FSDP's hooks on every micro-batch; FSDP2 wraps the decoder layers and
-    # the root (31), and ran the warm start's SFT step 2.3x faster (bench/results/fsdp2_h200x2_2026-11-26/)
+    # .strategy). FSDP1's wrap policy with LoRA makes each adapter matrix its own FSDP unit, each running
+    # FSDP's hooks on every micro-batch; FSDP2 wraps the decoder layers and the root, and ran the warm
+    # start's SFT step faster (bench/results/fsdp2_h200x2_2026-11-26/)
     fsdp_strategy: str = "fsdp2"
     # recompute activations in the backward pass instead of keeping them (verl's
     # model.enable_gradient_checkpointing, SFT and the GRPO actor): memory for about a third more time a

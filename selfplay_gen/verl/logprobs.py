@@ -7,8 +7,8 @@ once per token: tens of thousands of tiny kernels forward and backward per step,
 11-22 s that an SFT step of 64 games took on an H100 (bench/results/learning/). `install()`
 replaces it with the same computation over chunks of rows; the result is unchanged.
 
-`python -m selfplay_gen.verl.sft_trainer` installs it in the SFT trainer; GRPO's workers import
-`selfplay_gen.verl.worker_setup`, verl's `external_lib` of the actor's model.
+`selfplay_gen.verl.worker_setup` installs it: GRPO's workers import that module as verl's
+`external_lib` of the actor's model, and `python -m selfplay_gen.verl.sft_trainer` imports it too.
 """
 
 from __future__ import annotations
