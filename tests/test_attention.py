@@ -39,6 +39,6 @@ def test_the_job_carries_the_choice_in_its_environment(mode):
         (line,) = [line for line in result.output.splitlines() if "sft_trainer" in line or "main_ppo" in line]
         return line.split()
 
-    assert not any(attention.ENV in word for word in command())
-    off = command("--cudnn-attention", "False")
-    assert off[1:3] == ["env", f"{attention.ENV}={attention.OFF}"]  # after the shell's "+" prompt
+    assert not any(attention.ENV in word for word in command("--cudnn-attention", "True"))
+    for off in (command(), command("--cudnn-attention", "False")):  # off by default
+        assert off[1:3] == ["env", f"{attention.ENV}={attention.OFF}"]  # after the shell's "+" prompt

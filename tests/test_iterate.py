@@ -744,8 +744,8 @@ def test_metrics_come_from_tensorboard_events_when_verl_logged_there(tmp_path):
 
     from selfplay_gen.iterate.loop import job_env, plot_training_log
 
-    assert job_env(Verl(), tmp_path) == []  # console only: verl's own places
-    where = job_env(Verl(logger=("console", "tensorboard", "wandb")), tmp_path)
+    assert job_env(Verl(cudnn_attention=True), tmp_path) == []  # console only: verl's own places
+    where = job_env(Verl(logger=("console", "tensorboard", "wandb"), cudnn_attention=True), tmp_path)
     assert where == ["env", f"TENSORBOARD_DIR={tmp_path}/tensorboard", f"WANDB_DIR={tmp_path}/wandb"]
     writer = SummaryWriter(str(tmp_path / report.TENSORBOARD_DIR))
     for step in (1, 2, 3):

@@ -209,9 +209,10 @@ class Verl:
     # step; a small model fits without it, a larger one may not
     gradient_checkpointing: bool = False
     # SDPA's cuDNN backend in the training processes (PyTorch's first choice on Hopper), which builds a
-    # plan for each new shape of a padded micro-batch; False leaves flash / memory-efficient attention
+    # plan for each new shape of a padded micro-batch; False, the faster SFT step side by side
+    # (bench/results/grpo_batch_h200x2_2026-11-26/), leaves flash / memory-efficient attention
     # (`selfplay_gen.verl.attention`)
-    cudnn_attention: bool = True
+    cudnn_attention: bool = False
     use_remove_padding: bool = False
     enforce_eager: bool = False  # the rollout engine keeps SGLang's CUDA graphs
     # None: SGLang's own choices, with a fallback only for what verl's Python lacks (`selfplay_gen.serving`)
