@@ -10,10 +10,10 @@
 # On a machine with two GPUs: `dp-compare` plays DP_GAMES games through run_selfplay_generation.sh with DP=1 and
 # then DP=2 (sglang_router in front of one worker per GPU; DP_COMPARE="1" plays DP=1 alone); `sft-compare` and
 # `offline-compare` train the same SFT_STEPS / OFFLINE_STEPS steps on N_GPUS=2 and on N_GPUS=1 (the warm start's
-# teacher chats; the DP=1 games as offline GRPO groups), `online-compare` ONLINE_STEPS steps of online GRPO
-# (`online-batch` the same with ONLINE_BATCH (64) instances a step, where the rollout's throughput, not its longest
-# games, sets the step); `iterate-2gpu` is one filtered-BC
-# iteration of run_selfplay_iteration.sh with DP=2, N_GPUS=2. `iterate-kept` is iterate-fbc with KEEP_SERVERS=True;
+# teacher chats; the DP=1 games as offline GRPO groups, OFFLINE_BATCH a step), `online-compare` ONLINE_STEPS steps
+# of online GRPO (`online-batch` the same with ONLINE_BATCH (64) instances a step, where the rollout's throughput,
+# not its longest games, sets the step); `iterate-2gpu` is one filtered-BC iteration of run_selfplay_iteration.sh
+# with DP=2, N_GPUS=2. `iterate-kept` is iterate-fbc with KEEP_SERVERS=True;
 # `sft-profile` profiles two steps of the warm start's SFT job (bench/analysis/trace_summary.py reads the trace);
 # `fsdp-compare` trains that job and online GRPO with FSDP_STRATEGY=fsdp2 and =fsdp (and the SFT job with 32k-token
 # micro-batches), on each of FSDP_GPUS (1); `attention-compare` trains the SFT job and online GRPO with
@@ -265,9 +265,15 @@ compare_steps() {  # compare_steps RUN...: verl_steps.py's table of those of OUT
   echo >> "$OUT/step_tables.md"
 }
 
-offline_compare() {  # offline GRPO on the DP=1 games, 16 groups a step, as an iteration trains them
-  train_compare offline offline "${OFFLINE_STEPS:-4}" "$ROOT/dp1" TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 LR=1e-5 \
+# offline GRPO on the DP=1 games, OFFLINE_BATCH (16, as an iteration trains them) groups a step; runs of another
+# size are named offline_bN (a step of 64 needs about 4 x 64 / 116 x 2,048 games: DP_GAMES=8192)
+offline_compare() {
+  local batch=${OFFLINE_BATCH:-16} name=offline
+  [[ $batch == 16 ]] || name=offline_b$batch
+  train_compare "$name" offline "${OFFLINE_STEPS:-4}" "$ROOT/dp1" TRAIN_BATCH_SIZE="$batch" \
+    MINI_BATCH_SIZE=$((batch / 2)) LR=1e-5 \
     ENFORCE_EAGER=True  # replayed games: the rollout engine plays none, so its CUDA graphs would only slow the start
+  compare_steps "${name}_gpus1" "${name}_gpus2"
 }
 
 online_data() {  # online GRPO's rows: 1,024 training instances (`selfplay-gen init`), in ROOT/online_data

@@ -379,7 +379,8 @@ verl_options = options(
         type=BOOL,
         default=str(V.cudnn_attention),
         help="Let training's attention (PyTorch SDPA) run on cuDNN, PyTorch's first choice on Hopper GPUs. cuDNN "
-        "builds a plan for each new micro-batch shape; False uses PyTorch's flash or memory-efficient kernels.",
+        "builds a plan for each new micro-batch shape, which made an SFT step slower; False (the default) uses "
+        "PyTorch's flash or memory-efficient kernels.",
     ),
     opt(
         "--use-remove-padding",
@@ -577,7 +578,9 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     "RL_BATCH_SIZE",
     type=click.IntRange(min=1),
     default=None,
-    help="Rows per step [default: grpo 16 groups, filtered-bc 32].",
+    help="Rows per step [default: grpo 16 groups, grpo-online 16 instances, filtered-bc 32, dpo 4 pairs]. "
+    "With N_GPUS > 1, give online GRPO 64 or more: a step of 16 rows is bound by its longest games and gains "
+    "little from a second GPU (bench/results/grpo_batch_h200x2_2026-11-26/).",
 )
 @opt(
     "--mini-batch-size",
