@@ -265,12 +265,21 @@ compare_steps() {  # compare_steps RUN...: verl_steps.py's table of those of OUT
   echo >> "$OUT/step_tables.md"
 }
 
-# offline GRPO on the DP=1 games, OFFLINE_BATCH (16, as an iteration trains them) groups a step; runs of another
-# size are named offline_bN (a step of 64 needs about 4 x 64 / 116 x 2,048 games: DP_GAMES=8192)
+# offline GRPO on the DP=1 games, OFFLINE_BATCH (16, as an iteration trains them) groups a step. Another size runs
+# as offline_bN on every group of those games, the constant ones too (zero advantage, the same work a step), since
+# the games' trainable groups (about 116 of 2,048 games) hold too few steps of 64
 offline_compare() {
-  local batch=${OFFLINE_BATCH:-16} name=offline
-  [[ $batch == 16 ]] || name=offline_b$batch
-  train_compare "$name" offline "${OFFLINE_STEPS:-4}" "$ROOT/dp1" TRAIN_BATCH_SIZE="$batch" \
+  local batch=${OFFLINE_BATCH:-16} name=offline data=$ROOT/dp1
+  if [[ $batch != 16 ]]; then
+    name=offline_b$batch data=$ROOT/dp1_all_groups
+    if [[ ! -e $data/train.parquet ]] && ! python3 -m convert.cli "$ROOT/dp1/games.jsonl" --out-dir "$data" \
+      --overwrite --keep-constant-groups --max-prompt-tokens 1024 --max-response-tokens 3072 \
+      > "$ROOT/logs/dp1_all_groups.log" 2>&1; then
+      echo "offline-compare: conversion failed: $ROOT/logs/dp1_all_groups.log"; tail -3 "$ROOT/logs/dp1_all_groups.log"
+      return 0
+    fi
+  fi
+  train_compare "$name" offline "${OFFLINE_STEPS:-4}" "$data" TRAIN_BATCH_SIZE="$batch" \
     MINI_BATCH_SIZE=$((batch / 2)) LR=1e-5 \
     ENFORCE_EAGER=True  # replayed games: the rollout engine plays none, so its CUDA graphs would only slow the start
   compare_steps "${name}_gpus1" "${name}_gpus2"
@@ -330,9 +339,12 @@ for phase in "$@"; do
       env RUN_DIR="$ROOT/ifbc" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=filtered-bc NUM_ITERATIONS=1 \
         GAMES_PER_ITER=4096 "$REPO/run_selfplay_iteration.sh" > "$ROOT/logs/ifbc.log" 2>&1
       cp "$ROOT/ifbc/summary.md" "$OUT/iterate_fbc_summary.md" ;;
-    iterate-kept)  # iterate-fbc with KEEP_SERVERS=True: the servers release their memory while verl trains
+    iterate-kept)  # iterate-fbc with KEEP_SERVERS=True (the servers release their memory while verl trains) and
+      # KEPT_ITERATIONS (2) iterations: from the second on, an iteration is the steady state of a run (its input
+      # model's evaluation beside its games on a server already up, training, merge, the new weights swapped in)
       mkdir -p "$ROOT/kept/base" && touch "$ROOT/kept/base/DONE"
-      env RUN_DIR="$ROOT/kept" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=filtered-bc NUM_ITERATIONS=1 \
+      env RUN_DIR="$ROOT/kept" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=filtered-bc \
+        NUM_ITERATIONS="${KEPT_ITERATIONS:-2}" \
         GAMES_PER_ITER=4096 KEEP_SERVERS=True "$REPO/run_selfplay_iteration.sh" > "$ROOT/logs/kept.log" 2>&1
       cp "$ROOT/kept/summary.md" "$OUT/iterate_kept_summary.md" ;;
     iterate-online)  # online GRPO, LoRA r16; the input model's evaluation is the one iterate-fbc made
