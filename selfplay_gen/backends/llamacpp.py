@@ -40,9 +40,8 @@ from .base import Backend, BackendError, BackendOptions, BackendStats, Generatio
 CONTEXT_PER_SEQUENCE = 4096  # tokens of KV cache per seat: the longest shipped game's context fits
 SHARE_AT_LEAST = 64  # prompt ids another sequence must hold beyond a seat's own to copy its cache
 # Games in flight unless --max-batch says otherwise. A step's cost grows slower than its count of
-# sequences: 32 sequences sampling at a game's context take about a quarter more ids per second
-# than 16 (float32 weights, bench/results/cpu_engines/llamacpp_settings.md), for about 3 GB more
-# KV cache.
+# sequences, so 32 sample more ids per second than 16 (bench/results/cpu_engines/llamacpp_settings.md),
+# for more KV cache.
 GAMES_IN_FLIGHT = 32
 TOKENS_PER_STEP = 512  # ids one llama_decode takes at most (prompt chunks plus one per sampling turn)
 # The context a seat samples at, halfway through a typical turn of the default game: prompts of

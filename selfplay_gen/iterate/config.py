@@ -182,7 +182,7 @@ class Verl:
     sft_micro_tokens: int = 32768
     # GRPO: tokens per micro-batch (verl's use_dynamic_bsz) for updates and log-probs; 0 keeps
     # micro_batch_size sequences a micro-batch. A few large micro-batches keep a small model's GPU busy
-    # (bench/results/rl_online_tokens_h100_2026-11-25/: a step of 135M GRPO in 29-39 s against 77-85 s)
+    # (bench/results/rl_online_tokens_h100_2026-11-25/)
     ppo_micro_tokens: int = 16384
     # online GRPO: the untrained seat's sampling temperature in each game (selfplay_loop's
     # +selfplay.partner_temperature; 0: greedy, so a group's differences come from the trained seat);

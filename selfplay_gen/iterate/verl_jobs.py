@@ -19,8 +19,8 @@ ROLLOUT_N_UNKNOWN = "K"  # a dry run before conversion: rollout_n of convert_sum
 def sft_command(job: TrainJob, verl: Verl) -> list[str]:
     """verl's SFT trainer (selfplay_gen.verl.sft_trainer: verl's, with chunked log-probs) on multi-turn
     chats, loss on the assistant turns. Without flash-attn verl's engine cannot pack sequences, so it
-    pads (use_remove_padding=False); 16k-token micro-batches without torch.compile or recomputation
-    took a step from 7.1 s to 1.45 s on an H100 (bench/results/learning/)."""
+    pads (use_remove_padding=False), in token-budget micro-batches without torch.compile or
+    recomputation, which a small model's step needs to keep its GPU busy (bench/results/learning/)."""
     if verl.nnodes > 1:
         if verl.node_rank is None or not verl.master_addr:
             raise click.UsageError(f"sft on {verl.nnodes} nodes: set NODE_RANK and MASTER_ADDR on each (see --help)")

@@ -3,8 +3,8 @@
 Without flash-attn (not in the GPU bundles), verl 0.9.1 computes log-probs with
 `verl.utils.torch_functional.logprobs_from_logits_v2`, which loops over the first dimension of
 the logits. Its FSDP engine first flattens every micro-batch to (tokens, vocab), so that loop runs
-once per token: tens of thousands of tiny kernels forward and backward per step, most of the
-11-22 s that an SFT step of 64 games took on an H100 (bench/results/learning/). `install()`
+once per token: tens of thousands of tiny kernels forward and backward per step, most of an SFT
+step's time (bench/results/learning/). `install()`
 replaces it with the same computation over chunks of rows; the result is unchanged.
 
 `selfplay_gen.verl.worker_setup` installs it: GRPO's workers import that module as verl's
