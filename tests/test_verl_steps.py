@@ -73,3 +73,29 @@ def test_the_table_gives_each_run_the_baselines_step_time_over_its_own(tmp_path)
         verl_steps.table([one, tmp_path / "empty.log"], first=2, last=None)
     with pytest.raises(ValueError, match="missing.log: No such file"):
         verl_steps.table([one, tmp_path / "missing.log"], first=2, last=None)
+
+
+def test_grpo_logs_also_say_where_a_step_goes(tmp_path):
+    """Each timing_s/<part> is averaged over the counted steps; a part missing from a step (a checkpoint
+    saved only at the end) counts 0 s there."""
+    one, two = tmp_path / "grpo_gpus1.log", tmp_path / "grpo_gpus2.log"
+    one.write_text(
+        "step:1 - timing_s/gen:9.0 - timing_s/update_actor:9.0 - timing_s/step:30.0\n"
+        "step:2 - timing_s/gen:4.0 - timing_s/update_actor:6.0 - timing_s/step:12.0\n"
+        "step:3 - timing_s/gen:4.4 - timing_s/update_actor:5.0 - timing_s/save_checkpoint:1.0 - timing_s/step:12.0\n"
+    )
+    two.write_text(
+        "step:1 - timing_s/gen:9.0 - timing_s/update_actor:9.0 - timing_s/step:30.0\n"
+        "step:2 - timing_s/gen:2.0 - timing_s/update_actor:2.5 - timing_s/step:6.0\n"
+        "step:3 - timing_s/gen:2.2 - timing_s/update_actor:3.0 - timing_s/step:6.0\n"
+    )
+    steps = verl_steps.read_steps(one.read_text())
+    assert steps.parts == pytest.approx({"gen": 4.2, "update_actor": 5.5, "save_checkpoint": 0.5})
+    table = verl_steps.table([one, two], first=2, last=None).splitlines()
+    assert table[3] == "| grpo_gpus2.log | grpo | 2-3 | 6.00 | 2.00x |"
+    assert table[5] == "| part (s) | grpo_gpus1.log | grpo_gpus2.log |"
+    assert table[7:] == [
+        "| gen | 4.20 | 2.10 (2.00x) |",
+        "| update_actor | 5.50 | 2.75 (2.00x) |",
+        "| save_checkpoint | 0.50 | 0.00 |",
+    ]

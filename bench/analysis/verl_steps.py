@@ -11,17 +11,20 @@ two GPUs', or of one setting's to another's, from the logs the runs left.
   epoch's bar starts again, so the range lies in the first epoch.
 Step 1 carries the warm-up (CUDA graphs, allocator, first compilations), so the default range starts
 at step 2. The ratio column is the baseline's step time over each log's: the samples/s ratio when the
-runs share their batch size.
+runs share their batch size. When every log is GRPO's, a second table says where a step goes: the mean
+of each `timing_s/<part>` (gen, old_log_prob, update_actor, update_weights, ...) over the same steps.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 GRPO_STEP = re.compile(r"step:(\d+) - .*?timing_s/step:([0-9.]+)")
+GRPO_LINE = re.compile(r"step:(\d+) - (.*)")
+TIMING = re.compile(r"timing_s/(\w+):([0-9.]+)")
 # the SFT trainer's bar of its first epoch (each epoch's bar starts again at 0)
 PROGRESS = re.compile(r"Epoch 1/\d+:[^|]*\|[^|]*\| *(\d+)/(\d+) \[(?:(\d+):)?(\d+):(\d+)<")
 
@@ -34,6 +37,7 @@ class Steps:
     first: int
     last: int
     seconds: float  # mean seconds a step over first..last
+    parts: dict[str, float] = field(default_factory=dict)  # GRPO: mean seconds of each timing_s/<part>
 
 
 def read_steps(text: str, first: int = 2, last: int | None = None) -> Steps:
@@ -41,10 +45,14 @@ def read_steps(text: str, first: int = 2, last: int | None = None) -> Steps:
     grpo = {int(step): float(seconds) for step, seconds in GRPO_STEP.findall(text)}
     if grpo:
         end = max(grpo) if last is None else last
-        chosen = [grpo[step] for step in range(first, end + 1) if step in grpo]
+        chosen = [step for step in range(first, end + 1) if step in grpo]
         if not chosen:
             raise ValueError(f"no GRPO step between {first} and {end} (steps {min(grpo)}-{max(grpo)})")
-        return Steps("grpo", first, end, sum(chosen) / len(chosen))
+        timings = {int(step): dict(TIMING.findall(rest)) for step, rest in GRPO_LINE.findall(text)}
+        names = dict.fromkeys(name for step in chosen for name in timings[step] if name != "step")
+        # a part a step did not run (save_checkpoint, testing) counts 0 s in that step
+        parts = {name: sum(float(timings[step].get(name, 0)) for step in chosen) / len(chosen) for name in names}
+        return Steps("grpo", first, end, sum(grpo[step] for step in chosen) / len(chosen), parts)
     done: dict[int, int] = {}  # steps done -> seconds elapsed, as the progress bar says
     for count, _, hours, minutes, seconds in PROGRESS.findall(text):
         done.setdefault(int(count), int(hours or 0) * 3600 + int(minutes) * 60 + int(seconds))
@@ -69,6 +77,23 @@ def table(logs: list[Path], first: int, last: int | None) -> str:
     for log, steps in rows:
         ratio = baseline / steps.seconds if steps.seconds else float("inf")
         lines.append(f"| {log.name} | {steps.kind} | {steps.first}-{steps.last} | {steps.seconds:.2f} | {ratio:.2f}x |")
+    if all(steps.kind == "grpo" for _, steps in rows):
+        lines += ["", parts_table(rows)]
+    return "\n".join(lines)
+
+
+def parts_table(rows: list[tuple[Path, Steps]]) -> str:
+    """Mean seconds of each GRPO part, a column a log, with the baseline's over each other log's."""
+    names = list(dict.fromkeys(name for _, steps in rows for name in steps.parts))
+    head = "| part (s) | " + " | ".join(log.name for log, _ in rows) + " |"
+    lines = [head, "|---|" + "---:|" * len(rows)]
+    for name in names:
+        base = rows[0][1].parts.get(name, 0.0)
+        cells = [f"{base:.2f}"]
+        for _, steps in rows[1:]:
+            value = steps.parts.get(name, 0.0)
+            cells.append(f"{value:.2f} ({base / value:.2f}x)" if value else f"{value:.2f}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
