@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.error
@@ -669,11 +670,16 @@ def test_a_step_logs_its_output_times_its_start_up_and_names_itself_when_it_fail
     script = "echo starting; sleep 0.5; printf 'Training Progress: 0%%\\r'; echo 'step:1 - actor/entropy:0.5'"
     startup = Shell().run("train", ["bash", "-c", script], log, ready="Training Progress")
     assert startup is not None and startup >= 0.5
-    assert "step:1 - actor/entropy:0.5" in log.read_text() and "starting" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "step:1 - actor/entropy:0.5" in log.read_text() and "starting" in printed
+    took = re.search(r"^\(train: ([0-9.]+) s\)$", printed, re.M)  # what the step cost, in the run's log
+    assert took and float(took.group(1)) >= 0.5
     assert Shell().run("quiet", ["true"], log, ready="never") is None  # no such line: start-up unknown
     with pytest.raises(StepFailed, match=r"step 'merge' failed \(exit 3\)"):
         Shell().run("merge", ["bash", "-c", "exit 3"])
+    assert "(merge: " in capsys.readouterr().out  # a failed step says how long it ran, too
     assert Shell(dry_run=True).run("merge", ["bash", "-c", "exit 3"]) is None  # a dry run only prints
+    assert "(merge" not in capsys.readouterr().out
 
 
 def test_a_failed_stage_is_not_marked_done_and_a_rerun_resumes_from_its_markers(tmp_path):

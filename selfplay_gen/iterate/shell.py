@@ -49,13 +49,13 @@ class Shell:
         sys.stdout.flush()
 
     def run(self, step: str, command: Sequence[str], log: Path | None = None, ready: str | None = None) -> float | None:
-        """Print `command`; run it unless this is a dry run. With `log`, its output also goes to that
-        file (the run report reads verl's metrics from it), and the seconds until a line first contains
-        `ready` (the end of its start-up) are returned; None where unknown."""
+        """Print `command`; run it unless this is a dry run, then print how long it took. With `log`,
+        its output also goes to that file (the run report reads verl's metrics from it), and the seconds
+        until a line first contains `ready` (the end of its start-up) are returned; None where unknown."""
         self.echo(show(command))
         if self.dry_run:
             return None
-        startup = None
+        startup, started = None, time.monotonic()
         try:
             if log is None:
                 code = subprocess.call(list(map(str, command)))
@@ -63,6 +63,7 @@ class Shell:
                 code, startup = _tee(command, log, ready)
         except OSError as error:
             raise StepFailed(step, 127, str(error)) from error
+        self.echo(f"({step}: {time.monotonic() - started:.1f} s)")
         if code != 0:
             raise StepFailed(step, code)
         return startup
