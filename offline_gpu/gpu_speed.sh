@@ -169,13 +169,14 @@ train_one() {
   tr '\r' '\n' < "$ROOT/logs/$run.log" | grep -av "^\s*$" | tail -c 400000 > "$OUT/$run.log"
 }
 
-# train_compare NAME MODE STEPS DATA [VAR=VALUE...]: the same job on two GPUs, then on one
+# train_compare NAME MODE STEPS DATA [VAR=VALUE...]: the same job on two GPUs, then on one, and their step table
 train_compare() {
   local name=$1 mode=$2 steps=$3 data=$4 n
   shift 4
   for n in 2 1; do
     train_one "${name}_gpus$n" "$mode" "$steps" "$data" N_GPUS=$n "$@"
   done
+  compare_steps "${name}_gpus1" "${name}_gpus2"
 }
 
 sft_data() {  # the warm start's training set: SFT_GAMES teacher games as chats, in ROOT/sft_data
@@ -282,7 +283,6 @@ offline_compare() {
   train_compare "$name" offline "${OFFLINE_STEPS:-4}" "$data" TRAIN_BATCH_SIZE="$batch" \
     MINI_BATCH_SIZE=$((batch / 2)) LR=1e-5 \
     ENFORCE_EAGER=True  # replayed games: the rollout engine plays none, so its CUDA graphs would only slow the start
-  compare_steps "${name}_gpus1" "${name}_gpus2"
 }
 
 online_data() {  # online GRPO's rows: 1,024 training instances (`selfplay-gen init`), in ROOT/online_data
