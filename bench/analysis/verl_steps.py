@@ -22,8 +22,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-GRPO_STEP = re.compile(r"step:(\d+) - .*?timing_s/step:([0-9.]+)")
-GRPO_LINE = re.compile(r"step:(\d+) - (.*)")
+GRPO_LINE = re.compile(r"step:(\d+) - (.*)")  # a GRPO step's metrics, its timing_s/<part> among them
 TIMING = re.compile(r"timing_s/(\w+):([0-9.]+)")
 # the SFT trainer's bar of its first epoch (each epoch's bar starts again at 0)
 PROGRESS = re.compile(r"Epoch 1/\d+:[^|]*\|[^|]*\| *(\d+)/(\d+) \[(?:(\d+):)?(\d+):(\d+)<")
@@ -42,17 +41,17 @@ class Steps:
 
 def read_steps(text: str, first: int = 2, last: int | None = None) -> Steps:
     """The mean step time of the log `text` over steps first..last (None: the last it shows)."""
-    grpo = {int(step): float(seconds) for step, seconds in GRPO_STEP.findall(text)}
+    timings = {int(step): dict(TIMING.findall(rest)) for step, rest in GRPO_LINE.findall(text)}
+    grpo = {step: parts for step, parts in timings.items() if "step" in parts}  # the lines with a step time
     if grpo:
         end = max(grpo) if last is None else last
         chosen = [step for step in range(first, end + 1) if step in grpo]
         if not chosen:
             raise ValueError(f"no GRPO step between {first} and {end} (steps {min(grpo)}-{max(grpo)})")
-        timings = {int(step): dict(TIMING.findall(rest)) for step, rest in GRPO_LINE.findall(text)}
-        names = dict.fromkeys(name for step in chosen for name in timings[step] if name != "step")
+        names = dict.fromkeys(name for step in chosen for name in grpo[step] if name != "step")
         # a part a step did not run (save_checkpoint, testing) counts 0 s in that step
-        parts = {name: sum(float(timings[step].get(name, 0)) for step in chosen) / len(chosen) for name in names}
-        return Steps("grpo", first, end, sum(grpo[step] for step in chosen) / len(chosen), parts)
+        parts = {name: sum(float(grpo[step].get(name, 0)) for step in chosen) / len(chosen) for name in names}
+        return Steps("grpo", first, end, sum(float(grpo[step]["step"]) for step in chosen) / len(chosen), parts)
     done: dict[int, int] = {}  # steps done -> seconds elapsed, as the progress bar says
     for count, _, hours, minutes, seconds in PROGRESS.findall(text):
         done.setdefault(int(count), int(hours or 0) * 3600 + int(minutes) * 60 + int(seconds))
