@@ -54,6 +54,12 @@ done
 MODEL_DIR=${args[0]}
 ROOT=${args[1]}
 PHASES=("${args[@]:2}")
+# an empty or wrong MODEL_DIR (gpu_setup.sh not sourced, so $MODEL unset) would have `embedded` copy "/"* as a model
+if ((!DRY_RUN)) && [[ ! -f $MODEL_DIR/config.json ]]; then
+  echo "gpu_learning.sh: MODEL_DIR '$MODEL_DIR' is not a model directory (no config.json); on the GPU machine," \
+    "\`source offline_gpu/gpu_setup.sh\` exports it as \$MODEL" >&2
+  exit 2
+fi
 ((${#PHASES[@]})) || PHASES=(probe warm rl collect)
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WARM=${WARM:-lora}

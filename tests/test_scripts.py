@@ -603,6 +603,15 @@ def test_gpu_learning_runs_of_another_game_warm_up_on_their_own(tmp_path):
     assert "starts from" not in plain.stdout
 
 
+def test_gpu_learning_refuses_a_model_dir_that_holds_no_model(tmp_path):
+    """An unset $MODEL reaches the script as an empty argument; `embedded` would then copy "/"* as the model."""
+    for model in ("", str(tmp_path)):
+        result = script("offline_gpu/gpu_learning.sh", model, str(tmp_path / "root"), "embedded")
+        assert result.returncode == 2
+        assert f"MODEL_DIR '{model}' is not a model directory (no config.json)" in result.stderr
+        assert not (tmp_path / "root").exists()
+
+
 def test_gpu_iteration_reads_fields_the_generation_summary_writes():
     """offline_gpu/gpu_iteration.sh prints each generation's summary fields; a renamed field must fail here,
     not on the GPU machine."""
