@@ -85,3 +85,56 @@ async def test_reused_connections_keep_every_request_in_flight():
         finally:
             await backend.close()
     assert peaks == [100, 100]
+
+
+CLIENT_WITH_FEW_FILE_DESCRIPTORS = """
+import asyncio, json, os, resource, sys
+from selfplay_gen.backends.base import BackendOptions, backend_class
+from selfplay_gen.backends.http import HttpBackend
+
+async def main(url):
+    options = BackendOptions(base_urls=(url,), max_retries=30, retry_backoff_s=0.02, down_after=4)
+    backend = backend_class("sglang")(options, None)
+    await HttpBackend.start(backend)
+    # room for 4 more file descriptors: 4 connections at once
+    top = max(int(fd) for fd in os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (top + 5, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    answers = await asyncio.gather(*(backend.request("GET", f"{url}/slow") for _ in range(24)), return_exceptions=True)
+    failures = sorted({str(a) for a in answers if a != {"ok": True}})
+    print(json.dumps({"answered": 24 - len([a for a in answers if a != {"ok": True}]), "down": backend.down,
+                      "errors": dict(backend.stats.errors), "failures": failures}))
+    await backend.close()
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+async def test_connections_this_machine_cannot_open_are_retried_not_taken_for_a_server_gone():
+    """A client out of file descriptors (or ports: tens of thousands of connections at once) fails to
+    connect with EMFILE (EADDRNOTAVAIL); the server is up, and every request gets its answer."""
+    import asyncio
+    import json
+    import os
+    import sys
+
+    async def slow(request):
+        await asyncio.sleep(0.1)
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.add_routes([web.get("/slow", slow)])
+    async with serving(app) as url:
+        client = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            CLIENT_WITH_FEW_FILE_DESCRIPTORS,
+            url,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+        out, err = await asyncio.wait_for(client.communicate(), 60)
+    assert client.returncode == 0, err.decode()
+    seen = json.loads(out)
+    assert seen["errors"].get("ClientConnectorError", 0) > 0  # the limit was reached
+    assert seen["down"] is None and seen["failures"] == [] and seen["answered"] == 24

@@ -14,13 +14,16 @@ replaced by "[redacted]" before any text leaves this module.
 
 Health is shared by every request: when `options.down_after` connections in a row were refused,
 with every server among them and no answer from any in between, the servers are taken to be gone:
-`down` says so, and every request fails at once instead of retrying (the runner then stops).
+`down` says so, and every request fails at once instead of retrying (the runner then stops). A
+connection that this machine could not open (out of ports or file descriptors: `CLIENT_LIMITS`) says
+nothing about the servers: it is retried like a busy server's answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import random
 import zlib
 from collections.abc import Iterator
@@ -36,6 +39,8 @@ MAX_BACKOFF_S = 30.0
 # pool drops idle connections sooner, so it never reuses one the server may be closing.
 KEEPALIVE_S = 3.0
 _JSON = {"Content-Type": "application/json"}
+# connect() failures of the client's own machine (no free port, no file descriptor, no buffer), not a refusal
+CLIENT_LIMITS = frozenset({errno.EADDRNOTAVAIL, errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 def field(body: dict, path: str, kind: type | tuple[type, ...], where: str):
@@ -129,7 +134,7 @@ class HttpBackend(Backend):
             except (aiohttp.ClientError, asyncio.TimeoutError) as err:  # refused, reset, timed out
                 problem = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
                 self.stats.errors[type(err).__name__] += 1
-                if isinstance(err, aiohttp.ClientConnectorError):
+                if isinstance(err, aiohttp.ClientConnectorError) and err.os_error.errno not in CLIENT_LIMITS:
                     self._note_refused(url)
             else:
                 self._refused.clear()  # a server answered
