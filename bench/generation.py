@@ -5,8 +5,11 @@
       minutes one at a time),
   (b) the concurrent runner with `--concurrency` games in flight,
   (c) for sglang, a saturation reference: the server's output tokens/s on a flood of independent
-      `/generate` requests with the prompts and output lengths of (b)'s own turns (`ignore_eos`); a
-      server that dies in the flood (e.g. out of memory) is reported as its error beside (a) and (b).
+      `/generate` requests with the prompts and output lengths of (b)'s own turns (`ignore_eos`), as
+      many in flight as (b) keeps: where (b)'s turns wait on each other, the flood's always fill the
+      server's batch and its queue (and tens of thousands of connections at once would exhaust the
+      client's ports before the server). A server that dies in the flood (e.g. out of memory) is
+      reported as its error beside (a) and (b).
 
 Prints a table and writes OUT/generation.json and OUT/generation.md. Example:
   python bench/generation.py --backend sglang --base-url http://127.0.0.1:30000 --num-games 256
@@ -70,10 +73,10 @@ async def play(backend, tokenizer, specs, limits, params, concurrency: int, work
     }
 
 
-async def saturation(backend, shapes, params, in_flight: int | None = None) -> dict:
-    """Independent `/generate` requests, each forced to its recorded output length: all at once (the
-    flood), or `in_flight` at a time (1: the server's own single-request speed)."""
-    gate = asyncio.Semaphore(in_flight or len(shapes) or 1)
+async def saturation(backend, shapes, params, in_flight: int) -> dict:
+    """Independent `/generate` requests, each forced to its recorded output length, `in_flight` at a
+    time: the runner's number (the flood), or 1 (the server's own single-request speed)."""
+    gate = asyncio.Semaphore(max(1, in_flight))
 
     async def one(prompt_ids, length):
         async with gate:
@@ -101,6 +104,7 @@ async def saturation(backend, shapes, params, in_flight: int | None = None) -> d
     wall = time.perf_counter() - started
     return {
         "requests": len(shapes),
+        "in_flight": in_flight,
         "wall_s": round(wall, 3),
         "output_tokens": output,
         "output_tokens_per_s": output / wall,
@@ -133,9 +137,9 @@ async def main(args) -> dict:
         if args.backend == "sglang" and args.flood:
             single = await saturation(backend, single_shapes, params, in_flight=1)
             try:
-                flood = await saturation(backend, shapes, params)
+                flood = await saturation(backend, shapes, params, in_flight)
             except BackendError as err:  # the runner's figures stand without it
-                flood = {"requests": len(shapes), "error": str(err)}
+                flood = {"requests": len(shapes), "in_flight": in_flight, "error": str(err)}
     return {
         "backend": args.backend,
         "model": backend.model,
@@ -170,13 +174,11 @@ def table(result: dict) -> str:
         for name, r in rows
     ]
     s = result["saturation"]
+    flood = f"saturation flood ({s['requests']} requests, {s['in_flight']} in flight)" if s else ""
     if s and "error" in s:
-        lines.append(f"| saturation flood ({s['requests']} requests) | failed: {s['error']} | | | | | |")
+        lines.append(f"| {flood} | failed: {s['error']} | | | | | |")
     elif s:
-        lines.append(
-            f"| saturation flood ({s['requests']} requests) | - | - | {s['wall_s']:.1f} | - "
-            f"| {s['output_tokens_per_s']:.1f} | - |"
-        )
+        lines.append(f"| {flood} | - | - | {s['wall_s']:.1f} | - | {s['output_tokens_per_s']:.1f} | - |")
     lines.append("")
     lines.append(
         f"runner / one-at-a-time: {result['speedup_games_per_s']:.2f}x games/s, "

@@ -75,6 +75,7 @@ class FakeSGLang:
         self.generate_requests = 0
         self.weight_updates = 0
         self.answered = 0
+        self.in_flight = self.peak_in_flight = 0  # /generate requests being answered: now, and at most
         self.prompts: list[list[int]] = []  # input_ids of every answered /generate
         self._contexts: list[list[int]] = []  # prompt + output of every answer: the "radix cache"
         self._dead = False
@@ -178,16 +179,18 @@ class FakeSGLang:
         body = await request.json()
         sampling = body["sampling_params"]
         prompt = body["input_ids"]
-        gen = await self.engine.generate(
-            prompt,
-            SamplingParams(
-                sampling["temperature"],
-                sampling["top_p"],
-                sampling["max_new_tokens"],
-                tuple(sampling.get("stop_token_ids") or ()),
-            ),
-            session="fake",
+        params = SamplingParams(
+            sampling["temperature"],
+            sampling["top_p"],
+            sampling["max_new_tokens"],
+            tuple(sampling.get("stop_token_ids") or ()),
         )
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            gen = await self.engine.generate(prompt, params, session="fake")
+        finally:
+            self.in_flight -= 1
         cached = max((common_prefix(prompt, seen) for seen in self._contexts), default=0)
         self._contexts.append(prompt + gen.output_ids)
         self.prompts.append(prompt)

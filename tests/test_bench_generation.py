@@ -1,5 +1,6 @@
-"""bench/generation.py against a server that follows SGLang's protocol: a server that dies in the
-saturation flood (as SGLang did, out of memory) costs the flood's figure, not the runner's."""
+"""bench/generation.py against a server that follows SGLang's protocol: the saturation flood keeps as
+many requests in flight as the runner, and a server that dies in it (as SGLang did, out of memory) costs
+the flood's figure, not the runner's."""
 
 import importlib.util
 import sys
@@ -18,22 +19,37 @@ generation = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(generation)
 
 
+def arguments(url: str, model_dir: str, concurrency: int):
+    return generation.parse_args(
+        ["--backend", "sglang", "--base-url", url, "--tokenizer", model_dir, "--num-games", "4"]
+        + ["--games-per-instance", "2", "--concurrency", str(concurrency), "--sequential-games", "1"]
+        + ["--max-new-tokens", "8", "--max-moves", "2"]
+    )
+
+
+async def test_the_flood_keeps_as_many_requests_in_flight_as_the_runner(tokenizer, local_model_dir):
+    """All of them at once, tens of thousands in a large run, exhausted the client's connections."""
+    async with FakeSGLang(tokenizer, local_model_dir, max_running_requests=8) as fake:
+        result = await generation.main(arguments(fake.url, local_model_dir, concurrency=2))
+    flood = result["saturation"]
+    assert flood["requests"] == result["concurrent"]["turns"] > 2 and flood["in_flight"] == 2
+    assert fake.peak_in_flight == 2 and flood["output_tokens_per_s"] > 0
+    assert "| saturation flood (" in generation.table(result) and " requests, 2 in flight) |" in generation.table(
+        result
+    )
+
+
 async def test_a_server_that_dies_in_the_flood_leaves_the_runners_figures(tokenizer, local_model_dir, monkeypatch):
     async with FakeSGLang(tokenizer, local_model_dir, max_running_requests=4) as fake:
         flood = generation.saturation
 
-        async def dying_flood(backend, shapes, params, in_flight=None):
-            if in_flight is None:
+        async def dying_flood(backend, shapes, params, in_flight):
+            if in_flight > 1:
                 fake.die()  # the server is gone when the flood comes (after the one-at-a-time replay)
             return await flood(backend, shapes, params, in_flight)
 
         monkeypatch.setattr(generation, "saturation", dying_flood)
-        args = generation.parse_args(
-            ["--backend", "sglang", "--base-url", fake.url, "--tokenizer", local_model_dir, "--num-games", "4"]
-            + ["--games-per-instance", "2", "--concurrency", "4", "--sequential-games", "1", "--max-new-tokens", "8"]
-            + ["--max-moves", "2"]
-        )
-        result = await generation.main(args)
+        result = await generation.main(arguments(fake.url, local_model_dir, concurrency=4))
     assert result["concurrent"]["games"] == 4 and result["sequential"]["games"] == 1
     assert result["saturation"]["requests"] == result["concurrent"]["turns"] > 1
     assert "gone" in result["saturation"]["error"] and result["fraction_of_saturation"] is None
