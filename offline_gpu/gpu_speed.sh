@@ -13,7 +13,7 @@
 # teacher chats; the DP=1 games as offline GRPO groups, OFFLINE_BATCH a step), `online-compare` ONLINE_STEPS steps
 # of online GRPO (`online-batch` the same with ONLINE_BATCH (64) instances a step, where the rollout's throughput,
 # not its longest games, sets the step); `iterate-2gpu` is one filtered-BC iteration of run_selfplay_iteration.sh
-# with DP=2, N_GPUS=2. `iterate-kept` is iterate-fbc with KEEP_SERVERS=True;
+# with DP=2, N_GPUS=2. `iterate-fbc` runs with KEEP_SERVERS=False (a server per model), `iterate-kept` with True;
 # `sft-profile` profiles two steps of the warm start's SFT job (bench/analysis/trace_summary.py reads the trace);
 # `fsdp-compare` trains that job and online GRPO with FSDP_STRATEGY=fsdp2 and =fsdp (and the SFT job with 32k-token
 # micro-batches), on each of FSDP_GPUS (1); `attention-compare` trains the SFT job and online GRPO with
@@ -337,7 +337,7 @@ for phase in "$@"; do
     iterate-fbc)  # the same iteration through selfplay-gen iterate: one server per model, a wall-time table
       mkdir -p "$ROOT/ifbc/base" && touch "$ROOT/ifbc/base/DONE"
       env RUN_DIR="$ROOT/ifbc" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=filtered-bc NUM_ITERATIONS=1 \
-        GAMES_PER_ITER=4096 "$REPO/run_selfplay_iteration.sh" > "$ROOT/logs/ifbc.log" 2>&1
+        GAMES_PER_ITER=4096 KEEP_SERVERS=False "$REPO/run_selfplay_iteration.sh" > "$ROOT/logs/ifbc.log" 2>&1
       cp "$ROOT/ifbc/summary.md" "$OUT/iterate_fbc_summary.md" ;;
     iterate-kept)  # iterate-fbc with KEEP_SERVERS=True (the servers release their memory while verl trains) and
       # KEPT_ITERATIONS (2) iterations: from the second on, an iteration is the steady state of a run (its input

@@ -354,7 +354,7 @@ def test_evaluations_run_together_and_a_failure_names_its_step(tmp_path):
 
 
 def test_a_slot_keeps_its_server_for_the_same_model(tmp_path, capsys):
-    slots = Slots(ServerSettings(port=31000), Shell(dry_run=True))
+    slots = Slots(ServerSettings(port=31000, keep_servers=False), Shell(dry_run=True))
     slots.serve(0, "/m", tmp_path / "a.log")
     slots.serve(0, "/m", tmp_path / "b.log")  # kept
     slots.serve(1, "/p", tmp_path / "p.log", shared=True)
@@ -568,7 +568,7 @@ def test_kept_servers_in_a_dry_run(tmp_path, capsys):
     for worker in (32000, 33000):
         for step in ("release_memory_occupation", "resume_memory_occupation", "update_weights_from_disk"):
             assert f"POST http://127.0.0.1:{worker}/{step}" in out
-    assert "--enable-memory-saver" not in _stages(ServerSettings(port=31000))
+    assert "--enable-memory-saver" not in _stages(ServerSettings(port=31000, keep_servers=False))
 
 
 def _stages(settings: ServerSettings) -> str:

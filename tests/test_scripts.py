@@ -284,7 +284,11 @@ def test_iteration_dry_run_chains_generation_training_and_eval(tmp_path):
     assert result.returncode == 0, result.stderr
     out = result.stdout
     run = tmp_path / "run"
-    assert "--model-path /models/m0" in out and f"--model-path {run}/iter_001/train/hf" in out
+    # one server for the whole run: it releases its memory while verl trains, then takes the new model's weights
+    assert out.count("sglang.launch_server") == 1 and "--model-path /models/m0" in out
+    for stage in ("warm", "iter_001", "iter_002"):
+        assert f"/update_weights_from_disk model_path={run}/{stage}/train/hf" in out, stage
+    assert out.count("/release_memory_occupation") == out.count("/resume_memory_occupation") == 3
     assert f"actor_rollout_ref.model.path={run}/iter_001/train/hf" in out
     # every model is evaluated by the server that plays its games, into its own stage's eval/
     for label, stage in (("base", "base"), ("warm", "warm"), ("iter_1", "iter_001"), ("iter_2", "iter_002")):

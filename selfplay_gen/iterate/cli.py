@@ -188,8 +188,8 @@ server_options = options(
         default=str(SV.keep_servers),
         help="While verl trains, the SGLang servers stay up with their GPU memory released (started with "
         "--enable-memory-saver; /release_memory_occupation, then /resume_memory_occupation and the new "
-        "checkpoint's weights) instead of stopping and starting again with a new CUDA-graph capture. A server "
-        "that cannot release its memory is stopped as with False.",
+        "checkpoint's weights) instead of stopping and starting again with a new CUDA-graph capture, so a run "
+        "starts its server once. A server that cannot release its memory is stopped as with False.",
     ),
 )
 tool_options = options(

@@ -59,8 +59,9 @@ class ServerSettings:
     # /update_weights_from_disk instead of being restarted (`server.Slots`)
     swap_weights: bool = True
     # while verl trains, a server stays up with its GPU memory released (started with SGLang's
-    # --enable-memory-saver) instead of being stopped and started again (`server.Slots.free_gpu`)
-    keep_servers: bool = False
+    # --enable-memory-saver) instead of being stopped and started again (`server.Slots.free_gpu`): a run
+    # then starts its server once (bench/results/kept_iteration_h100_2026-11-26/)
+    keep_servers: bool = True
 
 
 @dataclass(frozen=True)
