@@ -66,7 +66,9 @@ class LLMPlayer(ChatSeat):
         rendering of the whole conversation."""
         context = token_context(self.tokenizer)
         prompt = (
-            self.ids + context.delta(self.messages[-1], self._encoded) if self.ids else context.prompt(self.messages)
+            self.ids + context.delta(self.messages[-1], self._encoded)
+            if self.ids
+            else context.prompt(self.messages, self._encoded)
         )
         try:
             context.check(prompt, [(t.prompt_len, t.output_ids) for t in self.turns], self.messages, self._encoded)

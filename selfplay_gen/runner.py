@@ -254,8 +254,13 @@ async def run_games(
             record = await play_game(spec, seats, config, settings)
         await asyncio.get_running_loop().run_in_executor(disk, save, record)
 
-    tasks = [asyncio.ensure_future(one(s)) for s in todo]
+    tasks: list[asyncio.Future] = []
     try:
+        for spec in todo:
+            tasks.append(asyncio.ensure_future(one(spec)))
+            # a turn of the loop per game started: the games already set up send their first requests
+            # while the others build their prompts, instead of the server waiting until all have
+            await asyncio.sleep(0)
         await asyncio.gather(*tasks)
     finally:
         for task in tasks:  # after a failed write (a full disk) the others would fail alike

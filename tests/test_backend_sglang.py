@@ -132,6 +132,34 @@ async def test_server_dying_mid_run_ends_games_as_backend_errors(tokenizer, loca
         assert len(record["players"][0]["turns"]) <= 1
 
 
+async def test_the_server_has_work_before_every_game_is_set_up(tokenizer, local_model_dir, tmp_path):
+    """Setting up a game (its first prompt rendered and tokenized) takes about a millisecond, so a run
+    of thousands of games that set up every game before sending anything leaves the server idle for
+    seconds. The first request reaches the server while most games are still to be set up. (The
+    server refuses every request, so each game ends at once as a recorded backend error.)"""
+    set_up: list[str] = []
+    seen_at_first_request: list[int] = []
+
+    class Watching(FakeSGLang):
+        async def _generate(self, request):
+            seen_at_first_request[:] = seen_at_first_request or [len(set_up)]
+            return await super()._generate(request)
+
+    def seat(spec, s, game, start):
+        set_up.append(spec.game_id) if s == 0 else None
+        return LLMPlayer(s, start.system[s], backend, tokenizer, greedy(tokenizer), session=f"{spec.game_id}/{s}")
+
+    path, games = tmp_path / "games.jsonl", 64
+    async with Watching(tokenizer, local_model_dir) as fake, sglang(fake.url) as backend:
+        fake.fail_next = [400] * games
+        with GameWriter(path) as writer:
+            specs = plan_games([Instance.from_seed(i) for i in range(8)], 8, games)
+            summary = await run_games(specs, (seat, seat), GAME, writer, games, {}, progress=False)
+    assert summary.games == len(list(read_games(path))) == len(set_up) == games == fake.generate_requests
+    assert summary.terminations == {"backend_error": games}
+    assert seen_at_first_request and seen_at_first_request[0] < games // 2, seen_at_first_request
+
+
 async def test_stop_id_left_out_by_the_server_is_restored(tokenizer, local_model_dir):
     async with FakeSGLang(tokenizer, local_model_dir) as fake, sglang(fake.url) as backend:
         fake.trim_stop = True
