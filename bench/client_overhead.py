@@ -6,7 +6,8 @@ turn can send at most 1 / C turns per second from its one event loop. This bench
 (process CPU time per turn, and wall time per turn at a given concurrency) and, with `--profile`,
 the functions it goes to. The stand-in (its own process) replies to each turn with the same
 `[message]` of `--reply-tokens` tokens, so games run to `--max-moves` and contexts grow as in long
-games.
+games. It also notes when its first `/generate` arrives: until then a real server would sit idle while
+the client sets games up.
 
   python bench/client_overhead.py --num-games 256 --concurrency 256 --max-moves 8 --profile [--out DIR]
 """
@@ -39,10 +40,12 @@ from selfplay_gen.runner import instances_needed, plan_games, run_games
 from selfplay_gen.token_context import token_context
 
 
-def _serve(port: int, reply_ids: list[int], ready) -> None:
-    """An SGLang stand-in: every `/generate` gets `reply_ids` at once, in SGLang's response shape."""
+def _serve(port: int, reply_ids: list[int], ready, first_request) -> None:
+    """An SGLang stand-in: every `/generate` gets `reply_ids` at once, in SGLang's response shape;
+    `first_request` (a shared double) gets the wall-clock time of the first."""
 
     async def generate(request: web.Request) -> web.Response:
+        first_request.value = first_request.value or time.time()
         body = await request.json()
         n = len(body["input_ids"])
         return web.json_response(
@@ -85,7 +88,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-async def run(args, url: str, tokenizer) -> dict:
+async def run(args, url: str, tokenizer, first_request) -> dict:
     options = BackendOptions(base_urls=(url,))
     stop = (token_context(tokenizer).end_of_turn_id,)
     params = SamplingParams(0.7, 0.95, 256, stop)
@@ -98,7 +101,7 @@ async def run(args, url: str, tokenizer) -> dict:
 
         with tempfile.TemporaryDirectory() as tmp, GameWriter(Path(tmp) / "games.jsonl") as writer:
             config = GameConfig("matching", Limits(max_moves=args.max_moves))
-            cpu, wall = time.process_time(), time.perf_counter()
+            cpu, wall, started = time.process_time(), time.perf_counter(), time.time()
             await run_games(specs, (seat, seat), config, writer, args.concurrency, {}, progress=False)
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     turns = backend.stats.requests  # one request a turn
@@ -109,6 +112,7 @@ async def run(args, url: str, tokenizer) -> dict:
         "cpu_s": round(cpu, 3),
         "turns_per_s": turns / wall,
         "cpu_ms_per_turn": 1000 * cpu / turns,
+        "first_request_s": round(first_request.value - started, 3),
     }
 
 
@@ -130,15 +134,15 @@ def cli(**options) -> None:
     body = tokenizer.encode("[message] " + words, add_special_tokens=False)[: args.reply_tokens - 1]
     reply = [*body, token_context(tokenizer).end_of_turn_id]
     port = free_port()
-    ready = multiprocessing.Event()
-    server = multiprocessing.Process(target=_serve, args=(port, reply, ready), daemon=True)
+    ready, first_request = multiprocessing.Event(), multiprocessing.Value("d", 0.0)
+    server = multiprocessing.Process(target=_serve, args=(port, reply, ready, first_request), daemon=True)
     server.start()
     ready.wait(30)
     try:
         profiler = cProfile.Profile() if args.profile else None
         if profiler:
             profiler.enable()
-        result = asyncio.run(run(args, f"http://127.0.0.1:{port}", tokenizer))
+        result = asyncio.run(run(args, f"http://127.0.0.1:{port}", tokenizer, first_request))
         if profiler:
             profiler.disable()
             text = io.StringIO()
@@ -148,10 +152,10 @@ def cli(**options) -> None:
         server.terminate()
     table = "\n".join(
         [
-            "| games | turns | wall s | CPU s | turns/s | CPU ms per turn |",
-            "|---:|---:|---:|---:|---:|---:|",
+            "| games | turns | wall s | CPU s | turns/s | CPU ms per turn | first request after s |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
             f"| {result['games']} | {result['turns']} | {result['wall_s']:.1f} | {result['cpu_s']:.2f} "
-            f"| {result['turns_per_s']:.1f} | {result['cpu_ms_per_turn']:.2f} |",
+            f"| {result['turns_per_s']:.1f} | {result['cpu_ms_per_turn']:.2f} | {result['first_request_s']:.2f} |",
         ]
     )
     click.echo(table)
