@@ -1,17 +1,12 @@
 """bench/analysis/pick_formats.py teaches the same lines the teacher writes: its `records` ending is the
 by-reviewer-records plan's line, and every format ends with the row's first maximum."""
 
-import importlib.util
-from pathlib import Path
+import bench_modules
 
 from selfplay_gen.games.matching.instance import PAPERS
 from selfplay_gen.games.matching.scripted import TeacherPlayer
 
-REPO = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("pick_formats", REPO / "bench" / "analysis" / "pick_formats.py")
-assert _spec and _spec.loader
-pick_formats = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(pick_formats)
+pick_formats = bench_modules.load("analysis/pick_formats.py", "pick_formats")
 
 
 def test_the_records_rows_are_the_teachers_lines_and_every_format_ends_on_the_maximum():

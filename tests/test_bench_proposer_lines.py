@@ -2,23 +2,19 @@
 the teacher scores; a line whose pick is not the largest of its list, or that lists a taken
 paper, is counted as such."""
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import bench_modules
 import pytest
 from click.testing import CliRunner
 
 from selfplay_gen.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
-# Loaded by path: putting bench/ on sys.path would let bench/convert.py shadow the convert package.
-_spec = importlib.util.spec_from_file_location("proposer_lines", REPO / "bench" / "analysis" / "proposer_lines.py")
-assert _spec and _spec.loader
-proposer_lines = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(proposer_lines)
+proposer_lines = bench_modules.load("analysis/proposer_lines.py", "proposer_lines")
 analyse, check_lines = proposer_lines.analyse, proposer_lines.check_lines
 
 

@@ -4,18 +4,14 @@ minutes, each paired with the warm start on the same instances."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
 
+import bench_modules
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("rl_curve", REPO / "bench" / "analysis" / "rl_curve.py")
-assert spec is not None and spec.loader is not None
-rl_curve = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(rl_curve)
+rl_curve = bench_modules.load("analysis/rl_curve.py", "rl_curve")
 
 
 def metrics(path: Path, label: str, rewards: dict[str, float]) -> Path:

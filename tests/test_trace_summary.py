@@ -4,15 +4,11 @@ the operators and kernels that take the time."""
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("trace_summary", REPO / "bench" / "analysis" / "trace_summary.py")
-assert spec is not None and spec.loader is not None
-trace_summary = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(trace_summary)
+import bench_modules
+
+trace_summary = bench_modules.load("analysis/trace_summary.py", "trace_summary")
 
 
 def event(cat: str, name: str, ts: float, dur: float) -> dict:

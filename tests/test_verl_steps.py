@@ -3,18 +3,10 @@ SFT trainer's progress bar), and the ratio of runs side by side."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
+import bench_modules
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("verl_steps", REPO / "bench" / "analysis" / "verl_steps.py")
-assert spec is not None and spec.loader is not None
-verl_steps = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = verl_steps  # dataclasses look their module up
-spec.loader.exec_module(verl_steps)
+verl_steps = bench_modules.load("analysis/verl_steps.py", "verl_steps")
 
 
 def grpo_log(*seconds: float) -> str:
