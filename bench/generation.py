@@ -23,6 +23,7 @@ import asyncio
 import tempfile
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 import click
@@ -44,7 +45,7 @@ async def play(backend, tokenizer, specs, limits, params, concurrency: int, work
         return LLMPlayer(s, start.system[s], backend, tokenizer, params, session=f"{name}/{spec.game_id}/{s}")
 
     path = workdir / f"{name}.jsonl"
-    started = time.perf_counter()
+    started_at, started = now(), time.perf_counter()
     with GameWriter(path) as writer:
         config = GameConfig("matching", limits)
         await run_games(specs, (seat, seat), config, writer, concurrency, {"backend": backend.name}, progress=False)
@@ -54,6 +55,7 @@ async def play(backend, tokenizer, specs, limits, params, concurrency: int, work
     output = sum(len(t["output_ids"]) for t in turns)
     prompt = sum(t["prompt_len"] for t in turns)
     return {
+        "started_at": started_at,
         "concurrency": concurrency,
         "games": len(records),
         "turns": len(turns),
@@ -99,16 +101,23 @@ async def saturation(backend, shapes, params, in_flight: int) -> dict:
             },
         )
 
-    started = time.perf_counter()
+    started_at, started = now(), time.perf_counter()
     output = sum(await asyncio.gather(*(one(p, n) for p, n in shapes)))
     wall = time.perf_counter() - started
     return {
+        "started_at": started_at,
         "requests": len(shapes),
         "in_flight": in_flight,
         "wall_s": round(wall, 3),
         "output_tokens": output,
         "output_tokens_per_s": output / wall,
     }
+
+
+def now() -> str:
+    """Local wall-clock time as SGLang's log lines stamp theirs, so that a phase maps onto the server's
+    log (bench/analysis/server_timeline.py)."""
+    return datetime.now().isoformat(sep=" ", timespec="milliseconds")
 
 
 async def main(args) -> dict:

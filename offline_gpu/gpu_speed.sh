@@ -72,6 +72,9 @@ generation() {  # NAME GRAPHS [GAMES]
     --max-new-tokens 512 --max-moves 30 --out "$OUT/$1"
   curl -s http://127.0.0.1:30100/get_server_info > "$OUT/$1.server_info.json" || true
   stop 30100
+  # where each phase's wall time went on the server (start, ramp, full, drain, tail)
+  python3 "$REPO/bench/analysis/server_timeline.py" "$ROOT/logs/sglang_30100.log" \
+    --generation "$OUT/$1/generation.json" > "$OUT/$1/server_timeline.md" 2>&1 || true
   touch "$OUT/$1.DONE"
 }
 

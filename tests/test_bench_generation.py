@@ -2,21 +2,12 @@
 many requests in flight as the runner, and a server that dies in it (as SGLang did, out of memory) costs
 the flood's figure, not the runner's."""
 
-import importlib.util
-import sys
-from pathlib import Path
+from datetime import datetime, timedelta
 
+import bench_modules
 from fake_sglang import FakeSGLang
 
-REPO = Path(__file__).resolve().parents[1]
-# Loaded by path, with bench/ last on sys.path for its bench/benchmark.py: first, it would let
-# bench/convert.py shadow the convert package.
-if str(REPO / "bench") not in sys.path:
-    sys.path.append(str(REPO / "bench"))
-_spec = importlib.util.spec_from_file_location("generation_bench", REPO / "bench" / "generation.py")
-assert _spec and _spec.loader
-generation = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(generation)
+generation = bench_modules.load("generation.py", "generation_bench")
 
 
 def arguments(url: str, model_dir: str, concurrency: int):
@@ -34,6 +25,10 @@ async def test_the_flood_keeps_as_many_requests_in_flight_as_the_runner(tokenize
     flood = result["saturation"]
     assert flood["requests"] == result["concurrent"]["turns"] > 2 and flood["in_flight"] == 2
     assert fake.peak_in_flight == 2 and flood["output_tokens_per_s"] > 0
+    # each phase says when it began, in the server log's clock, for bench/analysis/server_timeline.py
+    phases = ("sequential", "concurrent", "single_request", "saturation")
+    began = [datetime.fromisoformat(result[name]["started_at"]) for name in phases]
+    assert began == sorted(began) and all(abs(datetime.now() - t) < timedelta(minutes=10) for t in began)
     assert "| saturation flood (" in generation.table(result) and " requests, 2 in flight) |" in generation.table(
         result
     )
