@@ -3,6 +3,7 @@ the server's own log lines, for the windows bench/generation.py records."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from datetime import datetime, timedelta
 
@@ -60,9 +61,11 @@ def test_a_phase_that_never_fills_the_server_is_all_start():
     assert parts["start"] == pytest.approx(9.5) and parts["full"] == parts["tail"] == 0.0
 
 
-def test_windows_come_from_generation_json_and_the_table_names_each(tmp_path, capsys):
-    log = tmp_path / "sglang.log"
-    log.write_text("\n".join(runner_log()) + "\n")
+@pytest.mark.parametrize("name", ["sglang.log", "sglang_batches.log.gz"])  # as committed under bench/results
+def test_windows_come_from_generation_json_and_the_table_names_each(tmp_path, name):
+    log = tmp_path / name
+    text = "\n".join(runner_log()) + "\n"
+    log.write_bytes(gzip.compress(text.encode()) if name.endswith(".gz") else text.encode())
     results = {
         "sequential": {"started_at": "2026-11-26 08:07:58.000", "wall_s": 2.0},
         "concurrent": {"started_at": "2026-11-26 08:08:00.400", "wall_s": 60.0},

@@ -25,6 +25,7 @@ One server's log: with several (DP > 1), read each worker's own.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import re
 from collections.abc import Iterable
@@ -120,12 +121,13 @@ def table(batches: list[Batch], windows: list[Window], peak: int) -> str:
 
 def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("log", type=Path, help="the SGLang server's log")
+    parser.add_argument("log", type=Path, help="the SGLang server's log (.gz too)")
     parser.add_argument("--generation", type=Path, help="generation.json of the run on that server")
     parser.add_argument("--window", type=parse_window, action="append", default=[], help="NAME=START+SECONDS")
     parser.add_argument("--peak", type=int, help="running requests that count as full [default: the log's most]")
     args = parser.parse_args(argv)
-    batches = read_batches(args.log.read_text(errors="replace").splitlines())
+    with (gzip.open if args.log.suffix == ".gz" else open)(args.log, "rt", errors="replace") as log:
+        batches = read_batches(log)
     if not batches:
         parser.error(f"{args.log}: no SGLang batch lines ('[time] Prefill batch, ... #running-req: N')")
     windows = list(args.window)
