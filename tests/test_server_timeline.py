@@ -52,7 +52,7 @@ def test_a_phase_splits_into_start_ramp_full_drain_and_tail():
     parts = server_timeline.split(batches, window(0.4, 60.0), peak=4096)
     assert [parts[p] for p in server_timeline.PARTS] == pytest.approx([9.6, 4.0, 26.0, 10.0, 10.4])
     assert sum(parts[p] for p in server_timeline.PARTS) == pytest.approx(60.0)
-    assert 0.4 < parts["mean running / peak"] < 0.6
+    assert 0.4 < parts["mean running / peak"] < 0.6 and parts["most running"] == 4090
 
 
 def test_a_phase_that_never_fills_the_server_is_all_start():
@@ -77,7 +77,7 @@ def test_windows_come_from_generation_json_and_the_table_names_each(tmp_path, na
     text = server_timeline.main([str(log), "--generation", str(generation)])
     rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines()[2:]}
     assert set(rows) == {"sequential", "concurrent"}
-    assert rows["concurrent"].startswith("| concurrent | 60.0 | 10 | 4 | 26 | 10 | 10 |")
+    assert rows["concurrent"].startswith("| concurrent | 60.0 | 10 | 4 | 26 | 10 | 10 | 4090 |")
     assert "mean running / peak (4090)" in text  # the log's own peak
 
 

@@ -13,8 +13,11 @@ running (`#running-req`). Over a phase's window (its start and wall time: genera
 - tail: the rest, a few requests at a time (for the runner, the longest games' last turns one after
   another).
 
-The peak is the most requests the log shows running at once, the server's capacity as it ran. The log
-stamps whole seconds, so each part is exact to about a second. Mean running is over the window's
+The peak is the most requests the log shows running at once, the server's capacity as it ran; a phase
+that never holds 90% of it (a runner with fewer games than that) has no full part, and its most running
+requests say how far it got. The log
+stamps whole seconds, so each part is exact to about a second; the seconds in which a window starts and
+ends are left out, since their lines may belong to the phases before and after. Mean running is over the window's
 seconds, each second holding the mean of its batches' running requests, or the last one seen before it.
 One server's log: with several (DP > 1), read each worker's own.
 
@@ -57,10 +60,14 @@ def read_batches(lines: Iterable[str]) -> list[Batch]:
 
 
 def split(batches: list[Batch], window: Window, peak: int) -> dict[str, float]:
-    """Seconds of each part of `window` (see the module docstring), and mean running / peak."""
-    start = window.start.replace(microsecond=0)  # the log's whole seconds
+    """Seconds of each part of `window` (see the module docstring), its most running requests, and its
+    mean running / peak."""
     end = window.start + timedelta(seconds=window.wall_s)
-    inside = [b for b in batches if start <= b.at <= end]
+    # the whole seconds of the log that lie inside the window: a line stamped with the second in which the
+    # window starts or ends may belong to the phase before or after
+    first = window.start.replace(microsecond=0) + timedelta(seconds=1 if window.start.microsecond else 0)
+    last = end.replace(microsecond=0)
+    inside = [b for b in batches if first <= b.at < last]
     above = [b.at for b in inside if b.running >= 0.01 * peak]
     full = [b.at for b in inside if b.running >= 0.9 * peak]
     busy = above[0] if above else end
@@ -68,7 +75,8 @@ def split(batches: list[Batch], window: Window, peak: int) -> dict[str, float]:
     low = next((b.at for b in inside if b.at >= emptied and b.running < 0.01 * peak), end) if above else end
     marks = [window.start, max(busy, window.start), filled, emptied, low, end]
     parts = {name: max(0.0, (b - a).total_seconds()) for name, (a, b) in zip(PARTS, zip(marks, marks[1:]))}
-    return {**parts, "mean running / peak": _mean_running(inside, start, end) / peak}
+    most = max((b.running for b in inside), default=0)
+    return {**parts, "most running": most, "mean running / peak": _mean_running(inside, first, last) / peak}
 
 
 def _mean_running(inside: list[Batch], start: datetime, end: datetime) -> float:
@@ -77,7 +85,7 @@ def _mean_running(inside: list[Batch], start: datetime, end: datetime) -> float:
         by_second.setdefault(b.at, []).append(b.running)
     seconds, level, total = 0, 0.0, 0.0
     at = start
-    while at <= end:
+    while at < end:
         if at in by_second:
             level = sum(by_second[at]) / len(by_second[at])
         total, seconds = total + level, seconds + 1
@@ -109,12 +117,12 @@ def parse_window(text: str) -> Window:
 
 def table(batches: list[Batch], windows: list[Window], peak: int) -> str:
     lines = [
-        f"| phase | wall s | {' | '.join(f'{p} s' for p in PARTS)} | mean running / peak ({peak}) |",
-        "|---|---:|" + "---:|" * (len(PARTS) + 1),
+        f"| phase | wall s | {' | '.join(f'{p} s' for p in PARTS)} | most running | mean running / peak ({peak}) |",
+        "|---|---:|" + "---:|" * (len(PARTS) + 2),
     ]
     for w in windows:
         parts = split(batches, w, peak)
-        cells = " | ".join(f"{parts[p]:.0f}" for p in PARTS)
+        cells = " | ".join(f"{parts[p]:.0f}" for p in (*PARTS, "most running"))
         lines.append(f"| {w.name} | {w.wall_s:.1f} | {cells} | {parts['mean running / peak']:.2f} |")
     return "\n".join(lines)
 
