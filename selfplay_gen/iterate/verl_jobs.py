@@ -14,6 +14,22 @@ from .config import PolicyLoss, Sampling, TrainJob, Verl, number
 from .shell import Shell, StepFailed
 
 ROLLOUT_N_UNKNOWN = "K"  # a dry run before conversion: rollout_n of convert_summary.json
+# GRPO samples each step's groups through selfplay_gen.verl.replay_buffer (it looks for finished groups
+# every 0.1 s, verl's own every 2 s); verl builds such a sampler without the group-filtering settings,
+# so they go along as interpolations of verl's own keys, resolved before the sampler is built
+SAMPLER = [
+    "trainer.v1.sampler.custom_sampler.path=pkg://selfplay_gen.verl.replay_buffer",
+    "trainer.v1.sampler.custom_sampler.name=QuickPollReplayBuffer",
+    *(
+        f"+trainer.v1.sampler.sampler_kwargs.{name}=${{{key}}}"
+        for name, key in (
+            ("filter_groups", "algorithm.filter_groups"),
+            ("train_batch_size", "data.train_batch_size"),
+            ("gen_batch_size", "data.gen_batch_size"),
+            ("sync_refill_failed_groups", "trainer.v1.sampler.sync_refill_failed_groups"),
+        )
+    ),
+]
 
 
 def sft_command(job: TrainJob, verl: Verl) -> list[str]:
@@ -119,7 +135,7 @@ def ppo_command(
         f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={verl.micro_batch_size}",
         f"actor_rollout_ref.rollout.n={rollout_n}",
         f"actor_rollout_ref.rollout.agent.agent_loop_config_path={agent_loops}",
-        *engine, *mode,
+        *engine, *mode, *SAMPLER,
         verl.logger_override(), f"trainer.project_name={verl.project}", f"trainer.experiment_name={job.experiment}",
         f"trainer.n_gpus_per_node={verl.n_gpus}", f"trainer.nnodes={verl.nnodes}",
         f"trainer.save_freq={verl.save_freq}", f"trainer.test_freq={verl.test_freq}", "trainer.val_before_train=False",
