@@ -17,12 +17,13 @@
 # `sft-profile` profiles two steps of the warm start's SFT job (bench/analysis/trace_summary.py reads the trace);
 # `fsdp-compare` trains that job and online GRPO with FSDP_STRATEGY=fsdp2 and =fsdp (and the SFT job with 32k-token
 # micro-batches), on each of FSDP_GPUS (1); `attention-compare` trains the SFT job and online GRPO with
-# CUDNN_ATTENTION=True (PyTorch's choice) and =False on one GPU.
+# CUDNN_ATTENTION=True (PyTorch's choice) and =False on one GPU. `poll-compare` trains offline GRPO on the DP=1
+# games (dp-compare first) on one GPU, sampling through selfplay_gen's replay buffer and through verl's own.
 # Results in ROOT/speed/; each phase (or training job) is skipped once its result exists.
 #   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [fbc] [gen-eager] [iterate-fbc] [iterate-kept]
 #                            [iterate-online] [router-shared] [gen-8k] [swap] [dp-compare] [sft-compare]
 #                            [sft-profile] [iterate-2gpu] [offline-compare] [online-compare] [online-batch]
-#                            [fsdp-compare] [attention-compare]
+#                            [fsdp-compare] [attention-compare] [poll-compare]
 set -euo pipefail
 MODEL_DIR=$1 ROOT=$2
 shift 2
@@ -162,13 +163,18 @@ dp_compare() {
 }
 
 # train_one RUN MODE STEPS DATA [VAR=VALUE...]: one training job into ROOT/RUN, verl's log in OUT/RUN.log
-train_one() {
-  local run=$1 mode=$2 steps=$3 data=$4
+train_one() {  # train_one RUN MODE STEPS DATA [VAR=VALUE...] [-- VERL_OVERRIDE...]
+  local run=$1 mode=$2 steps=$3 data=$4 settings=() overrides=()
   shift 4
+  while (($#)); do
+    if [[ $1 == -- ]]; then shift; overrides=("$@"); break; fi
+    settings+=("$1")
+    shift
+  done
   [[ ! -e $OUT/$run.log ]] || return 0
   env MODE="$mode" MODEL_PATH="$WARM" TRAIN_FILES="$data/train.parquet" VAL_FILES="$data/train.parquet" \
-    OUT_DIR="$ROOT/$run" TOTAL_STEPS="$steps" "$@" "$REPO/run_selfplay_training.sh" > "$ROOT/logs/$run.log" 2>&1 \
-    || echo "$run failed: $ROOT/logs/$run.log"
+    OUT_DIR="$ROOT/$run" TOTAL_STEPS="$steps" "${settings[@]}" "$REPO/run_selfplay_training.sh" "${overrides[@]}" \
+    > "$ROOT/logs/$run.log" 2>&1 || echo "$run failed: $ROOT/logs/$run.log"
   tr '\r' '\n' < "$ROOT/logs/$run.log" | grep -av "^\s*$" | tail -c 400000 > "$OUT/$run.log"
 }
 
@@ -288,6 +294,16 @@ offline_compare() {
     ENFORCE_EAGER=True  # replayed games: the rollout engine plays none, so its CUDA graphs would only slow the start
 }
 
+# poll_compare: offline GRPO on one GPU at an iteration's 16 groups a step, sampled through selfplay_gen's
+# replay buffer (it looks for a step's finished groups every 0.1 s) and through verl's own (every 2 s)
+poll_compare() {
+  local job=(TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 LR=1e-5 ENFORCE_EAGER=True)
+  train_one offline_poll_quick_gpus1 offline "${OFFLINE_STEPS:-4}" "$ROOT/dp1" "${job[@]}"
+  train_one offline_poll_verl_gpus1 offline "${OFFLINE_STEPS:-4}" "$ROOT/dp1" "${job[@]}" \
+    -- trainer.v1.sampler.custom_sampler.path=null
+  compare_steps offline_poll_verl_gpus1 offline_poll_quick_gpus1
+}
+
 online_data() {  # online GRPO's rows: 1,024 training instances (`selfplay-gen init`), in ROOT/online_data
   [[ -e $ROOT/online_data/train.parquet ]] \
     || python3 -m selfplay_gen.cli init --num-train 1024 --num-test 16 --out-dir "$ROOT/online_data"
@@ -325,6 +341,7 @@ for phase in "$@"; do
     sft-compare) sft_compare ;;
     sft-profile) sft_profile ;;
     offline-compare) offline_compare ;;
+    poll-compare) poll_compare ;;
     online-compare) online_compare ;;
     online-batch) online_batch ;;
     fsdp-compare) fsdp_compare ;;
