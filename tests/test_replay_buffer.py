@@ -48,7 +48,8 @@ def job_config(*args: str):
 
 def built_by_verl(config):
     """The sampler verl's PPOTrainer builds for `config`, through its own `_build_replay_buffer`."""
-    trainer = types.SimpleNamespace(config=config, trainer_mode="sync", _add_prompts_to_generate=lambda n: None)
+    mode = config.trainer.v1.trainer_mode
+    trainer = types.SimpleNamespace(config=config, trainer_mode=mode, _add_prompts_to_generate=lambda n: None)
     trainer._resolve_filter_groups_metric = types.MethodType(PPOTrainer._resolve_filter_groups_metric, trainer)
     return PPOTrainer._build_replay_buffer(trainer)
 
@@ -73,3 +74,9 @@ def test_a_step_waits_a_tenth_of_a_second_between_looks_for_its_groups():
     started = time.perf_counter()
     sampler._wait_for_next_poll("train", last_debug_time=time.time())
     assert time.perf_counter() - started < 0.5
+
+
+def test_an_asynchronous_trainer_is_told_to_use_verls_own_sampler():
+    config = job_config("--mode", "online", "trainer.v1.trainer_mode=colocate_async")
+    with pytest.raises(ValueError, match="serves trainer.v1.trainer_mode=sync, not 'colocate_async'"):
+        built_by_verl(config)

@@ -24,7 +24,12 @@ POLL_INTERVAL_S = 0.1
 
 
 class QuickPollReplayBuffer(ReplayBuffer):
-    def __init__(self, *, sampler_kwargs: Any, **kwargs: Any) -> None:
+    def __init__(self, *, sampler_kwargs: Any, trainer_mode: str, **kwargs: Any) -> None:
+        if trainer_mode != "sync":  # the async trainers sample through verl's ReplayBufferAsync
+            raise ValueError(
+                f"selfplay_gen's replay buffer serves trainer.v1.trainer_mode=sync, not {trainer_mode!r}; "
+                "add trainer.v1.sampler.custom_sampler.path=null to sample through verl's own"
+            )
         options = sampler_kwargs or {}
         filter_groups = options.get("filter_groups") or {}
         metric = filter_groups.get("metric") if filter_groups.get("enable", False) else None
@@ -38,5 +43,6 @@ class QuickPollReplayBuffer(ReplayBuffer):
             train_batch_size=batch,
             gen_batch_size=1 if metric is not None or refill else (options.get("gen_batch_size") or batch),
             max_inflight_gen_batches=filter_groups.get("max_inflight_gen_batches", 1) if metric is not None else 1,
+            trainer_mode=trainer_mode,
             **kwargs,
         )
