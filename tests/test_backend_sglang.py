@@ -146,7 +146,8 @@ async def test_the_server_has_work_before_every_game_is_set_up(tokenizer, local_
             return await super()._generate(request)
 
     def seat(spec, s, game, start):
-        set_up.append(spec.game_id) if s == 0 else None
+        if s == 0:
+            set_up.append(spec.game_id)
         return LLMPlayer(s, start.system[s], backend, tokenizer, greedy(tokenizer), session=f"{spec.game_id}/{s}")
 
     path, games = tmp_path / "games.jsonl", 64
