@@ -5,7 +5,8 @@
 # few steps of online GRPO with a LoRA adapter (`iterate-online`: the step rate, the merge of a GRPO adapter).
 # `router-shared` plays the same games with one server (DP=1) and with two SGLang workers sharing the GPU behind
 # the real sglang_router (DP=2 on one GPU: the routing and the runner's plumbing, not two GPUs' speed);
-# `gen-8k` is the generation benchmark with 8,192 games in flight. `swap` checks a server that took another
+# `gen-8k` is the generation benchmark with 8,192 games in flight (each generation phase serves GEN_MODEL, by
+# default the embedded warm start). `swap` checks a server that took another
 # checkpoint's weights (/update_weights_from_disk) against one started on it: the same greedy games, token for token.
 # On a machine with two GPUs: `dp-compare` plays DP_GAMES games through run_selfplay_generation.sh with DP=1 and
 # then DP=2 (sglang_router in front of one worker per GPU; DP_COMPARE="1" plays DP=1 alone); `sft-compare` and
@@ -64,11 +65,12 @@ net_limits() {
   grep -H . /proc/sys/net/core/somaxconn /proc/sys/net/ipv4/tcp_max_syn_backlog > "$OUT/net.txt" || true
 }
 
-generation() {  # NAME GRAPHS [GAMES]
+generation() {  # NAME GRAPHS [GAMES]; GEN_MODEL: another model than the embedded warm start (a Qwen checkpoint)
   [[ ! -e $OUT/$1.DONE ]] || return 0
+  local model=${GEN_MODEL:-$WARM}
   net_limits
-  serve "$2" 30100
-  python3 "$REPO/bench/generation.py" --backend sglang --base-url http://127.0.0.1:30100 --tokenizer "$WARM" \
+  serve "$2" 30100 0.8 "$model"
+  python3 "$REPO/bench/generation.py" --backend sglang --base-url http://127.0.0.1:30100 --tokenizer "$model" \
     --num-games "${3:-${GEN_GAMES:-2048}}" --sequential-games "${GEN_SEQUENTIAL:-8}" --games-per-instance 8 \
     --max-new-tokens 512 --max-moves 30 --out "$OUT/$1"
   curl -s http://127.0.0.1:30100/get_server_info > "$OUT/$1.server_info.json" || true
