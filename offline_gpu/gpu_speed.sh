@@ -35,6 +35,8 @@ mkdir -p "$OUT" "$ROOT/logs"
 WARM=$ROOT/embedded/warm/train/hf
 SFT_JOB=(TRAIN_BATCH_SIZE=32 LORA_RANK=16 LR=1e-3)  # the warm start's SFT job
 ONLINE_JOB=(TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 LR=5e-5 LORA_RANK=16 MAX_NEW_TOKENS=640)  # 16 rows x 8 games a step
+# offline GRPO, full fine-tuning; the rollout engine replays, plays nothing, so CUDA graphs would only slow its start
+OFFLINE_JOB=(LR=1e-5 ENFORCE_EAGER=True)
 
 # serve GRAPHS PORT [MEM_FRACTION] [MODEL]: SGLang on MODEL (default: the warm model) with the project's default
 # arguments (alone on the GPU unless MEM_FRACTION leaves room for another)
@@ -292,14 +294,13 @@ offline_compare() {
     fi
   fi
   train_compare "$name" offline "${OFFLINE_STEPS:-4}" "$data" TRAIN_BATCH_SIZE="$batch" \
-    MINI_BATCH_SIZE=$((batch / 2)) LR=1e-5 \
-    ENFORCE_EAGER=True  # replayed games: the rollout engine plays none, so its CUDA graphs would only slow the start
+    MINI_BATCH_SIZE=$((batch / 2)) "${OFFLINE_JOB[@]}"
 }
 
 # poll_compare: offline GRPO on one GPU at an iteration's 16 groups a step, sampled through selfplay_gen's
 # replay buffer (it looks for a step's finished groups every 0.1 s) and through verl's own (every 2 s)
 poll_compare() {
-  local job=(TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 LR=1e-5 ENFORCE_EAGER=True)
+  local job=(TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 "${OFFLINE_JOB[@]}")
   train_one offline_poll_quick_gpus1 offline "${OFFLINE_STEPS:-4}" "$ROOT/dp1" "${job[@]}"
   train_one offline_poll_verl_gpus1 offline "${OFFLINE_STEPS:-4}" "$ROOT/dp1" "${job[@]}" \
     -- trainer.v1.sampler.custom_sampler.path=null

@@ -29,9 +29,8 @@ async def test_the_flood_keeps_as_many_requests_in_flight_as_the_runner(tokenize
     phases = ("sequential", "concurrent", "single_request", "saturation")
     began = [datetime.fromisoformat(result[name]["started_at"]) for name in phases]
     assert began == sorted(began) and all(abs(datetime.now() - t) < timedelta(minutes=10) for t in began)
-    assert "| saturation flood (" in generation.table(result) and " requests, 2 in flight) |" in generation.table(
-        result
-    )
+    text = generation.table(result)
+    assert "| saturation flood (" in text and " requests, 2 in flight) |" in text
 
 
 async def test_a_server_that_dies_in_the_flood_leaves_the_runners_figures(tokenizer, local_model_dir, monkeypatch):

@@ -72,9 +72,9 @@ def split(batches: list[Batch], window: Window, peak: int) -> dict[str, float]:
     full = [b.at for b in inside if b.running >= 0.9 * peak]
     busy = above[0] if above else end
     filled, emptied = (full[0], full[-1]) if full else (busy, busy)
-    low = next((b.at for b in inside if b.at >= emptied and b.running < 0.01 * peak), end) if above else end
-    marks = [window.start, max(busy, window.start), filled, emptied, low, end]
-    parts = {name: max(0.0, (b - a).total_seconds()) for name, (a, b) in zip(PARTS, zip(marks, marks[1:]))}
+    low = next((b.at for b in inside if b.at >= emptied and b.running < 0.01 * peak), end)
+    marks = [window.start, busy, filled, emptied, low, end]  # in order: every batch inside lies after the start
+    parts = {name: (b - a).total_seconds() for name, (a, b) in zip(PARTS, zip(marks, marks[1:]))}
     most = max((b.running for b in inside), default=0)
     return {**parts, "most running": most, "mean running / peak": _mean_running(inside, first, last) / peak}
 
