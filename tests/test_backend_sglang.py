@@ -133,10 +133,11 @@ async def test_server_dying_mid_run_ends_games_as_backend_errors(tokenizer, loca
 
 
 async def test_the_server_has_work_before_every_game_is_set_up(tokenizer, local_model_dir, tmp_path):
-    """Setting up a game (its first prompt rendered and tokenized) takes about a millisecond, so a run
-    of thousands of games that set up every game before sending anything leaves the server idle for
-    seconds. The first request reaches the server while most games are still to be set up. (The
-    server refuses every request, so each game ends at once as a recorded backend error.)"""
+    """Setting up a game renders and tokenizes its first prompt, so a run of thousands of games that set
+    up every game before sending anything leaves the server idle meanwhile
+    (bench/results/client_start_cpu_2026-11-26/). The first request reaches the server while most games
+    are still to be set up. (The server refuses every request, so each game ends at once as a recorded
+    backend error.)"""
     set_up: list[str] = []
     seen_at_first_request: list[int] = []
 
