@@ -3,9 +3,9 @@
 
 verl's V1 trainer (`trainer.v1.trainer_mode=sync`) spends a step's `gen` in `ReplayBuffer.sample`, which
 waits for the step's groups by polling the TransferQueue every `poll_interval` seconds: 2.0, with no
-config key. A replayed game is ready within milliseconds, so every offline GRPO step waited a whole
-interval, the same on one GPU or two (bench/results/two_gpu_h100_2026-11-26/); an online step waits up
-to an interval past its last game.
+config key. A replayed game is ready at once, so with that sampler every offline GRPO step waits a whole
+interval, on one GPU or two (bench/results/two_gpu_h100_2026-11-26/); an online step waits up to an
+interval past its last game.
 
 verl builds the sampler that `trainer.v1.sampler.custom_sampler.{path,name}` names with the built-in
 one's arguments except the group-filtering ones (DAPO's `algorithm.filter_groups`), which only the
