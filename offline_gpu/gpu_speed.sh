@@ -166,8 +166,9 @@ dp_compare() {
   touch "$OUT/dp_compare.DONE"
 }
 
-# train_one RUN MODE STEPS DATA [VAR=VALUE...]: one training job into ROOT/RUN, verl's log in OUT/RUN.log
-train_one() {  # train_one RUN MODE STEPS DATA [VAR=VALUE...] [-- VERL_OVERRIDE...]
+# train_one RUN MODE STEPS DATA [VAR=VALUE...] [-- VERL_OVERRIDE...]: one training job into ROOT/RUN, its
+# settings as run_selfplay_training.sh's variables and verl overrides after --; verl's log in OUT/RUN.log
+train_one() {
   local run=$1 mode=$2 steps=$3 data=$4 settings=() overrides=()
   shift 4
   while (($#)); do
