@@ -15,19 +15,21 @@ server_timeline = bench_modules.load("analysis/server_timeline.py", "server_time
 T0 = datetime(2026, 11, 26, 8, 8, 0)
 
 
+def stamp(second: int) -> str:
+    return (T0 + timedelta(seconds=second)).strftime("%Y-%m-%d %H:%M:%S")
+
+
 def decode(second: int, running: int, rank: str = "") -> str:
     """A decode line as SGLang 0.5 logs it."""
-    at = (T0 + timedelta(seconds=second)).strftime("%Y-%m-%d %H:%M:%S")
     return (
-        f"[{at}{rank}] Decode batch, #running-req: {running}, #token: 605, token usage: 0.00, "
+        f"[{stamp(second)}{rank}] Decode batch, #running-req: {running}, #token: 605, token usage: 0.00, "
         f"cuda graph: True, gen throughput (token/s): 694.85, #queue-req: 0"
     )
 
 
 def prefill(second: int, running: int) -> str:
-    at = (T0 + timedelta(seconds=second)).strftime("%Y-%m-%d %H:%M:%S")
     return (
-        f"[{at}] Prefill batch, #new-seq: 9, #new-token: 2211, #cached-token: 4389, token usage: 0.25, "
+        f"[{stamp(second)}] Prefill batch, #new-seq: 9, #new-token: 2211, #cached-token: 4389, token usage: 0.25, "
         f"#running-req: {running}, #queue-req: 4096, #pending-token: 3248138, cuda graph: True"
     )
 
