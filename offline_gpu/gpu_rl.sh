@@ -91,7 +91,7 @@ run_cmd() {
 # serve MODEL: SGLang alone on the GPU (the project's launch arguments), in its own session.
 serve() {
   local args
-  read -r -a args <<< "$("$PY" -m selfplay_gen.serving sglang-args --python "$SGLANG_PYTHON")"
+  read -r -a args <<< "$("$PY" -m selfplay_gen.serving sglang-args --python "$SGLANG_PYTHON" --model "$1")"
   echo "+ $SGLANG_PYTHON -m sglang.launch_server --model-path $1 --port $PORT ${args[*]}"
   [[ $DRY_RUN -eq 0 ]] || return 0
   setsid nohup "$SGLANG_PYTHON" -m sglang.launch_server --model-path "$1" --host 127.0.0.1 --port "$PORT" \

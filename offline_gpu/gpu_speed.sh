@@ -43,7 +43,7 @@ OFFLINE_JOB=(LR=1e-5 ENFORCE_EAGER=True)
 serve() {
   local graphs=--cuda-graphs
   [[ $1 == 1 ]] || graphs=--no-cuda-graphs
-  read -r -a args <<< "$(python3 -m selfplay_gen.serving sglang-args "$graphs")"
+  read -r -a args <<< "$(python3 -m selfplay_gen.serving sglang-args "$graphs" --model "${4:-$WARM}")"
   setsid nohup python3 -m sglang.launch_server --model-path "${4:-$WARM}" --host 127.0.0.1 --port "$2" \
     --mem-fraction-static "${3:-0.8}" "${args[@]}" > "$ROOT/logs/sglang_$2.log" 2>&1 < /dev/null &
   echo $! > "$ROOT/logs/sglang_$2.pid"

@@ -7,12 +7,16 @@ The fallbacks, each said in the log with its reason:
 - no prebuilt flashinfer kernels: `--sampling-backend pytorch` (likewise for its sampling kernels);
 - no xgrammar: `--grammar-backend none` (the scheduler builds its default grammar backend at start and
   fails without it; games never constrain decoding).
+With the pytorch sampler, a model with a large vocabulary also gets `--max-running-requests`
+(`model_args`): that sampler sorts every running request's whole distribution at each step, outside the
+memory SGLang sizes its KV cache for, and at SGLang's own ceiling of 4,096 requests a 152k-token
+vocabulary runs the GPU out of memory mid-run (bench/results/runner_8k_h100_2026-11-26/).
 CUDA graphs stay on unless asked off (`cuda_graphs=False`, e.g. to debug a capture failure). The same
 choice gives verl's rollout engine its `engine_kwargs.sglang.*` and `enforce_eager`.
 
 The probe runs in the Python that will run SGLang (`--python`), which may not be this one:
 
-    python -m selfplay_gen.serving sglang-args --python /opt/sglang/bin/python
+    python -m selfplay_gen.serving sglang-args --python /opt/sglang/bin/python --model /models/qwen
     python -m selfplay_gen.serving verl-overrides --no-cuda-graphs
 """
 
@@ -21,8 +25,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import click
 
@@ -33,6 +38,13 @@ PROBED = {
     "flashinfer_jit_cache": "prebuilt flashinfer kernels",
     "xgrammar": "xgrammar",
 }
+
+# SGLang's ceiling on running requests (its default never exceeds it)
+SGLANG_MAX_RUNNING = 4096
+# running requests x vocabulary entries that the pytorch sampler is known to handle beside a KV cache sized
+# by --mem-fraction-static 0.8 on an 80 GB GPU: SmolLM2's 49,152-token vocabulary at 4,096 requests ran,
+# Qwen2.5's 151,936 at about 2,040 did not
+PYTORCH_SAMPLER_ELEMENTS = SGLANG_MAX_RUNNING * 49_152
 
 _PROBE = (
     "import importlib.util, json, sys\n"
@@ -101,6 +113,28 @@ def choose(installed: dict[str, bool], cuda_graphs: bool = True) -> ServerChoice
     return ServerChoice(attention, sampling, grammar, cuda_graphs, tuple(reasons))
 
 
+def vocab_size(model: str) -> int | None:
+    """The vocabulary size in `model`'s config.json; None for a model that is not a local checkpoint."""
+    try:
+        size = json.loads((Path(model) / "config.json").read_text()).get("vocab_size")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return size if isinstance(size, int) and size > 0 else None
+
+
+def model_args(args: Sequence[str], model: str) -> list[str]:
+    """What a server with launch arguments `args` adds for `model`: under the pytorch sampler, a cap on
+    running requests that keeps its sort within `PYTORCH_SAMPLER_ELEMENTS` (a multiple of 64); nothing
+    when `args` set the cap themselves, when SGLang's own ceiling is below it, or the vocabulary is unknown."""
+    args = list(args)
+    pytorch = any(a == "--sampling-backend" and b == "pytorch" for a, b in zip(args, args[1:]))
+    vocab = vocab_size(model)
+    if not pytorch or vocab is None or any(a.startswith("--max-running-requests") for a in args):
+        return []
+    cap = max(64, PYTORCH_SAMPLER_ELEMENTS // vocab // 64 * 64)
+    return ["--max-running-requests", str(cap)] if cap < SGLANG_MAX_RUNNING else []
+
+
 def probe(python: str = sys.executable) -> dict[str, bool]:
     """Which of `PROBED` the Python `python` can import (by spec, nothing is imported)."""
     try:
@@ -124,18 +158,26 @@ def main() -> None:
     pass
 
 
-def _print_choice(python: str, cuda_graphs: bool, who: str, arguments: Callable[[ServerChoice], list[str]]) -> None:
-    """The choice for this install as `arguments` renders it on stdout, its reasons on stderr."""
+def _print_choice(
+    python: str, cuda_graphs: bool, who: str, arguments: Callable[[ServerChoice], list[str]], model: str | None = None
+) -> None:
+    """The choice for this install (and `model`) as `arguments` renders it on stdout, its reasons on stderr."""
     choice = choose(probe(python), cuda_graphs)
+    rendered = arguments(choice)
+    cap = model_args(rendered, model) if model else []
     for reason in choice.reasons:
         click.echo(f"{who}: {reason}", err=True)
-    click.echo(" ".join(arguments(choice)))
+    if cap:
+        vocab = vocab_size(model or "")
+        click.echo(f"{who}: running requests: {cap[1]} (the pytorch sampler sorts {vocab} tokens for each)", err=True)
+    click.echo(" ".join(rendered + cap))
 
 
 @main.command("sglang-args", help="Print the launch_server arguments for this install (reasons on stderr).")
 @_options
-def sglang_args(python: str, cuda_graphs: bool) -> None:
-    _print_choice(python, cuda_graphs, "sglang server", ServerChoice.sglang_args)
+@click.option("--model", default=None, help="The checkpoint the server will load (its vocabulary sets a cap).")
+def sglang_args(python: str, cuda_graphs: bool, model: str | None) -> None:
+    _print_choice(python, cuda_graphs, "sglang server", ServerChoice.sglang_args, model)
 
 
 @main.command("verl-overrides", help="Print verl's rollout-engine overrides for this install (reasons on stderr).")

@@ -1,5 +1,6 @@
 """SGLang's launch settings for the install at hand: its own defaults, a fallback only for a missing part."""
 
+import json
 import sys
 
 from selfplay_gen import serving
@@ -32,3 +33,49 @@ def test_cuda_graphs_off_only_when_asked():
 def test_the_probe_asks_the_named_python():
     found = serving.probe(sys.executable)
     assert set(found) == set(serving.PROBED) and not found["sgl_kernel.flash_ops"]  # no sglang in the test env
+
+
+def _checkpoint(path, vocab_size: int) -> str:
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({"model_type": "qwen2", "vocab_size": vocab_size}))
+    return str(path)
+
+
+def test_the_pytorch_sampler_caps_running_requests_for_a_large_vocabulary(tmp_path, local_model_dir):
+    """Qwen2.5's 151,936-token vocabulary ran a GPU out of memory in the pytorch sampler's sort at about
+    2,040 running requests; the embedded model's 49,152 ran at SGLang's own 4,096 and keeps that."""
+    fallback = serving.choose({}).sglang_args()
+    qwen = _checkpoint(tmp_path / "qwen", 151_936)
+    assert serving.model_args(fallback, qwen) == ["--max-running-requests", "1280"]
+    assert serving.model_args(fallback, local_model_dir) == []  # the embedded SmolLM2: 49,152 tokens
+    # flashinfer's sampler does not sort; a cap the user set stands; an unknown vocabulary gets none
+    assert serving.model_args(serving.choose({"flashinfer_cubin": True}).sglang_args(), qwen) == []
+    assert serving.model_args([*fallback, "--max-running-requests", "3000"], qwen) == []
+    assert serving.model_args(fallback, "Qwen/Qwen2.5-Coder-1.5B-Instruct") == []
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text("{not json")
+    assert serving.model_args(fallback, str(tmp_path / "broken")) == []
+
+
+def test_sglang_args_names_the_cap_and_why(tmp_path):
+    from click.testing import CliRunner
+
+    qwen = _checkpoint(tmp_path / "qwen", 151_936)
+    done = CliRunner().invoke(serving.main, ["sglang-args", "--model", qwen])
+    assert done.exit_code == 0, done.output
+    assert done.stdout.strip().endswith("--sampling-backend pytorch --grammar-backend none --max-running-requests 1280")
+    assert "running requests: 1280 (the pytorch sampler sorts 151936 tokens for each)" in done.stderr
+    plain = CliRunner().invoke(serving.main, ["sglang-args"])
+    assert "--max-running-requests" not in plain.stdout
+
+
+def test_an_iteration_server_gets_the_cap_for_its_model(tmp_path):
+    from selfplay_gen.iterate.config import ServerSettings
+    from selfplay_gen.iterate.server import SGLangServer
+    from selfplay_gen.iterate.shell import Shell
+
+    qwen = _checkpoint(tmp_path / "qwen", 151_936)
+    settings = ServerSettings(port=31000, dp=2, extra_args="--sampling-backend pytorch")
+    stages = SGLangServer(qwen, 31000, tmp_path / "a.log", settings, Shell(dry_run=True), None).stages()
+    workers = [" ".join(launch.command) for launch in stages[0]]
+    assert len(workers) == 2 and all("--sampling-backend pytorch --max-running-requests 1280 " in c for c in workers)

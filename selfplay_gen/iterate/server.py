@@ -24,6 +24,7 @@ from pathlib import Path
 
 import click
 
+from .. import serving
 from .config import ServerSettings
 from .shell import Shell, StepFailed
 
@@ -134,6 +135,7 @@ class SGLangServer:
         stage): the server; or the DP workers, then the router in front of them."""
         s = self.settings
         extra = shlex.split(s.extra_args or "")
+        extra += serving.model_args(extra, self.model)  # the pytorch sampler's cap for a large vocabulary
         if self.mem_fraction is not None:
             extra += ["--mem-fraction-static", str(self.mem_fraction)]
         if s.keep_servers:
