@@ -8,8 +8,9 @@
       `/generate` requests with the prompts and output lengths of (b)'s own turns (`ignore_eos`), as
       many in flight as (b) keeps: where (b)'s turns wait on each other, the flood's always fill the
       server's batch and its queue (and tens of thousands of connections at once would exhaust the
-      client's ports before the server). A server that dies in the flood (e.g. out of memory) is
-      reported as its error beside (a) and (b).
+      client's ports before the server), and the server's own single-request speed on (a)'s turns
+      replayed one at a time. A server that dies in these references (e.g. out of memory) is
+      reported as its error beside (a) and (b), and games that fail are counted by their error.
 
 Prints a table and writes OUT/generation.json and OUT/generation.md. Example:
   python bench/generation.py --backend sglang --base-url http://127.0.0.1:30000 --num-games 256
@@ -66,6 +67,8 @@ async def play(backend, tokenizer, specs, limits, params, concurrency: int, work
         "output_tokens_per_s": output / wall,
         "cache_hit_rate": sum(t["cached_tokens"] for t in turns) / prompt if prompt else 0.0,
         "terminations": dict(Counter(r["outcome"]["termination"] for r in records)),
+        # what ended the games that failed (a backend's error after its retries), by reason and detail
+        "failures": dict(Counter(failure(r) for r in records if r.get("failure"))),
         "_turn_shapes": [
             (p["token_ids"][: t["prompt_len"]], len(t["output_ids"]))
             for r in records
@@ -114,6 +117,11 @@ async def saturation(backend, shapes, params, in_flight: int) -> dict:
     }
 
 
+def failure(record: dict) -> str:
+    """A failed game's reason and the start of its detail, as the results count them."""
+    return f"{record['failure']['reason']}: {record['failure'].get('detail', '')}"[:300]
+
+
 def now() -> str:
     """Local wall-clock time as SGLang's log lines stamp theirs, so that a phase maps onto the server's
     log (bench/analysis/server_timeline.py)."""
@@ -144,10 +152,10 @@ async def main(args) -> dict:
         single_shapes = sequential.pop("_turn_shapes")
         flood = single = None
         if args.backend == "sglang" and args.flood:
-            single = await saturation(backend, single_shapes, params, in_flight=1)
-            try:
+            try:  # a server gone by now costs these references, not the runner's figures
+                single = await saturation(backend, single_shapes, params, in_flight=1)
                 flood = await saturation(backend, shapes, params, in_flight)
-            except BackendError as err:  # the runner's figures stand without it
+            except BackendError as err:
                 flood = {"requests": len(shapes), "in_flight": in_flight, "error": str(err)}
     return {
         "backend": args.backend,

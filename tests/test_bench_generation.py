@@ -3,9 +3,12 @@ many requests in flight as the runner, and a server that dies in it (as SGLang d
 the flood's figure, not the runner's."""
 
 from datetime import datetime, timedelta
+from functools import partial
 
 import bench_modules
 from fake_sglang import FakeSGLang
+
+from selfplay_gen.backends.base import BackendOptions
 
 generation = bench_modules.load("generation.py", "generation_bench")
 
@@ -49,3 +52,18 @@ async def test_a_server_that_dies_in_the_flood_leaves_the_runners_figures(tokeni
     assert "gone" in result["saturation"]["error"] and result["fraction_of_saturation"] is None
     text = generation.table(result)
     assert "runner, 4 in flight | 4 |" in text and "| saturation flood (" in text and "failed: " in text
+
+
+async def test_games_that_fail_say_why_in_the_results(tokenizer, local_model_dir, monkeypatch):
+    """A run's backend errors are counted by what the backend said, not only as a termination; the
+    server gone before the references costs them, not the runner's figures."""
+    monkeypatch.setattr(generation, "BackendOptions", partial(BackendOptions, max_retries=1, retry_backoff_s=0.01))
+    async with FakeSGLang(tokenizer, local_model_dir, max_running_requests=4) as fake:
+        fake.die_after = 1  # the one-at-a-time game's one turn is answered, then the server is gone
+        result = await generation.main(arguments(fake.url, local_model_dir, concurrency=4))
+    failed = result["concurrent"]["terminations"]["backend_error"]
+    assert failed == 4 and sum(result["concurrent"]["failures"].values()) == failed
+    assert all(reason.startswith("backend_error: ") and len(reason) > 20 for reason in result["concurrent"]["failures"])
+    assert result["sequential"]["failures"] == {}
+    assert result["single_request"] is None and "gone" in result["saturation"]["error"]
+    assert "failed: " in generation.table(result)
