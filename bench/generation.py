@@ -5,12 +5,13 @@
       minutes one at a time),
   (b) the concurrent runner with `--concurrency` games in flight,
   (c) for sglang, a saturation reference: the server's output tokens/s on a flood of independent
-      `/generate` requests with the prompts and output lengths of (b)'s own turns (`ignore_eos`), as
-      many in flight as (b) keeps: where (b)'s turns wait on each other, the flood's always fill the
-      server's batch and its queue (and tens of thousands of connections at once would exhaust the
-      client's ports before the server), and the server's own single-request speed on (a)'s turns
-      replayed one at a time. A server that dies in these references (e.g. out of memory) is
-      reported as its error beside (a) and (b), and games that fail are counted by their error.
+      `/generate` requests with the prompts and output lengths of (b)'s own turns (`ignore_eos`, with
+      logprobs as the runner asks for them), as many in flight as (b) keeps: where (b)'s turns wait on
+      each other, the flood's always fill the server's batch and its queue (and tens of thousands of
+      connections at once would exhaust the client's ports before the server); and the server's own
+      single-request speed: (a)'s turns replayed one at a time right after (a), both from an emptied
+      prefix cache. A server that dies in these references (e.g. out of memory) is reported as its
+      error beside (a) and (b), and games that fail are counted by their error.
 
 Prints a table and writes OUT/generation.json and OUT/generation.md. Example:
   python bench/generation.py --backend sglang --base-url http://127.0.0.1:30000 --num-games 256
@@ -27,6 +28,7 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
+import aiohttp
 import click
 from benchmark import out_option, quick_option, write
 
@@ -94,7 +96,7 @@ async def saturation(backend, shapes, params, in_flight: int) -> dict:
             f"{backend.server_for(str(len(prompt_ids)))}/generate",
             {
                 "input_ids": prompt_ids,
-                "return_logprob": False,
+                "return_logprob": True,  # as the runner's turns ask
                 "sampling_params": {
                     "temperature": params.temperature,
                     "top_p": params.top_p,
@@ -115,6 +117,20 @@ async def saturation(backend, shapes, params, in_flight: int) -> dict:
         "output_tokens": output,
         "output_tokens_per_s": output / wall,
     }
+
+
+async def flush_cache(base_urls: list[str]) -> bool:
+    """Empty each server's prefix cache (SGLang's /flush_cache), so that the one-at-a-time games and their
+    replay start from the same cache; False where a server did not flush (it refuses while busy)."""
+    flushed = True
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+            for url in base_urls:
+                async with session.post(f"{url.rstrip('/')}/flush_cache") as response:
+                    flushed &= response.status == 200
+    except (aiohttp.ClientError, asyncio.TimeoutError) as err:
+        raise BackendError(f"POST /flush_cache failed: {type(err).__name__}: {err}") from None
+    return flushed
 
 
 def failure(record: dict) -> str:
@@ -140,23 +156,35 @@ async def main(args) -> dict:
         Instance.from_seed(args.seed + i) for i in range(instances_needed(args.num_games, args.games_per_instance))
     ]
     specs = plan_games(instances, args.games_per_instance, args.num_games)
+    references = args.backend == "sglang" and args.flood
     async with backend_class(args.backend)(options, tokenizer) as backend:
         with tempfile.TemporaryDirectory() as tmp:
             # a sample spread over the instances, since game lengths differ from instance to instance
             step = max(1, len(specs) // args.sequential_games) if args.sequential_games else 1
             one_by_one = specs[::step][: args.sequential_games or None]
+            flushed = await flush_cache(args.base_url) if references else None
             sequential = await play(backend, tokenizer, one_by_one, limits, params, 1, Path(tmp), "sequential")
+            sequential["cache_flushed"] = flushed
+            single_shapes = sequential.pop("_turn_shapes")
+            single = failed = None
+            if references:  # the same turns one request at a time: next in time, from the same empty cache
+                try:  # a server gone by now costs the references, not the runner's figures
+                    flushed = await flush_cache(args.base_url)
+                    single = await saturation(backend, single_shapes, params, in_flight=1) | {"cache_flushed": flushed}
+                except BackendError as err:
+                    failed = str(err)
             in_flight = args.concurrency or backend.max_concurrency
             concurrent = await play(backend, tokenizer, specs, limits, params, in_flight, Path(tmp), "concurrent")
         shapes = concurrent.pop("_turn_shapes")
-        single_shapes = sequential.pop("_turn_shapes")
-        flood = single = None
-        if args.backend == "sglang" and args.flood:
-            try:  # a server gone by now costs these references, not the runner's figures
-                single = await saturation(backend, single_shapes, params, in_flight=1)
-                flood = await saturation(backend, shapes, params, in_flight)
+        flood = None
+        if references:
+            try:
+                if failed is None:
+                    flood = await saturation(backend, shapes, params, in_flight)
             except BackendError as err:
-                flood = {"requests": len(shapes), "in_flight": in_flight, "error": str(err)}
+                failed = str(err)
+            if failed is not None:
+                flood = {"requests": len(shapes), "in_flight": in_flight, "error": failed}
     return {
         "backend": args.backend,
         "model": backend.model,

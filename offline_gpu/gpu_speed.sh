@@ -73,7 +73,7 @@ generation() {  # NAME GRAPHS [GAMES]; GEN_MODEL: another model than the embedde
   net_limits
   serve "$2" 30100 0.8 "$model"
   python3 "$REPO/bench/generation.py" --backend sglang --base-url http://127.0.0.1:30100 --tokenizer "$model" \
-    --num-games "${3:-${GEN_GAMES:-2048}}" --sequential-games "${GEN_SEQUENTIAL:-8}" --games-per-instance 8 \
+    --num-games "${3:-${GEN_GAMES:-2048}}" --sequential-games "${GEN_SEQUENTIAL:-16}" --games-per-instance 8 \
     --max-new-tokens 512 --max-moves 30 --out "$OUT/$1"
   curl -s http://127.0.0.1:30100/get_server_info > "$OUT/$1.server_info.json" || true
   stop 30100

@@ -74,6 +74,7 @@ class FakeSGLang:
         self.health_polls = 0
         self.generate_requests = 0
         self.weight_updates = 0
+        self.flushes = 0
         self.answered = 0
         self.in_flight = self.peak_in_flight = 0  # /generate requests being answered: now, and at most
         self.prompts: list[list[int]] = []  # input_ids of every answered /generate
@@ -89,6 +90,7 @@ class FakeSGLang:
                 web.get("/get_model_info", self._model_info),
                 web.get("/get_server_info", self._server_info),
                 web.post("/generate", self._generate),
+                web.post("/flush_cache", self._flush_cache),
                 web.post("/update_weights_from_disk", self._update_weights_from_disk),
                 web.post("/release_memory_occupation", self._release_memory),
                 web.post("/resume_memory_occupation", self._resume_memory),
@@ -220,6 +222,14 @@ class FakeSGLang:
         if self.die_after is not None and self.answered >= self.die_after:
             self.die()
         return web.json_response(answer)
+
+    async def _flush_cache(self, request: web.Request) -> web.Response:
+        """SGLang empties its radix cache unless requests are running or waiting (then 400)."""
+        if self.in_flight:
+            return web.Response(status=400, text="Flush cache failed: requests are running.\n")
+        self._contexts.clear()
+        self.flushes += 1
+        return web.Response(text="Cache flushed.\n")
 
     def die(self) -> None:
         """Stop serving, as a crashed server does: requests in flight are dropped, new ones refused."""

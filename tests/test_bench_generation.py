@@ -28,8 +28,11 @@ async def test_the_flood_keeps_as_many_requests_in_flight_as_the_runner(tokenize
     flood = result["saturation"]
     assert flood["requests"] == result["concurrent"]["turns"] > 2 and flood["in_flight"] == 2
     assert fake.peak_in_flight == 2 and flood["output_tokens_per_s"] > 0
+    # the one-at-a-time games and their replay, one after the other, each from an emptied prefix cache
+    assert fake.flushes == 2 and result["sequential"]["cache_flushed"] and result["single_request"]["cache_flushed"]
+    assert result["single_request"]["requests"] == result["sequential"]["turns"]
     # each phase says when it began, in the server log's clock, for bench/analysis/server_timeline.py
-    phases = ("sequential", "concurrent", "single_request", "saturation")
+    phases = ("sequential", "single_request", "concurrent", "saturation")
     began = [datetime.fromisoformat(result[name]["started_at"]) for name in phases]
     assert began == sorted(began) and all(abs(datetime.now() - t) < timedelta(minutes=10) for t in began)
     text = generation.table(result)
@@ -65,5 +68,5 @@ async def test_games_that_fail_say_why_in_the_results(tokenizer, local_model_dir
     assert failed == 4 and sum(result["concurrent"]["failures"].values()) == failed
     assert all(reason.startswith("backend_error: ") and len(reason) > 20 for reason in result["concurrent"]["failures"])
     assert result["sequential"]["failures"] == {}
-    assert result["single_request"] is None and "gone" in result["saturation"]["error"]
+    assert result["single_request"] is None and "/flush_cache failed" in result["saturation"]["error"]
     assert "failed: " in generation.table(result)
