@@ -177,14 +177,13 @@ async def main(args) -> dict:
             concurrent = await play(backend, tokenizer, specs, limits, params, in_flight, Path(tmp), "concurrent")
         shapes = concurrent.pop("_turn_shapes")
         flood = None
-        if references:
+        if references and failed is None:
             try:
-                if failed is None:
-                    flood = await saturation(backend, shapes, params, in_flight)
+                flood = await saturation(backend, shapes, params, in_flight)
             except BackendError as err:
                 failed = str(err)
-            if failed is not None:
-                flood = {"requests": len(shapes), "in_flight": in_flight, "error": failed}
+        if failed is not None:
+            flood = {"requests": len(shapes), "in_flight": in_flight, "error": failed}
     return {
         "backend": args.backend,
         "model": backend.model,

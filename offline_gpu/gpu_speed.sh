@@ -41,10 +41,10 @@ OFFLINE_JOB=(LR=1e-5 ENFORCE_EAGER=True)
 # serve GRAPHS PORT [MEM_FRACTION] [MODEL]: SGLang on MODEL (default: the warm model) with the project's default
 # arguments (alone on the GPU unless MEM_FRACTION leaves room for another)
 serve() {
-  local graphs=--cuda-graphs
+  local graphs=--cuda-graphs model=${4:-$WARM}
   [[ $1 == 1 ]] || graphs=--no-cuda-graphs
-  read -r -a args <<< "$(python3 -m selfplay_gen.serving sglang-args "$graphs" --model "${4:-$WARM}")"
-  setsid nohup python3 -m sglang.launch_server --model-path "${4:-$WARM}" --host 127.0.0.1 --port "$2" \
+  read -r -a args <<< "$(python3 -m selfplay_gen.serving sglang-args "$graphs" --model "$model")"
+  setsid nohup python3 -m sglang.launch_server --model-path "$model" --host 127.0.0.1 --port "$2" \
     --mem-fraction-static "${3:-0.8}" "${args[@]}" > "$ROOT/logs/sglang_$2.log" 2>&1 < /dev/null &
   echo $! > "$ROOT/logs/sglang_$2.pid"
   local start=$SECONDS

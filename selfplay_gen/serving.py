@@ -123,12 +123,16 @@ def vocab_size(model: str) -> int | None:
 
 
 def model_args(args: Sequence[str], model: str) -> list[str]:
-    """What a server with launch arguments `args` adds for `model`: under the pytorch sampler, a cap on
-    running requests that keeps its sort within `PYTORCH_SAMPLER_ELEMENTS` (a multiple of 64); nothing
-    when `args` set the cap themselves, when SGLang's own ceiling is below it, or the vocabulary is unknown."""
+    """What a server with launch arguments `args` adds for `model` (see `running_cap`)."""
+    return running_cap(args, vocab_size(model))
+
+
+def running_cap(args: Sequence[str], vocab: int | None) -> list[str]:
+    """Under the pytorch sampler, a cap on running requests that keeps its sort of a `vocab`-token
+    distribution per request within `PYTORCH_SAMPLER_ELEMENTS` (a multiple of 64); nothing when `args`
+    set the cap themselves, when SGLang's own ceiling is below it, or the vocabulary is unknown."""
     args = list(args)
     pytorch = any(a == "--sampling-backend" and b == "pytorch" for a, b in zip(args, args[1:]))
-    vocab = vocab_size(model)
     if not pytorch or vocab is None or any(a.startswith("--max-running-requests") for a in args):
         return []
     cap = max(64, PYTORCH_SAMPLER_ELEMENTS // vocab // 64 * 64)
@@ -164,11 +168,11 @@ def _print_choice(
     """The choice for this install (and `model`) as `arguments` renders it on stdout, its reasons on stderr."""
     choice = choose(probe(python), cuda_graphs)
     rendered = arguments(choice)
-    cap = model_args(rendered, model) if model else []
+    vocab = vocab_size(model) if model else None
+    cap = running_cap(rendered, vocab)
     for reason in choice.reasons:
         click.echo(f"{who}: {reason}", err=True)
     if cap:
-        vocab = vocab_size(model or "")
         click.echo(f"{who}: running requests: {cap[1]} (the pytorch sampler sorts {vocab} tokens for each)", err=True)
     click.echo(" ".join(rendered + cap))
 
