@@ -41,9 +41,9 @@ PROBED = {
 
 # SGLang's ceiling on running requests (its default never exceeds it)
 SGLANG_MAX_RUNNING = 4096
-# running requests x vocabulary entries that the pytorch sampler is known to handle beside a KV cache sized
-# by --mem-fraction-static 0.8 on an 80 GB GPU: SmolLM2's 49,152-token vocabulary at 4,096 requests ran,
-# Qwen2.5's 151,936 at about 2,040 did not
+# running requests x vocabulary entries that the pytorch sampler fits beside a KV cache sized by
+# --mem-fraction-static 0.8: the embedded model's vocabulary at SGLang's ceiling (the measured sizes that
+# fit and did not are in bench/results/runner_8k_h100_2026-11-26/)
 PYTORCH_SAMPLER_ELEMENTS = SGLANG_MAX_RUNNING * 49_152
 
 _PROBE = (
