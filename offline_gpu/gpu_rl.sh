@@ -73,6 +73,7 @@ export SELFPLAY_PYTHON=$PY VERL_PYTHON=${VERL_PYTHON:-python3} SGLANG_PYTHON=${S
 export SELFPLAY_GEN="$PY -m selfplay_gen.cli" SELFPLAY_CONVERT="$PY -m convert.cli"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 RAY_DEDUP_LOGS=0
 export VERL_LOGGING_LEVEL=${VERL_LOGGING_LEVEL:-WARN}
+export CUDA_DEVICE_ORDER=${CUDA_DEVICE_ORDER:-PCI_BUS_ID}  # nvidia-smi's numbering, which gpu_idle reads
 WARM=$ROOT/embedded/warm/train/hf
 RESULTS=$ROOT/results
 POINTS=$RESULTS/points.tsv
@@ -157,16 +158,18 @@ point() {
 # minutes SECONDS: as a decimal number of minutes
 minutes() { awk -v s="$1" 'BEGIN { printf "%.2f", s / 60 }'; }
 
-# gpu_idle: wait until no process holds the GPU; one that still does after a minute is a leftover of this
-# run's (a stopped trainer's rollout engine, a server) and is stopped by its pid.
+# gpu_idle: wait until no process holds this run's GPUs (CUDA_VISIBLE_DEVICES's, as nvidia-smi numbers them
+# with CUDA_DEVICE_ORDER=PCI_BUS_ID; all of them when it is unset); one that still does after a minute is a
+# leftover of this run's (a stopped trainer's rollout engine, a server) and is stopped by its pid.
 gpu_idle() {
   [[ $DRY_RUN -eq 0 ]] && command -v nvidia-smi > /dev/null || return 0
-  local pid
+  local pid mine=()
+  [[ -z ${CUDA_VISIBLE_DEVICES:-} ]] || mine=(-i "$CUDA_VISIBLE_DEVICES")
   for _ in $(seq 30); do
-    [[ -n $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2> /dev/null) ]] || return 0
+    [[ -n $(nvidia-smi "${mine[@]}" --query-compute-apps=pid --format=csv,noheader 2> /dev/null) ]] || return 0
     sleep 2
   done
-  for pid in $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2> /dev/null); do
+  for pid in $(nvidia-smi "${mine[@]}" --query-compute-apps=pid --format=csv,noheader 2> /dev/null); do
     echo "gpu_rl: stopping process $pid, still on the GPU" >&2
     kill -9 "$pid" 2> /dev/null || true
   done

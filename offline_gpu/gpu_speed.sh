@@ -54,10 +54,15 @@ serve() {
   done
   echo "server up in $((SECONDS - start)) s (${args[*]})" | tee -a "$OUT/server_start.txt"
 }
-stop() {  # PORT: the server and its scheduler processes, until the GPU memory is free again
-  pkill -f "sglang.launch_server.*--port $1" 2> /dev/null || true
-  for _ in $(seq 60); do pgrep -f "sglang.launch_server.*--port $1" > /dev/null || break; sleep 1; done
-  pkill -9 -f "sglang::" 2> /dev/null || true
+# stop PORT: the server serve() started and its scheduler processes (its process group, since serve() starts it
+# with setsid), until they are gone; other servers on the machine (another GPU's run) are left alone
+stop() {
+  local group
+  group=$(cat "$ROOT/logs/sglang_$1.pid" 2> /dev/null) || return 0
+  kill -- -"$group" 2> /dev/null || true
+  # shellcheck disable=SC2009  # pgrep counts zombies, which hold no GPU memory
+  for _ in $(seq 60); do ps -o stat= -g "$group" | grep -qv '^Z' || break; sleep 1; done
+  kill -9 -- -"$group" 2> /dev/null || true
   sleep 3
 }
 

@@ -679,3 +679,52 @@ def test_gpu_lease_keeps_the_compiled_kernels_and_nothing_else(tmp_path):
     empty.mkdir()
     nothing = script("offline_gpu/gpu_lease.sh", "kernels", str(tmp_path / "none"), HOME=str(empty))
     assert nothing.returncode == 1 and "none of .cache/tvm-ffi" in nothing.stderr
+
+
+def shell_function(path: str, name: str) -> str:
+    """The text of a bash function of a script, from its `name() {` line to its closing `}`."""
+    text = (REPO / path).read_text()
+    start = text.index(f"\n{name}() {{") + 1
+    return text[start : text.index("\n}\n", start) + 3]
+
+
+def test_gpu_speed_stops_its_own_server_and_leaves_other_processes_alone(tmp_path):
+    """Another GPU's run (a trainer's rollout engine, its servers) shares the machine: stopping a
+    speed phase's server stops only that server's process group."""
+    (tmp_path / "logs").mkdir()
+    run = f"""
+ROOT={tmp_path}
+{shell_function("offline_gpu/gpu_speed.sh", "stop")}
+setsid nohup bash -c 'sleep 60 & sleep 60' > /dev/null 2>&1 < /dev/null &
+echo $! > $ROOT/logs/sglang_30100.pid
+sleep 60 & other=$!
+sleep 0.5
+stop 30100
+kill -0 $other && echo other-alive
+ps -o stat= -g "$(cat $ROOT/logs/sglang_30100.pid)" | grep -v '^Z' || echo group-gone
+kill $other
+"""
+    done = subprocess.run(["bash", "-c", run], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["other-alive", "group-gone"], done.stderr
+
+
+def test_gpu_rl_waits_only_for_its_own_gpus(tmp_path):
+    """With CUDA_VISIBLE_DEVICES set, gpu_rl.sh asks nvidia-smi about those GPUs only, so another GPU's
+    processes are neither waited for nor stopped."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(f'#!/usr/bin/env bash\necho "$*" >> {tmp_path}/calls\n')
+    smi.chmod(0o755)
+    run = f"""
+DRY_RUN=0
+{shell_function("offline_gpu/gpu_rl.sh", "gpu_idle")}
+gpu_idle
+"""
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": "1"}
+    subprocess.run(["bash", "-c", run], check=True, env=env, timeout=60)
+    assert (tmp_path / "calls").read_text().split("\n")[0].startswith("-i 1 --query-compute-apps=pid")
+    env.pop("CUDA_VISIBLE_DEVICES")
+    (tmp_path / "calls").unlink()
+    subprocess.run(["bash", "-c", run], check=True, env=env, timeout=60)
+    assert (tmp_path / "calls").read_text().startswith("--query-compute-apps=pid")
