@@ -2,7 +2,8 @@
 
   (a) one game at a time, one request at a time (a plain loop over games; with `--sequential-games N`
       N games spread over the set, whose games/s stand for the whole set's: a 1.5B model's games last
-      minutes one at a time),
+      minutes one at a time), after `--warmup-games` untimed games (a fresh server compiles kernels
+      for the shapes its first requests bring),
   (b) the concurrent runner with `--concurrency` games in flight,
   (c) for sglang, a saturation reference: the server's output tokens/s on a flood of independent
       `/generate` requests with the prompts and output lengths of (b)'s own turns (`ignore_eos`, with
@@ -87,11 +88,12 @@ async def saturation(backend, shapes, params, in_flight: int) -> dict:
 
     async def one(prompt_ids, length):
         async with gate:
-            await send(prompt_ids, length)
-        return max(1, length)
+            body = await send(prompt_ids, length)
+        # the tokens the server says it produced (`ignore_eos` makes them the recorded length)
+        return body.get("meta_info", {}).get("completion_tokens", max(1, length))
 
     async def send(prompt_ids, length):
-        await backend.request(
+        return await backend.request(
             "POST",
             f"{backend.server_for(str(len(prompt_ids)))}/generate",
             {
@@ -162,6 +164,10 @@ async def main(args) -> dict:
             # a sample spread over the instances, since game lengths differ from instance to instance
             step = max(1, len(specs) // args.sequential_games) if args.sequential_games else 1
             one_by_one = specs[::step][: args.sequential_games or None]
+            if args.warmup_games:  # untimed: a fresh server compiles kernels for new shapes on first use
+                warmup = specs[: args.warmup_games]
+                in_flight = min(len(warmup), args.concurrency or backend.max_concurrency)
+                await play(backend, tokenizer, warmup, limits, params, in_flight, Path(tmp), "warmup")
             flushed = await flush_cache(args.base_url) if references else None
             sequential = await play(backend, tokenizer, one_by_one, limits, params, 1, Path(tmp), "sequential")
             sequential["cache_flushed"] = flushed
@@ -238,7 +244,14 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
-QUICK = {"num_games": 2, "games_per_instance": 2, "concurrency": 2, "max_new_tokens": 16, "max_moves": 2}
+QUICK = {
+    "num_games": 2,
+    "games_per_instance": 2,
+    "concurrency": 2,
+    "max_new_tokens": 16,
+    "max_moves": 2,
+    "warmup_games": 0,
+}
 
 
 @click.command(help=__doc__)
@@ -261,6 +274,13 @@ QUICK = {"num_games": 2, "games_per_instance": 2, "concurrency": 2, "max_new_tok
     default=0,
     show_default=True,
     help="Play N of the games one at a time, spread over the set (0: all).",
+)
+@click.option(
+    "--warmup-games",
+    type=click.IntRange(min=0),
+    default=8,
+    show_default=True,
+    help="Games played at once, untimed, before (a): a fresh server's first requests also compile kernels.",
 )
 @click.option(
     "--flood/--no-flood",

@@ -13,12 +13,25 @@ from selfplay_gen.backends.base import BackendOptions
 generation = bench_modules.load("generation.py", "generation_bench")
 
 
-def arguments(url: str, model_dir: str, concurrency: int):
+def arguments(url: str, model_dir: str, concurrency: int, warmup: int = 0):
     return generation.parse_args(
         ["--backend", "sglang", "--base-url", url, "--tokenizer", model_dir, "--num-games", "4"]
         + ["--games-per-instance", "2", "--concurrency", str(concurrency), "--sequential-games", "1"]
-        + ["--max-new-tokens", "8", "--max-moves", "2"]
+        + ["--max-new-tokens", "8", "--max-moves", "2", "--warmup-games", str(warmup)]
     )
+
+
+async def test_warmup_games_come_first_and_count_in_no_figure(tokenizer, local_model_dir):
+    """A fresh server compiles kernels on its first requests: the warm-up games take that cost, untimed,
+    and the one-at-a-time games still start from an emptied cache, as their replay does."""
+    async with FakeSGLang(tokenizer, local_model_dir, max_running_requests=8) as fake:
+        result = await generation.main(arguments(fake.url, local_model_dir, concurrency=2, warmup=2))
+        answered, flushes = fake.answered, fake.flushes
+    counted = sum(result[phase]["turns"] for phase in ("sequential", "concurrent"))
+    counted += sum(result[phase]["requests"] for phase in ("single_request", "saturation"))
+    assert answered > counted  # the warm-up's turns, in no phase's figures
+    assert flushes == 2 and result["sequential"]["cache_flushed"] and result["single_request"]["cache_flushed"]
+    assert result["settings"]["warmup_games"] == 2 and result["sequential"]["games"] == 1
 
 
 async def test_the_flood_keeps_as_many_requests_in_flight_as_the_runner(tokenizer, local_model_dir):
