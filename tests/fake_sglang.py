@@ -50,7 +50,7 @@ class FakeSGLang:
         tokenizer,
         model_dir: str,
         max_running_requests: int = 8,
-        context_length: int | None = None,
+        context_length: int | None = None,  # the model's, stated at /v1/models
         seed: int = 0,
         port: int | None = None,
         memory_saver: bool = False,
@@ -89,6 +89,7 @@ class FakeSGLang:
                 web.get("/health", self._health),
                 web.get("/get_model_info", self._model_info),
                 web.get("/get_server_info", self._server_info),
+                web.get("/v1/models", self._models),
                 web.post("/generate", self._generate),
                 web.post("/flush_cache", self._flush_cache),
                 web.post("/update_weights_from_disk", self._update_weights_from_disk),
@@ -120,10 +121,15 @@ class FakeSGLang:
             {"model_path": self.model_dir, "tokenizer_path": self.model_dir, "is_generation": True}
         )
 
+    async def _models(self, request: web.Request) -> web.Response:
+        """The OpenAI-compatible model list, where SGLang states the model's context length."""
+        card = {"id": self.model_dir, "object": "model", "root": self.model_dir, "max_model_len": self.context_length}
+        return web.json_response({"object": "list", "data": [card]})
+
     async def _server_info(self, request: web.Request) -> web.Response:
         return web.json_response(
             {
-                "context_length": self.context_length,
+                "context_length": None,  # the launch argument, which SGLang reports as given (none here)
                 "max_running_requests": None,
                 "dp_size": 1,
                 "enable_memory_saver": self.memory_saver,
@@ -181,6 +187,15 @@ class FakeSGLang:
         body = await request.json()
         sampling = body["sampling_params"]
         prompt = body["input_ids"]
+        # SGLang's length checks (tokenizer_manager), with its messages: a request longer than the model's
+        # context is refused, not shortened (the server runs without --allow-auto-truncate)
+        limit, wanted = self.context_length, len(prompt) + sampling["max_new_tokens"]
+        if limit is not None and len(prompt) >= limit:
+            message = f"The input ({len(prompt)} tokens) is longer than the model's context length ({limit} tokens)."
+            return web.json_response({"error": {"message": message}}, status=400)
+        if limit is not None and wanted > limit:
+            message = f"Requested token count exceeds the model's maximum context length of {limit} tokens."
+            return web.json_response({"error": {"message": message}}, status=400)
         params = SamplingParams(
             sampling["temperature"],
             sampling["top_p"],

@@ -53,6 +53,25 @@ async def play(backend, tokenizer, path, num_games=2):
     return summary, list(read_games(path))
 
 
+async def test_turns_fit_the_context_length_the_server_states_at_v1_models(tokenizer, local_model_dir, tmp_path):
+    """SGLang's /get_server_info names no context length unless one was given at launch, and it refuses
+    (HTTP 400) a turn whose prompt and max_new_tokens exceed the model's: the backend reads the model's
+    length from /v1/models, so turns near the end of the context are shortened and the game ends on
+    `context_length`, not on a backend error."""
+    async with FakeSGLang(tokenizer, local_model_dir, context_length=None) as fake:
+        async with sglang(fake.url) as backend:
+            _, records = await play(backend, tokenizer, tmp_path / "probe.jsonl", num_games=1)
+    first_prompt = records[0]["players"][0]["turns"][0]["prompt_len"]
+    limit = first_prompt + 40  # the first turn fits only shortened (32 new tokens a turn), later ones not at all
+    async with FakeSGLang(tokenizer, local_model_dir, context_length=limit) as fake:
+        async with sglang(fake.url) as backend:
+            assert backend.context_length == limit
+            _, records = await play(backend, tokenizer, tmp_path / "games.jsonl")
+    assert all(r["failure"] is None for r in records)
+    assert {r["outcome"]["termination"] for r in records} == {"context_length"}
+    assert max(len(p) for p in fake.prompts) < limit
+
+
 def prompt_ids(tokenizer, text="Reply with one word: yes or no?"):
     return list(
         tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)[

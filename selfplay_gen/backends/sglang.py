@@ -64,6 +64,7 @@ class SGLangBackend(HttpBackend):
                 server_info.get("context_length")
                 or model_info.get("max_context_length")
                 or model_info.get("context_length")
+                or await self._max_model_len(url)
             )
             if isinstance(context, int):
                 self.context_length = min(context, self.context_length or context)
@@ -72,6 +73,21 @@ class SGLangBackend(HttpBackend):
         self.model = models.pop()
         self.capacity = sum(capacities)  # requests the servers run at once
         self.max_concurrency = GAMES_PER_RUNNING_REQUEST * self.capacity
+
+    async def _max_model_len(self, url: str) -> int | None:
+        """The model's context length, as SGLang's OpenAI-compatible `/v1/models` states it: its
+        `/get_server_info` names only a `--context-length` given at launch, and a turn whose prompt and
+        `max_new_tokens` exceed the model's length is refused (HTTP 400) rather than shortened.
+        None where the server (or a router in front of it) does not answer the route."""
+        try:
+            listing = await self.request("GET", f"{url}/v1/models")
+        except BackendError:
+            return None
+        cards = listing.get("data")
+        lengths = (
+            [card.get("max_model_len") for card in cards if isinstance(card, dict)] if isinstance(cards, list) else []
+        )
+        return next((n for n in lengths if isinstance(n, int) and n > 0), None)
 
     async def _capacity(self, url: str, server_info: dict) -> int:
         """Requests the server at `url` runs at once. An `sglang_router`'s `/get_server_info`
