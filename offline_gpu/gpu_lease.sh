@@ -7,11 +7,17 @@ set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-Usage: offline_gpu/gpu_lease.sh [--help] parts DIST PART_DIR | start ROOT PHASE... | wait ROOT [SECONDS]
+Usage: offline_gpu/gpu_lease.sh [--help] dist DIST [SHARED_GPU] | parts DIST PART_DIR | start ROOT PHASE... | wait ROOT [SECONDS]
                           | pack ROOT PACK_DIR [--slim] | give PACK_DIR OUT_DIR N | unpack ROOT DIR | kernels OUT_DIR
 
-Here, with DIST holding what shared/gpu/ builds (site_serve.tar.xz, site_train.tar.xz, the model's GGUF
-parts, each with its .sha256) and shared/gpu's scripts:
+Here, on a machine with PyPI:
+  dist DIST [SHARED_GPU]
+                       what the GPU machine needs, built by shared/gpu/ (SHARED_GPU, default ../shared/gpu beside this
+                       repository) into DIST: site_serve.tar.xz and site_train.tar.xz (build_bundle.sh, about 3
+                       minutes each on 2 cores), the SmolLM2 GGUF's parts (prepare_model.sh fetch), each with its
+                       .sha256, and install_site.sh, prepare_model.sh, gguf_to_hf.py; what is there is kept
+                       (downloads cached in DIST/.work and DIST/model, which `parts` leaves out)
+Then, with DIST holding those:
   parts DIST PART_DIR  one tar of DIST split into PART_DIR/pNN/part-NN of PART_MIB (36) MiB, each beside all.sha256 and
                        `parts` (their number): carry one pNN per call, offline_gpu/gpu_setup.sh joins them
 On the GPU machine, after `source offline_gpu/gpu_setup.sh` in the same call:
@@ -42,9 +48,23 @@ shift 2
 # where, under $HOME, the GPU stack keeps what it compiles on first use
 KERNEL_CACHES=(.cache/tvm-ffi .cache/sglang .cache/flashinfer .cache/torch_extensions .triton/cache .nv/ComputeCache)
 case "$cmd" in
+  dist)
+    shared=${1:-$(dirname "${BASH_SOURCE[0]}")/../../shared/gpu}
+    [[ -f $shared/build_bundle.sh && -f $shared/prepare_model.sh ]] \
+      || { echo "dist: $shared holds no build_bundle.sh and prepare_model.sh (give SHARED_GPU)" >&2; exit 2; }
+    mkdir -p "$ROOT"
+    for kind in serve train; do
+      [[ -f $ROOT/site_$kind.tar.xz ]] || bash "$shared/build_bundle.sh" "$kind" "$ROOT"
+    done
+    if ! compgen -G "$ROOT/*.gguf.part-*" > /dev/null; then
+      bash "$shared/prepare_model.sh" fetch "$ROOT/model"
+      ln -f "$ROOT"/model/*.gguf.part-* "$ROOT"/model/*.gguf.sha256 "$ROOT/"
+    fi
+    cp "$shared"/install_site.sh "$shared"/prepare_model.sh "$shared"/gguf_to_hf.py "$ROOT/"
+    ls -l "$ROOT" ;;
   parts)
     rm -rf "$1" && mkdir -p "$1"
-    tar -C "$ROOT" -cf "$1/all.tar" .
+    tar -C "$ROOT" --exclude=./.work --exclude=./model -cf "$1/all.tar" .
     split -b "${PART_MIB:-36}M" -d -a 2 "$1/all.tar" "$1/part-"  # a part and the repository share a call's 64 MiB
     sha256sum "$1/all.tar" | cut -d' ' -f1 > "$1/all.sha256"
     rm "$1/all.tar"

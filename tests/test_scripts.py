@@ -728,3 +728,35 @@ gpu_idle
     (tmp_path / "calls").unlink()
     subprocess.run(["bash", "-c", run], check=True, env=env, timeout=60)
     assert (tmp_path / "calls").read_text().startswith("--query-compute-apps=pid")
+
+
+def test_gpu_lease_dist_builds_once_and_parts_carry_no_build_caches(tmp_path):
+    """`dist` lays out what gpu_setup.sh unpacks (both bundles, the GGUF's parts, the install scripts) with
+    shared/gpu's scripts, keeps what is there on a second run, and `parts` leaves the download caches home."""
+    shared, dist = tmp_path / "shared", tmp_path / "dist"
+    shared.mkdir()
+    calls = tmp_path / "calls"
+    (shared / "build_bundle.sh").write_text(
+        f'echo "build $1" >> {calls}\nmkdir -p "$2/.work" && echo cache > "$2/.work/wheel"\n'
+        'echo bundle > "$2/site_$1.tar.xz" && echo sum > "$2/site_$1.tar.xz.sha256"\n'
+    )
+    (shared / "prepare_model.sh").write_text(
+        f'echo "model $1" >> {calls}\nmkdir -p "$2/.work" && echo wheel > "$2/.work/llm.whl"\n'
+        'for f in M.gguf M.gguf.part-00 M.gguf.part-01 M.gguf.sha256; do echo x > "$2/$f"; done\n'
+    )
+    for name in ("install_site.sh", "gguf_to_hf.py"):
+        (shared / name).write_text("# stand-in\n")
+    first = script("offline_gpu/gpu_lease.sh", "dist", str(dist), str(shared))
+    assert first.returncode == 0, first.stderr
+    again = script("offline_gpu/gpu_lease.sh", "dist", str(dist), str(shared))
+    assert again.returncode == 0, again.stderr
+    assert calls.read_text().split("\n")[:-1] == ["build serve", "build train", "model fetch"]
+    parts = tmp_path / "parts"
+    assert script("offline_gpu/gpu_lease.sh", "parts", str(dist), str(parts)).returncode == 0
+    joined = b"".join(p.read_bytes() for p in sorted(parts.glob("p*/part-*")))
+    members = subprocess.run(["tar", "-tf", "-"], input=joined, capture_output=True, check=True).stdout.decode().split()
+    carried = sorted(m.removeprefix("./") for m in members if m not in ("./", "."))
+    assert carried == sorted(
+        ["site_serve.tar.xz", "site_serve.tar.xz.sha256", "site_train.tar.xz", "site_train.tar.xz.sha256"]
+        + ["M.gguf.part-00", "M.gguf.part-01", "M.gguf.sha256", "install_site.sh", "prepare_model.sh", "gguf_to_hf.py"]
+    )
