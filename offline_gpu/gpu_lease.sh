@@ -60,7 +60,7 @@ case "$cmd" in
       bash "$shared/prepare_model.sh" fetch "$ROOT/model"
       ln -f "$ROOT"/model/*.gguf.part-* "$ROOT"/model/*.gguf.sha256 "$ROOT/"
     fi
-    cp "$shared"/install_site.sh "$shared"/prepare_model.sh "$shared"/gguf_to_hf.py "$ROOT/"
+    cp -f "$shared"/install_site.sh "$shared"/prepare_model.sh "$shared"/gguf_to_hf.py "$ROOT/"
     ls -l "$ROOT" ;;
   parts)
     rm -rf "$1" && mkdir -p "$1"
