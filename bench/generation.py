@@ -160,14 +160,15 @@ async def main(args) -> dict:
     specs = plan_games(instances, args.games_per_instance, args.num_games)
     references = args.backend == "sglang" and args.flood
     async with backend_class(args.backend)(options, tokenizer) as backend:
+        in_flight = args.concurrency or backend.max_concurrency
         with tempfile.TemporaryDirectory() as tmp:
             # a sample spread over the instances, since game lengths differ from instance to instance
             step = max(1, len(specs) // args.sequential_games) if args.sequential_games else 1
             one_by_one = specs[::step][: args.sequential_games or None]
             if args.warmup_games:  # untimed: a fresh server compiles kernels for new shapes on first use
-                warmup = specs[: args.warmup_games]
-                in_flight = min(len(warmup), args.concurrency or backend.max_concurrency)
-                await play(backend, tokenizer, warmup, limits, params, in_flight, Path(tmp), "warmup")
+                await play(
+                    backend, tokenizer, specs[: args.warmup_games], limits, params, in_flight, Path(tmp), "warmup"
+                )
             flushed = await flush_cache(args.base_url) if references else None
             sequential = await play(backend, tokenizer, one_by_one, limits, params, 1, Path(tmp), "sequential")
             sequential["cache_flushed"] = flushed
@@ -179,7 +180,6 @@ async def main(args) -> dict:
                     single = await saturation(backend, single_shapes, params, in_flight=1) | {"cache_flushed": flushed}
                 except BackendError as err:
                     failed = str(err)
-            in_flight = args.concurrency or backend.max_concurrency
             concurrent = await play(backend, tokenizer, specs, limits, params, in_flight, Path(tmp), "concurrent")
         shapes = concurrent.pop("_turn_shapes")
         flood = None
