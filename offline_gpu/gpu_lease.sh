@@ -13,8 +13,8 @@ Usage: offline_gpu/gpu_lease.sh [--help] dist DIST [SHARED_GPU] | parts DIST PAR
 Here, on a machine with PyPI:
   dist DIST [SHARED_GPU]
                        what the GPU machine needs, built by shared/gpu/ (SHARED_GPU, default ../shared/gpu beside this
-                       repository) into DIST: site_serve.tar.xz and site_train.tar.xz (build_bundle.sh, about 3
-                       minutes each on 2 cores), the SmolLM2 GGUF's parts (prepare_model.sh fetch), each with its
+                       repository) into DIST: site_serve.tar.xz and site_train.tar.xz (build_bundle.sh; minutes
+                       each, mostly xz), the SmolLM2 GGUF's parts (prepare_model.sh fetch), each with its
                        .sha256, and install_site.sh, prepare_model.sh, gguf_to_hf.py; what is there is kept
                        (downloads cached in DIST/.work and DIST/model, which `parts` leaves out)
 Then, with DIST holding those:
