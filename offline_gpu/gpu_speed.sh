@@ -6,7 +6,8 @@
 # `router-shared` plays the same games with one server (DP=1) and with two SGLang workers sharing the GPU behind
 # the real sglang_router (DP=2 on one GPU: the routing and the runner's plumbing, not two GPUs' speed);
 # `gen-8k` is the generation benchmark with 8,192 games in flight (each generation phase serves GEN_MODEL, by
-# default the embedded warm start). `swap` checks a server that took another
+# default the embedded warm start); `gen-priority` is the generation benchmark on a server that runs waiting
+# requests by the priority the players send, their game's depth (`sglang-args --priority-scheduling`). `swap` checks a server that took another
 # checkpoint's weights (/update_weights_from_disk) against one started on it: the same greedy games, token for token.
 # On a machine with two GPUs: `dp-compare` plays DP_GAMES games through run_selfplay_generation.sh with DP=1 and
 # then DP=2 (sglang_router in front of one worker per GPU; DP_COMPARE="1" plays DP=1 alone); `sft-compare` and
@@ -21,7 +22,7 @@
 # CUDNN_ATTENTION=True (PyTorch's choice) and =False on one GPU. `poll-compare` trains offline GRPO on the DP=1
 # games (dp-compare first) on one GPU, sampling through selfplay_gen's replay buffer and through verl's own.
 # Results in ROOT/speed/; each phase (or training job) is skipped once its result exists.
-#   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [fbc] [gen-eager] [iterate-fbc] [iterate-kept]
+#   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [gen-priority] [fbc] [gen-eager] [iterate-fbc] [iterate-kept]
 #                            [iterate-online] [router-shared] [gen-8k] [swap] [dp-compare] [sft-compare]
 #                            [sft-profile] [iterate-2gpu] [offline-compare] [online-compare] [online-batch]
 #                            [fsdp-compare] [attention-compare] [poll-compare]
@@ -41,9 +42,10 @@ OFFLINE_JOB=(LR=1e-5 ENFORCE_EAGER=True)
 # serve GRAPHS PORT [MEM_FRACTION] [MODEL]: SGLang on MODEL (default: the warm model) with the project's default
 # arguments (alone on the GPU unless MEM_FRACTION leaves room for another)
 serve() {
-  local graphs=--cuda-graphs model=${4:-$WARM}
+  local graphs=--cuda-graphs model=${4:-$WARM} priority=--no-priority-scheduling
   [[ $1 == 1 ]] || graphs=--no-cuda-graphs
-  read -r -a args <<< "$(python3 -m selfplay_gen.serving sglang-args "$graphs" --model "$model")"
+  [[ ${PRIORITY:-0} == 0 ]] || priority=--priority-scheduling
+  read -r -a args <<< "$(python3 -m selfplay_gen.serving sglang-args "$graphs" "$priority" --model "$model")"
   setsid nohup python3 -m sglang.launch_server --model-path "$model" --host 127.0.0.1 --port "$2" \
     --mem-fraction-static "${3:-0.8}" "${args[@]}" > "$ROOT/logs/sglang_$2.log" 2>&1 < /dev/null &
   echo $! > "$ROOT/logs/sglang_$2.pid"
@@ -344,6 +346,7 @@ for phase in "$@"; do
     gen-graphs) generation generation_cuda_graphs 1 ;;
     gen-eager) generation generation_no_cuda_graphs 0 ;;
     gen-8k) generation generation_cuda_graphs_8192 1 8192 ;;
+    gen-priority) PRIORITY=1 generation generation_priority 1 ;;
     router-shared) router_shared ;;
     swap) swap_check ;;
     dp-compare) dp_compare ;;

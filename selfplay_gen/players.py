@@ -89,7 +89,10 @@ class LLMPlayer(ChatSeat):
             if len(prompt) >= self.context_length:
                 raise GameStop("context_length", f"the prompt of {len(prompt)} tokens fills the context")
             budget = min(budget, self.context_length - len(prompt))
-        params = SamplingParams(self.params.temperature, self.params.top_p, budget, self.params.stop_token_ids)
+        # the game's depth (messages so far, both seats' moves) as its priority at the server
+        params = SamplingParams(
+            self.params.temperature, self.params.top_p, budget, self.params.stop_token_ids, len(self.messages)
+        )
         gen = await self.backend.generate(prompt, params, session=self.session, messages=self.messages)
         self.turns.append(
             Turn(len(prompt), list(gen.output_ids), gen.logprobs, gen.finish_reason, gen.cached_tokens, gen.retokenized)

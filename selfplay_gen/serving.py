@@ -46,6 +46,11 @@ SGLANG_MAX_RUNNING = 4096
 # fit and did not are in bench/results/runner_8k_h100_2026-11-26/)
 PYTORCH_SAMPLER_ELEMENTS = SGLANG_MAX_RUNNING * 49_152
 
+# Waiting requests in order of the priority the players send (their game's depth), higher first. No
+# preemption: a running turn is never evicted for a deeper one, which would throw away its decoded tokens.
+# Requests without a priority (verl's rollout, a replay) rank as 0, in arrival order among themselves.
+PRIORITY_ARGS = ["--enable-priority-scheduling", "--disable-priority-preemption", "--default-priority-value", "0"]
+
 _PROBE = (
     "import importlib.util, json, sys\n"
     "def has(name):\n"
@@ -66,6 +71,7 @@ class ServerChoice:
     grammar_backend: str | None
     cuda_graphs: bool
     reasons: tuple[str, ...]
+    priority_scheduling: bool = False
 
     def sglang_args(self) -> list[str]:
         """`python -m sglang.launch_server` arguments."""
@@ -77,6 +83,8 @@ class ServerChoice:
         ):
             if value is not None:
                 args += [flag, value]
+        if self.priority_scheduling:
+            args += PRIORITY_ARGS
         return args + ([] if self.cuda_graphs else ["--disable-cuda-graph"])
 
     def engine_kwargs(self) -> list[str]:
@@ -95,7 +103,7 @@ class ServerChoice:
         ]
 
 
-def choose(installed: dict[str, bool], cuda_graphs: bool = True) -> ServerChoice:
+def choose(installed: dict[str, bool], cuda_graphs: bool = True, priority_scheduling: bool = False) -> ServerChoice:
     """The settings for an install that has the modules `installed` marks True."""
     prebuilt_flashinfer = installed.get("flashinfer_cubin", False) or installed.get("flashinfer_jit_cache", False)
     attention = sampling = grammar = None
@@ -110,7 +118,9 @@ def choose(installed: dict[str, bool], cuda_graphs: bool = True) -> ServerChoice
         grammar = "none"
         reasons.append("grammar: none (no xgrammar; games do not constrain decoding)")
     reasons.append("CUDA graphs: on" if cuda_graphs else "CUDA graphs: off (asked for)")
-    return ServerChoice(attention, sampling, grammar, cuda_graphs, tuple(reasons))
+    if priority_scheduling:
+        reasons.append("scheduling: a game's later turns first (priority scheduling)")
+    return ServerChoice(attention, sampling, grammar, cuda_graphs, tuple(reasons), priority_scheduling)
 
 
 def vocab_size(model: str) -> int | None:
@@ -163,10 +173,15 @@ def main() -> None:
 
 
 def _print_choice(
-    python: str, cuda_graphs: bool, who: str, arguments: Callable[[ServerChoice], list[str]], model: str | None = None
+    python: str,
+    cuda_graphs: bool,
+    who: str,
+    arguments: Callable[[ServerChoice], list[str]],
+    model: str | None = None,
+    priority_scheduling: bool = False,
 ) -> None:
     """The choice for this install (and `model`) as `arguments` renders it on stdout, its reasons on stderr."""
-    choice = choose(probe(python), cuda_graphs)
+    choice = choose(probe(python), cuda_graphs, priority_scheduling)
     rendered = arguments(choice)
     vocab = vocab_size(model) if model else None
     cap = running_cap(rendered, vocab)
@@ -180,8 +195,14 @@ def _print_choice(
 @main.command("sglang-args", help="Print the launch_server arguments for this install (reasons on stderr).")
 @_options
 @click.option("--model", default=None, help="The checkpoint the server will load (its vocabulary sets a cap).")
-def sglang_args(python: str, cuda_graphs: bool, model: str | None) -> None:
-    _print_choice(python, cuda_graphs, "sglang server", ServerChoice.sglang_args, model)
+@click.option(
+    "--priority-scheduling/--no-priority-scheduling",
+    default=False,
+    show_default=True,
+    help="Run waiting requests by the priority players send (their game's depth), deepest first.",
+)
+def sglang_args(python: str, cuda_graphs: bool, model: str | None, priority_scheduling: bool) -> None:
+    _print_choice(python, cuda_graphs, "sglang server", ServerChoice.sglang_args, model, priority_scheduling)
 
 
 @main.command("verl-overrides", help="Print verl's rollout-engine overrides for this install (reasons on stderr).")

@@ -78,6 +78,7 @@ class FakeSGLang:
         self.answered = 0
         self.in_flight = self.peak_in_flight = 0  # /generate requests being answered: now, and at most
         self.prompts: list[list[int]] = []  # input_ids of every answered /generate
+        self.priorities: list[int | None] = []  # the `priority` of every answered /generate (None: not sent)
         self._contexts: list[list[int]] = []  # prompt + output of every answer: the "radix cache"
         self._dead = False
 
@@ -187,6 +188,10 @@ class FakeSGLang:
         body = await request.json()
         sampling = body["sampling_params"]
         prompt = body["input_ids"]
+        priority = body.get("priority")
+        if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
+            message = f"priority must be an integer, not {priority!r}"
+            return web.json_response({"error": {"message": message}}, status=400)
         # SGLang's length checks (tokenizer_manager), with its messages: a request longer than the model's
         # context is refused, not shortened (the server runs without --allow-auto-truncate)
         limit, wanted = self.context_length, len(prompt) + sampling["max_new_tokens"]
@@ -211,6 +216,7 @@ class FakeSGLang:
         cached = max((common_prefix(prompt, seen) for seen in self._contexts), default=0)
         self._contexts.append(prompt + gen.output_ids)
         self.prompts.append(prompt)
+        self.priorities.append(priority)
         output_ids = list(gen.output_ids)
         if gen.finish_reason == "stop":
             finish = {"type": "stop", "matched": output_ids[-1]}

@@ -108,6 +108,14 @@ async def test_games_end_to_end(tokenizer, local_model_dir, tmp_path):
                 context = before["prompt_len"] + len(before["output_ids"])
                 assert after["prompt_len"] > context and after["cached_tokens"] >= context
     assert multi_turn, "greedy play of seed 1 makes seat 0 move twice (invalid, then again)"
+    # every turn names its game's depth as its priority at the server, so a long game's later turns run
+    # before the first turns of new games (on a server with priority scheduling)
+    assert all(isinstance(priority, int) for priority in fake.priorities)
+    for record in records:
+        for seat in record["players"]:
+            seen = [fake.priorities[fake.prompts.index(seat["token_ids"][: t["prompt_len"]])] for t in seat["turns"]]
+            assert seen == sorted(seen) and len(set(seen)) == len(seen), seen
+            assert not seen or seen[0] >= 2  # the system prompt and the opening move at least
 
 
 async def test_retries_429_and_5xx_then_succeeds(tokenizer, local_model_dir):

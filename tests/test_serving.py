@@ -30,6 +30,23 @@ def test_cuda_graphs_off_only_when_asked():
     assert "actor_rollout_ref.rollout.enforce_eager=True" in choice.verl_overrides()
 
 
+def test_priority_scheduling_only_when_asked_and_never_preempts():
+    """The servers run waiting requests by the players' priority (their game's depth) only when asked;
+    a running turn is never evicted for a deeper one, and requests without a priority rank as 0."""
+    assert not any("priority" in a for a in serving.choose({}).sglang_args())
+    args = serving.choose({}, priority_scheduling=True).sglang_args()
+    assert args[args.index("--enable-priority-scheduling") :][:4] == [
+        "--enable-priority-scheduling", "--disable-priority-preemption", "--default-priority-value", "0"
+    ]  # fmt: skip
+    assert not any("priority" in kv for kv in serving.choose({}, priority_scheduling=True).verl_overrides())
+    from click.testing import CliRunner
+
+    done = CliRunner().invoke(serving.main, ["sglang-args", "--priority-scheduling"])
+    assert done.exit_code == 0, done.output
+    assert "--enable-priority-scheduling --disable-priority-preemption" in done.stdout
+    assert "scheduling: a game's later turns first" in done.stderr
+
+
 def test_the_probe_asks_the_named_python():
     found = serving.probe(sys.executable)
     assert set(found) == set(serving.PROBED) and not found["sgl_kernel.flash_ops"]  # no sglang in the test env

@@ -19,6 +19,12 @@ class SamplingParams:
     top_p: float = 1.0
     max_new_tokens: int = 256
     stop_token_ids: tuple[int, ...] = ()
+    # A scheduling hint, not a sampling one: a server that schedules by priority (SGLang with
+    # `--enable-priority-scheduling`) runs waiting requests of higher values first. A player sends its
+    # game's depth, so a long game's next turn does not queue behind the first turns of new games and
+    # the last games of a run do not play out alone on an idle server. Backends without such a
+    # scheduler ignore it.
+    priority: int | None = None
 
 
 @dataclass(frozen=True)

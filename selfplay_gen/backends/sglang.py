@@ -130,21 +130,20 @@ class SGLangBackend(HttpBackend):
         self, prompt_ids: list[int], params: SamplingParams, *, session: str, messages: list[dict] | None = None
     ) -> Generation:
         url = f"{self.server_for(session)}/generate"
-        body = await self.request(
-            "POST",
-            url,
-            {
-                "input_ids": list(prompt_ids),
-                "sampling_params": {
-                    "temperature": params.temperature,
-                    "top_p": params.top_p,
-                    "max_new_tokens": params.max_new_tokens,
-                    "stop_token_ids": list(params.stop_token_ids),
-                    "no_stop_trim": True,
-                },
-                "return_logprob": True,
+        request = {
+            "input_ids": list(prompt_ids),
+            "sampling_params": {
+                "temperature": params.temperature,
+                "top_p": params.top_p,
+                "max_new_tokens": params.max_new_tokens,
+                "stop_token_ids": list(params.stop_token_ids),
+                "no_stop_trim": True,
             },
-        )
+            "return_logprob": True,
+        }
+        if params.priority is not None:  # read by a server with --enable-priority-scheduling, else ignored
+            request["priority"] = params.priority
+        body = await self.request("POST", url, request)
         default_stop = token_context(self.tokenizer).end_of_turn_id if self.tokenizer is not None else None
         with self.redacted():
             gen = parse_generation(body, params, url, default_stop)
