@@ -9,7 +9,8 @@
       `/generate` requests with the prompts and output lengths of (b)'s own turns (`ignore_eos`, with
       logprobs as the runner asks for them), as many in flight as (b) keeps: where (b)'s turns wait on
       each other, the flood's always fill the server's batch and its queue (and tens of thousands of
-      connections at once would exhaust the client's ports before the server); and the server's own
+      connections at once would exhaust the client's ports before the server), from an emptied prefix
+      cache as (b) starts from one (each reports its cache hit rate); and the server's own
       single-request speed: (a)'s turns replayed one at a time right after (a), both from an emptied
       prefix cache. A server that dies in these references (e.g. out of memory) is reported as its
       error beside (a) and (b), and games that fail are counted by their error.
@@ -89,8 +90,10 @@ async def saturation(backend, shapes, params, in_flight: int) -> dict:
     async def one(prompt_ids, length):
         async with gate:
             body = await send(prompt_ids, length)
-        # the tokens the server says it produced (`ignore_eos` makes them the recorded length)
-        return body.get("meta_info", {}).get("completion_tokens", max(1, length))
+        meta = body.get("meta_info", {})
+        # the tokens the server says it produced (`ignore_eos` makes them the recorded length), and the
+        # prompt tokens its prefix cache held
+        return meta.get("completion_tokens", max(1, length)), meta.get("cached_tokens", 0)
 
     async def send(prompt_ids, length):
         return await backend.request(
@@ -109,8 +112,10 @@ async def saturation(backend, shapes, params, in_flight: int) -> dict:
         )
 
     started_at, started = now(), time.perf_counter()
-    output = sum(await asyncio.gather(*(one(p, n) for p, n in shapes)))
+    answers = await asyncio.gather(*(one(p, n) for p, n in shapes))
     wall = time.perf_counter() - started
+    output = sum(produced for produced, _ in answers)
+    prompt = sum(len(p) for p, _ in shapes)
     return {
         "started_at": started_at,
         "requests": len(shapes),
@@ -118,6 +123,7 @@ async def saturation(backend, shapes, params, in_flight: int) -> dict:
         "wall_s": round(wall, 3),
         "output_tokens": output,
         "output_tokens_per_s": output / wall,
+        "cache_hit_rate": sum(cached for _, cached in answers) / prompt if prompt else 0.0,
     }
 
 
@@ -180,12 +186,18 @@ async def main(args) -> dict:
                     single = await saturation(backend, single_shapes, params, in_flight=1) | {"cache_flushed": flushed}
                 except BackendError as err:
                     failed = str(err)
+            # the runner and the flood each start from an emptied prefix cache: after the runner, the cache
+            # holds its contexts, which are the flood's prompts, and would lend the flood hits the runner
+            # never had (as much of the workload as the cache can keep)
+            flushed = await flush_cache(args.base_url) if references and failed is None else None
             concurrent = await play(backend, tokenizer, specs, limits, params, in_flight, Path(tmp), "concurrent")
+            concurrent["cache_flushed"] = flushed
         shapes = concurrent.pop("_turn_shapes")
         flood = None
         if references and failed is None:
             try:
-                flood = await saturation(backend, shapes, params, in_flight)
+                flushed = await flush_cache(args.base_url)
+                flood = await saturation(backend, shapes, params, in_flight) | {"cache_flushed": flushed}
             except BackendError as err:
                 failed = str(err)
         if failed is not None:
@@ -228,7 +240,8 @@ def table(result: dict) -> str:
     if s and "error" in s:
         lines.append(f"| {flood} | failed: {s['error']} | | | | | |")
     elif s:
-        lines.append(f"| {flood} | - | - | {s['wall_s']:.1f} | - | {s['output_tokens_per_s']:.1f} | - |")
+        hit = f"{s['cache_hit_rate']:.2f}" if "cache_hit_rate" in s else "-"
+        lines.append(f"| {flood} | - | - | {s['wall_s']:.1f} | - | {s['output_tokens_per_s']:.1f} | {hit} |")
     lines.append("")
     lines.append(
         f"runner / one-at-a-time: {result['speedup_games_per_s']:.2f}x games/s, "

@@ -11,6 +11,7 @@ from fake_sglang import FakeSGLang
 from selfplay_gen.backends.base import BackendOptions
 
 generation = bench_modules.load("generation.py", "generation_bench")
+FLUSHED = ("sequential", "single_request", "concurrent", "saturation")
 
 
 def arguments(url: str, model_dir: str, concurrency: int, warmup: int = 0):
@@ -30,7 +31,7 @@ async def test_warmup_games_come_first_and_count_in_no_figure(tokenizer, local_m
     counted = sum(result[phase]["turns"] for phase in ("sequential", "concurrent"))
     counted += sum(result[phase]["requests"] for phase in ("single_request", "saturation"))
     assert answered > counted  # the warm-up's turns, in no phase's figures
-    assert flushes == 2 and result["sequential"]["cache_flushed"] and result["single_request"]["cache_flushed"]
+    assert flushes == 4 and all(result[phase]["cache_flushed"] for phase in FLUSHED)
     assert result["settings"]["warmup_games"] == 2 and result["sequential"]["games"] == 1
 
 
@@ -41,8 +42,10 @@ async def test_the_flood_keeps_as_many_requests_in_flight_as_the_runner(tokenize
     flood = result["saturation"]
     assert flood["requests"] == result["concurrent"]["turns"] > 2 and flood["in_flight"] == 2
     assert fake.peak_in_flight == 2 and flood["output_tokens_per_s"] > 0
-    # the one-at-a-time games and their replay, one after the other, each from an emptied prefix cache
-    assert fake.flushes == 2 and result["sequential"]["cache_flushed"] and result["single_request"]["cache_flushed"]
+    # every phase starts from an emptied prefix cache: the one-at-a-time games and their replay, and the
+    # runner and the flood (the runner leaves the flood's prompts in the cache, hits the runner never had)
+    assert fake.flushes == 4 and all(result[phase]["cache_flushed"] for phase in FLUSHED)
+    assert 0 < flood["cache_hit_rate"] < 1  # the server's cached_tokens over the prompts sent
     assert result["single_request"]["requests"] == result["sequential"]["turns"]
     # each phase says when it began, in the server log's clock, for bench/analysis/server_timeline.py
     phases = ("sequential", "single_request", "concurrent", "saturation")
