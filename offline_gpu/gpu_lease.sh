@@ -18,8 +18,10 @@ Here, on a machine with PyPI:
                        .sha256, and install_site.sh, prepare_model.sh, gguf_to_hf.py; what is there is kept
                        (downloads cached in DIST/.work and DIST/model, which `parts` leaves out)
 Then, with DIST holding those:
-  parts DIST PART_DIR  one tar of DIST split into PART_DIR/pNN/part-NN of PART_MIB (36) MiB, each beside all.sha256 and
-                       `parts` (their number): carry one pNN per call, offline_gpu/gpu_setup.sh joins them
+  parts DIST PART_DIR  one tar of DIST split into PART_DIR/pNN/part-NN of PART_MIB MiB, each beside all.sha256 and
+                       `parts` (their number): carry one pNN per call, offline_gpu/gpu_setup.sh joins them; a part
+                       and the repository's tracked files share a call's 64 MiB, so PART_MIB defaults to what
+                       they leave (on disk, less 4 MiB)
 On the GPU machine, after `source offline_gpu/gpu_setup.sh` in the same call:
   start ROOT PHASE...  copy this repository to ROOT.repo and run offline_gpu/gpu_learning.sh "$MODEL" ROOT PHASE... there,
                        detached (setsid), logging to ROOT/logs/lease.log; the environment is passed on
@@ -65,7 +67,8 @@ case "$cmd" in
   parts)
     rm -rf "$1" && mkdir -p "$1"
     tar -C "$ROOT" --exclude=./.work --exclude=./model -cf "$1/all.tar" .
-    split -b "${PART_MIB:-36}M" -d -a 2 "$1/all.tar" "$1/part-"  # a part and the repository share a call's 64 MiB
+    tree=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && git ls-files -z | du -cm --files0-from=- | tail -1 | cut -f1)
+    split -b "${PART_MIB:-$((64 - tree - 4))}M" -d -a 2 "$1/all.tar" "$1/part-"
     sha256sum "$1/all.tar" | cut -d' ' -f1 > "$1/all.sha256"
     rm "$1/all.tar"
     count=$(find "$1" -name 'part-*' | wc -l)

@@ -730,6 +730,27 @@ gpu_idle
     assert (tmp_path / "calls").read_text().startswith("--query-compute-apps=pid")
 
 
+def test_gpu_lease_parts_leave_room_for_the_repository_in_a_call(tmp_path):
+    """A call carries the repository's tracked files and one part within 64 MiB: a part of a fixed size
+    was refused once the committed results had grown."""
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    (dist / "site_serve.tar.xz").write_bytes(os.urandom(48 << 20))
+    parts = tmp_path / "parts"
+    done = script("offline_gpu/gpu_lease.sh", "parts", str(dist), str(parts))
+    assert done.returncode == 0, done.stderr
+    sizes = [p.stat().st_size for p in parts.glob("p*/part-*")]
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    on_disk = (
+        subprocess.run(
+            ["du", "-c", "--block-size=1", "--files0-from=-"], cwd=REPO, input=listed, capture_output=True, check=True
+        )
+        .stdout.decode()
+        .split()[-2]
+    )
+    assert len(sizes) >= 2 and max(sizes) + int(on_disk) <= 61 << 20
+
+
 def test_gpu_lease_dist_builds_once_and_parts_carry_no_build_caches(tmp_path):
     """`dist` lays out what gpu_setup.sh unpacks (both bundles, the GGUF's parts, the install scripts) with
     shared/gpu's scripts, keeps what is there on a second run, and `parts` leaves the download caches home."""
