@@ -21,9 +21,8 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] = ()
     # A scheduling hint, not a sampling one: a server that schedules by priority (SGLang with
     # `--enable-priority-scheduling`) runs waiting requests of higher values first. A player sends its
-    # game's depth, so a long game's next turn does not queue behind the first turns of new games and
-    # the last games of a run do not play out alone on an idle server. Backends without such a
-    # scheduler ignore it.
+    # game's depth, so on such a server a long game's next turn goes before the first turns of new
+    # games. Backends without such a scheduler ignore it.
     priority: int | None = None
 
 
