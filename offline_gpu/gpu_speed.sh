@@ -7,8 +7,9 @@
 # the real sglang_router (DP=2 on one GPU: the routing and the runner's plumbing, not two GPUs' speed);
 # `gen-8k` is the generation benchmark with 8,192 games in flight (each generation phase serves GEN_MODEL, by
 # default the embedded warm start); `gen-priority` is the generation benchmark on a server that runs waiting
-# requests by the priority the players send, their game's depth (`sglang-args --priority-scheduling`). `swap` checks a server that took another
-# checkpoint's weights (/update_weights_from_disk) against one started on it: the same greedy games, token for token.
+# requests by the priority the players send, their game's depth (`sglang-args --priority-scheduling`). `swap`
+# checks a server that took another checkpoint's weights (/update_weights_from_disk) against one started on it:
+# the same greedy games, token for token.
 # On a machine with two GPUs: `dp-compare` plays DP_GAMES games through run_selfplay_generation.sh with DP=1 and
 # then DP=2 (sglang_router in front of one worker per GPU; DP_COMPARE="1" plays DP=1 alone); `sft-compare` and
 # `offline-compare` train the same SFT_STEPS / OFFLINE_STEPS steps on N_GPUS=2 and on N_GPUS=1 (the warm start's
@@ -22,8 +23,8 @@
 # CUDNN_ATTENTION=True (PyTorch's choice) and =False on one GPU. `poll-compare` trains offline GRPO on the DP=1
 # games (dp-compare first) on one GPU, sampling through selfplay_gen's replay buffer and through verl's own.
 # Results in ROOT/speed/; each phase (or training job) is skipped once its result exists.
-#   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [gen-priority] [fbc] [gen-eager] [iterate-fbc] [iterate-kept]
-#                            [iterate-online] [router-shared] [gen-8k] [swap] [dp-compare] [sft-compare]
+#   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [gen-priority] [fbc] [gen-eager] [iterate-fbc]
+#                            [iterate-kept] [iterate-online] [router-shared] [gen-8k] [swap] [dp-compare] [sft-compare]
 #                            [sft-profile] [iterate-2gpu] [offline-compare] [online-compare] [online-batch]
 #                            [fsdp-compare] [attention-compare] [poll-compare]
 set -euo pipefail

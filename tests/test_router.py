@@ -68,6 +68,8 @@ async def test_games_through_the_router_use_both_workers(tokenizer, local_model_
             result = await asyncio.to_thread(CliRunner().invoke, main, args)
         assert result.exit_code == 0, result.output
         assert one.generate_requests > 0 and two.generate_requests > 0  # the router spread the games
+        # the router passes each turn's priority (its game's depth) on to the workers
+        assert all(isinstance(p, int) for p in one.priorities + two.priorities)
     records = list(read_games(out))
     assert len(records) == 6
     summary = json.loads((tmp_path / "games.summary.json").read_text())
