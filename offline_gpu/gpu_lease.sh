@@ -47,11 +47,12 @@ case ${1:-} in -h|--help) usage; exit 0 ;; esac
 (($# >= 2)) || { usage >&2; exit 2; }
 cmd=$1 ROOT=$2
 shift 2
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # where, under $HOME, the GPU stack keeps what it compiles on first use
 KERNEL_CACHES=(.cache/tvm-ffi .cache/sglang .cache/flashinfer .cache/torch_extensions .triton/cache .nv/ComputeCache)
 case "$cmd" in
   dist)
-    shared=${1:-$(dirname "${BASH_SOURCE[0]}")/../../shared/gpu}
+    shared=${1:-$REPO/../shared/gpu}
     [[ -f $shared/build_bundle.sh && -f $shared/prepare_model.sh ]] \
       || { echo "dist: $shared holds no build_bundle.sh and prepare_model.sh (give SHARED_GPU)" >&2; exit 2; }
     mkdir -p "$ROOT"
@@ -67,7 +68,7 @@ case "$cmd" in
   parts)
     rm -rf "$1" && mkdir -p "$1"
     tar -C "$ROOT" --exclude=./.work --exclude=./model -cf "$1/all.tar" .
-    tree=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && git ls-files -z | du -cm --files0-from=- | tail -1 | cut -f1)
+    tree=$(cd "$REPO" && git ls-files -z | du -cm --files0-from=- | tail -1 | cut -f1)
     split -b "${PART_MIB:-$((64 - tree - 4))}M" -d -a 2 "$1/all.tar" "$1/part-"
     sha256sum "$1/all.tar" | cut -d' ' -f1 > "$1/all.sha256"
     rm "$1/all.tar"
@@ -81,7 +82,7 @@ case "$cmd" in
   start)
     copy=$ROOT.repo   # this run's copy, not the call's tree, which later calls replace (nor another run's)
     rm -rf "$copy" && mkdir -p "$copy" "$ROOT/logs"
-    tar -C "$(dirname "${BASH_SOURCE[0]}")/.." --exclude=./.gpu --exclude=./.git -cf - . | tar -C "$copy" -xf -
+    tar -C "$REPO" --exclude=./.gpu --exclude=./.git -cf - . | tar -C "$copy" -xf -
     rm -f "$ROOT/logs/lease.rc"
     export PYTHONPATH=$copy${PYTHONPATH:+:$PYTHONPATH}
     # shellcheck disable=SC2016  # expanded by the detached shell: its $0 is ROOT, $1 the copy, then the phases
