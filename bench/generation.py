@@ -240,8 +240,9 @@ def table(result: dict) -> str:
     if s and "error" in s:
         lines.append(f"| {flood} | failed: {s['error']} | | | | | |")
     elif s:
-        hit = f"{s['cache_hit_rate']:.2f}" if "cache_hit_rate" in s else "-"
-        lines.append(f"| {flood} | - | - | {s['wall_s']:.1f} | - | {s['output_tokens_per_s']:.1f} | {hit} |")
+        lines.append(
+            f"| {flood} | - | - | {s['wall_s']:.1f} | - | {s['output_tokens_per_s']:.1f} | {s['cache_hit_rate']:.2f} |"
+        )
     lines.append("")
     lines.append(
         f"runner / one-at-a-time: {result['speedup_games_per_s']:.2f}x games/s, "
