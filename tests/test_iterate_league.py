@@ -49,16 +49,16 @@ def test_each_instance_gets_one_opponent_drawn_by_rating_closeness():
         decisions.league_batches(ratings, "iter_2", ["ghost"], 8, 8, seed=0)
 
 
-def test_the_time_budget_counts_finished_stages_and_names_a_bad_row(tmp_path):
+def test_the_time_budget_counts_finished_iterations_and_names_a_bad_row(tmp_path):
     assert decisions.within_budget(tmp_path, None) and decisions.within_budget(tmp_path, 1.0)
-    for name, seconds in (("base", "30"), ("iter_001", "60")):
+    for name, seconds in (("base", "30"), ("warm", "600"), ("iter_001", "30"), ("iter_002", "60")):
         (tmp_path / name).mkdir()
         (tmp_path / name / "summary_row.json").write_text(json.dumps({"row": [name, "8", "", "", seconds]}))
     assert decisions.spent_minutes(tmp_path) == pytest.approx(1.5)
     assert decisions.within_budget(tmp_path, 2.0) and not decisions.within_budget(tmp_path, 1.5)
-    (tmp_path / "iter_002").mkdir()
-    (tmp_path / "iter_002" / "summary_row.json").write_text(json.dumps({"row": ["iter_2", "8", "", "", "long"]}))
-    with pytest.raises(ValueError, match=r"iter_002/summary_row.json: field row\[4\] \(wall time\)"):
+    (tmp_path / "iter_003").mkdir()
+    (tmp_path / "iter_003" / "summary_row.json").write_text(json.dumps({"row": ["iter_3", "8", "", "", "long"]}))
+    with pytest.raises(ValueError, match=r"iter_003/summary_row.json: field row\[4\] \(wall time\)"):
         decisions.spent_minutes(tmp_path)
 
 
@@ -125,10 +125,12 @@ def test_grpo_takes_a_per_seat_baseline_and_the_time_budget_stops_new_iterations
     cancelled = CliRunner().invoke(iterate_command, ["--dry-run", *per_seat])  # grpo's group centering
     assert cancelled.exit_code == 2 and "BASELINE=per-seat" in cancelled.output and "ADV_ESTIMATOR" in cancelled.output
     run = tmp_path / "run"
-    (run / "base").mkdir(parents=True)
-    (run / "base" / "summary_row.json").write_text(json.dumps({"row": ["base", "", "", "", "600"]}))
-    stopped = dry_iterate(tmp_path, "--num-iterations", "2", "--time-budget-min", "5", "--warm-start", "none")
-    assert "time budget of 5 min spent (10.0 min): no iteration from 1 on" in stopped
+    for stage in ("base", "iter_001"):
+        (run / stage).mkdir(parents=True)
+        (run / stage / "summary_row.json").write_text(json.dumps({"row": [stage, "", "", "", "600"]}))
+        (run / stage / "DONE").touch()
+    stopped = dry_iterate(tmp_path, "--num-iterations", "3", "--time-budget-min", "5", "--warm-start", "none")
+    assert "time budget of 5 min spent (10.0 min): no iteration from 2 on" in stopped
     assert not any("=== iteration" in line for line in stopped)
 
 

@@ -700,7 +700,8 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     "TIME_BUDGET_MIN",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
-    help="No iteration starts once the run's finished stages took this many minutes (equal-time comparisons).",
+    help="No iteration starts once the run's finished iterations took this many minutes (equal-time "
+    "comparisons from one warm start: the base evaluation and the warm start are not counted).",
 )
 @opt(
     "--warm-start",

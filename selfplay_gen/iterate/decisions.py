@@ -62,9 +62,11 @@ def league_batches(
 
 
 def spent_minutes(run_dir: Path) -> float:
-    """The wall time of the run's finished stages (their summary rows), in minutes."""
+    """The wall time of the run's finished iterations (their summary rows), in minutes. The base evaluation
+    and the warm start are left out: runs compared at equal time share them (one adopted warm stage), so
+    the budget is what each run spends on its own training."""
     total = 0.0
-    for row in run_dir.glob("*/summary_row.json"):
+    for row in run_dir.glob("iter_*/summary_row.json"):
         cells = json.loads(row.read_text())["row"]
         try:
             total += float(cells[SUMMARY_HEADER.index("wall time (s)")])
@@ -74,7 +76,7 @@ def spent_minutes(run_dir: Path) -> float:
 
 
 def within_budget(run_dir: Path, budget_min: float | None) -> bool:
-    """Whether another iteration may start: no budget, or the finished stages took less than it."""
+    """Whether another iteration may start: no budget, or the finished iterations took less than it."""
     return budget_min is None or spent_minutes(run_dir) < budget_min
 
 
