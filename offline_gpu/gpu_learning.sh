@@ -16,10 +16,11 @@ On a GPU machine (after `source offline_gpu/gpu_setup.sh`), with MODEL_DIR the r
   embedded ROOT/embedded: the embedded warm start (selfplay_gen/data/warm_start, the shipped adapter) folded
            into MODEL_DIR as its warm stage, so `WARM=embedded rl` starts from the model users get
   rl       from ROOT/WARM (lora), NUM_ITERATIONS iterations of each run of RL_RUNS side by side, each with
-           its own SGLang ports (PORT and PORT + 1 for a second server: a league's opponent, cross-play);
+           its own SGLang ports (PORT and PORT + 1 for a second server: a league's opponent, cross-play;
+           the first run's PORT is FIRST_PORT, 30000: another ROOT's runs beside them take another);
            negotiation runs start from NEG_WARM's warm stage when NEG_WARM names a finished run;
            RL_RUNS is a list of NAME:VAR=VALUE,VAR=VALUE for run_selfplay_iteration.sh (default: GRPO as
-           ROOT/grpo and filtered behaviour cloning as ROOT/fbc). WARM=none, or a run of another game
+           ROOT/grpo and filtered behaviour cloning as ROOT/fbc; a value may hold commas, SKILL_LEVELS=novice,expert). WARM=none, or a run of another game
            (GAME=negotiation), adopts no warm stage: the run warms up on its own game's teacher itself
            (WARM_START=teacher), and a negotiation run ends with cross-play of its checkpoints, e.g.
              RL_RUNS="neg:GAME=negotiation,REWARD_MODE=semi-competitive,TRAINER=filtered-bc,NUM_ITERATIONS=2,
@@ -214,10 +215,16 @@ for phase in "${PHASES[@]}"; do
         run_cmd touch "$dir/base/DONE" "$dir/warm/DONE"
       fi ;;
     rl)
-      port=30000
+      port=${FIRST_PORT:-30000}
       for spec in $RL_RUNS; do
         name=${spec%%:*}
-        IFS=, read -r -a vars <<< "${spec#*:}"
+        # VAR=VALUE pieces split on commas; a piece without VAR= belongs to the value before it
+        # (SKILL_LEVELS=novice,expert, LEAGUE_SCRIPTED=0.3,1)
+        IFS=, read -r -a pieces <<< "${spec#*:}"
+        vars=()
+        for piece in "${pieces[@]}"; do
+          if [[ $piece =~ ^[A-Z_][A-Z0-9_]*= || ${#vars[@]} -eq 0 ]]; then vars+=("$piece"); else vars[-1]+=",$piece"; fi
+        done
         game=matching
         for var in "${vars[@]}"; do [[ $var != GAME=* ]] || game=${var#GAME=}; done
         # the shared warm stage is the matching game's (WARM); a negotiation run adopts NEG_WARM's (a run of

@@ -606,6 +606,26 @@ def test_gpu_learning_runs_of_another_game_warm_up_on_their_own(tmp_path):
     assert "starts from" not in plain.stdout
 
 
+def test_gpu_learning_run_values_may_hold_commas(tmp_path):
+    runs = "sk:GAME=negotiation,SKILL_LEVELS=novice,expert,NUM_ITERATIONS=0,LEAGUE_SCRIPTED=0.3,1"
+    result = script(
+        "offline_gpu/gpu_learning.sh",
+        "--dry-run",
+        "/m",
+        str(tmp_path / "r"),
+        "rl",
+        WARM="none",
+        RL_RUNS=runs,
+        FIRST_PORT="30010",
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        "=== sk (port 30010): WARM_START=teacher GAME=negotiation SKILL_LEVELS=novice,expert NUM_ITERATIONS=0 "
+        "LEAGUE_SCRIPTED=0.3,1" in result.stdout
+    )
+    assert "/warm/gen/levels/expert/games.jsonl" in result.stdout  # the iteration script read both levels
+
+
 def test_gpu_learning_refuses_a_model_dir_that_holds_no_model(tmp_path):
     """An unset $MODEL reaches the script as an empty argument; `embedded` would then copy "/"* as the model."""
     for model in ("", str(tmp_path)):
