@@ -775,6 +775,12 @@ def test_dpo_trains_on_each_groups_best_game_against_its_worst(tmp_path):
     (train,) = [line for line in lines if "-m selfplay_gen.train.dpo" in line]
     assert f"--model /m0 --pairs {run}/iter_001/gen/train.parquet --out {run}/iter_001/train/hf" in train
     assert "--lora-rank 16 --lr 5e-6 --epochs 1 --batch-size 4" in train
+    assert train.startswith(f"+ {sys.executable} -m selfplay_gen.train.dpo")  # TRL_PYTHON: SELFPLAY_PYTHON's
+    trl = dry_iterate(tmp_path, "--trainer", "dpo", "--num-iterations", "1", "--warm-start", "none",
+                      TRL_PYTHON="/opt/trl/bin/python")  # fmt: skip
+    (train,) = [line for line in trl.splitlines() if "-m selfplay_gen.train.dpo" in line]
+    assert train.startswith("+ /opt/trl/bin/python -m selfplay_gen.train.dpo")
+    assert trl.count("/opt/trl") == 1  # no other step runs in the Python that has trl
     assert f"--label iter_1 --out {run}/iter_001/eval/heldout" in out  # evaluated as any other stage's model
 
 

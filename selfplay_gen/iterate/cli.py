@@ -208,6 +208,13 @@ tool_options = options(
     opt(
         "--selfplay-convert", "SELFPLAY_CONVERT", default=None, help="The selfplay-convert command [default: likewise]."
     ),
+    opt(
+        "--trl-python",
+        "TRL_PYTHON",
+        default=None,
+        help="Python with trl and selfplay_gen that runs TRAINER=dpo [default: SELFPLAY_PYTHON]. verl 0.9.1 stops "
+        "at start-up where trl 1.16 imports, so on a machine where verl trains, keep trl in this Python only.",
+    ),
 )
 game_options = options(
     opt(
@@ -444,7 +451,7 @@ verl_options = options(
 
 
 def tools_from(o: dict) -> Tools:
-    return Tools.find(o.pop("selfplay_python"), o.pop("selfplay_gen"), o.pop("selfplay_convert"))
+    return Tools.find(o.pop("selfplay_python"), o.pop("selfplay_gen"), o.pop("selfplay_convert"), o.pop("trl_python"))
 
 
 def sampling_from(o: dict, max_response_tokens: int | None = None) -> Sampling:

@@ -71,10 +71,16 @@ class Tools:
     python: str = "python3"  # with selfplay_gen importable
     gen: tuple[str, ...] = ()
     convert: tuple[str, ...] = ()
+    # TRL's DPO trainer runs here (selfplay_gen importable, trl installed). verl 0.9.1 stops at start-up in
+    # a Python where trl 1.16 imports, so TRL gets a Python of its own whose path its children do not inherit
+    trl_python: str = "python3"
 
     @classmethod
-    def find(cls, python: str | None = None, gen: str | None = None, convert: str | None = None) -> Tools:
-        """The installed commands, else the modules run by `python` (SELFPLAY_PYTHON)."""
+    def find(
+        cls, python: str | None = None, gen: str | None = None, convert: str | None = None, trl: str | None = None
+    ) -> Tools:
+        """The installed commands, else the modules run by `python` (SELFPLAY_PYTHON); TRL by `trl`
+        (TRL_PYTHON), else by `python`."""
         python = python or sys.executable
 
         def command(given: str | None, script: str, module: str) -> tuple[str, ...]:
@@ -86,6 +92,7 @@ class Tools:
             python=python,
             gen=command(gen, "selfplay-gen", "selfplay_gen.cli"),
             convert=command(convert, "selfplay-convert", "convert.cli"),
+            trl_python=trl or python,
         )
 
 

@@ -221,7 +221,7 @@ class DPO(Trainer):
         s = self.settings
         run.shell.run(
             f"{stage.name}: train (dpo)",
-            [run.cfg.tools.python, "-m", "selfplay_gen.train.dpo", "--model", run.model,
+            [run.cfg.tools.trl_python, "-m", "selfplay_gen.train.dpo", "--model", run.model,
              "--pairs", str(stage.dir / "gen" / "train.parquet"), "--out", str(out), "--lora-rank", str(s.lora_rank),
              "--lr", s.lr, "--epochs", str(s.epochs), "--batch-size", str(s.batch_size)],
         )  # fmt: skip
