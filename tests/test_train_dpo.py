@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -113,4 +114,8 @@ def test_dpo_moves_the_margin_and_writes_a_plain_model(pairs_file, tokenizer, tm
 
     start = AutoModelForCausalLM.from_pretrained(models.resolve(None))
     trained = AutoModelForCausalLM.from_pretrained(out)  # plain weights: the adapter is folded in
+    # the config as the source's (TRL trains without the KV cache): a server swaps weights only between equal configs
+    assert json.loads((out / "config.json").read_text()) == json.loads(
+        (Path(models.resolve(None)) / "config.json").read_text()
+    )
     assert own_margin(trained, tokenized[pick]) > own_margin(start, tokenized[pick])

@@ -179,6 +179,7 @@ def train(model: str | None, pairs: Path, out: Path, settings: DpoSettings = Dpo
             task_type="CAUSAL_LM",
         )
     policy = AutoModelForCausalLM.from_pretrained(source, dtype="auto")
+    use_cache = policy.config.use_cache  # the trainer turns the KV cache off; the exported model is served
     trainer = trainer_class()(
         model=policy,
         args=config,
@@ -193,6 +194,9 @@ def train(model: str | None, pairs: Path, out: Path, settings: DpoSettings = Dpo
     if peft_config is not None:
         trained.save_pretrained(partial / ADAPTER_DIR)
         trained = trained.merge_and_unload()
+    # the source's config as it was: a server playing the source takes this model's weights in place
+    # (`update_weights_from_disk`) only when the two config.json files agree
+    trained.config.use_cache = use_cache
     trained.save_pretrained(partial)
     tokenizer.save_pretrained(partial)
     shutil.rmtree(partial / "trainer", ignore_errors=True)
