@@ -119,6 +119,15 @@ def _sigterm_unwinds():
     help="dpo: reward pairs each (group, seat)'s best game with its worst; outcome pairs a game the seat won "
     "(more reward than its partner) with one it lost, as the rules judge competitive play.",
 )
+@click.option(
+    "--dpo-pairs-per-group",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="dpo: the most pairs of one (group, seat), the widest gap first; above 1 a game may sit in several "
+    "pairs (every win against every loss of a group), where one pair a group leaves few when most groups are "
+    "won or lost alike.",
+)
 @click.option("--skip-invalid", is_flag=True, help="Convert past malformed lines and report them.")
 @click.option("--overwrite", is_flag=True, help="Replace existing outputs.")
 def main(
@@ -137,6 +146,7 @@ def main(
     baseline: str,
     seat: int | None,
     dpo_pairs: str,
+    dpo_pairs_per_group: int,
     skip_invalid: bool,
     overwrite: bool,
 ) -> None:
@@ -158,6 +168,7 @@ def main(
             baseline,
             (0, 1) if seat is None else (seat,),
             dpo_pairs=dpo_pairs,
+            dpo_pairs_per_group=dpo_pairs_per_group,
         )
         with _sigterm_unwinds():
             summary = convert(games, out_dir, options, overwrite=overwrite)

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from selfplay_gen.seat_tokens import prompt_messages
 
-from .groups import SPILLED, extremes
+from .groups import SPILLED, ranked_pairs
 from .rows import GAME, GRPO_SCHEMA, MESSAGES, data_source, group_rows
 
 TRAIN, VAL, DROP = 0, 1, -1
@@ -146,38 +146,38 @@ class SftRows:
 # the rules judge a competitive game (a win above a tie above a loss, by the seat's margin over its
 # partner): the game of the widest margin against the game of the narrowest, when the rules rank them
 # apart (won against tied or lost, tied against lost). Against a fixed opponent a seat often wins, or
-# loses, every game of a group; a group whose games the rules rank alike gives no pair.
+# loses, every game of a group; a group whose games the rules rank alike gives no pair. More pairs a
+# group (`per_group`) take the next widest gaps: every (win, loss) of a group, not only its extremes.
 DPO_PAIRS = ("reward", "outcome")
 
 
-def _pairs(games: pd.DataFrame, seat: int, by: str) -> pd.DataFrame:
-    """(chosen, rejected) game labels per group of `games` for `seat` (see `DPO_PAIRS`)."""
+def _pairs(games: pd.DataFrame, seat: int, by: str, per_group: int = 1) -> pd.DataFrame:
+    """(chosen, rejected) game labels, up to `per_group` a group of `games`, for `seat` (see `DPO_PAIRS`)."""
     if by == "reward":
-        return extremes(games[f"score{seat}"], games["group_no"])
+        return ranked_pairs(games[f"score{seat}"], games[f"score{seat}"], games["group_no"], per_group)
     margin = games[f"score{seat}"] - games[f"score{1 - seat}"]
-    pairs = extremes(margin, games["group_no"])
-    judged = np.sign(margin)
-    return pairs[judged[pairs["chosen"]].to_numpy() > judged[pairs["rejected"]].to_numpy()]
+    return ranked_pairs(margin, np.sign(margin), games["group_no"], per_group)
 
 
 class DpoRows:
     schema = DPO_SCHEMA
 
-    def __init__(self, ledger: pd.DataFrame, by: str = "reward"):
+    def __init__(self, ledger: pd.DataFrame, by: str = "reward", per_group: int = 1):
         self.pairs: list[dict] = []
-        self.wanted: dict[tuple[int, int], tuple[int, str]] = {}  # (game, seat) -> (pair, role)
+        self.wanted: dict[tuple[int, int], list[tuple[int, str]]] = {}  # (game, seat) -> its (pair, role)s
         self.unpaired = (
             0  # (group, seat)s with no pair: all scored the same (or, by outcome, all ranked alike by the rules)
         )
         for seat in (0, 1):
             games = ledger[ledger[f"status{seat}"].isin(SPILLED)]
             self.unpaired += games["group_no"].nunique()
-            for chosen, rejected in _pairs(games, seat, by).itertuples(index=False):
+            pairs = _pairs(games, seat, by, per_group)
+            for chosen, rejected in pairs.itertuples(index=False):
                 pair = len(self.pairs)
                 self.pairs.append({"seat": seat, "chosen": chosen, "rejected": rejected})
-                self.wanted[(chosen, seat)] = (pair, "chosen")
-                self.wanted[(rejected, seat)] = (pair, "rejected")
-                self.unpaired -= 1
+                self.wanted.setdefault((chosen, seat), []).append((pair, "chosen"))
+                self.wanted.setdefault((rejected, seat), []).append((pair, "rejected"))
+            self.unpaired -= games.loc[pairs["chosen"], "group_no"].nunique() if len(pairs) else 0
         self.ledger, self.source = ledger, data_source(game_of(ledger))
         self.pending: dict[int, dict[str, list]] = {}
 
@@ -186,15 +186,13 @@ class DpoRows:
         keys = zip(batch.column(GAME).to_pylist(), extra.field("player").to_pylist())
         rows: dict[int, list[dict]] = {TRAIN: [], VAL: []}
         for i, key in enumerate(keys):
-            if key not in self.wanted:
-                continue
-            pair, role = self.wanted[key]
-            halves = self.pending.setdefault(pair, {})
-            halves[role] = extra.field("messages")[i].as_py()
-            if len(halves) == 2:
-                del self.pending[pair]
-                code, row = self._row(self.pairs[pair], halves)
-                rows[code].append(row)
+            for pair, role in self.wanted.get(key, ()):
+                halves = self.pending.setdefault(pair, {})
+                halves[role] = extra.field("messages")[i].as_py()
+                if len(halves) == 2:
+                    del self.pending[pair]
+                    code, row = self._row(self.pairs[pair], halves)
+                    rows[code].append(row)
         return [(code, pa.Table.from_pylist(found, schema=DPO_SCHEMA)) for code, found in rows.items() if found]
 
     def _row(self, pair: dict, halves: dict[str, list]) -> tuple[int, dict]:

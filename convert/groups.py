@@ -111,9 +111,17 @@ def top(rewards: pd.Series, groups: pd.Series, fraction: float) -> pd.Series:
     return (rank <= (size * fraction).map(math.ceil)) & (rewards > 0)
 
 
-def extremes(rewards: pd.Series, groups: pd.Series) -> pd.DataFrame:
-    """Per group with unequal rewards: the best game (`chosen`) and the worst (`rejected`), as
-    index labels of `rewards`; the first in file order among equals."""
-    by_group = rewards.groupby(groups)
-    pairs = pd.DataFrame({"chosen": by_group.idxmax(), "rejected": by_group.idxmin()})
-    return pairs[rewards[pairs["chosen"]].to_numpy() > rewards[pairs["rejected"]].to_numpy()]
+def ranked_pairs(keys: pd.Series, ranks: pd.Series, groups: pd.Series, per_group: int = 1) -> pd.DataFrame:
+    """Up to `per_group` (chosen, rejected) index labels per group: two games whose `ranks` put the chosen
+    above the rejected, the widest gap in `keys` first, then file order. One pair a group is its best game
+    against its worst (the first in file order among equals); more pairs reuse games, so a group of eight
+    with some wins and some losses gives a pair per (win, loss) instead of one in all."""
+    chosen: list = []
+    rejected: list = []
+    for _, members in keys.groupby(groups):
+        labels, key, rank = list(members.index), members.to_numpy(), ranks[members.index].to_numpy()
+        apart = [(c, r) for c in range(len(labels)) for r in range(len(labels)) if rank[c] > rank[r]]
+        apart.sort(key=lambda pair: (key[pair[1]] - key[pair[0]], pair))
+        chosen += [labels[c] for c, _ in apart[:per_group]]
+        rejected += [labels[r] for _, r in apart[:per_group]]
+    return pd.DataFrame({"chosen": chosen, "rejected": rejected})

@@ -62,6 +62,7 @@ class Options:
     seats: tuple[int, ...] = (0, 1)  # the seats whose rows are written (an opponent's are not)
     batch_rows: int = 256
     dpo_pairs: str = "reward"  # dpo: "outcome" pairs a game the seat won with one it lost (`DPO_PAIRS`)
+    dpo_pairs_per_group: int = 1  # dpo: the most pairs of one (group, seat), widest gap first
 
     def __post_init__(self):
         if self.format not in FORMATS:
@@ -80,6 +81,8 @@ class Options:
             raise ConvertError(f"the {self.baseline} baseline shapes GRPO rewards; {self.format} does not use it")
         if self.dpo_pairs not in DPO_PAIRS:
             raise ConvertError(f"dpo pairs must be one of {', '.join(DPO_PAIRS)}, got {self.dpo_pairs!r}")
+        if self.dpo_pairs_per_group < 1:
+            raise ConvertError(f"dpo pairs per group must be at least 1, got {self.dpo_pairs_per_group}")
         if not self.seats or not set(self.seats) <= {0, 1}:
             raise ConvertError(f"the seats to train are some of 0 and 1, got {self.seats}")
 
@@ -123,7 +126,7 @@ def _convert(games: Path, paths: dict[str, Path], options: Options, overwrite: b
                 raise ConvertError(f"{games}: {err}") from None
             project: GrpoRows | DpoRows | SftRows = GrpoRows(ledger, grpo)
         elif options.format == "dpo":
-            project = DpoRows(ledger, options.dpo_pairs)
+            project = DpoRows(ledger, options.dpo_pairs, options.dpo_pairs_per_group)
         else:
             project = FORMATS[options.format](ledger)
         with ParquetOutput(paths["train"], project.schema) as train, ParquetOutput(paths["val"], project.schema) as val:

@@ -3,7 +3,7 @@ hand-made groups whose values are worked out by hand."""
 
 import pandas as pd
 
-from convert.groups import constant, extremes, top
+from convert.groups import constant, ranked_pairs, top
 from convert.split import validation_instances
 from selfplay_gen.reward import training_reward
 
@@ -23,9 +23,19 @@ def test_top_keeps_the_best_rewarded_share_of_each_group():
     assert top(pd.Series([0.0, 0.0]), pd.Series([0, 0]), 1.0).tolist() == [False, False]
 
 
-def test_extremes_pair_best_and_worst_and_skip_ties():
-    pairs = extremes(REWARDS, GROUPS)
-    assert pairs.to_dict("index") == {"a": {"chosen": 0, "rejected": 1}}
+def test_ranked_pairs_take_the_widest_gaps_first_and_skip_ties():
+    def pairs(*args, **kwargs):
+        return list(ranked_pairs(*args, **kwargs).itertuples(index=False, name=None))
+
+    assert pairs(REWARDS, REWARDS, GROUPS) == [(0, 1)]  # a: best against worst; b: all equal; c: one game
+    assert pairs(REWARDS, REWARDS, GROUPS, per_group=3) == [(0, 1), (0, 2), (2, 1)]  # gaps 1.0, 0.5, 0.5
+    assert pairs(REWARDS, REWARDS, GROUPS, per_group=9) == [(0, 1), (0, 2), (2, 1)]
+    tied = pd.Series([0.3, 0.9, 0.9, 0.1])
+    assert pairs(tied, tied, pd.Series([0] * 4)) == [(1, 3)]  # the first in file order among equals
+    # ranked by the rules (win 1 > tie 0 > loss -1), widest margin first: two wins are not a pair
+    margin = pd.Series([3.0, 1.0, -2.0, 0.0])
+    ranks = margin.apply(lambda m: (m > 0) - (m < 0))
+    assert pairs(margin, ranks, pd.Series([0] * 4), per_group=9) == [(0, 2), (0, 3), (1, 2), (3, 2), (1, 3)]
 
 
 def test_split_keeps_instances_whole_and_is_seeded():

@@ -79,7 +79,7 @@ def test_a_dpo_league_plays_each_drawn_opponent_in_turn_and_pairs_wins_with_loss
     run = tmp_path / "run"
     lines = dry_iterate(
         tmp_path, "--trainer", "dpo", "--league-size", "2", "--num-iterations", "2", "--games-per-iter", "64",
-        "--warm-start", "teacher", "--league-scripted", "0.3,1",
+        "--warm-start", "teacher", "--league-scripted", "0.3,1", "--dpo-pairs-per-group", "8",
     )  # fmt: skip
     # iteration 1: the pool is the scripted negotiators (warm is the player), unrated: drawn as equals
     expected = decisions.league_batches(
@@ -97,7 +97,7 @@ def test_a_dpo_league_plays_each_drawn_opponent_in_turn_and_pairs_wins_with_loss
         assert f"--num-games {games} --games-per-instance 8" in line
         assert line.endswith(f"--partner-backend scripted --partner-scripted-strength {strength}")
     (convert,) = [line for line in lines if line.startswith(f"+ conv {run}/iter_001/gen/games.jsonl")]
-    assert "--format dpo --dpo-pairs outcome" in convert and convert.endswith("--seat 0")
+    assert "--format dpo --dpo-pairs outcome --dpo-pairs-per-group 8" in convert and convert.endswith("--seat 0")
     # the candidate is evaluated and cross-played against warm before iteration 2 starts from it
     promotion = lines.index(next(line for line in lines if line.startswith("promotion: iter_1 replaces warm")))
     crossplay = next(k for k, line in enumerate(lines) if "--label iter_1 --partner-label warm" in line)
@@ -270,6 +270,17 @@ def test_outcome_pairs_put_a_game_the_rules_rank_higher_for_the_trained_seat_aga
         outcomes = {j for game, j in judged.items() if game.split("/")[0] == instance}
         ranked_apart += len(outcomes) > 1
     assert len(pairs) == ranked_apart  # every group with games ranked apart gives exactly one pair
+    every = tmp_path / "every"
+    more = [*flags[:-1], str(every), "--dpo-pairs-per-group", "64"]
+    assert CliRunner().invoke(convert, [str(games), *more], catch_exceptions=False).exit_code == 0
+    all_pairs = pd.read_parquet(every / "train.parquet")["extra_info"]
+    by_instance: dict[str, list[int]] = {}
+    for game, j in judged.items():
+        by_instance.setdefault(game.split("/")[0], []).append(j)
+    assert len(all_pairs) == sum(a > b for js in by_instance.values() for a in js for b in js) > len(pairs)
+    assert all(judged[i["chosen_game_id"]] > judged[i["rejected_game_id"]] for i in all_pairs)
+    summary = json.loads((every / "convert_summary.json").read_text())["dpo"]
+    assert summary == {"pairs": len(all_pairs), "unpaired_groups": len(by_instance) - ranked_apart}
     by_reward = tmp_path / "reward"
     flags[flags.index("outcome")] = "reward"
     flags[-1] = str(by_reward)

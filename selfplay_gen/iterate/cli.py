@@ -611,6 +611,14 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     help="filtered-bc: share of each group's games imitated.",
 )
 @opt(
+    "--dpo-pairs-per-group",
+    "DPO_PAIRS_PER_GROUP",
+    type=click.IntRange(min=1),
+    default=IT.dpo_pairs_per_group,
+    help="dpo: the most preference pairs of one (group, seat), the widest gap first; above 1, every win "
+    "against every loss of a group (a league's group of games against one opponent is often all won or lost).",
+)
+@opt(
     "--online-steps",
     "ONLINE_STEPS",
     type=click.IntRange(min=1),
@@ -790,6 +798,7 @@ def iterate(o: dict[str, Any]) -> str:
         games_per_iter=o.pop("games_per_iter"), games_per_instance=o.pop("games_per_instance"),
         epochs_per_iter=o.pop("epochs_per_iter"), lr=o.pop("lr"), batch_size=o.pop("batch_size"),
         mini_batch_size=o.pop("mini_batch_size"), lora_rank=o.pop("lora_rank"), top_fraction=o.pop("top_fraction"),
+        dpo_pairs_per_group=o.pop("dpo_pairs_per_group"),
         online_steps=o.pop("online_steps"), online_test_freq=o.pop("online_test_freq"),
         online_test_instances=o.pop("online_test_instances"),
         crossplay=None if o["crossplay"] is None else o.pop("crossplay") == "1", league_size=o.pop("league_size"),

@@ -318,6 +318,7 @@ class Iteration:
     mini_batch_size: int | None = None
     lora_rank: int | None = None
     top_fraction: float = 0.125
+    dpo_pairs_per_group: int = 1  # dpo: the most preference pairs of one (group, seat) (selfplay-convert's)
     online_steps: int = 100  # grpo-online: verl steps per iteration
     online_test_freq: int = 10  # grpo-online: validate every N steps
     online_test_instances: int = 16  # grpo-online: validation instances (the first development ones)

@@ -216,6 +216,7 @@ class DPO(Trainer):
     def train(self, run: Run, stage: Stage) -> list[Export]:
         # in a league the pairs are as the rules judge: a game the trained seat won against one it lost
         pairs = ["--dpo-pairs", "outcome"] if self.cfg.league_size > 0 else []
+        pairs += ["--dpo-pairs-per-group", str(self.cfg.dpo_pairs_per_group)]
         run.play(stage, self.settings.games_per_iter, ["--format", "dpo", *pairs, *run.limits()])
         out = stage.dir / "train" / "hf"
         s = self.settings
