@@ -170,14 +170,13 @@ class DpoRows:
         )
         for seat in (0, 1):
             games = ledger[ledger[f"status{seat}"].isin(SPILLED)]
-            self.unpaired += games["group_no"].nunique()
             pairs = _pairs(games, seat, by, per_group)
+            self.unpaired += games["group_no"].nunique() - games.loc[pairs["chosen"], "group_no"].nunique()
             for chosen, rejected in pairs.itertuples(index=False):
                 pair = len(self.pairs)
                 self.pairs.append({"seat": seat, "chosen": chosen, "rejected": rejected})
                 self.wanted.setdefault((chosen, seat), []).append((pair, "chosen"))
                 self.wanted.setdefault((rejected, seat), []).append((pair, "rejected"))
-            self.unpaired -= games.loc[pairs["chosen"], "group_no"].nunique() if len(pairs) else 0
         self.ledger, self.source = ledger, data_source(game_of(ledger))
         self.pending: dict[int, dict[str, list]] = {}
 

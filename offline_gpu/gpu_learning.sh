@@ -20,7 +20,8 @@ On a GPU machine (after `source offline_gpu/gpu_setup.sh`), with MODEL_DIR the r
            the first run's PORT is FIRST_PORT, 30000: another ROOT's runs beside them take another);
            negotiation runs start from NEG_WARM's warm stage when NEG_WARM names a finished run;
            RL_RUNS is a list of NAME:VAR=VALUE,VAR=VALUE for run_selfplay_iteration.sh (default: GRPO as
-           ROOT/grpo and filtered behaviour cloning as ROOT/fbc; a value may hold commas, SKILL_LEVELS=novice,expert). WARM=none, or a run of another game
+           ROOT/grpo and filtered behaviour cloning as ROOT/fbc; a value may hold commas:
+           SKILL_LEVELS=novice,expert). WARM=none, or a run of another game
            (GAME=negotiation), adopts no warm stage: the run warms up on its own game's teacher itself
            (WARM_START=teacher), and a negotiation run ends with cross-play of its checkpoints, e.g.
              RL_RUNS="neg:GAME=negotiation,REWARD_MODE=semi-competitive,TRAINER=filtered-bc,NUM_ITERATIONS=2,
@@ -223,7 +224,11 @@ for phase in "${PHASES[@]}"; do
         IFS=, read -r -a pieces <<< "${spec#*:}"
         vars=()
         for piece in "${pieces[@]}"; do
-          if [[ $piece =~ ^[A-Z_][A-Z0-9_]*= || ${#vars[@]} -eq 0 ]]; then vars+=("$piece"); else vars[-1]+=",$piece"; fi
+          if [[ $piece =~ ^[A-Z_][A-Z0-9_]*= || ${#vars[@]} -eq 0 ]]; then
+            vars+=("$piece")
+          else
+            vars[-1]+=",$piece"
+          fi
         done
         game=matching
         for var in "${vars[@]}"; do [[ $var != GAME=* ]] || game=${var#GAME=}; done
