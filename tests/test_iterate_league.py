@@ -98,6 +98,13 @@ def test_a_dpo_league_plays_each_drawn_opponent_in_turn_and_pairs_wins_with_loss
         assert line.endswith(f"--partner-backend scripted --partner-scripted-strength {strength}")
     (convert,) = [line for line in lines if line.startswith(f"+ conv {run}/iter_001/gen/games.jsonl")]
     assert "--format dpo --dpo-pairs outcome --dpo-pairs-per-group 8" in convert and convert.endswith("--seat 0")
+    # DPO_PAIRS=reward ranks a league's games by the seat's own reward (no deal below any deal)
+    by_reward = dry_iterate(
+        tmp_path, "--trainer", "dpo", "--league-size", "2", "--num-iterations", "1", "--games-per-iter", "64",
+        "--warm-start", "teacher", "--dpo-pairs", "reward",
+    )  # fmt: skip
+    (convert,) = [line for line in by_reward if line.startswith(f"+ conv {run}/iter_001/gen/games.jsonl")]
+    assert "--format dpo --dpo-pairs reward --dpo-pairs-per-group 1" in convert and convert.endswith("--seat 0")
     # the candidate is evaluated and cross-played against warm before iteration 2 starts from it
     promotion = lines.index(next(line for line in lines if line.startswith("promotion: iter_1 replaces warm")))
     crossplay = next(k for k, line in enumerate(lines) if "--label iter_1 --partner-label warm" in line)

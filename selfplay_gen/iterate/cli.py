@@ -619,6 +619,16 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     "against every loss of a group (a league's group of games against one opponent is often all won or lost).",
 )
 @opt(
+    "--dpo-pairs",
+    "DPO_PAIRS",
+    type=click.Choice(["auto", "reward", "outcome"]),
+    default=IT.dpo_pairs,
+    help="dpo: how a seat's games of a group are ranked into pairs. 'outcome': as the rules judge a "
+    "competitive game, a win above a tie above a loss (a game without a deal is a tie, so a walked-away game "
+    "is preferred to a deal lost by a point); 'reward': by the seat's own reward (no deal ranks below any "
+    "deal); 'auto': outcome in a league, reward otherwise.",
+)
+@opt(
     "--online-steps",
     "ONLINE_STEPS",
     type=click.IntRange(min=1),
@@ -798,7 +808,7 @@ def iterate(o: dict[str, Any]) -> str:
         games_per_iter=o.pop("games_per_iter"), games_per_instance=o.pop("games_per_instance"),
         epochs_per_iter=o.pop("epochs_per_iter"), lr=o.pop("lr"), batch_size=o.pop("batch_size"),
         mini_batch_size=o.pop("mini_batch_size"), lora_rank=o.pop("lora_rank"), top_fraction=o.pop("top_fraction"),
-        dpo_pairs_per_group=o.pop("dpo_pairs_per_group"),
+        dpo_pairs_per_group=o.pop("dpo_pairs_per_group"), dpo_pairs=o.pop("dpo_pairs"),
         online_steps=o.pop("online_steps"), online_test_freq=o.pop("online_test_freq"),
         online_test_instances=o.pop("online_test_instances"),
         crossplay=None if o["crossplay"] is None else o.pop("crossplay") == "1", league_size=o.pop("league_size"),

@@ -319,6 +319,7 @@ class Iteration:
     lora_rank: int | None = None
     top_fraction: float = 0.125
     dpo_pairs_per_group: int = 1  # dpo: the most preference pairs of one (group, seat) (selfplay-convert's)
+    dpo_pairs: str = "auto"  # dpo: how a group's games are ranked (`--dpo-pairs`); auto: outcome in a league
     online_steps: int = 100  # grpo-online: verl steps per iteration
     online_test_freq: int = 10  # grpo-online: validate every N steps
     online_test_instances: int = 16  # grpo-online: validation instances (the first development ones)
