@@ -101,10 +101,14 @@ def test_a_dpo_league_plays_each_drawn_opponent_in_turn_and_pairs_wins_with_loss
     # DPO_PAIRS=reward ranks a league's games by the seat's own reward (no deal below any deal)
     by_reward = dry_iterate(
         tmp_path, "--trainer", "dpo", "--league-size", "2", "--num-iterations", "1", "--games-per-iter", "64",
-        "--warm-start", "teacher", "--dpo-pairs", "reward",
+        "--warm-start", "teacher", "--dpo-pairs", "reward", "--promotion-cooperation", "off",
     )  # fmt: skip
     (convert,) = [line for line in by_reward if line.startswith(f"+ conv {run}/iter_001/gen/games.jsonl")]
     assert "--format dpo --dpo-pairs reward --dpo-pairs-per-group 1" in convert and convert.endswith("--seat 0")
+    # promotion asks for kept cooperation unless told otherwise
+    assert any(line.startswith("promotion: iter_1 replaces warm only if it wins") for line in by_reward)
+    assert not any("keeps its cooperation" in line for line in by_reward)
+    assert any("above 50% and keeps its cooperation" in line for line in lines)
     # the candidate is evaluated and cross-played against warm before iteration 2 starts from it
     promotion = lines.index(next(line for line in lines if line.startswith("promotion: iter_1 replaces warm")))
     crossplay = next(k for k, line in enumerate(lines) if "--label iter_1 --partner-label warm" in line)

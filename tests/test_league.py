@@ -205,6 +205,25 @@ def test_an_interval_straddling_one_half_keeps_the_previous_checkpoint():
         promote(metrics, "new", "older")
 
 
+def test_a_winner_whose_self_play_stops_reaching_deals_is_not_promoted():
+    def share(mean, lo, hi):
+        return {"mean": mean, "ci": [lo, hi]}
+
+    both = {"games": 192, "decided_win_share": share(0.9, 0.84, 0.94)}
+    metrics = {
+        "models": {"new": {"joint_share": share(0.45, 0.36, 0.54)}, "old": {"joint_share": share(0.87, 0.84, 0.9)}},
+        "cross_play": [{"models": ["new", "old"], "seat0": None, "seat1": None, "both": both}],
+    }
+    kept = promote(metrics, "new", "old")
+    assert not kept.promoted and kept.keep == "old" and kept.win_share == pytest.approx(0.9)
+    assert "new wins 90.0%" in kept.reason and "45.0% [36.0%, 54.0%], lies below old's 87.0%" in kept.reason
+    assert promote(metrics, "new", "old", cooperation=False).promoted  # winning alone is enough when asked
+    metrics["models"]["new"]["joint_share"] = share(0.8, 0.72, 0.85)  # lower, but the intervals overlap
+    assert promote(metrics, "new", "old").promoted
+    del metrics["models"]  # a game without the measure: winning decides
+    assert promote(metrics, "new", "old").promoted
+
+
 # --- progress and skill ----------------------------------------------------------------------------
 
 

@@ -699,6 +699,14 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     ),
 )
 @opt(
+    "--promotion-cooperation",
+    "PROMOTION_COOPERATION",
+    type=click.Choice(["on", "off"]),
+    default="on" if LG.cooperation else "off",
+    help="on: a checkpoint that wins but whose self-play joint share of the best deal has a 95% interval "
+    "wholly below the previous checkpoint's is not promoted (it wins by refusing deals); off: winning is enough.",
+)
+@opt(
     "--baseline",
     "BASELINE",
     type=click.Choice(["group", "per-seat"]),
@@ -813,7 +821,8 @@ def iterate(o: dict[str, Any]) -> str:
         online_test_instances=o.pop("online_test_instances"),
         crossplay=None if o["crossplay"] is None else o.pop("crossplay") == "1", league_size=o.pop("league_size"),
         league=config.League(o.pop("league_scripted"), o.pop("league_sharpness"), o.pop("promotion"),
-                             o.pop("baseline"), o.pop("skill_levels"), o.pop("league_eval_strength")),
+                             o.pop("baseline"), o.pop("skill_levels"), o.pop("league_eval_strength"),
+                             o.pop("promotion_cooperation") == "on"),
         time_budget_min=o.pop("time_budget_min"),
         warm=Warm(o.pop("warm_start"), o.pop("warm_start_below"), o.pop("warm_games"), o.pop("teacher_plan"),
                   o.pop("warm_epochs"), o.pop("warm_lora_rank"), o.pop("warm_lr")),

@@ -201,14 +201,16 @@ class Competition:
         played = run.crossplay_pair(label, candidate, previous, run.model)
         if run.cfg.dry_run:
             run.shell.echo(
-                f"promotion: {label} replaces {previous} only if it wins with a 95% interval above 50% "
+                f"promotion: {label} replaces {previous} only if it wins with a 95% interval above 50%"
+                f"{' and keeps its cooperation' if run.cfg.league.cooperation else ''} "
                 f"({played.parent / 'metrics.json'}); a dry run goes on as if it did"
             )
             self.league = self.league.add(Member(label, "checkpoint", path=candidate))
             return True
         from ..evaluation.cli import file_name
 
-        decision: Promotion = promote(json.loads((played.parent / "metrics.json").read_text()), label, previous)
+        metrics = json.loads((played.parent / "metrics.json").read_text())
+        decision: Promotion = promote(metrics, label, previous, cooperation=run.cfg.league.cooperation)
         write_atomic(stage.dir / PROMOTION_FILE, json.dumps(decision.to_dict(), indent=1) + "\n")
         run.shell.echo(f"promotion: {decision.reason}")
         if decision.promoted:

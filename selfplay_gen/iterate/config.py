@@ -290,7 +290,9 @@ class League:
     - `skill_levels`: skill-conditioned play: the warm start imitates the scripted negotiator at each
       level's strength with that level in the prompt, the trained seat plays at the highest level, and
       every model plays its highest level against its lowest (the game's `Game.skill`);
-    - `eval_strength`: the scripted negotiator every checkpoint also cross-plays at the end."""
+    - `eval_strength`: the scripted negotiator every checkpoint also cross-plays at the end;
+    - `cooperation`: promotion also asks that the checkpoint's self-play cooperation (joint share of
+      the best deal) not fall below the previous one's, intervals apart (`league.promotion`)."""
 
     scripted: tuple[float, ...] = (0.3, 0.6, 1.0)
     sharpness: float = 1.0
@@ -298,6 +300,7 @@ class League:
     baseline: str = "group"
     skill_levels: tuple[str, ...] = ()
     eval_strength: float | None = 1.0
+    cooperation: bool = True
 
 
 @dataclass(frozen=True)

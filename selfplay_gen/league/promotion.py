@@ -3,6 +3,11 @@ becomes the run's output) only when it beats the previous one, judged by its sha
 cross-play games (wins / (wins + losses), both seat orders pooled) whose 95% interval lies wholly
 above 0.5. Otherwise the previous checkpoint stays, and the decision says why: an interval that
 straddles 0.5 is no evidence of a stronger player, however high its mean.
+
+Winning is not enough where the game also measures cooperation (negotiation's self-play joint share of
+the best deal): a checkpoint that beats the previous one by refusing deals the previous one would
+concede wins head to head and reaches no deal against itself. With `cooperation` on, a candidate whose
+self-play joint share's interval lies wholly below the previous checkpoint's is kept out too.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 ORDERS = ("both", "seat0", "seat1")
+COOPERATION = "joint_share"  # a model's self-play measure of how well two copies of it work together
 
 
 @dataclass(frozen=True)
@@ -56,9 +62,26 @@ def decided_share(metrics: Mapping[str, Any], model: str, other: str, order: str
     raise ValueError(f"no cross-play of {model!r} against {other!r} in the metrics; pairs there: {met}")
 
 
-def promote(metrics: Mapping[str, Any], candidate: str, previous: str, order: str = "both") -> Promotion:
+def cooperation_drop(metrics: Mapping[str, Any], candidate: str, previous: str) -> str | None:
+    """Why `candidate` cooperates worse than `previous` (its self-play joint share's 95% interval lies
+    wholly below the previous one's), or None: not worse, or the metrics hold no such measure."""
+    models = metrics.get("models", {})
+    ours, theirs = (models.get(m, {}).get(COOPERATION) or {} for m in (candidate, previous))
+    if ours.get("ci") is None or theirs.get("ci") is None or ours["ci"][1] >= theirs["ci"][0]:
+        return None
+
+    def span(share: Mapping[str, Any]) -> str:
+        return f"{share['mean']:.1%} [{share['ci'][0]:.1%}, {share['ci'][1]:.1%}]"
+
+    return f"its self-play joint share of the best deal, {span(ours)}, lies below {previous}'s {span(theirs)}"
+
+
+def promote(
+    metrics: Mapping[str, Any], candidate: str, previous: str, order: str = "both", cooperation: bool = True
+) -> Promotion:
     """Promote `candidate` over `previous` when its decided-game win share's 95% interval lies above
-    0.5 in the cross-play of `metrics` (see `decided_share`)."""
+    0.5 in the cross-play of `metrics` (see `decided_share`) and, with `cooperation`, its self-play
+    cooperation has not fallen below the previous checkpoint's (`cooperation_drop`)."""
     share, games = decided_share(metrics, candidate, previous, order)
     mean, ci = share["mean"], share["ci"]
     if mean is None or ci is None:
@@ -66,6 +89,10 @@ def promote(metrics: Mapping[str, Any], candidate: str, previous: str, order: st
         return Promotion(False, candidate, previous, previous, None, None, games, reason)
     lo, hi = float(ci[0]), float(ci[1])
     span = f"{mean:.1%} [{lo:.1%}, {hi:.1%}] of the decided games ({games} played)"
+    drop = cooperation_drop(metrics, candidate, previous) if cooperation else None
+    if lo > 0.5 and drop:
+        reason = f"kept {previous}: {candidate} wins {span} against it, but {drop}"
+        return Promotion(False, candidate, previous, previous, mean, (lo, hi), games, reason)
     if lo > 0.5:
         reason = f"promoted {candidate}: it wins {span} against {previous}, the interval above 50%"
         return Promotion(True, candidate, previous, candidate, mean, (lo, hi), games, reason)
