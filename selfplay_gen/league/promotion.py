@@ -4,8 +4,8 @@ cross-play games (wins / (wins + losses), both seat orders pooled) whose 95% int
 above 0.5. Otherwise the previous checkpoint stays, and the decision says why: an interval that
 straddles 0.5 is no evidence of a stronger player, however high its mean.
 
-Winning is not enough where the game also measures cooperation (negotiation's self-play joint share of
-the best deal): a checkpoint that beats the previous one by refusing deals the previous one would
+Winning is not enough where the game's evaluation also measures cooperation (the self-play joint share
+of the best deal, `COOPERATION`): a checkpoint that beats the previous one by refusing deals the previous one would
 concede wins head to head and reaches no deal against itself. With `cooperation` on, a candidate whose
 self-play joint share's interval lies wholly below the previous checkpoint's is kept out too.
 """
