@@ -188,6 +188,13 @@ def crossplay(out: Path, strong: float, weak: float, labels: tuple[str, str], in
     return out
 
 
+def test_dpo_pairs_follow_the_league_unless_named():
+    assert Iteration().dpo_pairs_by() == "reward" and Iteration(league_size=2).dpo_pairs_by() == "outcome"
+    assert Iteration(league_size=2, dpo_pairs="reward").dpo_pairs_by() == "reward"
+    with pytest.raises(ValueError, match=r"dpo pairs must be one of auto, reward, outcome, not 'margin'"):
+        Iteration(dpo_pairs="margin").dpo_pairs_by()
+
+
 def league_run(tmp_path: Path, num_iterations: int = 1) -> Run:
     """A run against a given server, whose commands (`false`) must never be needed: every step it
     takes finds its outputs."""

@@ -621,7 +621,7 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
 @opt(
     "--dpo-pairs",
     "DPO_PAIRS",
-    type=click.Choice(["auto", "reward", "outcome"]),
+    type=click.Choice(config.DPO_PAIR_POLICIES),
     default=IT.dpo_pairs,
     help="dpo: how a seat's games of a group are ranked into pairs. 'outcome': as the rules judge a "
     "competitive game, a win above a tie above a loss (a game without a deal is a tie, so a walked-away game "

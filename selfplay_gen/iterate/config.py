@@ -273,6 +273,7 @@ class Warm:
 
 
 PROMOTION_POLICIES = ("auto", "on", "off")
+DPO_PAIR_POLICIES = ("auto", "reward", "outcome")  # auto: outcome in a league, reward otherwise
 
 
 @dataclass(frozen=True)
@@ -346,6 +347,16 @@ class Iteration:
         if policy not in PROMOTION_POLICIES:
             raise ValueError(f"promotion must be one of {', '.join(PROMOTION_POLICIES)}, not {policy!r}")
         return policy == "on" or (policy == "auto" and self.league_size > 0)
+
+    def dpo_pairs_by(self) -> str:
+        """How DPO ranks a group's games into pairs (`selfplay-convert --dpo-pairs`): in a league, as the
+        rules judge a competitive game, unless told otherwise."""
+        policy = self.dpo_pairs
+        if policy not in DPO_PAIR_POLICIES:
+            raise ValueError(f"dpo pairs must be one of {', '.join(DPO_PAIR_POLICIES)}, not {policy!r}")
+        if policy == "auto":
+            return "outcome" if self.league_size > 0 else "reward"
+        return policy
 
     def sampling_for_run(self) -> Sampling:
         """The run's sampling: a seat's budget is the training response limit (longer games score 0),

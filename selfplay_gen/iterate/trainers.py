@@ -214,11 +214,7 @@ class DPO(Trainer):
     defaults = TrainerDefaults(games_per_iter=4096, epochs=1, lr="5e-6", batch_size=4, lora_rank=16)
 
     def train(self, run: Run, stage: Stage) -> list[Export]:
-        # auto: in a league the pairs are as the rules judge, a game the trained seat won against one it lost
-        by = self.cfg.dpo_pairs
-        if by == "auto":
-            by = "outcome" if self.cfg.league_size > 0 else "reward"
-        pairs = ["--dpo-pairs", by, "--dpo-pairs-per-group", str(self.cfg.dpo_pairs_per_group)]
+        pairs = ["--dpo-pairs", self.cfg.dpo_pairs_by(), "--dpo-pairs-per-group", str(self.cfg.dpo_pairs_per_group)]
         run.play(stage, self.settings.games_per_iter, ["--format", "dpo", *pairs, *run.limits()])
         out = stage.dir / "train" / "hf"
         s = self.settings

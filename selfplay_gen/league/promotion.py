@@ -4,10 +4,11 @@ cross-play games (wins / (wins + losses), both seat orders pooled) whose 95% int
 above 0.5. Otherwise the previous checkpoint stays, and the decision says why: an interval that
 straddles 0.5 is no evidence of a stronger player, however high its mean.
 
-Winning is not enough where the game's evaluation also measures cooperation (the self-play joint share
-of the best deal, `COOPERATION`): a checkpoint that beats the previous one by refusing deals the previous one would
-concede wins head to head and reaches no deal against itself. With `cooperation` on, a candidate whose
-self-play joint share's interval lies wholly below the previous checkpoint's is kept out too.
+Winning is not enough where the game's evaluation also measures cooperation (the self-play joint
+share of the best deal, `COOPERATION`): a checkpoint that beats the previous one by refusing deals
+the previous one would concede wins head to head and reaches no deal against itself. With
+`cooperation` on, a candidate whose self-play joint share's interval lies wholly below the previous
+checkpoint's is kept out too.
 """
 
 from __future__ import annotations
@@ -89,11 +90,11 @@ def promote(
         return Promotion(False, candidate, previous, previous, None, None, games, reason)
     lo, hi = float(ci[0]), float(ci[1])
     span = f"{mean:.1%} [{lo:.1%}, {hi:.1%}] of the decided games ({games} played)"
-    drop = cooperation_drop(metrics, candidate, previous) if cooperation else None
-    if lo > 0.5 and drop:
-        reason = f"kept {previous}: {candidate} wins {span} against it, but {drop}"
-        return Promotion(False, candidate, previous, previous, mean, (lo, hi), games, reason)
     if lo > 0.5:
+        drop = cooperation_drop(metrics, candidate, previous) if cooperation else None
+        if drop:
+            reason = f"kept {previous}: {candidate} wins {span} against it, but {drop}"
+            return Promotion(False, candidate, previous, previous, mean, (lo, hi), games, reason)
         reason = f"promoted {candidate}: it wins {span} against {previous}, the interval above 50%"
         return Promotion(True, candidate, previous, candidate, mean, (lo, hi), games, reason)
     verdict = "no better than" if hi > 0.5 else "worse than"
