@@ -14,11 +14,13 @@ Usage: offline_gpu/prepare_qwen.sh COMMAND ARGS
   convert DIR OUT_DIR   GGUF in DIR -> Hugging Face bf16 directory OUT_DIR (offline_gpu/gguf_to_hf.py),
                         then compare logits with the GGUF-loaded model. Needs torch, transformers,
                         gguf, accelerate.
-  split DIR PARTS_DIR   the GGUF as numbered chunks of at most 45 MiB plus PARTS_DIR/manifest.txt
-                        (file name, size, sha256, count; then one line per chunk).
+  split DIR PARTS_DIR   the GGUF as numbered chunks plus PARTS_DIR/manifest.txt (file name, size,
+                        sha256, count; then one line per chunk). A call carries 64 MiB together with
+                        the repository's tracked files, so a chunk is what they leave, less 4 MiB.
   stage PARTS_DIR SEND_DIR N
                         empty SEND_DIR and hard-link chunk N and the manifest into it: what one call
-                        to the GPU machine carries.
+                        to the GPU machine carries. Refuses a chunk that no longer fits beside the
+                        repository (it grew since the split): split again.
   receive PARTS_DIR DEST
                         on the GPU machine, every call: move the chunks that arrived in PARTS_DIR to
                         DEST, verify each against the manifest (a corrupt one is dropped), list the
@@ -26,7 +28,8 @@ Usage: offline_gpu/prepare_qwen.sh COMMAND ARGS
                         whole file (exit 0). Idempotent: a failed call means re-sending one chunk.
 
 Checksums are verified against offline_gpu/qwen1.5b.sha256 (override: QWEN_SHA256=FILE).
-Environment: PYTHON (default python3), CHUNK_SIZE (bytes, default 47185920 = 45 MiB).
+Environment: PYTHON (default python3), CALL_MIB (what one call carries, default 64), CHUNK_SIZE (bytes;
+default: CALL_MIB less the tracked files, less 4 MiB).
 EOF
 }
 
@@ -37,7 +40,10 @@ VERSION=0.2.0
 NPARTS=22
 GGUF=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 GGUF_SIZE=1117320768
-CHUNK_SIZE=${CHUNK_SIZE:-47185920}
+CALL_MIB=${CALL_MIB:-64}
+
+# MiB of the repository's tracked files, which travel with every call (0 outside a git checkout)
+tree_mib() { (cd "$HERE/.." && git ls-files -z 2> /dev/null | du -cm --files0-from=- 2> /dev/null | tail -1 | cut -f1) || echo 0; }
 
 die() { echo "prepare_qwen: ERROR: $*" >&2; exit 1; }
 log() { echo "prepare_qwen: $*" >&2; }
@@ -159,23 +165,28 @@ EOF
 }
 
 split_chunks() {
-  local dir=$1 parts=$2 f
+  local dir=$1 parts=$2 f chunk_size=${CHUNK_SIZE:-$(((CALL_MIB - $(tree_mib) - 4) * 1048576))}
   verified "$GGUF" "$dir/$GGUF" || die "$dir/$GGUF is missing or does not match its recorded sha256"
+  ((chunk_size > 0)) || die "the repository's tracked files leave no room for a chunk in a call of $CALL_MIB MiB"
   mkdir -p "$parts"
   rm -f "$parts"/chunk-* "$parts/manifest.txt"
-  split -b "$CHUNK_SIZE" -d -a 2 "$dir/$GGUF" "$parts/chunk-"
+  split -b "$chunk_size" -d -a 2 "$dir/$GGUF" "$parts/chunk-"
   {
     echo "file $GGUF $(size "$dir/$GGUF") $(sha "$dir/$GGUF")"
     echo "count $(find "$parts" -maxdepth 1 -name 'chunk-*' | wc -l)"
     for f in "$parts"/chunk-*; do echo "chunk $(basename "$f") $(size "$f") $(sha "$f")"; done
   } > "$parts/manifest.txt"
-  log "$(grep -c '^chunk ' "$parts/manifest.txt") chunks of at most $CHUNK_SIZE bytes in $parts"
+  log "$(grep -c '^chunk ' "$parts/manifest.txt") chunks of at most $chunk_size bytes in $parts"
 }
 
 stage() {
   local parts=$1 send=$2 name
   name=chunk-$(printf %02d "$((10#$3))")
   [ -f "$parts/$name" ] || die "no $parts/$name"
+  local mib=$((($(size "$parts/$name") + 1048575) / 1048576)) tree
+  tree=$(tree_mib)
+  ((mib + tree <= CALL_MIB)) \
+    || die "$parts/$name ($mib MiB) and the repository's tracked files ($tree MiB) exceed the $CALL_MIB MiB a call carries: split again"
   rm -rf "$send"
   mkdir -p "$send"
   ln "$parts/$name" "$parts/manifest.txt" "$send/" 2> /dev/null || cp "$parts/$name" "$parts/manifest.txt" "$send/"

@@ -24,8 +24,11 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def run(*args: str, sums: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "QWEN_SHA256": str(sums), "CHUNK_SIZE": str(CHUNK)}
+def run(*args: str, sums: Path, **settings: str) -> subprocess.CompletedProcess:
+    """The script with the test's checksums and CHUNK_SIZE, unless `settings` (CHUNK_SIZE="" for the default)
+    say otherwise."""
+    env = {**os.environ, "QWEN_SHA256": str(sums), "CHUNK_SIZE": str(CHUNK), **settings}
+    env = {k: v for k, v in env.items() if v != ""}
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -65,6 +68,26 @@ def test_split_writes_chunks_and_a_manifest(plan):
     chunks = [DATA[i : i + CHUNK] for i in range(0, len(DATA), CHUNK)]
     assert lines[2:] == [f"chunk chunk-{i:02d} {len(c)} {sha(c)}" for i, c in enumerate(chunks)]
     assert b"".join((tmp_path / "parts" / f"chunk-{i:02d}").read_bytes() for i in range(4)) == DATA
+
+
+def test_a_default_chunk_fills_what_the_repository_leaves_of_a_call(tmp_path):
+    """A call carries the chunk with the repository's tracked files: the default chunk fits beside them,
+    and a call too small for both is refused by split and by stage before anything is sent."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / GGUF).write_bytes(DATA)
+    sums = tmp_path / "sums"
+    sums.write_text(f"{sha(DATA)}  {GGUF}\n")
+    split = run("split", str(tmp_path / "src"), str(tmp_path / "parts"), sums=sums, CHUNK_SIZE="")
+    assert split.returncode == 0, split.stderr
+    assert "1 chunks of at most" in split.stderr and (tmp_path / "parts" / "chunk-00").read_bytes() == DATA
+    staged = run("stage", str(tmp_path / "parts"), str(tmp_path / "send"), "0", sums=sums)
+    assert staged.returncode == 0, staged.stderr
+
+    tight = run("split", str(tmp_path / "src"), str(tmp_path / "other"), sums=sums, CHUNK_SIZE="", CALL_MIB="2")
+    assert tight.returncode == 1 and "leave no room for a chunk" in tight.stderr
+    refused = run("stage", str(tmp_path / "parts"), str(tmp_path / "send2"), "0", sums=sums, CALL_MIB="1")
+    assert refused.returncode == 1 and "split again" in refused.stderr
+    assert not (tmp_path / "send2").exists()
 
 
 def test_chunks_arrive_one_call_at_a_time_and_a_corrupt_one_is_sent_again(plan):
