@@ -110,6 +110,31 @@ def test_win_rates_are_from_the_first_models_side_in_each_seat_order():
     assert cross["both"]["points"]["mean"] == np.mean([(6 + 5) / 2, (0 + 2) / 2])
 
 
+def test_self_play_is_compared_instance_by_instance_on_the_instances_both_played():
+    """a's deals are worth 0.2 more of the best joint than b's on every shared instance, while the
+    instances' own spread (0.3 to 0.9) is wider than that: the paired difference is exactly 0.2."""
+    rows = [("x", "a", "a", 5, 4), ("x", "b", "b", 4, 3), ("y", "a", "a", 2, 1), ("y", "b", "b", 1, 0)]
+    rows += [("z", "b", "b", 0, 0)]  # b alone: left out of the pairing
+    games = table(rows).assign(game_id="g", joint=[0.9, 0.7, 0.3, 0.1, 0.0], pareto_optimal=[1, 0, 1, 0, 0])
+    games = games.assign(moves=2, invalid=0, termination="t", failed=False, proposals=[[]] * 5)
+    games = games.assign(messages0=[[]] * 5, messages1=[[]] * 5)
+    metrics = evaluate(games, ["a", "b"], 200, 0)
+    (paired,) = metrics["paired_self_play"]
+    assert paired["models"] == ["a", "b"] and paired["instances"] == 2
+    joint = paired["joint_share"]
+    assert joint["mean"] == pytest.approx(0.2) and joint["ci"] == pytest.approx([0.2, 0.2])
+    assert paired["pareto_optimal_share"]["mean"] == 1.0 and paired["points_seat0"]["mean"] == 1.0
+    assert paired["agreement_rate"]["mean"] == 0.0  # both made a deal on x and y
+    assert metrics["models"]["a"]["joint_share"]["ci"][1] - metrics["models"]["a"]["joint_share"]["ci"][0] > 0.5
+
+
+def test_the_report_shows_the_paired_self_play_of_a_cross_play_match(strengths):
+    metrics = json.loads((strengths / "metrics.json").read_text())
+    (paired,) = metrics["paired_self_play"]
+    assert paired["models"] == [STRONG, WEAK] and paired["instances"] == 30
+    assert f"| {STRONG} − {WEAK} | 30 |" in (strengths / "report.md").read_text()
+
+
 def test_what_the_negotiation_eval_refuses(tmp_path):
     result = CliRunner().invoke(
         main, ["eval", "--game", "negotiation", "--backend", "scripted", "--instances", "human", "--out", str(tmp_path)]

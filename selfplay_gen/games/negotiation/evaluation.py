@@ -25,6 +25,7 @@ from ...evaluation.metrics import (
     distinct_n,
     endings,
     mean_interval,
+    paired_difference,
     per_instance,
     ratio_interval,
     repeated_share,
@@ -130,6 +131,38 @@ def diversity(games: pd.DataFrame) -> dict:
     }
 
 
+# self-play measures compared between models on the instances both played: (metrics key, game column)
+PAIRED = (
+    ("joint_share", "joint"),
+    ("agreement_rate", "agreed"),
+    ("pareto_optimal_share", "pareto_optimal"),
+    ("points_seat0", "points0"),
+    ("points_seat1", "points1"),
+)
+
+
+def paired_self_play(selfplay: dict[str, pd.DataFrame], resamples: int, rng: np.random.Generator) -> list[dict]:
+    """The first model's self-play minus each other model's, instance by instance. Instances differ far
+    more than checkpoints do, so two models' intervals side by side can overlap while the paired
+    difference (whether a trained model keeps the cooperation of the one it started from) is clear."""
+    played = [m for m, g in selfplay.items() if len(g)]
+    entries = []
+    for other in played[1:]:
+        first = played[0]
+        diffs = {
+            key: paired_difference(
+                per_instance(selfplay[first], column).astype(float),
+                per_instance(selfplay[other], column).astype(float),
+                resamples,
+                rng,
+            )
+            for key, column in PAIRED
+        }
+        if diffs["joint_share"] is not None:
+            entries.append({"models": [first, other], "instances": diffs["joint_share"]["instances"], **diffs})
+    return entries
+
+
 def results_of(games: pd.DataFrame, model: str) -> pd.DataFrame:
     """Cross-play games from `model`'s side: its points, its partner's, and win/tie/loss."""
     first = games["seat0"] == model
@@ -224,6 +257,7 @@ def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) 
         "models": {m: summarize(g, resamples, rng) for m, g in selfplay.items()},
         "cross_play": crossed,
         "ratings": rate_wins(win_counts(games, models), models, resamples, rng) if crossed else {},
+        "paired_self_play": paired_self_play(selfplay, resamples, rng),
     }
 
 
@@ -245,6 +279,29 @@ def summary_text(metrics: dict) -> str:
             *_diversity_cells(s.get("diversity", {})),
         ]
         for label, s in metrics["models"].items()
+    ]
+    return markdown_table(head, rows)
+
+
+PAIRED_NOTE = (
+    "Paired: the first model's self-play minus the other's, per instance both played (means of per-instance "
+    "differences, in percentage points and points), so the instances' own spread does not hide a change."
+)
+
+
+def paired_table(metrics: dict) -> str:
+    head = ["first − other", "instances", "joint", "agreement", "Pareto", "points seat 0", "points seat 1"]
+    rows = [
+        [
+            f"{e['models'][0]} − {e['models'][1]}",
+            str(e["instances"]),
+            *(
+                format_interval(e[key], percent=True)
+                for key in ("joint_share", "agreement_rate", "pareto_optimal_share")
+            ),
+            *(format_interval(e[key], digits=2) for key in ("points_seat0", "points_seat1")),
+        ]
+        for e in metrics.get("paired_self_play", [])
     ]
     return markdown_table(head, rows)
 
@@ -298,6 +355,8 @@ def write_report(out_dir: Path, metrics: dict, games: pd.DataFrame, inputs: list
         "",
         NOTE,
     ]
+    if metrics.get("paired_self_play"):
+        sections += ["", paired_table(metrics), "", PAIRED_NOTE]
     plots = []
     if metrics["cross_play"]:
         sections += ["", "## Cross-play", "", cross_play_table(metrics), "", ratings_table(metrics), "", CROSS_NOTE]
