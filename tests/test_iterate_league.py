@@ -97,17 +97,17 @@ def test_a_dpo_league_plays_each_drawn_opponent_in_turn_and_pairs_wins_with_loss
         assert f"--num-games {games} --games-per-instance 8" in line
         assert line.endswith(f"--partner-backend scripted --partner-scripted-strength {strength}")
     (convert,) = [line for line in lines if line.startswith(f"+ conv {run}/iter_001/gen/games.jsonl")]
-    assert "--format dpo --dpo-pairs outcome --dpo-pairs-per-group 8" in convert and convert.endswith("--seat 0")
-    # DPO_PAIRS=reward ranks a league's games by the seat's own reward (no deal below any deal)
-    by_reward = dry_iterate(
+    assert "--format dpo --dpo-pairs reward --dpo-pairs-per-group 8" in convert and convert.endswith("--seat 0")
+    # DPO_PAIRS=outcome ranks a league's games as the rules judge them (a win above a tie above a loss)
+    by_outcome = dry_iterate(
         tmp_path, "--trainer", "dpo", "--league-size", "2", "--num-iterations", "1", "--games-per-iter", "64",
-        "--warm-start", "teacher", "--dpo-pairs", "reward", "--promotion-cooperation", "off",
+        "--warm-start", "teacher", "--dpo-pairs", "outcome", "--promotion-cooperation", "off",
     )  # fmt: skip
-    (convert,) = [line for line in by_reward if line.startswith(f"+ conv {run}/iter_001/gen/games.jsonl")]
-    assert "--format dpo --dpo-pairs reward --dpo-pairs-per-group 1" in convert and convert.endswith("--seat 0")
+    (convert,) = [line for line in by_outcome if line.startswith(f"+ conv {run}/iter_001/gen/games.jsonl")]
+    assert "--format dpo --dpo-pairs outcome --dpo-pairs-per-group 1" in convert and convert.endswith("--seat 0")
     # promotion asks for kept cooperation unless told otherwise
-    assert any(line.startswith("promotion: iter_1 replaces warm only if it wins") for line in by_reward)
-    assert not any("keeps its cooperation" in line for line in by_reward)
+    assert any(line.startswith("promotion: iter_1 replaces warm only if it wins") for line in by_outcome)
+    assert not any("keeps its cooperation" in line for line in by_outcome)
     assert any("above 50% and keeps its cooperation" in line for line in lines)
     # the candidate is evaluated and cross-played against warm before iteration 2 starts from it
     promotion = lines.index(next(line for line in lines if line.startswith("promotion: iter_1 replaces warm")))
@@ -188,10 +188,10 @@ def crossplay(out: Path, strong: float, weak: float, labels: tuple[str, str], in
     return out
 
 
-def test_dpo_pairs_follow_the_league_unless_named():
-    assert Iteration().dpo_pairs_by() == "reward" and Iteration(league_size=2).dpo_pairs_by() == "outcome"
-    assert Iteration(league_size=2, dpo_pairs="reward").dpo_pairs_by() == "reward"
-    with pytest.raises(ValueError, match=r"dpo pairs must be one of auto, reward, outcome, not 'margin'"):
+def test_dpo_pairs_rank_by_outcome_in_a_league_too_unless_outcome_is_named():
+    assert Iteration().dpo_pairs_by() == "reward" and Iteration(league_size=2).dpo_pairs_by() == "reward"
+    assert Iteration(league_size=2, dpo_pairs="outcome").dpo_pairs_by() == "outcome"
+    with pytest.raises(ValueError, match=r"dpo pairs must be one of reward, outcome, not 'margin'"):
         Iteration(dpo_pairs="margin").dpo_pairs_by()
 
 
@@ -299,11 +299,11 @@ def test_outcome_pairs_put_a_game_the_rules_rank_higher_for_the_trained_seat_aga
     assert all(judged[i["chosen_game_id"]] > judged[i["rejected_game_id"]] for i in all_pairs)
     summary = json.loads((every / "convert_summary.json").read_text())["dpo"]
     assert summary == {"pairs": len(all_pairs), "unpaired_groups": len(by_instance) - ranked_apart}
-    by_reward = tmp_path / "reward"
+    by_outcome = tmp_path / "reward"
     flags[flags.index("outcome")] = "reward"
-    flags[-1] = str(by_reward)
+    flags[-1] = str(by_outcome)
     assert CliRunner().invoke(convert, [str(games), *flags], catch_exceptions=False).exit_code == 0
-    assert len(pd.read_parquet(by_reward / "train.parquet")) >= len(pairs)  # every unequal group pairs by reward
+    assert len(pd.read_parquet(by_outcome / "train.parquet")) >= len(pairs)  # every unequal group pairs by reward
 
 
 def test_progress_reports_each_checkpoint_against_the_previous_and_the_warm_start(tmp_path):

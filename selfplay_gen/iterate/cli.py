@@ -623,10 +623,10 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     "DPO_PAIRS",
     type=click.Choice(config.DPO_PAIR_POLICIES),
     default=IT.dpo_pairs,
-    help="dpo: how a seat's games of a group are ranked into pairs. 'outcome': as the rules judge a "
-    "competitive game, a win above a tie above a loss (a game without a deal is a tie, so a walked-away game "
-    "is preferred to a deal lost by a point); 'reward': by the seat's own reward (no deal ranks below any "
-    "deal); 'auto': outcome in a league, reward otherwise.",
+    help="dpo: how a seat's games of a group are ranked into pairs. 'reward': by the seat's own reward (no "
+    "deal ranks below any deal); 'outcome': as the rules judge a competitive game, a win above a tie above a "
+    "loss (a game without a deal is a tie, so a walked-away game is preferred to a deal lost by a point, and "
+    "DPO on many such pairs learns to walk away).",
 )
 @opt(
     "--online-steps",

@@ -273,7 +273,7 @@ class Warm:
 
 
 PROMOTION_POLICIES = ("auto", "on", "off")
-DPO_PAIR_POLICIES = ("auto", "reward", "outcome")  # auto: outcome in a league, reward otherwise
+DPO_PAIR_POLICIES = ("reward", "outcome")
 
 
 @dataclass(frozen=True)
@@ -323,7 +323,7 @@ class Iteration:
     lora_rank: int | None = None
     top_fraction: float = 0.125
     dpo_pairs_per_group: int = 1  # dpo: the most preference pairs of one (group, seat) (selfplay-convert's)
-    dpo_pairs: str = "auto"  # dpo: how a group's games are ranked (`--dpo-pairs`); auto: outcome in a league
+    dpo_pairs: str = "reward"  # dpo: how a group's games are ranked (`--dpo-pairs`)
     online_steps: int = 100  # grpo-online: verl steps per iteration
     online_test_freq: int = 10  # grpo-online: validate every N steps
     online_test_instances: int = 16  # grpo-online: validation instances (the first development ones)
@@ -349,14 +349,12 @@ class Iteration:
         return policy == "on" or (policy == "auto" and self.league_size > 0)
 
     def dpo_pairs_by(self) -> str:
-        """How DPO ranks a group's games into pairs (`selfplay-convert --dpo-pairs`): in a league, as the
-        rules judge a competitive game, unless told otherwise."""
-        policy = self.dpo_pairs
-        if policy not in DPO_PAIR_POLICIES:
-            raise ValueError(f"dpo pairs must be one of {', '.join(DPO_PAIR_POLICIES)}, not {policy!r}")
-        if policy == "auto":
-            return "outcome" if self.league_size > 0 else "reward"
-        return policy
+        """How DPO ranks a group's games into pairs (`selfplay-convert --dpo-pairs`). By the seat's own
+        reward unless told otherwise: ranked by outcome, a game without a deal is a tie and beats a deal
+        lost by a point, so DPO on many such pairs learns to walk away and self-play cooperation collapses."""
+        if self.dpo_pairs not in DPO_PAIR_POLICIES:
+            raise ValueError(f"dpo pairs must be one of {', '.join(DPO_PAIR_POLICIES)}, not {self.dpo_pairs!r}")
+        return self.dpo_pairs
 
     def sampling_for_run(self) -> Sampling:
         """The run's sampling: a seat's budget is the training response limit (longer games score 0),
