@@ -146,9 +146,10 @@ def paired_self_play(selfplay: dict[str, pd.DataFrame], resamples: int, rng: np.
     more than checkpoints do, so two models' intervals side by side can overlap while the paired
     difference (whether a trained model keeps the cooperation of the one it started from) is clear."""
     played = [m for m, g in selfplay.items() if len(g)]
-    entries = []
+    if not played:
+        return []
+    first, entries = played[0], []
     for other in played[1:]:
-        first = played[0]
         diffs = {
             key: paired_difference(
                 per_instance(selfplay[first], column).astype(float),
