@@ -771,7 +771,7 @@ def test_dpo_trains_on_each_groups_best_game_against_its_worst(tmp_path):
     run = tmp_path / "run"
     lines = out.splitlines()
     (convert,) = [line for line in lines if line.startswith(f"+ conv {run}/iter_001/gen/games.jsonl")]
-    assert "--format dpo --dpo-pairs reward --dpo-pairs-per-group 1" in convert  # auto outside a league: reward
+    assert "--format dpo --dpo-pairs reward --dpo-pairs-per-group 1" in convert  # by reward unless named
     (train,) = [line for line in lines if "-m selfplay_gen.train.dpo" in line]
     assert f"--model /m0 --pairs {run}/iter_001/gen/train.parquet --out {run}/iter_001/train/hf" in train
     assert "--lora-rank 16 --lr 5e-6 --epochs 1 --batch-size 4" in train

@@ -188,7 +188,7 @@ def crossplay(out: Path, strong: float, weak: float, labels: tuple[str, str], in
     return out
 
 
-def test_dpo_pairs_rank_by_outcome_in_a_league_too_unless_outcome_is_named():
+def test_dpo_pairs_rank_by_reward_in_a_league_too_unless_outcome_is_named():
     assert Iteration().dpo_pairs_by() == "reward" and Iteration(league_size=2).dpo_pairs_by() == "reward"
     assert Iteration(league_size=2, dpo_pairs="outcome").dpo_pairs_by() == "outcome"
     with pytest.raises(ValueError, match=r"dpo pairs must be one of reward, outcome, not 'margin'"):
@@ -299,11 +299,11 @@ def test_outcome_pairs_put_a_game_the_rules_rank_higher_for_the_trained_seat_aga
     assert all(judged[i["chosen_game_id"]] > judged[i["rejected_game_id"]] for i in all_pairs)
     summary = json.loads((every / "convert_summary.json").read_text())["dpo"]
     assert summary == {"pairs": len(all_pairs), "unpaired_groups": len(by_instance) - ranked_apart}
-    by_outcome = tmp_path / "reward"
+    by_reward = tmp_path / "reward"
     flags[flags.index("outcome")] = "reward"
-    flags[-1] = str(by_outcome)
+    flags[-1] = str(by_reward)
     assert CliRunner().invoke(convert, [str(games), *flags], catch_exceptions=False).exit_code == 0
-    assert len(pd.read_parquet(by_outcome / "train.parquet")) >= len(pairs)  # every unequal group pairs by reward
+    assert len(pd.read_parquet(by_reward / "train.parquet")) >= len(pairs)  # every unequal group pairs by reward
 
 
 def test_progress_reports_each_checkpoint_against_the_previous_and_the_warm_start(tmp_path):
