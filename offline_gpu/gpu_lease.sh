@@ -68,8 +68,9 @@ case "$cmd" in
   parts)
     rm -rf "$1" && mkdir -p "$1"
     tar -C "$ROOT" --exclude=./.work --exclude=./model -cf "$1/all.tar" .
-    tree=$(cd "$REPO" && git ls-files -z | du -cm --files0-from=- | tail -1 | cut -f1)
-    split -b "${PART_MIB:-$((64 - tree - 4))}M" -d -a 2 "$1/all.tar" "$1/part-"
+    # shellcheck source=offline_gpu/call_room.sh
+    source "$REPO/offline_gpu/call_room.sh"
+    split -b "${PART_MIB:-$(call_room_mib)}M" -d -a 2 "$1/all.tar" "$1/part-"
     sha256sum "$1/all.tar" | cut -d' ' -f1 > "$1/all.sha256"
     rm "$1/all.tar"
     count=$(find "$1" -name 'part-*' | wc -l)

@@ -40,10 +40,8 @@ VERSION=0.2.0
 NPARTS=22
 GGUF=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 GGUF_SIZE=1117320768
-CALL_MIB=${CALL_MIB:-64}
-
-# MiB of the repository's tracked files, which travel with every call (0 outside a git checkout)
-tree_mib() { (cd "$HERE/.." && git ls-files -z 2> /dev/null | du -cm --files0-from=- 2> /dev/null | tail -1 | cut -f1) || echo 0; }
+# shellcheck source=offline_gpu/call_room.sh
+source "$HERE/call_room.sh"
 
 die() { echo "prepare_qwen: ERROR: $*" >&2; exit 1; }
 log() { echo "prepare_qwen: $*" >&2; }
@@ -165,7 +163,7 @@ EOF
 }
 
 split_chunks() {
-  local dir=$1 parts=$2 f chunk_size=${CHUNK_SIZE:-$(((CALL_MIB - $(tree_mib) - 4) * 1048576))}
+  local dir=$1 parts=$2 f chunk_size=${CHUNK_SIZE:-$(($(call_room_mib) * 1048576))}
   verified "$GGUF" "$dir/$GGUF" || die "$dir/$GGUF is missing or does not match its recorded sha256"
   ((chunk_size > 0)) || die "the repository's tracked files leave no room for a chunk in a call of $CALL_MIB MiB"
   mkdir -p "$parts"

@@ -1,0 +1,13 @@
+# shellcheck shell=bash
+# Sourced by the scripts that cut files into what one call to the GPU machine carries (gpu_lease.sh parts,
+# prepare_qwen.sh split/stage): a call carries CALL_MIB (64) MiB together with the repository's tracked files.
+CALL_MIB=${CALL_MIB:-64}
+
+# MiB of the repository's tracked files, which travel with every call (0 outside a git checkout)
+tree_mib() {
+  (cd "$(dirname "${BASH_SOURCE[0]}")/.." && git ls-files -z 2> /dev/null | du -cm --files0-from=- 2> /dev/null \
+    | tail -1 | cut -f1) || echo 0
+}
+
+# MiB a call leaves for one part beside the tracked files, less 4 MiB for files the tree gains meanwhile
+call_room_mib() { echo $((CALL_MIB - $(tree_mib) - 4)); }
