@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import random
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 from aiohttp import web
@@ -23,10 +24,21 @@ from selfplay_gen.backends.local import LocalBackend
 from selfplay_gen.token_context import common_prefix
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_port(offsets: Iterable[int] = (0,)) -> int:
+    """A port P with P + offset free now for every offset (DP workers sit at PORT + 1000·i, a partner
+    slot at PORT + 1). It is drawn below the kernel's ephemeral range, so a client connection made
+    between this check and a server's bind cannot take it, and below the router's default metrics
+    port (29000)."""
+    offsets = sorted(set(offsets))
+    while True:
+        port = random.randrange(10000, 28000 - offsets[-1])
+        with contextlib.ExitStack() as stack:
+            try:
+                for offset in offsets:
+                    stack.enter_context(socket.socket()).bind(("127.0.0.1", port + offset))
+            except OSError:
+                continue
+            return port
 
 
 @contextlib.asynccontextmanager
