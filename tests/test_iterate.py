@@ -481,6 +481,7 @@ def test_swapping_weights_can_be_turned_off_and_dry_runs_show_it(tmp_path, capsy
     assert out.count("-m sglang.launch_server --model-path /iter_1") == 2 and out.count("launch_router") == 1
     assert "--port 32000 --tp 1 --base-gpu-id 0" in out and "--port 33000 --tp 1 --base-gpu-id 1" in out
     assert "--port 31000 --worker-urls http://127.0.0.1:32000 http://127.0.0.1:33000" in out
+    assert "--prometheus-port 34000" in out  # a metrics port of its own: a partner's router can run beside
     for worker in (32000, 33000):
         assert f"POST http://127.0.0.1:{worker}/update_weights_from_disk model_path=/iter_2" in out
 

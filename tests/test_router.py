@@ -94,7 +94,7 @@ def test_dp_workers_start_behind_the_router_and_each_takes_new_weights(tmp_path,
     from selfplay_gen import models
     from selfplay_gen.backends.sglang import router_workers
     from selfplay_gen.iterate.config import ServerSettings
-    from selfplay_gen.iterate.server import Slots
+    from selfplay_gen.iterate.server import WORKER_PORT_STEP, Slots
     from selfplay_gen.iterate.shell import Shell
 
     def get(url: str) -> dict:
@@ -102,7 +102,9 @@ def test_dp_workers_start_behind_the_router_and_each_takes_new_weights(tmp_path,
             return json.loads(answer.read())
 
     warm = models.resolve(models.DEFAULT_MODEL)
-    settings = ServerSettings(python=launcher(tmp_path), port=free_port(), dp=2, timeout_s=120)
+    # both slots' routers, workers and metrics ports
+    ports = [WORKER_PORT_STEP * step + slot for step in range(4) for slot in (0, 1)]
+    settings = ServerSettings(python=launcher(tmp_path), port=free_port(ports), dp=2, timeout_s=120)
     with Slots(settings, Shell()) as slots:
         started = slots.serve(0, local_model_dir, tmp_path / "sglang.log")
         server = slots._servers[0][1]
@@ -116,12 +118,19 @@ def test_dp_workers_start_behind_the_router_and_each_takes_new_weights(tmp_path,
         swapped = slots.serve(0, warm, tmp_path / "sglang.log")
         assert [process.pid for process in server.processes] == pids and swapped.url == started.url
         assert all(get(f"{url}/get_model_info")["model_path"] == warm for url in workers)
+        # the partner slot's router runs beside the first one (each has a metrics port of its own)
+        partner = slots.serve(1, local_model_dir, tmp_path / "partner.log")
+        partner_workers = slots._servers[1][1].worker_urls()
+        assert partner.url == f"http://127.0.0.1:{settings.port + 1}"
+        assert sorted(router_workers(get(f"{partner.url}/workers"))) == sorted(partner_workers)
+        assert sorted(router_workers(get(f"{started.url}/workers"))) == sorted(workers)
+        pids += [process.pid for process in slots._servers[1][1].processes]
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.killpg(pid, 0)
     # KEEP_SERVERS=True: training's turn releases every worker's memory, and the next checkpoint
     # comes into the same processes; games through the router play on them
-    kept = dataclasses.replace(settings, port=free_port(), keep_servers=True)
+    kept = dataclasses.replace(settings, port=free_port(ports), keep_servers=True)
     with Slots(kept, Shell()) as slots:
         started = slots.serve(0, local_model_dir, tmp_path / "kept.log")
         server = slots._servers[0][1]

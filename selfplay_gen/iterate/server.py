@@ -99,7 +99,8 @@ class Started:
 
 
 # DP worker i of the server on PORT listens on PORT + WORKER_PORT_STEP * (i + 1): apart from the partner
-# slot's PORT + 1 and its own workers
+# slot's PORT + 1 and its own workers; the router's Prometheus metrics take the next step, since the
+# router's own default (29000) lets only one router run on a machine
 WORKER_PORT_STEP = 1000
 
 
@@ -153,7 +154,10 @@ class SGLangServer:
             log = self.log.with_name(f"{self.log.stem}.worker{i}{self.log.suffix}")
             workers.append(Launch(server(port, ["--base-gpu-id", str(i * s.tp)]), log, f"http://127.0.0.1:{port}"))
         router = [s.python, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(self.port)]
-        return [workers, [Launch([*router, "--worker-urls", *(w.url for w in workers)], self.log, self.url)]]
+        router += ["--worker-urls", *(w.url for w in workers)]
+        metrics = self.port + WORKER_PORT_STEP * (s.dp + 1)
+        router += ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics)]
+        return [workers, [Launch(router, self.log, self.url)]]
 
     def worker_urls(self) -> list[str]:
         """The servers that hold the weights: the one server, or the router's workers."""
