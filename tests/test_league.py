@@ -224,6 +224,35 @@ def test_a_winner_whose_self_play_stops_reaching_deals_is_not_promoted():
     assert promote(metrics, "new", "old").promoted
 
 
+def test_a_winner_whose_paired_self_play_drop_is_clear_is_not_promoted():
+    """The intervals side by side overlap, but paired by instance the drop is clear and the new mean
+    lies below the old interval: kept out. A clear but small drop (mean inside the old interval) is
+    let through, and so is a large one the pairing cannot tell from zero."""
+
+    def share(mean, lo, hi, **extra):
+        return {"mean": mean, "ci": [lo, hi], **extra}
+
+    both = {"games": 192, "decided_win_share": share(0.68, 0.63, 0.73)}
+    metrics = {
+        "models": {
+            "old": {"joint_share": share(0.873, 0.847, 0.898)},
+            "new": {"joint_share": share(0.821, 0.791, 0.849)},
+        },
+        "cross_play": [{"models": ["new", "old"], "seat0": None, "seat1": None, "both": both}],
+        # listed from the old model's side: the rule turns it round
+        "paired_self_play": [{"models": ["old", "new"], "joint_share": share(0.052, 0.021, 0.084, instances=96)}],
+    }
+    kept = promote(metrics, "new", "old")
+    assert not kept.promoted and kept.keep == "old"
+    assert "82.1% [79.1%, 84.9%], lies below old's interval 87.3%" in kept.reason
+    assert "paired on 96 instances it changes by -5.2 [-8.4, -2.1] points" in kept.reason
+    metrics["paired_self_play"][0]["joint_share"] = share(0.052, -0.004, 0.11, instances=96)  # not clear when paired
+    assert promote(metrics, "new", "old").promoted
+    metrics["paired_self_play"][0]["joint_share"] = share(0.011, 0.002, 0.02, instances=96)  # clear, but small
+    metrics["models"]["new"]["joint_share"] = share(0.862, 0.83, 0.89)
+    assert promote(metrics, "new", "old").promoted
+
+
 # --- progress and skill ----------------------------------------------------------------------------
 
 

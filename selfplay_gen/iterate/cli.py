@@ -703,8 +703,9 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     "PROMOTION_COOPERATION",
     type=click.Choice(["on", "off"]),
     default="on" if LG.cooperation else "off",
-    help="on: a checkpoint that wins but whose self-play joint share of the best deal has a 95% interval "
-    "wholly below the previous checkpoint's is not promoted (it wins by refusing deals); off: winning is enough.",
+    help="on: a checkpoint that wins but whose self-play joint share of the best deal falls is not promoted "
+    "(it wins by refusing deals): paired by instance, the drop's 95% interval lies below zero and its mean below "
+    "the previous checkpoint's interval; off: winning is enough.",
 )
 @opt(
     "--baseline",

@@ -293,7 +293,7 @@ class League:
       every model plays its highest level against its lowest (the game's `Game.skill`);
     - `eval_strength`: the scripted negotiator every checkpoint also cross-plays at the end;
     - `cooperation`: promotion also asks that the checkpoint's self-play cooperation (joint share of
-      the best deal) not fall below the previous one's, intervals apart (`league.promotion`)."""
+      the best deal) not fall below the previous one's, paired by instance (`league.promotion`)."""
 
     scripted: tuple[float, ...] = (0.3, 0.6, 1.0)
     sharpness: float = 1.0

@@ -7,8 +7,12 @@ straddles 0.5 is no evidence of a stronger player, however high its mean.
 Winning is not enough where the game's evaluation also measures cooperation (the self-play joint
 share of the best deal, `COOPERATION`): a checkpoint that beats the previous one by refusing deals
 the previous one would concede wins head to head and reaches no deal against itself. With
-`cooperation` on, a candidate whose self-play joint share's interval lies wholly below the previous
-checkpoint's is kept out too.
+`cooperation` on, a candidate that cooperates worse is kept out too. Where the evaluation pairs the
+two self-plays instance by instance (`paired_self_play`), worse means: the paired difference's
+interval lies below zero and the candidate's mean lies below the previous checkpoint's interval
+(below it by more than that interval, as the issue's cooperation target reads). Instances differ far
+more than checkpoints do, so side-by-side intervals overlap even where the paired drop is clear;
+without the pairing, worse means the candidate's interval lies wholly below the previous one's.
 """
 
 from __future__ import annotations
@@ -63,17 +67,43 @@ def decided_share(metrics: Mapping[str, Any], model: str, other: str, order: str
     raise ValueError(f"no cross-play of {model!r} against {other!r} in the metrics; pairs there: {met}")
 
 
+def paired_joint_share(metrics: Mapping[str, Any], candidate: str, previous: str) -> dict | None:
+    """`candidate`'s self-play joint share minus `previous`'s on the instances both played
+    ({"mean", "ci", "instances"}), from the evaluation's `paired_self_play`, or None when not paired."""
+    for entry in metrics.get("paired_self_play", []):
+        first, second = entry["models"]
+        diff = entry.get(COOPERATION)
+        if {first, second} != {candidate, previous} or diff is None or diff.get("ci") is None:
+            continue
+        if first == candidate:
+            return diff
+        lo, hi = diff["ci"]
+        return {**diff, "mean": -diff["mean"], "ci": [-hi, -lo]}
+    return None
+
+
 def cooperation_drop(metrics: Mapping[str, Any], candidate: str, previous: str) -> str | None:
-    """Why `candidate` cooperates worse than `previous` (its self-play joint share's 95% interval lies
-    wholly below the previous one's), or None: not worse, or the metrics hold no such measure."""
+    """Why `candidate` cooperates worse than `previous` (see the module's docstring), or None: not
+    worse, or the metrics hold no such measure."""
     models = metrics.get("models", {})
     ours, theirs = (models.get(m, {}).get(COOPERATION) or {} for m in (candidate, previous))
-    if ours.get("ci") is None or theirs.get("ci") is None or ours["ci"][1] >= theirs["ci"][0]:
+    if ours.get("ci") is None or theirs.get("ci") is None:
         return None
 
     def span(share: Mapping[str, Any]) -> str:
         return f"{share['mean']:.1%} [{share['ci'][0]:.1%}, {share['ci'][1]:.1%}]"
 
+    paired = paired_joint_share(metrics, candidate, previous)
+    if paired is not None:
+        if paired["ci"][1] >= 0 or ours["mean"] >= theirs["ci"][0]:
+            return None
+        points = f"{100 * paired['mean']:+.1f} [{100 * paired['ci'][0]:+.1f}, {100 * paired['ci'][1]:+.1f}]"
+        return (
+            f"its self-play joint share of the best deal, {span(ours)}, lies below {previous}'s interval "
+            f"{span(theirs)}, and paired on {paired['instances']} instances it changes by {points} points"
+        )
+    if ours["ci"][1] >= theirs["ci"][0]:
+        return None
     return f"its self-play joint share of the best deal, {span(ours)}, lies below {previous}'s {span(theirs)}"
 
 
