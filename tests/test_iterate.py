@@ -355,16 +355,21 @@ def test_evaluations_run_together_and_a_failure_names_its_step(tmp_path):
 
 
 def test_a_slot_keeps_its_server_for_the_same_model(tmp_path, capsys):
-    slots = Slots(ServerSettings(port=31000, keep_servers=False), Shell(dry_run=True))
+    slots = Slots(
+        ServerSettings(port=31000, keep_servers=False, extra_args="--mem-fraction-static=0.25 --tp-size 1"),
+        Shell(dry_run=True),
+    )
     slots.serve(0, "/m", tmp_path / "a.log")
     slots.serve(0, "/m", tmp_path / "b.log")  # kept
     slots.serve(1, "/p", tmp_path / "p.log", shared=True)
     slots.serve(0, "/m", tmp_path / "c.log", shared=True)  # a smaller memory share: started again
     launches = [line for line in capsys.readouterr().out.splitlines() if "launch_server" in line]
-    assert len(launches) == 3
+    assert len(launches) == 3 and "--mem-fraction-static=0.25 --tp-size 1" in launches[0]
+    # a shared GPU's share replaces the lone server's, which SGLang would otherwise meet twice
     assert "--port 31001" in launches[1] and launches[1].endswith(
-        "--mem-fraction-static 0.4 > " + f"{tmp_path}/p.log 2>&1 &"
+        "--tp-size 1 --mem-fraction-static 0.4 > " + f"{tmp_path}/p.log 2>&1 &"
     )
+    assert all(line.count("--mem-fraction-static") == 1 for line in launches)
     given = Slots(ServerSettings(urls=("http://a:1", "http://b:2")), Shell(dry_run=True)).serve(0, "/m", tmp_path / "x")
     assert given.base_url_args() == ["--base-url", "http://a:1", "--base-url", "http://b:2"]
 

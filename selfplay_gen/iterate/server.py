@@ -104,6 +104,19 @@ class Started:
 WORKER_PORT_STEP = 1000
 
 
+def without_option(args: list[str], option: str) -> list[str]:
+    """`args` less `option` and its value (given as `--option VALUE` or `--option=VALUE`)."""
+    kept, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == option:
+            skip = True
+        elif not arg.startswith(option + "="):
+            kept.append(arg)
+    return kept
+
+
 @dataclass
 class Launch:
     """One process of a server: its command, its log, and the URL whose /health says it is up."""
@@ -137,8 +150,8 @@ class SGLangServer:
         s = self.settings
         extra = shlex.split(s.extra_args or "")
         extra += serving.model_args(extra, self.model)  # the pytorch sampler's cap for a large vocabulary
-        if self.mem_fraction is not None:
-            extra += ["--mem-fraction-static", str(self.mem_fraction)]
+        if self.mem_fraction is not None:  # a shared GPU's share replaces the lone server's
+            extra = without_option(extra, "--mem-fraction-static") + ["--mem-fraction-static", str(self.mem_fraction)]
         if s.keep_servers:
             extra += ["--enable-memory-saver"]
 
