@@ -35,8 +35,8 @@ def test_a_reviewer_without_visible_cells_reads_none():
     assert prompts.stated_cells(prompts.render_table(view)) == [(3, 4, 77)]
 
 
-async def teacher_game(instance: Instance, plan: str = "by-reviewer") -> dict:
-    seat = lambda spec, s, game, start: TeacherPlayer(spec.instance, s, plan)
+async def teacher_game(instance: Instance, plan: str = "by-reviewer", seed: int = 0) -> dict:
+    seat = lambda spec, s, game, start: TeacherPlayer(spec.instance, s, plan, rng=np.random.default_rng(seed))
     return await play_game(GameSpec(f"{instance.id}/0", 0, 0, instance), (seat, seat), GameConfig(), {})
 
 
@@ -113,9 +113,50 @@ async def test_teacher_by_score_takes_known_cells_from_the_highest_down():
         assert sum(line.endswith(": take") for line in lines) == min(7, len(expected))
 
 
+async def test_shuffled_records_take_the_reviewers_in_the_order_drawn_for_the_game():
+    """The records plan, reviewer by reviewer in a random order (one per game, from its seed): the
+    lines and the proposal follow that order, each pick is the best paper still free, and one
+    instance's games end in different plans where the records plan's always end in one."""
+    proposals = []
+    for seed in range(8):
+        instance = HELDOUT[5]
+        record = await teacher_game(instance, "shuffled-records", seed)
+        assert record["outcome"]["termination"] == ACCEPTED
+        reasoning, proposal = record["players"][1]["messages"][-1]["content"].split("[propose]")
+        names = [line.split(":")[0] for line in reasoning.strip().splitlines()]
+        order = [int(r) for r in np.random.default_rng(seed).permutation(8)]
+        assert names == [REVIEWERS[r] for r in order]
+        known, taken, expected = merged(instance), set(), {}
+        for r in order:
+            free = {p: v for p, v in known[r].items() if p not in taken}
+            if free:
+                expected[r] = max(free, key=free.get)
+                taken.add(expected[r])
+        pairs = dict(record["outcome"]["proposal"])
+        assert all(pairs[r] == p for r, p in expected.items())
+        proposed = [line.split(": ")[1] for line in proposal.strip().splitlines()[1:]]
+        assert proposed[: len(expected)] == [REVIEWERS[r] for r in expected]  # in the plan's order
+        proposals.append(json.dumps(record["outcome"]["proposal"]))
+        again = await teacher_game(instance, "shuffled-records", seed)
+        assert again["outcome"]["proposal"] == record["outcome"]["proposal"]  # the seed decides
+    assert len(set(proposals)) > 1
+
+
+async def test_shuffled_records_score_as_the_records_plan_and_their_best_order_far_more():
+    fixed = [(await teacher_game(inst, "by-reviewer-records"))["outcome"]["normalized_reward"] for inst in HELDOUT[:60]]
+    shuffled = [
+        [(await teacher_game(inst, "shuffled-records", seed))["outcome"]["normalized_reward"] for seed in range(4)]
+        for inst in HELDOUT[:60]
+    ]
+    assert abs(np.mean(shuffled) - np.mean(fixed)) < 0.03
+    assert np.mean([max(group) for group in shuffled]) > np.mean(fixed) + 0.04
+
+
 def test_an_unknown_teacher_plan_is_refused():
     with pytest.raises(
-        ValueError, match="unknown teacher plan 'hungarian'; choose one of by-reviewer, by-reviewer-records, by-score"
+        ValueError,
+        match="unknown teacher plan 'hungarian'; choose one of by-reviewer, by-reviewer-records, shuffled-records, "
+        "by-score",
     ):
         TeacherPlayer(HELDOUT[0], 1, "hungarian")
 

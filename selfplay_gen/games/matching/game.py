@@ -49,7 +49,7 @@ class MatchingGame(Game[Instance, Move]):
     teacher_plans = TeacherPlayer.PLANS
     # new tokens a proposal needs: by-score's list every known cell (some 650 tokens); by-reviewer-records
     # proposals take up to about 480
-    teacher_new_tokens = {"by-score": 768, "by-reviewer-records": 640}
+    teacher_new_tokens = {"by-score": 768, "by-reviewer-records": 640, "shuffled-records": 640}
     human_games = 134
     evaluation = "selfplay_gen.games.matching.report"
     move_grammar = "[message] text · [propose] Proposal: then 8 lines “paper: reviewer” · [accept] · [reject]"
@@ -116,14 +116,14 @@ class MatchingGame(Game[Instance, Move]):
     def scripted_player(self, seat: int, *, seed: Seed = None, **knobs: Any) -> Player:
         """Knobs: `policy` "share" (`ScriptedPlayer`, which shares a fraction `share` of its cells,
         its rng seeded by `seed`) or "teacher" (`TeacherPlayer`, the warm-start protocol, whose
-        `plan` is one of `TeacherPlayer.PLANS`)."""
+        `plan` is one of `TeacherPlayer.PLANS`; a shuffled plan draws its order from `seed`)."""
         options = self._knobs(knobs)
         instance = self._running()
         if options["policy"] == "share":
             rng = np.random.default_rng(seed)
             return ScriptedPlayer(instance, seat, share=float(options["share"]), rng=rng)
         if options["policy"] == "teacher":
-            return TeacherPlayer(instance, seat, plan=options["plan"])
+            return TeacherPlayer(instance, seat, plan=options["plan"], rng=np.random.default_rng(seed))
         raise ValueError(f"unknown matching policy {options['policy']!r}; choose one of {', '.join(POLICIES)}")
 
     @classmethod

@@ -102,18 +102,25 @@ class TeacherPlayer(Player):
       QuAC 779 -> QuAC`), so a pick is the last record, found one comparison with the current
       record at a time rather than as the maximum of a list, which a 135M model learns far less
       reliably (bench/results/pick_formats/, bench/results/records_h100_2026-11-25/);
+    - "shuffled-records": the records plan with the reviewers taken in a random order, drawn per
+      game from `rng`. Its mean is the records plan's, but one instance's games end in different
+      plans (a group of games differs where the fixed order's never does), and the best order is
+      worth far more than the fixed one: a choice a model imitating it keeps open and RL can
+      learn to make (bench/results/teacher_orders/);
     - "by-score": every known cell from the highest value down, taking a cell whose reviewer and
       paper are both free, until all are taken (greedy by value, about 0.88): a sort of some 40
       cells, for larger models."""
 
-    PLANS = ("by-reviewer", "by-reviewer-records", "by-score")
+    PLANS = ("by-reviewer", "by-reviewer-records", "shuffled-records", "by-score")
     DEFAULT_PLAN = "by-reviewer-records"
 
-    def __init__(self, instance: Instance, seat: int, plan: str = DEFAULT_PLAN):
+    def __init__(self, instance: Instance, seat: int, plan: str = DEFAULT_PLAN, rng: np.random.Generator | None = None):
         super().__init__(instance, seat)
         if plan not in self.PLANS:
             raise ValueError(f"unknown teacher plan {plan!r}; choose one of {', '.join(self.PLANS)}")
         self.plan = plan
+        shuffled = plan == "shuffled-records"
+        self.order = [int(r) for r in (rng or np.random.default_rng()).permutation(len(REVIEWERS))] if shuffled else []
         self.cells = [[(p, v) for p, v in enumerate(row) if v is not None] for row in instance.view(seat)]
         self.told: list[list[tuple[int, int]]] = [[] for _ in REVIEWERS]
         self.pending = self.spoke = False
@@ -139,20 +146,24 @@ class TeacherPlayer(Player):
         if self.plan == "by-score":
             lines, picks = self._by_score(known)
         else:
-            lines, picks = self._by_reviewer(known, records=self.plan == "by-reviewer-records")
+            records = self.plan in ("by-reviewer-records", "shuffled-records")
+            lines, picks = self._by_reviewer(known, records=records, order=self.order or range(len(REVIEWERS)))
         left = iter(p for p in range(len(PAPERS)) if p not in picks.values())
-        order = sorted(picks) + [r for r in range(len(REVIEWERS)) if r not in picks]
+        # the picks in the order the plan made them (dicts keep it), then the reviewers left over
+        order = (list(picks) if self.order else sorted(picks)) + [r for r in range(len(REVIEWERS)) if r not in picks]
         proposal = [f"{PAPERS[picks[r] if r in picks else next(left)]}: {REVIEWERS[r]}" for r in order]
         return "\n".join(lines) + "\n[propose] Proposal:\n" + "\n".join(proposal)
 
     @staticmethod
-    def _by_reviewer(known: list[dict[int, int]], records: bool = False) -> tuple[list[str], dict[int, int]]:
-        """Per reviewer, its known free papers and the best of them (`Ava Li: GLUE 421 -> GLUE`);
-        with `records`, the running maximum's records before the pick (`| GLUE 421 -> GLUE`)."""
+    def _by_reviewer(
+        known: list[dict[int, int]], records: bool = False, order: Sequence[int] = range(len(REVIEWERS))
+    ) -> tuple[list[str], dict[int, int]]:
+        """Per reviewer in `order`, its known free papers and the best of them (`Ava Li: GLUE 421 ->
+        GLUE`); with `records`, the running maximum's records before the pick (`| GLUE 421 -> GLUE`)."""
         lines: list[str] = []
         picks: dict[int, int] = {}
-        for r, cells in enumerate(known):
-            free = [(p, v) for p, v in sorted(cells.items()) if p not in picks.values()]
+        for r in order:
+            free = [(p, v) for p, v in sorted(known[r].items()) if p not in picks.values()]
             if free:
                 picks[r] = max(free, key=lambda cell: cell[1])[0]
             line = prompts.render_row(r, free)
