@@ -1,0 +1,40 @@
+"""bench/analysis/teacher_orders.py: its fixed order and by-score are the teacher's own plans (the same
+reward as the teacher's games), and an order's plan is the records plan shuffled that way."""
+
+import json
+
+import bench_modules
+import numpy as np
+from test_teacher import HELDOUT, teacher_game
+
+teacher_orders = bench_modules.load("analysis/teacher_orders.py", "teacher_orders")
+
+
+async def test_the_fixed_order_and_by_score_are_the_teachers_plans():
+    rng = np.random.default_rng(0)
+    for instance in HELDOUT[:12]:
+        rewards = teacher_orders.rewards(instance, rng)
+        records = await teacher_game(instance, "by-reviewer-records")
+        by_score = await teacher_game(instance, "by-score")
+        assert rewards["fixed order (the records plan)"] == records["outcome"]["normalized_reward"]
+        assert rewards["by-score"] == by_score["outcome"]["normalized_reward"]
+        assert rewards["random orders, best of 8"] >= rewards["random orders, best of 4"]
+        assert rewards["best of every 97th order"] >= rewards["fixed order (the records plan)"]
+
+
+async def test_a_shuffled_game_scores_its_orders_plan():
+    instance = HELDOUT[7]
+    for seed in range(4):
+        game = await teacher_game(instance, "shuffled-records", seed)
+        order = [int(r) for r in np.random.default_rng(seed).permutation(8)]
+        _, picks = teacher_orders.TeacherPlayer._by_reviewer(teacher_orders.known_cells(instance), order=order)
+        raw = teacher_orders.score(instance, teacher_orders.completed(picks))
+        assert instance.normalized(raw) == game["outcome"]["normalized_reward"]
+
+
+def test_the_report_names_every_plan(tmp_path):
+    teacher_orders.main([str(tmp_path), "dev", "6"])
+    summary = json.loads((tmp_path / "teacher_orders_dev.json").read_text())
+    assert summary["count"] == 6 and 0.5 < summary["random_matching"] < 0.7
+    table = (tmp_path / "teacher_orders_dev.md").read_text()
+    assert all(f"| {name} |" in table for name in summary["plans"])
