@@ -10,7 +10,7 @@ the previous one would concede wins head to head and reaches no deal against its
 `cooperation` on, a candidate that cooperates worse is kept out too. Where the evaluation pairs the
 two self-plays instance by instance (`paired_self_play`), worse means: the paired difference's
 interval lies below zero and the candidate's mean lies below the previous checkpoint's interval
-(below it by more than that interval, as the issue's cooperation target reads). Instances differ far
+(a drop larger than that interval's lower half). Instances differ far
 more than checkpoints do, so side-by-side intervals overlap even where the paired drop is clear;
 without the pairing, worse means the candidate's interval lies wholly below the previous one's.
 """
