@@ -7,25 +7,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from test_bench_paired import scripted_eval
 
-from selfplay_gen.cli import main
 from selfplay_gen.records import read_games
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench" / "analysis" / "exploration.py"
 
 
-def scripted_eval(out: Path, *policy: str) -> Path:
-    args = ["eval", "--backend", "scripted", *policy, "--instances", "dev", "--num-instances", "6", "-k", "4"]
-    result = CliRunner().invoke(main, [*args, "--label", out.name, "--out", str(out), "--quiet"])
-    assert result.exit_code == 0, result.output
-    return out
-
-
 def test_groups_by_temperature(tmp_path):
-    teacher = scripted_eval(tmp_path / "teacher", "--scripted-policy", "teacher")
-    share = scripted_eval(tmp_path / "share", "--scripted-policy", "share")
+    teacher = scripted_eval(tmp_path / "teacher", "--scripted-policy", "teacher", games_per_instance=4).parent
+    share = scripted_eval(tmp_path / "share", "--scripted-policy", "share", games_per_instance=4).parent
     env = {"PYTHONPATH": str(REPO)}
     command = [sys.executable, str(SCRIPT), str(tmp_path / "out"), f"teacher={teacher}", f"share={share}"]
     done = subprocess.run(command, capture_output=True, text=True, env=env)

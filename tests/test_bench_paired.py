@@ -16,8 +16,10 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench" / "analysis" / "paired.py"
 
 
-def scripted_eval(out: Path, *policy: str) -> Path:
-    args = ["eval", "--backend", "scripted", *policy, "--instances", "dev", "--num-instances", "6", "-k", "1"]
+def scripted_eval(out: Path, *policy: str, games_per_instance: int = 1) -> Path:
+    """Scripted players of `policy` on 6 development instances, evaluated into `out`: its metrics.json."""
+    args = ["eval", "--backend", "scripted", *policy, "--instances", "dev", "--num-instances", "6"]
+    args += ["-k", str(games_per_instance)]
     result = CliRunner().invoke(main, [*args, "--label", out.name, "--out", str(out), "--quiet"])
     assert result.exit_code == 0, result.output
     return out / "metrics.json"

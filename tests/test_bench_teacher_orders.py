@@ -7,6 +7,8 @@ import bench_modules
 import numpy as np
 from test_teacher import HELDOUT, teacher_game
 
+from selfplay_gen.games.matching.scripted import completed
+
 teacher_orders = bench_modules.load("analysis/teacher_orders.py", "teacher_orders")
 
 
@@ -28,7 +30,7 @@ async def test_a_shuffled_game_scores_its_orders_plan():
         game = await teacher_game(instance, "shuffled-records", seed)
         order = [int(r) for r in np.random.default_rng(seed).permutation(8)]
         _, picks = teacher_orders.TeacherPlayer._by_reviewer(teacher_orders.known_cells(instance), order=order)
-        raw = teacher_orders.score(instance, teacher_orders.completed(picks))
+        raw = teacher_orders.score(instance, completed(picks))
         assert instance.normalized(raw) == game["outcome"]["normalized_reward"]
 
 

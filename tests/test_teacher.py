@@ -59,16 +59,21 @@ def merged(instance: Instance) -> list[dict[int, int]]:
     return known
 
 
-async def test_teacher_proposes_the_best_free_known_paper_reviewer_by_reviewer():
-    instance = HELDOUT[1]
-    record = await teacher_game(instance)
-    known = merged(instance)
+def best_free_papers(known: list[dict[int, int]], order) -> dict[int, int]:
+    """Reviewer by reviewer in `order`: the known paper of highest value not yet taken."""
     taken, expected = set(), {}
-    for r in range(8):
+    for r in order:
         free = {p: v for p, v in known[r].items() if p not in taken}
         if free:
             expected[r] = max(free, key=free.get)
             taken.add(expected[r])
+    return expected
+
+
+async def test_teacher_proposes_the_best_free_known_paper_reviewer_by_reviewer():
+    instance = HELDOUT[1]
+    record = await teacher_game(instance)
+    expected = best_free_papers(merged(instance), range(8))
     pairs = dict(record["outcome"]["proposal"])
     assert all(pairs[r] == p for r, p in expected.items())
     reasoning = record["players"][1]["messages"][-1]["content"].split("[propose]")[0]
@@ -126,12 +131,7 @@ async def test_shuffled_records_take_the_reviewers_in_the_order_drawn_for_the_ga
         names = [line.split(":")[0] for line in reasoning.strip().splitlines()]
         order = [int(r) for r in np.random.default_rng(seed).permutation(8)]
         assert names == [REVIEWERS[r] for r in order]
-        known, taken, expected = merged(instance), set(), {}
-        for r in order:
-            free = {p: v for p, v in known[r].items() if p not in taken}
-            if free:
-                expected[r] = max(free, key=free.get)
-                taken.add(expected[r])
+        expected = best_free_papers(merged(instance), order)
         pairs = dict(record["outcome"]["proposal"])
         assert all(pairs[r] == p for r, p in expected.items())
         proposed = [line.split(": ")[1] for line in proposal.strip().splitlines()[1:]]

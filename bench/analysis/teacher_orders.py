@@ -24,8 +24,8 @@ import numpy as np
 
 from selfplay_gen.evaluation.metrics import mean_interval
 from selfplay_gen.games.matching.game import MatchingGame
-from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance, score
-from selfplay_gen.games.matching.scripted import TeacherPlayer
+from selfplay_gen.games.matching.instance import REVIEWERS, Instance, score
+from selfplay_gen.games.matching.scripted import TeacherPlayer, completed
 
 DEV_SEED = 10**9
 RESAMPLES = 2000
@@ -39,12 +39,6 @@ def known_cells(instance: Instance) -> list[dict[int, int]]:
         {p: v for p, v in enumerate(row0) if v is not None} | {p: v for p, v in enumerate(row1) if v is not None}
         for row0, row1 in zip(*views)
     ]
-
-
-def completed(picks: dict[int, int]) -> list[tuple[int, int]]:
-    """The picks, and the papers left over for the reviewers without one (as the teacher proposes)."""
-    left = iter(p for p in range(len(PAPERS)) if p not in picks.values())
-    return [*picks.items(), *((r, next(left)) for r in range(len(REVIEWERS)) if r not in picks)]
 
 
 def rewards(instance: Instance, rng: np.random.Generator) -> dict[str, float]:

@@ -148,10 +148,9 @@ class TeacherPlayer(Player):
         else:
             records = self.plan in ("by-reviewer-records", "shuffled-records")
             lines, picks = self._by_reviewer(known, records=records, order=self.order or range(len(REVIEWERS)))
-        left = iter(p for p in range(len(PAPERS)) if p not in picks.values())
-        # the picks in the order the plan made them (dicts keep it), then the reviewers left over
-        order = (list(picks) if self.order else sorted(picks)) + [r for r in range(len(REVIEWERS)) if r not in picks]
-        proposal = [f"{PAPERS[picks[r] if r in picks else next(left)]}: {REVIEWERS[r]}" for r in order]
+        # a shuffled plan's picks in the order it made them (dicts keep it), the others' by reviewer
+        pairs = completed(picks if self.order else dict(sorted(picks.items())))
+        proposal = [f"{PAPERS[p]}: {REVIEWERS[r]}" for r, p in pairs]
         return "\n".join(lines) + "\n[propose] Proposal:\n" + "\n".join(proposal)
 
     @staticmethod
@@ -190,6 +189,13 @@ class TeacherPlayer(Player):
 
     def log(self) -> dict:
         return {**super().log(), "policy": "teacher"}
+
+
+def completed(picks: dict[int, int]) -> list[tuple[int, int]]:
+    """A plan's (reviewer, paper) picks in their order, then each reviewer left without a pick with
+    the papers left over, in order: the whole assignment the teacher proposes."""
+    left = iter(p for p in range(len(PAPERS)) if p not in picks.values())
+    return [*picks.items(), *((r, next(left)) for r in range(len(REVIEWERS)) if r not in picks)]
 
 
 def render_records(cells: list[tuple[int, int]]) -> str:
