@@ -39,7 +39,8 @@ On a GPU machine (after `source offline_gpu/gpu_setup.sh`), with MODEL_DIR the r
   collect  python bench/analysis/learning.py ROOT RESULTS: the table, plot and JSON of the benchmark, and each run's
            cross-play report (RESULTS/NAME_crossplay/)
 Default phases: probe warm rl collect. Every phase resumes where it stopped (the iteration script's DONE
-markers). Runs that share the GPU get a share of its memory each. Logs: ROOT/logs/.
+markers). Runs that share the GPU get a share of its memory each, and train in SFT micro-batches of
+SHARED_SFT_MICRO_TOKENS (8192) tokens unless SFT_MICRO_TOKENS is set. Logs: ROOT/logs/.
 USAGE
 }
 
@@ -82,6 +83,10 @@ export EXTRA_SGLANG_ARGS
 export GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-0.2}
 # a run's second server (a league's opponent, a cross-play partner) and its first then take this share each
 export PARTNER_MEM_FRACTION=${PARTNER_MEM_FRACTION:-0.12}
+# an SFT step at the loop's default micro-batch (SFT_MICRO_TOKENS 32768) reserves most of the GPU's memory, so
+# runs side by side train in micro-batches of SHARED_SFT_MICRO_TOKENS each unless SFT_MICRO_TOKENS is set
+shared_sft=()
+[[ -n ${SFT_MICRO_TOKENS:-} ]] || shared_sft=(SFT_MICRO_TOKENS="${SHARED_SFT_MICRO_TOKENS:-8192}")
 LORA_RANK=${LORA_RANK:-16}
 GEN_MODEL=${GEN_MODEL:-$MODEL_DIR}
 dry=()
@@ -200,11 +205,13 @@ for phase in "${PHASES[@]}"; do
     warm)   # a LoRA run (LORA_RANK > 0) starts once the first has evaluated the base model
       steps=()
       [[ ! -f $ROOT/warm_steps ]] || steps=(TOTAL_STEPS="$(cat "$ROOT/warm_steps")")
-      launch full 30000 WARM_START=teacher NUM_ITERATIONS=0 WARM_LORA_RANK=0 "${steps[@]}"
+      share=()
+      ((LORA_RANK == 0)) || share=("${shared_sft[@]}")
+      launch full 30000 WARM_START=teacher NUM_ITERATIONS=0 WARM_LORA_RANK=0 "${steps[@]}" "${share[@]}"
       if ((LORA_RANK > 0)); then
         until_done "$ROOT/full/base/DONE"
         adopt lora full base
-        launch lora 30001 WARM_START=teacher NUM_ITERATIONS=0 WARM_LORA_RANK="$LORA_RANK" "${steps[@]}"
+        launch lora 30001 WARM_START=teacher NUM_ITERATIONS=0 WARM_LORA_RANK="$LORA_RANK" "${steps[@]}" "${share[@]}"
       fi
       finish ;;
     embedded)   # the shipped adapter as the warm stage; the raw model was evaluated before (0.000)
@@ -217,6 +224,8 @@ for phase in "${PHASES[@]}"; do
       fi ;;
     rl)
       port=${FIRST_PORT:-30000}
+      share=()
+      (($(wc -w <<< "$RL_RUNS") == 1)) || share=("${shared_sft[@]}")
       for spec in $RL_RUNS; do
         name=${spec%%:*}
         # VAR=VALUE pieces split on commas; a piece without VAR= belongs to the value before it
@@ -237,7 +246,7 @@ for phase in "${PHASES[@]}"; do
         warm_run=$WARM
         [[ $game == matching ]] || warm_run=${NEG_WARM:-none}
         [[ $warm_run == none ]] || adopt "$name" "$warm_run" base warm
-        launch "$name" "$port" WARM_START=teacher "${vars[@]}"
+        launch "$name" "$port" WARM_START=teacher "${share[@]}" "${vars[@]}"
         port=$((port + 2))
       done
       finish ;;

@@ -626,6 +626,24 @@ def test_gpu_learning_run_values_may_hold_commas(tmp_path):
     assert "/warm/gen/levels/expert/games.jsonl" in result.stdout  # the iteration script read both levels
 
 
+def test_gpu_learning_runs_side_by_side_train_in_smaller_micro_batches(tmp_path):
+    """Two runs' SFT steps at the lone default (32768 tokens a micro-batch, most of the GPU's memory) do not
+    fit on one GPU together: runs side by side take SHARED_SFT_MICRO_TOKENS; a lone run and a set value keep theirs."""
+
+    def sft_micro_tokens(runs: str, **env: str) -> set[str]:
+        root = str(tmp_path / "r")
+        result = script("offline_gpu/gpu_learning.sh", "--dry-run", "/m", root, "rl", RL_RUNS=runs, **env)
+        assert result.returncode == 0, result.stderr
+        return set(re.findall(r" data\.max_token_len_per_gpu=(\d+)", result.stdout))
+
+    two = "a:TRAINER=filtered-bc,NUM_ITERATIONS=1 b:TRAINER=filtered-bc,NUM_ITERATIONS=1"
+    assert sft_micro_tokens(two) == {"8192"}
+    assert sft_micro_tokens(two, SHARED_SFT_MICRO_TOKENS="4096") == {"4096"}
+    assert sft_micro_tokens(two, SFT_MICRO_TOKENS="16384") == {"16384"}
+    assert sft_micro_tokens("a:TRAINER=filtered-bc,NUM_ITERATIONS=1") == {"32768"}
+    assert sft_micro_tokens(two.replace("b:", "b:SFT_MICRO_TOKENS=2048,")) == {"8192", "2048"}  # a run's own wins
+
+
 def test_gpu_learning_refuses_a_model_dir_that_holds_no_model(tmp_path):
     """An unset $MODEL reaches the script as an empty argument; `embedded` would then copy "/"* as the model."""
     for model in ("", str(tmp_path)):
