@@ -13,9 +13,9 @@ teacher_orders = bench_modules.load("analysis/teacher_orders.py", "teacher_order
 
 
 async def test_the_fixed_order_and_by_score_are_the_teachers_plans():
-    rng = np.random.default_rng(0)
+    rng, noise_rng = np.random.default_rng(0), np.random.default_rng(1)
     for instance in HELDOUT[:12]:
-        rewards = teacher_orders.rewards(instance, rng)
+        rewards = teacher_orders.rewards(instance, rng, noise_rng)
         records = await teacher_game(instance, "by-reviewer-records")
         by_score = await teacher_game(instance, "by-score")
         assert rewards["fixed order (the records plan)"] == records["outcome"]["normalized_reward"]
@@ -40,3 +40,13 @@ def test_the_report_names_every_plan(tmp_path):
     assert summary["count"] == 6 and 0.5 < summary["random_matching"] < 0.7
     table = (tmp_path / "teacher_orders_dev.md").read_text()
     assert all(f"| {name} |" in table for name in summary["plans"])
+    assert "| noise scale | 0 | 20 | 40 | 60 | 80 | 100 | 150 |" in table and len(summary["ranked_noise"]) == 7
+
+
+def test_the_ranked_plan_without_noise_is_the_highest_value_rule_and_noise_opens_its_groups():
+    played = HELDOUT[:10]
+    grid = teacher_orders.noise_grid(played, (0.0, 80.0))
+    rng, noise_rng = np.random.default_rng(0), np.random.default_rng(1)
+    rule = np.mean([teacher_orders.rewards(inst, rng, noise_rng)["highest known value first"] for inst in played])
+    assert grid[0.0] == {"mean": rule, "best of 8": rule, "distinct": 1.0}
+    assert grid[80.0]["distinct"] > 2 and grid[80.0]["best of 8"] > grid[80.0]["mean"] + 0.02

@@ -152,11 +152,42 @@ async def test_shuffled_records_score_as_the_records_plan_and_their_best_order_f
     assert np.mean([max(group) for group in shuffled]) > np.mean(fixed) + 0.04
 
 
+async def test_ranked_records_take_the_reviewers_by_their_best_known_value_shifted_by_the_games_noise():
+    """The records plan with the reviewers ranked by their highest known value plus Gumbel noise drawn
+    from the game's seed: the lines follow that ranking, each pick is the best paper still free."""
+    instance = HELDOUT[5]
+    known = merged(instance)
+    for seed in range(8):
+        record = await teacher_game(instance, "ranked-records", seed)
+        assert record["outcome"]["termination"] == ACCEPTED
+        reasoning, proposal = record["players"][1]["messages"][-1]["content"].split("[propose]")
+        names = [line.split(":")[0] for line in reasoning.strip().splitlines()]
+        noise = np.random.default_rng(seed).gumbel(scale=TeacherPlayer.RANK_NOISE, size=8)
+        top = [max(row.values(), default=-np.inf) + shift for row, shift in zip(known, noise)]
+        order = sorted(range(8), key=lambda r: -top[r])
+        assert names == [REVIEWERS[r] for r in order]
+        expected = best_free_papers(known, order)
+        assert all(dict(record["outcome"]["proposal"])[r] == p for r, p in expected.items())
+        proposed = [line.split(": ")[1] for line in proposal.strip().splitlines()[1:]]
+        assert proposed[: len(expected)] == [REVIEWERS[r] for r in expected]
+
+
+async def test_ranked_records_score_above_the_records_plan_and_their_groups_differ():
+    fixed = [(await teacher_game(inst, "by-reviewer-records"))["outcome"]["normalized_reward"] for inst in HELDOUT[:60]]
+    ranked = [
+        [(await teacher_game(inst, "ranked-records", seed))["outcome"]["normalized_reward"] for seed in range(4)]
+        for inst in HELDOUT[:60]
+    ]
+    assert np.mean(ranked) > np.mean(fixed) + 0.015
+    assert np.mean([len(set(group)) > 1 for group in ranked]) > 0.8
+    assert np.mean([max(group) for group in ranked]) > np.mean(ranked) + 0.03
+
+
 def test_an_unknown_teacher_plan_is_refused():
     with pytest.raises(
         ValueError,
         match="unknown teacher plan 'hungarian'; choose one of by-reviewer, by-reviewer-records, shuffled-records, "
-        "by-score",
+        "ranked-records, by-score",
     ):
         TeacherPlayer(HELDOUT[0], 1, "hungarian")
 

@@ -5,6 +5,7 @@ yet (every cell stated as shown, then picks a small model can copy or compare)."
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -107,20 +108,30 @@ class TeacherPlayer(Player):
       plans (a group of games differs where the fixed order's never does), and the best order is
       worth far more than the fixed one: a choice a model imitating it keeps open and RL can
       learn to make (bench/results/teacher_orders/);
+    - "ranked-records": the records plan with the reviewers ranked by their highest known value, each
+      value shifted by Gumbel noise of scale `RANK_NOISE` drawn per game from `rng` (a Plackett-Luce
+      draw: the reviewer with the most valuable known cell tends to choose first). Its mean is the
+      deterministic ranking's, above the records plan's, and its groups differ as the shuffled plan's
+      do, with a best of 8 as high;
     - "by-score": every known cell from the highest value down, taking a cell whose reviewer and
       paper are both free, until all are taken (greedy by value, about 0.88): a sort of some 40
       cells, for larger models."""
 
-    PLANS = ("by-reviewer", "by-reviewer-records", "shuffled-records", "by-score")
+    PLANS = ("by-reviewer", "by-reviewer-records", "shuffled-records", "ranked-records", "by-score")
     DEFAULT_PLAN = "by-reviewer-records"
+    # ranked-records: the noise's scale in table values, chosen on development instances for the best of 8
+    # games at the noiseless ranking's mean (bench/results/teacher_orders/)
+    RANK_NOISE = 80.0
 
     def __init__(self, instance: Instance, seat: int, plan: str = DEFAULT_PLAN, rng: np.random.Generator | None = None):
         super().__init__(instance, seat)
         if plan not in self.PLANS:
             raise ValueError(f"unknown teacher plan {plan!r}; choose one of {', '.join(self.PLANS)}")
         self.plan = plan
-        shuffled = plan == "shuffled-records"
-        self.order = [int(r) for r in (rng or np.random.default_rng()).permutation(len(REVIEWERS))] if shuffled else []
+        rng = rng or np.random.default_rng()
+        shuffled, ranked = plan == "shuffled-records", plan == "ranked-records"
+        self.order = [int(r) for r in rng.permutation(len(REVIEWERS))] if shuffled else []
+        self.noise = rng.gumbel(scale=self.RANK_NOISE, size=len(REVIEWERS)) if ranked else None
         self.cells = [[(p, v) for p, v in enumerate(row) if v is not None] for row in instance.view(seat)]
         self.told: list[list[tuple[int, int]]] = [[] for _ in REVIEWERS]
         self.pending = self.spoke = False
@@ -146,10 +157,11 @@ class TeacherPlayer(Player):
         if self.plan == "by-score":
             lines, picks = self._by_score(known)
         else:
-            records = self.plan in ("by-reviewer-records", "shuffled-records")
-            lines, picks = self._by_reviewer(known, records=records, order=self.order or range(len(REVIEWERS)))
-        # a shuffled plan's picks in the order it made them (dicts keep it), the others' by reviewer
-        pairs = completed(picks if self.order else dict(sorted(picks.items())))
+            order = ranked_order(known, self.noise) if self.noise is not None else self.order
+            records = self.plan != "by-reviewer"
+            lines, picks = self._by_reviewer(known, records=records, order=order or range(len(REVIEWERS)))
+        # a drawn order's picks in the order it made them (dicts keep it), the others' by reviewer
+        pairs = completed(picks if self.plan in ("shuffled-records", "ranked-records") else dict(sorted(picks.items())))
         proposal = [f"{PAPERS[p]}: {REVIEWERS[r]}" for r, p in pairs]
         return "\n".join(lines) + "\n[propose] Proposal:\n" + "\n".join(proposal)
 
@@ -189,6 +201,13 @@ class TeacherPlayer(Player):
 
     def log(self) -> dict:
         return {**super().log(), "policy": "teacher"}
+
+
+def ranked_order(known: list[dict[int, int]], noise: Sequence[float] | np.ndarray) -> list[int]:
+    """Reviewers by their highest known value plus their `noise`, highest first (one without a known
+    cell last): the order of the ranked plan, whose noise makes it a draw rather than a rule."""
+    top = [max(cells.values(), default=-math.inf) + shift for cells, shift in zip(known, noise)]
+    return sorted(range(len(REVIEWERS)), key=lambda r: -top[r])
 
 
 def completed(picks: dict[int, int]) -> list[tuple[int, int]]:
