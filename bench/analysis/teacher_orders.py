@@ -27,21 +27,12 @@ import numpy as np
 from selfplay_gen.evaluation.metrics import mean_interval
 from selfplay_gen.games.matching.game import MatchingGame
 from selfplay_gen.games.matching.instance import REVIEWERS, Instance, score
-from selfplay_gen.games.matching.scripted import TeacherPlayer, completed, ranked_order
+from selfplay_gen.games.matching.scripted import TeacherPlayer, completed, known_cells, ranked_order
 
 DEV_SEED = 10**9
 RESAMPLES = 2000
 EVERY_NTH_ORDER = 97  # 416 of the 40,320 orders
 NOISE_SCALES = (0.0, 20.0, 40.0, 60.0, 80.0, 100.0, 150.0)
-
-
-def known_cells(instance: Instance) -> list[dict[int, int]]:
-    """Per reviewer, paper -> value the proposer (seat 1) knows once seat 0 has stated its cells."""
-    views = [instance.view(seat) for seat in (0, 1)]
-    return [
-        {p: v for p, v in enumerate(row0) if v is not None} | {p: v for p, v in enumerate(row1) if v is not None}
-        for row0, row1 in zip(*views)
-    ]
 
 
 def rewards(instance: Instance, rng: np.random.Generator, noise_rng: np.random.Generator) -> dict[str, float]:

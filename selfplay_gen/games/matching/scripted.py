@@ -203,6 +203,16 @@ class TeacherPlayer(Player):
         return {**super().log(), "policy": "teacher"}
 
 
+def known_cells(instance: Instance) -> list[dict[int, int]]:
+    """Per reviewer, paper -> value the teacher's proposer (seat 1) knows once seat 0 has stated every cell
+    it sees: both views, the proposer's own value where both see a cell."""
+    views = [instance.view(seat) for seat in (0, 1)]
+    return [
+        {p: v for p, v in enumerate(row0) if v is not None} | {p: v for p, v in enumerate(row1) if v is not None}
+        for row0, row1 in zip(*views)
+    ]
+
+
 def ranked_order(known: list[dict[int, int]], noise: Sequence[float] | np.ndarray) -> list[int]:
     """Reviewers by their highest known value plus their `noise`, highest first (one without a known
     cell last): the order of the ranked plan, whose noise makes it a draw rather than a rule."""
