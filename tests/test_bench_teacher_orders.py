@@ -5,6 +5,7 @@ import json
 
 import bench_modules
 import numpy as np
+import pytest
 from test_teacher import HELDOUT, teacher_game
 
 from selfplay_gen.games.matching.scripted import completed
@@ -13,9 +14,10 @@ teacher_orders = bench_modules.load("analysis/teacher_orders.py", "teacher_order
 
 
 async def test_the_fixed_order_and_by_score_are_the_teachers_plans():
-    rng, noise_rng = np.random.default_rng(0), np.random.default_rng(1)
+    rng = np.random.default_rng(0)
+    noise_rngs = {plan: np.random.default_rng(1) for plan in teacher_orders.NOISY_PLANS}
     for instance in HELDOUT[:12]:
-        rewards = teacher_orders.rewards(instance, rng, noise_rng)
+        rewards = teacher_orders.rewards(instance, rng, noise_rngs)
         records = await teacher_game(instance, "by-reviewer-records")
         by_score = await teacher_game(instance, "by-score")
         assert rewards["fixed order (the records plan)"] == records["outcome"]["normalized_reward"]
@@ -40,13 +42,34 @@ def test_the_report_names_every_plan(tmp_path):
     assert summary["count"] == 6 and 0.5 < summary["random_matching"] < 0.7
     table = (tmp_path / "teacher_orders_dev.md").read_text()
     assert all(f"| {name} |" in table for name in summary["plans"])
-    assert "| noise scale | 0 | 20 | 40 | 60 | 80 | 100 | 150 |" in table and len(summary["ranked_noise"]) == 7
+    assert "| noise scale | 0 | 20 | 40 | 60 | 80 | 100 | 150 |" in table  # ranked-records' grid
+    assert "| noise scale | 0 | 5 | 10 | 20 | 30 | 40 | 80 |" in table  # sampled-by-score's
+    assert {plan: len(grid) for plan, grid in summary["noise_grids"].items()} == {
+        "ranked-records": 7,
+        "sampled-by-score": 7,
+    }
 
 
-def test_the_ranked_plan_without_noise_is_the_highest_value_rule_and_noise_opens_its_groups():
+async def test_the_noisy_plans_are_drawn_as_the_teacher_draws_them():
+    instance = HELDOUT[7]
+    known = teacher_orders.known_cells(instance)
+    for plan, (draw, noise, _) in teacher_orders.NOISY_PLANS.items():
+        for seed in range(3):
+            game = await teacher_game(instance, plan, seed)
+            drawn = draw(known, noise, np.random.default_rng(seed))
+            assert sorted(map(tuple, game["outcome"]["proposal"])) == sorted((r, p) for r, p in drawn)
+
+
+def test_a_noisy_plan_without_noise_is_its_rule_and_noise_opens_its_groups():
     played = HELDOUT[:10]
-    grid = teacher_orders.noise_grid(played, (0.0, 80.0))
-    rng, noise_rng = np.random.default_rng(0), np.random.default_rng(1)
-    rule = np.mean([teacher_orders.rewards(inst, rng, noise_rng)["highest known value first"] for inst in played])
-    assert grid[0.0] == {"mean": rule, "best of 8": rule, "distinct": 1.0}
-    assert grid[80.0]["distinct"] > 2 and grid[80.0]["best of 8"] > grid[80.0]["mean"] + 0.02
+    rng = np.random.default_rng(0)
+    noise_rngs = {plan: np.random.default_rng(1) for plan in teacher_orders.NOISY_PLANS}
+    rows = [teacher_orders.rewards(inst, rng, noise_rngs) for inst in played]
+    for plan, rule, noise in (
+        ("ranked-records", "highest known value first", 80.0),
+        ("sampled-by-score", "by-score", 20.0),
+    ):
+        grid = teacher_orders.noise_grid(played, plan, (0.0, noise))
+        expected = np.mean([row[rule] for row in rows])
+        assert grid[0.0] == {"mean": pytest.approx(expected), "best of 8": pytest.approx(expected), "distinct": 1.0}
+        assert grid[noise]["distinct"] > 2 and grid[noise]["best of 8"] > grid[noise]["mean"] + 0.02

@@ -183,11 +183,43 @@ async def test_ranked_records_score_above_the_records_plan_and_their_groups_diff
     assert np.mean([max(group) for group in ranked]) > np.mean(ranked) + 0.03
 
 
+async def test_sampled_by_score_takes_known_cells_by_value_plus_the_games_noise():
+    """by-score with each cell's value shifted by Gumbel noise drawn from the game's seed: the listed cells
+    follow value plus noise, their values are the known ones, and the picks are by-score's rule in that order."""
+    instance = HELDOUT[4]
+    known = merged(instance)
+    for seed in range(6):
+        record = await teacher_game(instance, "sampled-by-score", seed)
+        assert record["outcome"]["termination"] == ACCEPTED
+        lines = record["players"][1]["messages"][-1]["content"].split("[propose]")[0].strip().splitlines()
+        assert lines[0] == "Known scores, high ones first:"
+        noise = np.random.default_rng(seed).gumbel(scale=TeacherPlayer.SCORE_NOISE, size=(8, 8))
+        cells = sorted(((v + noise[r][p], r, p) for r, row in enumerate(known) for p, v in row.items()), reverse=True)
+        listed = [line.rsplit(":", 1)[0] for line in lines[1:]]
+        assert listed == [f"{REVIEWERS[r]} - {PAPERS[p]} {known[r][p]}" for _, r, p in cells][: len(listed)]
+        picks: dict[int, int] = {}
+        for _, r, p in cells:
+            if len(picks) < 7 and r not in picks and p not in picks.values():
+                picks[r] = p
+        assert all(dict(record["outcome"]["proposal"])[r] == p for r, p in picks.items())
+
+
+async def test_sampled_by_score_scores_about_by_score_and_its_groups_differ():
+    by_score = [(await teacher_game(inst, "by-score"))["outcome"]["normalized_reward"] for inst in HELDOUT[:60]]
+    sampled = [
+        [(await teacher_game(inst, "sampled-by-score", seed))["outcome"]["normalized_reward"] for seed in range(4)]
+        for inst in HELDOUT[:60]
+    ]
+    assert abs(np.mean(sampled) - np.mean(by_score)) < 0.015
+    assert np.mean([len(set(group)) > 1 for group in sampled]) > 0.5
+    assert np.mean([max(group) for group in sampled]) > np.mean(by_score) + 0.02
+
+
 def test_an_unknown_teacher_plan_is_refused():
     with pytest.raises(
         ValueError,
         match="unknown teacher plan 'hungarian'; choose one of by-reviewer, by-reviewer-records, shuffled-records, "
-        "ranked-records, by-score",
+        "ranked-records, by-score, sampled-by-score$",
     ):
         TeacherPlayer(HELDOUT[0], 1, "hungarian")
 

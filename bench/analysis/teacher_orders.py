@@ -7,10 +7,10 @@ decides the plan. Per instance (development seeds from 10**9, or the 134 human i
 the proposer knows after the teacher's first message (both views, its own value where both see a
 cell): the fixed order the records plan uses, random orders (their mean, and the best of 4 and of 8:
 a GRPO group's best), two ordering rules a model could learn (the reviewer with the highest known
-value first; the largest gap between a reviewer's best and second-best value first), the first of them
-with the ranked-records plan's noise (its mean, and the best of 4 and of 8), the best of every 97th of
-the 8! orders, and by-score beside them; then the ranked plan over a grid of noise scales. Writes
-OUT_DIR/teacher_orders_{dev|human}.{json,md}.
+value first; the largest gap between a reviewer's best and second-best value first), the best of every
+97th of the 8! orders, by-score, and the two plans drawn with noise (ranked-records, the first rule
+with noise; sampled-by-score, by-score with noise: their mean, and the best of 4 and of 8); then each
+noisy plan over a grid of noise scales. Writes OUT_DIR/teacher_orders_{dev|human}.{json,md}.
 """
 
 from __future__ import annotations
@@ -26,17 +26,40 @@ import numpy as np
 
 from selfplay_gen.evaluation.metrics import mean_interval
 from selfplay_gen.games.matching.game import MatchingGame
-from selfplay_gen.games.matching.instance import REVIEWERS, Instance, score
+from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance, score
 from selfplay_gen.games.matching.scripted import TeacherPlayer, completed, known_cells, ranked_order
 
 DEV_SEED = 10**9
 RESAMPLES = 2000
 EVERY_NTH_ORDER = 97  # 416 of the 40,320 orders
-NOISE_SCALES = (0.0, 20.0, 40.0, 60.0, 80.0, 100.0, 150.0)
 
 
-def rewards(instance: Instance, rng: np.random.Generator, noise_rng: np.random.Generator) -> dict[str, float]:
-    """Each plan's normalized reward: random orders from `rng`, the ranked plan's noise from `noise_rng`."""
+Plan = list[tuple[int, int]]
+
+
+def ranked_plan(known: list[dict[int, int]], noise: float, rng: np.random.Generator) -> Plan:
+    """The ranked-records plan with its noise drawn from `rng` as the teacher draws it."""
+    order = ranked_order(known, rng.gumbel(scale=noise, size=len(REVIEWERS)))
+    return completed(TeacherPlayer._by_reviewer(known, order=order)[1])
+
+
+def sampled_by_score_plan(known: list[dict[int, int]], noise: float, rng: np.random.Generator) -> Plan:
+    """The sampled-by-score plan with its noise drawn from `rng` as the teacher draws it."""
+    shift = rng.gumbel(scale=noise, size=(len(REVIEWERS), len(PAPERS)))
+    return completed(TeacherPlayer._by_score(known, shift)[1])
+
+
+# the plans drawn with noise: how a plan is drawn, the teacher's scale, and the grid it was chosen from
+NOISY_PLANS: dict[str, tuple[Callable[[list[dict[int, int]], float, np.random.Generator], Plan], float, tuple]] = {
+    "ranked-records": (ranked_plan, TeacherPlayer.RANK_NOISE, (0.0, 20.0, 40.0, 60.0, 80.0, 100.0, 150.0)),
+    "sampled-by-score": (sampled_by_score_plan, TeacherPlayer.SCORE_NOISE, (0.0, 5.0, 10.0, 20.0, 30.0, 40.0, 80.0)),
+}
+
+
+def rewards(
+    instance: Instance, rng: np.random.Generator, noise_rngs: dict[str, np.random.Generator]
+) -> dict[str, float]:
+    """Each plan's normalized reward: random orders from `rng`, each noisy plan's noise from its `noise_rngs`."""
     known = known_cells(instance)
 
     def by_order(order: Sequence[int]) -> float:
@@ -47,36 +70,38 @@ def rewards(instance: Instance, rng: np.random.Generator, noise_rng: np.random.G
         return by_order(sorted(range(len(REVIEWERS)), key=lambda r: -key(sorted(known[r].values(), reverse=True))))
 
     shuffled = [by_order([int(r) for r in rng.permutation(len(REVIEWERS))]) for _ in range(8)]
-    noise = TeacherPlayer.RANK_NOISE
-    ranked_draws = [by_order(ranked_order(known, noise_rng.gumbel(scale=noise, size=len(REVIEWERS)))) for _ in range(8)]
     every = itertools.islice(itertools.permutations(range(len(REVIEWERS))), 0, None, EVERY_NTH_ORDER)
     _, by_score = TeacherPlayer._by_score(known)
-    return {
+    row = {
         "fixed order (the records plan)": by_order(range(len(REVIEWERS))),
         "random order, mean": float(np.mean(shuffled)),
         "random orders, best of 4": max(shuffled[:4]),
         "random orders, best of 8": max(shuffled),
         "highest known value first": ranked(lambda values: values[0] if values else -1),
         "largest gap to the second-best first": ranked(lambda values: (values + [0, 0])[0] - (values + [0, 0])[1]),
-        f"highest value first with noise {noise:g} (ranked-records), mean": float(np.mean(ranked_draws)),
-        f"highest value first with noise {noise:g}, best of 4": max(ranked_draws[:4]),
-        f"highest value first with noise {noise:g}, best of 8": max(ranked_draws),
         f"best of every {EVERY_NTH_ORDER}th order": max(by_order(order) for order in every),
         "by-score": instance.normalized(score(instance, completed(by_score))),
     }
+    for name, (draw, noise, _) in NOISY_PLANS.items():
+        got = [instance.normalized(score(instance, draw(known, noise, noise_rngs[name]))) for _ in range(8)]
+        row |= {f"{name} (noise {noise:g}), mean": float(np.mean(got))}
+        row |= {f"{name} (noise {noise:g}), best of 4": max(got[:4]), f"{name} (noise {noise:g}), best of 8": max(got)}
+    return row
 
 
-def noise_grid(played: list[Instance], scales: Sequence[float] = NOISE_SCALES) -> dict[float, dict[str, float]]:
-    """Per noise scale of the ranked plan: its mean over 8 draws per instance, the best of the 8 and the
-    number of distinct plans among them (the grid RANK_NOISE was chosen from on development instances)."""
+def noise_grid(
+    played: list[Instance], plan: str, scales: Sequence[float] | None = None
+) -> dict[float, dict[str, float]]:
+    """Per noise scale of a noisy `plan`: its mean over 8 draws per instance, the best of the 8 and the
+    number of distinct plans among them (the grid its scale was chosen from on development instances)."""
+    draw, _, grid_scales = NOISY_PLANS[plan]
     grid = {}
-    for noise in scales:
+    for noise in grid_scales if scales is None else scales:
         rng = np.random.default_rng(3)
         means, best, distinct = [], [], []
         for instance in played:
             known = known_cells(instance)
-            draws = [ranked_order(known, rng.gumbel(scale=noise, size=len(REVIEWERS))) for _ in range(8)]
-            plans = [completed(TeacherPlayer._by_reviewer(known, order=order)[1]) for order in draws]
+            plans = [draw(known, noise, rng) for _ in range(8)]
             got = [instance.normalized(score(instance, plan)) for plan in plans]
             means.append(np.mean(got))
             best.append(max(got))
@@ -102,8 +127,9 @@ def main(argv: list[str]) -> None:
         raise SystemExit(__doc__)
     out, kind = Path(argv[0]), argv[1] if len(argv) > 1 else "dev"
     played = instances(kind, int(argv[2]) if len(argv) > 2 else None)
-    rng, noise_rng = np.random.default_rng(0), np.random.default_rng(2)
-    rows = [rewards(instance, rng, noise_rng) for instance in played]
+    rng = np.random.default_rng(0)
+    noise_rngs = {name: np.random.default_rng(seed) for name, seed in zip(NOISY_PLANS, (2, 4))}
+    rows = [rewards(instance, rng, noise_rngs) for instance in played]
     results = {
         name: mean_interval(np.array([row[name] for row in rows]), RESAMPLES, np.random.default_rng(1))
         for name in rows[0]
@@ -112,23 +138,23 @@ def main(argv: list[str]) -> None:
     lines = [f"{len(played)} {kind} instances; random matching {random_matching:.3f}", ""]
     lines += ["| plan | mean normalized reward [95% CI] |", "|---|---|"]
     lines += [f"| {name} | {r['mean']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] |" for name, r in results.items()]
-    grid = noise_grid(played)
-    lines += ["", "The ranked plan by the scale of its noise (8 draws per instance):", ""]
-    lines += ["| noise scale | " + " | ".join(f"{noise:g}" for noise in grid) + " |", "|---" * (len(grid) + 1) + "|"]
-    for key in ("mean", "best of 8", "distinct"):
-        label = "distinct plans of 8" if key == "distinct" else key
+    grids = {plan: noise_grid(played, plan) for plan in NOISY_PLANS}
+    for plan, grid in grids.items():
+        lines += ["", f"{plan} by the scale of its noise (8 draws per instance):", ""]
         lines += [
-            f"| {label} | "
-            + " | ".join(f"{row[key]:.3f}" if key != "distinct" else f"{row[key]:.1f}" for row in grid.values())
-            + " |"
+            "| noise scale | " + " | ".join(f"{noise:g}" for noise in grid) + " |",
+            "|---" * (len(grid) + 1) + "|",
         ]
+        lines += ["| mean | " + " | ".join(f"{row['mean']:.3f}" for row in grid.values()) + " |"]
+        lines += ["| best of 8 | " + " | ".join(f"{row['best of 8']:.3f}" for row in grid.values()) + " |"]
+        lines += ["| distinct plans of 8 | " + " | ".join(f"{row['distinct']:.1f}" for row in grid.values()) + " |"]
     out.mkdir(parents=True, exist_ok=True)
     summary = {
         "instances": kind,
         "count": len(played),
         "random_matching": random_matching,
         "plans": results,
-        "ranked_noise": {f"{noise:g}": row for noise, row in grid.items()},
+        "noise_grids": {plan: {f"{noise:g}": row for noise, row in grid.items()} for plan, grid in grids.items()},
     }
     (out / f"teacher_orders_{kind}.json").write_text(json.dumps(summary, indent=1) + "\n")
     (out / f"teacher_orders_{kind}.md").write_text("\n".join(lines) + "\n")

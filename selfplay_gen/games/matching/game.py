@@ -49,7 +49,13 @@ class MatchingGame(Game[Instance, Move]):
     teacher_plans = TeacherPlayer.PLANS
     # new tokens a proposal needs: by-score's list every known cell (some 650 tokens); by-reviewer-records
     # proposals take up to about 480
-    teacher_new_tokens = {"by-score": 768, "by-reviewer-records": 640, "shuffled-records": 640, "ranked-records": 640}
+    teacher_new_tokens = {
+        "by-score": 768,
+        "sampled-by-score": 768,
+        "by-reviewer-records": 640,
+        "shuffled-records": 640,
+        "ranked-records": 640,
+    }
     human_games = 134
     evaluation = "selfplay_gen.games.matching.report"
     move_grammar = "[message] text · [propose] Proposal: then 8 lines “paper: reviewer” · [accept] · [reject]"

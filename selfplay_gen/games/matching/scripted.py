@@ -115,13 +115,18 @@ class TeacherPlayer(Player):
       do, with a best of 8 as high;
     - "by-score": every known cell from the highest value down, taking a cell whose reviewer and
       paper are both free, until all are taken (greedy by value, about 0.88): a sort of some 40
-      cells, for larger models."""
+      cells, for larger models;
+    - "sampled-by-score": by-score with each cell's value shifted by Gumbel noise of scale
+      `SCORE_NOISE` drawn per game from `rng` (a Plackett-Luce draw of the cells' order): about
+      by-score's mean, but one instance's games end in different plans whose best is well above it."""
 
-    PLANS = ("by-reviewer", "by-reviewer-records", "shuffled-records", "ranked-records", "by-score")
+    PLANS = ("by-reviewer", "by-reviewer-records", "shuffled-records", "ranked-records", "by-score", "sampled-by-score")
     DEFAULT_PLAN = "by-reviewer-records"
-    # ranked-records: the noise's scale in table values, chosen on development instances for the best of 8
-    # games at the noiseless ranking's mean (bench/results/teacher_orders/)
+    # the noise's scale in table values (ranked-records: on a reviewer's highest known value; sampled-by-score:
+    # on each cell's), chosen on development instances for a high best of 8 games at about the noiseless
+    # plan's mean (bench/results/teacher_orders/)
     RANK_NOISE = 80.0
+    SCORE_NOISE = 20.0
 
     def __init__(self, instance: Instance, seat: int, plan: str = DEFAULT_PLAN, rng: np.random.Generator | None = None):
         super().__init__(instance, seat)
@@ -132,6 +137,8 @@ class TeacherPlayer(Player):
         shuffled, ranked = plan == "shuffled-records", plan == "ranked-records"
         self.order = [int(r) for r in rng.permutation(len(REVIEWERS))] if shuffled else []
         self.noise = rng.gumbel(scale=self.RANK_NOISE, size=len(REVIEWERS)) if ranked else None
+        sampled = plan == "sampled-by-score"
+        self.cell_noise = rng.gumbel(scale=self.SCORE_NOISE, size=(len(REVIEWERS), len(PAPERS))) if sampled else None
         self.cells = [[(p, v) for p, v in enumerate(row) if v is not None] for row in instance.view(seat)]
         self.told: list[list[tuple[int, int]]] = [[] for _ in REVIEWERS]
         self.pending = self.spoke = False
@@ -154,8 +161,8 @@ class TeacherPlayer(Player):
 
     def _proposal(self) -> str:
         known = [dict(told) | dict(own) for told, own in zip(self.told, self.cells)]
-        if self.plan == "by-score":
-            lines, picks = self._by_score(known)
+        if self.plan in ("by-score", "sampled-by-score"):
+            lines, picks = self._by_score(known, self.cell_noise)
         else:
             order = ranked_order(known, self.noise) if self.noise is not None else self.order
             records = self.plan != "by-reviewer"
@@ -184,13 +191,16 @@ class TeacherPlayer(Player):
         return lines, picks
 
     @staticmethod
-    def _by_score(known: list[dict[int, int]]) -> tuple[list[str], dict[int, int]]:
+    def _by_score(known: list[dict[int, int]], noise: np.ndarray | None = None) -> tuple[list[str], dict[int, int]]:
         """Known cells from the highest value down (`Ava Li - GLUE 421: take` or `: skip`), up to
-        the seventh take: the last reviewer takes the last paper whatever its value."""
-        cells = sorted(((v, r, p) for r, row in enumerate(known) for p, v in row.items()), key=lambda c: (-c[0], c[1:]))
-        lines = ["Known scores, highest first:"]
+        the seventh take: the last reviewer takes the last paper whatever its value. With `noise`
+        (reviewer x paper), by value plus noise: high values first, in an order drawn per game."""
+        shift = np.zeros((len(REVIEWERS), len(PAPERS))) if noise is None else noise
+        cells = [(v + shift[r][p], v, r, p) for r, row in enumerate(known) for p, v in row.items()]
+        order = sorted(cells, key=lambda c: (-c[0], c[2:]))
+        lines = ["Known scores, highest first:" if noise is None else "Known scores, high ones first:"]
         picks: dict[int, int] = {}
-        for v, r, p in cells:
+        for _, v, r, p in order:
             if len(picks) == len(REVIEWERS) - 1:
                 break
             take = r not in picks and p not in picks.values()
