@@ -133,12 +133,12 @@ class TeacherPlayer(Player):
         if plan not in self.PLANS:
             raise ValueError(f"unknown teacher plan {plan!r}; choose one of {', '.join(self.PLANS)}")
         self.plan = plan
-        rng = rng or np.random.default_rng()
-        shuffled, ranked = plan == "shuffled-records", plan == "ranked-records"
-        self.order = [int(r) for r in rng.permutation(len(REVIEWERS))] if shuffled else []
-        self.noise = rng.gumbel(scale=self.RANK_NOISE, size=len(REVIEWERS)) if ranked else None
+        # what a drawn plan draws, once per game: a reviewer order, a shift per reviewer, or one per cell
+        rng, n = rng or np.random.default_rng(), len(REVIEWERS)
+        self.order = [int(r) for r in rng.permutation(n)] if plan == "shuffled-records" else []
+        self.reviewer_noise = rng.gumbel(scale=self.RANK_NOISE, size=n) if plan == "ranked-records" else None
         sampled = plan == "sampled-by-score"
-        self.cell_noise = rng.gumbel(scale=self.SCORE_NOISE, size=(len(REVIEWERS), len(PAPERS))) if sampled else None
+        self.cell_noise = rng.gumbel(scale=self.SCORE_NOISE, size=(n, len(PAPERS))) if sampled else None
         self.cells = [[(p, v) for p, v in enumerate(row) if v is not None] for row in instance.view(seat)]
         self.told: list[list[tuple[int, int]]] = [[] for _ in REVIEWERS]
         self.pending = self.spoke = False
@@ -164,7 +164,7 @@ class TeacherPlayer(Player):
         if self.plan in ("by-score", "sampled-by-score"):
             lines, picks = self._by_score(known, self.cell_noise)
         else:
-            order = ranked_order(known, self.noise) if self.noise is not None else self.order
+            order = self.order if self.reviewer_noise is None else ranked_order(known, self.reviewer_noise)
             records = self.plan != "by-reviewer"
             lines, picks = self._by_reviewer(known, records=records, order=order or range(len(REVIEWERS)))
         # a drawn order's picks in the order it made them (dicts keep it), the others' by reviewer
