@@ -10,9 +10,9 @@ the previous one would concede wins head to head and reaches no deal against its
 `cooperation` on, a candidate that cooperates worse is kept out too. Where the evaluation pairs the
 two self-plays instance by instance (`paired_self_play`), worse means: the paired difference's
 interval lies below zero and the candidate's mean lies below the previous checkpoint's interval
-(a drop larger than that interval's lower half). Instances differ far
-more than checkpoints do, so side-by-side intervals overlap even where the paired drop is clear;
-without the pairing, worse means the candidate's interval lies wholly below the previous one's.
+(a drop larger than that interval's lower half). Instances differ far more than checkpoints do, so
+side-by-side intervals overlap even where the paired drop is clear; without the pairing, worse means
+the candidate's interval lies wholly below the previous one's.
 """
 
 from __future__ import annotations
