@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Online GRPO with LoRA against filtered behaviour cloning at equal GPU time, from the same warm start
-# (the embedded SmolLM2-135M one), on the matching game: dev reward against GPU minutes for each.
+# (the embedded SmolLM2-135M one, or WARM_MODEL), on the matching game: dev reward against GPU minutes for each.
 set -euo pipefail
 
 usage() {
@@ -10,7 +10,9 @@ Usage: offline_gpu/gpu_rl.sh [--dry-run] [--detach] [--help] MODEL_DIR ROOT [PHA
 On a GPU machine (after `source offline_gpu/gpu_setup.sh`, so MODEL_DIR is $MODEL, the raw
 SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time from the same warm start:
   warm     ROOT/embedded: the embedded warm start (selfplay_gen/data/warm_start) folded into MODEL_DIR,
-           evaluated on dev (64 x 8) and test (256 x 4): the curves' point at minute 0
+           evaluated on dev (64 x 8) and test (256 x 4): the curves' point at minute 0. WARM_MODEL, a
+           model directory (another warm start, e.g. a `gpu_learning.sh` run's ROOT/NAME/warm/train/hf),
+           takes the embedded one's place
   online   online GRPO (verl's self-play loop, `selfplay-gen train --mode online`), LoRA rank RL_LORA_RANK
            (32) at RL_LR (1e-4), 16 instances x 2 seats x 8 games a step, clip-higher 0.28; verl validates on
            the first 64 dev instances every ONLINE_TEST_FREQ (4) steps and saves a checkpoint every
@@ -24,15 +26,19 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
   fbc      filtered BC iterations (`selfplay-gen iterate`, TRAINER=filtered-bc, FBC_GAMES (1024) games an
            iteration, LoRA r16 at 1e-3) until the budget is spent, counting each iteration's generation,
            conversion, training and merge, not its evaluations; each iteration's model on dev, the last on test
+  both     on a machine of two GPUs: online GRPO on the second GPU while the first evaluates the warm
+           start and then runs filtered BC, each trainer with a whole GPU, at once (one run's wall time);
+           the two halves log to ROOT/logs/{online,fbc}_gpu.log
   collect  ROOT/results/rl_curve.{csv,json,md,png} (bench/analysis/rl_curve.py): trainer, GPU minutes,
            split, reward and its 95% interval (bootstrap over instances), the paired gain over the warm start
-Default phases: warm online fbc collect. Every phase resumes where it stopped: online GRPO from verl's
-last checkpoint with the budget left, filtered BC from its last finished iteration; evaluations once.
+Default phases: warm online fbc collect; both collect where nvidia-smi lists two GPUs or more. Every
+phase resumes where it stopped: online GRPO from verl's last checkpoint with the budget left, filtered BC
+from its last finished iteration; evaluations once.
 Results and logs are copied to $OUT (at most 8 files) when OUT is set. --detach runs the phases in the
 background (setsid; log ROOT/logs/gpu_rl.log; ROOT/DONE or ROOT/FAILED at the end), for budgets longer
 than one call; call again without --detach later to go on or to collect (a foreground run cut off by
-its call leaves its trainer running: use --detach). The whole run takes about 2 x BUDGET_MIN plus
-15-20 minutes of start-ups and evaluations on an H100; ONLINE_SAVE_FREQ=8 evaluates fewer checkpoints.
+its call leaves its trainer running: use --detach). The whole run takes about 2 x BUDGET_MIN (one
+BUDGET_MIN with `both`) plus 15-20 minutes of start-ups and evaluations on an H100; ONLINE_SAVE_FREQ=8 evaluates fewer checkpoints.
 LoRA learning rate: LoRA wants about 10x full fine-tuning's rate (Schulman et al., "LoRA Without
 Regret", 2025, RL included); full-fine-tuning GRPO here learned at 1e-5 and not below (bf16 rounding),
 so 1e-4 with alpha = 2 x rank.
@@ -53,7 +59,10 @@ done
 MODEL_DIR=${args[0]}
 ROOT=${args[1]}
 PHASES=("${args[@]:2}")
-((${#PHASES[@]})) || PHASES=(warm online fbc collect)
+if ((!${#PHASES[@]})); then
+  PHASES=(warm online fbc collect)
+  (($(nvidia-smi -L 2> /dev/null | wc -l) < 2)) || PHASES=(both collect)
+fi
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 if ((DETACH && !DRY_RUN)); then
@@ -74,7 +83,7 @@ export SELFPLAY_GEN="$PY -m selfplay_gen.cli" SELFPLAY_CONVERT="$PY -m convert.c
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 RAY_DEDUP_LOGS=0
 export VERL_LOGGING_LEVEL=${VERL_LOGGING_LEVEL:-WARN}
 export CUDA_DEVICE_ORDER=${CUDA_DEVICE_ORDER:-PCI_BUS_ID}  # nvidia-smi's numbering, which gpu_idle reads
-WARM=$ROOT/embedded/warm/train/hf
+WARM=${WARM_MODEL:-$ROOT/embedded/warm/train/hf}
 RESULTS=$ROOT/results
 POINTS=$RESULTS/points.tsv
 DEV=(--instances dev --num-instances "${DEV_INSTANCES:-64}" -k "${DEV_GAMES:-8}")
@@ -82,6 +91,8 @@ TEST=(--instances test --num-instances "${TEST_INSTANCES:-256}" -k "${TEST_GAMES
 # as selfplay-gen iterate evaluates (its filtered-BC points), so every point is read the same way
 SAMPLING=(--temperature 0.7 --max-moves 30 --max-new-tokens 512 --max-response-tokens 3072)
 PORT=${PORT:-30000}
+# this run's server: its pid and model in files named by its port, so runs on other GPUs keep their own
+SERVER=$ROOT/logs/sglang_$PORT
 [[ $DRY_RUN -eq 1 ]] || mkdir -p "$ROOT/logs" "$RESULTS"
 
 run_cmd() {
@@ -96,39 +107,39 @@ serve() {
   echo "+ $SGLANG_PYTHON -m sglang.launch_server --model-path $1 --port $PORT ${args[*]}"
   [[ $DRY_RUN -eq 0 ]] || return 0
   setsid nohup "$SGLANG_PYTHON" -m sglang.launch_server --model-path "$1" --host 127.0.0.1 --port "$PORT" \
-    --mem-fraction-static 0.8 "${args[@]}" > "$ROOT/logs/sglang.log" 2>&1 < /dev/null &
-  echo $! > "$ROOT/logs/sglang.pid"
-  echo "$1" > "$ROOT/logs/sglang.model"
+    --mem-fraction-static 0.8 "${args[@]}" > "$SERVER.log" 2>&1 < /dev/null &
+  echo $! > "$SERVER.pid"
+  echo "$1" > "$SERVER.model"
   until curl -sf "http://127.0.0.1:$PORT/health" > /dev/null; do
     sleep 2
-    kill -0 "$(cat "$ROOT/logs/sglang.pid")" 2> /dev/null || { tail -20 "$ROOT/logs/sglang.log" >&2; return 1; }
+    kill -0 "$(cat "$SERVER.pid")" 2> /dev/null || { tail -20 "$SERVER.log" >&2; return 1; }
   done
 }
 
 # serving MODEL: whether this run's server is up with MODEL.
 serving() {
-  [[ $DRY_RUN -eq 0 && -f $ROOT/logs/sglang.model && $(cat "$ROOT/logs/sglang.model") == "$1" ]] || return 1
+  [[ $DRY_RUN -eq 0 && -f $SERVER.model && $(cat "$SERVER.model") == "$1" ]] || return 1
   curl -sf "http://127.0.0.1:$PORT/health" > /dev/null
 }
 
 # unserve: stop the server's process group, until the GPU memory is free again.
 unserve() {
-  [[ $DRY_RUN -eq 0 && -f $ROOT/logs/sglang.pid ]] || return 0
+  [[ $DRY_RUN -eq 0 && -f $SERVER.pid ]] || return 0
   local pid
-  pid=$(cat "$ROOT/logs/sglang.pid")
+  pid=$(cat "$SERVER.pid")
   kill -- "-$pid" 2> /dev/null || true
   for _ in $(seq 60); do kill -0 "$pid" 2> /dev/null || break; sleep 1; done
   kill -9 -- "-$pid" 2> /dev/null || true
-  rm -f "$ROOT/logs/sglang.pid" "$ROOT/logs/sglang.model"
+  rm -f "$SERVER.pid" "$SERVER.model"
   gpu_idle
 }
 
 # swap MODEL: the running server loads MODEL's weights in place, where MODEL is a checkpoint like the one
 # it serves (seconds instead of a restart's minute or more); fails, saying why, otherwise.
 swap() {
-  [[ $DRY_RUN -eq 0 && -f $ROOT/logs/sglang.model ]] || return 1
-  "$PY" -m selfplay_gen.iterate.server swap "http://127.0.0.1:$PORT" "$(cat "$ROOT/logs/sglang.model")" "$1" || return 1
-  echo "$1" > "$ROOT/logs/sglang.model"
+  [[ $DRY_RUN -eq 0 && -f $SERVER.model ]] || return 1
+  "$PY" -m selfplay_gen.iterate.server swap "http://127.0.0.1:$PORT" "$(cat "$SERVER.model")" "$1" || return 1
+  echo "$1" > "$SERVER.model"
 }
 
 # evaluate TRAINER MINUTES MODEL LABEL DIR SPLIT...: MODEL on each SPLIT (dev, test) into DIR/SPLIT, once;
@@ -182,10 +193,10 @@ stop_ray() {
 }
 
 warm() {
-  if [[ ! -e $ROOT/embedded/warm/DONE ]]; then
+  if [[ -z ${WARM_MODEL:-} && ! -e $ROOT/embedded/warm/DONE ]]; then
     run_cmd bash "$REPO/offline_gpu/gpu_learning.sh" "$MODEL_DIR" "$ROOT" embedded
   fi
-  evaluate warm 0 "$WARM" warm "$ROOT/embedded/eval" dev test
+  evaluate warm 0 "$WARM" warm "$ROOT/warm_eval" dev test
   unserve
 }
 
@@ -297,6 +308,35 @@ print(round(sum(t["work_s"] + (t["startup_s"] or 0) for t in rows if not t["step
   done
 }
 
+# both: the two trainers at once on a machine of two GPUs, each a gpu_rl.sh of its own phases with a GPU and a
+# port of its own (online GRPO's evaluations take PORT + 2); fails when either half does.
+both() {
+  local rc=0 online_pid
+  if [[ -z ${WARM_MODEL:-} && ! -e $ROOT/embedded/warm/DONE ]]; then
+    run_cmd bash "$REPO/offline_gpu/gpu_learning.sh" "$MODEL_DIR" "$ROOT" embedded
+  fi
+  local flag=()
+  ((!DRY_RUN)) || flag=(--dry-run)
+  local online=(env CUDA_VISIBLE_DEVICES=1 PORT=$((PORT + 2)) bash "$REPO/offline_gpu/gpu_rl.sh" "${flag[@]}" "$MODEL_DIR" "$ROOT" online)
+  local fbc=(env CUDA_VISIBLE_DEVICES=0 PORT="$PORT" bash "$REPO/offline_gpu/gpu_rl.sh" "${flag[@]}" "$MODEL_DIR" "$ROOT" warm fbc)
+  echo "=== both: online GRPO on GPU 1 (log $ROOT/logs/online_gpu.log), the warm start's evaluation and filtered BC on GPU 0 ($ROOT/logs/fbc_gpu.log)"
+  printf '+'; printf ' %q' "${online[@]}"; printf ' &\n+'; printf ' %q' "${fbc[@]}"; printf '\n'
+  if ((DRY_RUN)); then
+    "${online[@]}"
+    "${fbc[@]}"
+    return 0
+  fi
+  "${online[@]}" > "$ROOT/logs/online_gpu.log" 2>&1 < /dev/null &
+  online_pid=$!
+  "${fbc[@]}" > "$ROOT/logs/fbc_gpu.log" 2>&1 < /dev/null || rc=$?
+  wait "$online_pid" || rc=$?
+  if ((rc != 0)); then
+    tail -n 20 "$ROOT"/logs/{online,fbc}_gpu.log >&2
+    echo "gpu_rl: a half of \`both\` failed (exit $rc); logs: $ROOT/logs/{online,fbc}_gpu.log" >&2
+    exit "$rc"
+  fi
+}
+
 collect() {
   run_cmd "$PY" "$REPO/bench/analysis/rl_curve.py" "$RESULTS"
   [[ $DRY_RUN -eq 0 && -n ${OUT:-} ]] || return 0
@@ -316,7 +356,8 @@ for phase in "${PHASES[@]}"; do
     warm) warm ;;
     online) online ;;
     fbc) fbc ;;
+    both) both ;;
     collect) collect ;;
-    *) echo "unknown phase '$phase' (warm, online, fbc, collect)" >&2; exit 2 ;;
+    *) echo "unknown phase '$phase' (warm, online, fbc, both, collect)" >&2; exit 2 ;;
   esac
 done

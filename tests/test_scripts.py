@@ -696,6 +696,82 @@ def test_gpu_rl_trains_both_trainers_from_one_warm_start_and_evaluates_on_dev_an
     assert f"bench/analysis/rl_curve.py {root}/results" in out
 
 
+def test_gpu_rl_on_two_gpus_gives_each_trainer_a_gpu_of_its_own(tmp_path):
+    """Where nvidia-smi lists two GPUs, the default phases run online GRPO on GPU 1 and the warm start's
+    evaluation and filtered BC on GPU 0 at once, each with its own port, from WARM_MODEL when it is set."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text('#!/usr/bin/env bash\n[[ $1 == -L ]] && printf "GPU 0: H100\\nGPU 1: H100\\n"; exit 0\n')
+    smi.chmod(0o755)
+    root = tmp_path / "root"
+    path = f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}"
+    result = script(
+        "offline_gpu/gpu_rl.sh",
+        "--dry-run",
+        "/models/raw",
+        str(root),
+        BUDGET_MIN="7",
+        WARM_MODEL="/models/warm",
+        PATH=path,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "=== both: online GRPO on GPU 1" in out
+    assert "gpu_learning.sh" not in out  # WARM_MODEL takes the embedded warm start's place: nothing is folded
+    half = f"bash {REPO}/offline_gpu/gpu_rl.sh --dry-run /models/raw {root}"
+    assert f"+ env CUDA_VISIBLE_DEVICES=1 PORT=30002 {half} online &" == out.splitlines()[1]
+    assert f"+ env CUDA_VISIBLE_DEVICES=0 PORT=30000 {half} warm fbc" == out.splitlines()[2]
+    (ppo,) = [line for line in out.splitlines() if "-m verl.trainer.main_ppo" in line]
+    assert "actor_rollout_ref.model.path=/models/warm" in ppo
+    # the warm start evaluated on dev and test on GPU 0, then filtered BC from it
+    assert "--model /models/warm --temperature 0.7" in out
+    assert "--instances test --num-instances 256 -k 4 --label warm" in out
+    assert "-m sglang.launch_server --model-path /models/warm" in out.split("=== filtered BC iteration 1")[1]
+    assert f"bench/analysis/rl_curve.py {root}/results" in out
+
+
+def test_gpu_rl_runs_in_one_root_keep_their_own_servers(tmp_path):
+    """The two halves of `both` share ROOT: each run's server is known by its port, so stopping one run's
+    server leaves the other's up."""
+    import socket
+
+    fake = tmp_path / "fake_sglang"
+    fake.write_text(
+        f"""#!{sys.executable}
+import http.server, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+class Ok(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), Ok).serve_forever()
+"""
+    )
+    fake.chmod(0o755)
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    (tmp_path / "logs").mkdir()
+    functions = "".join(shell_function("offline_gpu/gpu_rl.sh", f) for f in ("serve", "serving", "unserve", "gpu_idle"))
+    a, b = ports
+    run = f"""
+ROOT={tmp_path} DRY_RUN=0 PY=true SGLANG_PYTHON={fake}
+{functions}
+PORT={a} SERVER=$ROOT/logs/sglang_{a}; serve /models/a
+PORT={b} SERVER=$ROOT/logs/sglang_{b}; serve /models/b
+PORT={a} SERVER=$ROOT/logs/sglang_{a}; serving /models/a && echo a-up; unserve; serving /models/a || echo a-down
+PORT={b} SERVER=$ROOT/logs/sglang_{b}; serving /models/b && echo b-up; unserve
+"""
+    env = {**os.environ, "PATH": f"/nonexistent:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-c", run], capture_output=True, text=True, env=env, timeout=120)
+    assert [line for line in done.stdout.split("\n") if line.endswith(("-up", "-down"))] == ["a-up", "a-down", "b-up"]
+
+
 def test_gpu_lease_keeps_the_compiled_kernels_and_nothing_else(tmp_path):
     """`gpu_lease.sh kernels OUT` packs the first-use compilation caches under $HOME, not models or pip's cache,
     so a later machine can start SGLang without compiling them again."""
