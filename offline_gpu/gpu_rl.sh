@@ -14,15 +14,16 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
            model directory (another warm start, e.g. a `gpu_learning.sh` run's ROOT/NAME/warm/train/hf),
            takes the embedded one's place
   online   online GRPO (verl's self-play loop, `selfplay-gen train --mode online`), LoRA rank RL_LORA_RANK
-           (32) at RL_LR (1e-4), 16 instances x 2 seats x 8 games a step, clip-higher 0.28; verl validates on
-           the first 64 dev instances every ONLINE_TEST_FREQ (4) steps and saves a checkpoint every
-           ONLINE_SAVE_FREQ (2) steps (a step of the 135M model took about 12 s with 16 instances,
-           after about 2.5 minutes of start-up: bench/results/fsdp2_h200x2_2026-11-26/); verl is
+           (32) at RL_LR (1e-4), ONLINE_INSTANCES (16) instances x 2 seats x 8 games a step in two updates,
+           clip-higher 0.28; verl validates on the first 64 dev instances every ONLINE_TEST_FREQ (4) steps and
+           saves a checkpoint every ONLINE_SAVE_FREQ (2) steps (a step of the 135M model took about 12 s with
+           16 instances, after about 2.5 minutes of start-up: bench/results/fsdp2_h200x2_2026-11-26/); verl is
            stopped when the budget is spent (its start-up counts). RL_TEMPERATURE (0.7) is the rollout's
            sampling temperature (evaluations stay at 0.7), ROLLOUT_PARTNER_TEMPERATURE the untrained seat's
            (0: greedy; default: the rollout's); ONLINE_ARGS are more verl overrides (Hydra), e.g.
            actor_rollout_ref.actor.entropy_coeff=0.001.
-           Each checkpoint is merged and evaluated on dev at the GPU minute it was saved; the last on test
+           Each checkpoint is merged and evaluated on dev at the GPU minute it was saved, the last one first
+           and also on test, so a run cut short still has its result
   fbc      filtered BC iterations (`selfplay-gen iterate`, TRAINER=filtered-bc, FBC_GAMES (1024) games an
            iteration, LoRA r16 at 1e-3) until the budget is spent, counting each iteration's generation,
            conversion, training and merge, not its evaluations; each iteration's model on dev, the last on test
@@ -203,14 +204,15 @@ warm() {
 # online: verl's online GRPO under the budget, resumed from its last checkpoint; a poller notes the GPU
 # second at which each checkpoint appears (ROOT/online/checkpoints.tsv) and the seconds spent (spent_s).
 online() {
-  local d=$ROOT/online spent=0 left start rc=0 poller
+  local d=$ROOT/online spent=0 left start rc=0 poller instances=${ONLINE_INSTANCES:-16}
   [[ -e $d/data/test.parquet ]] || run_cmd "$PY" -m selfplay_gen.cli init --num-train 4096 \
     --num-test "${DEV_INSTANCES:-64}" --seed 1000000 --out-dir "$d/data" --overwrite
   [[ $DRY_RUN -eq 1 ]] || spent=$(cat "$d/spent_s" 2> /dev/null || echo 0)
   left=$((BUDGET_S - spent))
   if [[ ! -e $d/TRAINED ]] && ((left > 60)); then
     local train=(env MODE=online MODEL_PATH="$WARM" TRAIN_FILES="$d/data/train.parquet"
-      VAL_FILES="$d/data/test.parquet" OUT_DIR="$d/train" TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 ROLLOUT_N=8
+      VAL_FILES="$d/data/test.parquet" OUT_DIR="$d/train" TRAIN_BATCH_SIZE="$instances"
+      MINI_BATCH_SIZE=$((instances / 2)) ROLLOUT_N=8
       TOTAL_STEPS=500 SAVE_FREQ="${ONLINE_SAVE_FREQ:-2}" TEST_FREQ="${ONLINE_TEST_FREQ:-4}"
       LORA_RANK="${RL_LORA_RANK:-32}" LR="${RL_LR:-1e-4}" CLIP_RATIO_HIGH=0.28 "LOGGER=console,tensorboard"
       TEMPERATURE="${RL_TEMPERATURE:-0.7}" EXPERIMENT=online_grpo_lora "$REPO/run_selfplay_training.sh")
@@ -253,22 +255,23 @@ online() {
   latest=$(cat "$d/train/checkpoints/latest_checkpointed_iteration.txt" 2> /dev/null || echo 0)
   while IFS=$'\t' read -r step seconds; do
     ((step <= latest)) || continue
-    local hf=$d/step_$step/hf
-    if [[ ! -e $hf/config.json ]]; then
-      "$VERL_PYTHON" -m verl.model_merger merge --backend fsdp --local_dir "$d/train/checkpoints/global_step_$step/actor" \
-        --target_dir "$hf" > "$ROOT/logs/online_merge.log" 2>&1 < /dev/null
-      "$VERL_PYTHON" -m selfplay_gen.verl.merge_lora "$hf" >> "$ROOT/logs/online_merge.log" 2>&1 < /dev/null
-    fi
     steps+=("$step") minutes_of+=("$(minutes "$seconds")")
   done < <(cat "$d/checkpoints.tsv" 2> /dev/null)
   ((${#steps[@]})) || { echo "gpu_rl: online GRPO finished no checkpoint in its budget" >&2; exit 1; }
   touch "$d/TRAINED"
+  # the last checkpoint first, on dev and test (the trainer's result), then the earlier ones on dev (the
+  # curve), each merged just before its evaluation: a run cut short still has its result
   local i last=$((${#steps[@]} - 1))
-  for i in "${!steps[@]}"; do
-    local splits=(dev)
+  for ((i = last; i >= 0; i--)); do
+    local splits=(dev) hf=$d/step_${steps[$i]}/hf
     ((i < last)) || splits+=(test)
-    evaluate online-grpo-lora "${minutes_of[$i]}" "$d/step_${steps[$i]}/hf" "online@${steps[$i]}" \
-      "$d/step_${steps[$i]}" "${splits[@]}"
+    if [[ ! -e $hf/config.json ]]; then
+      "$VERL_PYTHON" -m verl.model_merger merge --backend fsdp \
+        --local_dir "$d/train/checkpoints/global_step_${steps[$i]}/actor" --target_dir "$hf" \
+        > "$ROOT/logs/online_merge.log" 2>&1 < /dev/null
+      "$VERL_PYTHON" -m selfplay_gen.verl.merge_lora "$hf" >> "$ROOT/logs/online_merge.log" 2>&1 < /dev/null
+    fi
+    evaluate online-grpo-lora "${minutes_of[$i]}" "$hf" "online@${steps[$i]}" "$d/step_${steps[$i]}" "${splits[@]}"
   done
   unserve
 }

@@ -772,6 +772,45 @@ PORT={b} SERVER=$ROOT/logs/sglang_{b}; serving /models/b && echo b-up; unserve
     assert [line for line in done.stdout.split("\n") if line.endswith(("-up", "-down"))] == ["a-up", "a-down", "b-up"]
 
 
+def test_gpu_rl_evaluates_online_grpos_last_checkpoint_first(tmp_path):
+    """Online GRPO's result is its last finished checkpoint on dev and test; it is merged and evaluated before
+    the earlier checkpoints of the curve, so a machine lost during the evaluations still leaves it."""
+    online = tmp_path / "online"
+    (online / "data").mkdir(parents=True)
+    (online / "data" / "test.parquet").touch()
+    (online / "TRAINED").touch()
+    (online / "checkpoints.tsv").write_text("4\t300\n8\t360\n12\t420\n")  # 12: cut off by the budget
+    (online / "train" / "checkpoints").mkdir(parents=True)
+    (online / "train" / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("8")
+    (tmp_path / "logs").mkdir()
+    merger = tmp_path / "merger"
+    merger.write_text(
+        f"""#!/usr/bin/env bash
+# verl.model_merger's --target_dir gets a model; merge_lora is a no-op here
+while (($#)); do
+  [[ $1 == --target_dir ]] && {{ mkdir -p "$2"; touch "$2/config.json"; echo "merge $2" >> {tmp_path}/calls; }}
+  shift
+done
+"""
+    )
+    merger.chmod(0o755)
+    run = f"""
+ROOT={tmp_path} DRY_RUN=0 BUDGET_S=600 PY=true VERL_PYTHON={merger}
+{shell_function("offline_gpu/gpu_rl.sh", "minutes")}
+{shell_function("offline_gpu/gpu_rl.sh", "online")}
+evaluate() {{ echo "evaluate $4 $3 ${{*:6}}" >> $ROOT/calls; }}
+unserve() {{ :; }}
+online
+"""
+    subprocess.run(["bash", "-c", run], check=True, capture_output=True, text=True, timeout=60)
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        f"merge {online}/step_8/hf",
+        f"evaluate online@8 {online}/step_8/hf dev test",
+        f"merge {online}/step_4/hf",
+        f"evaluate online@4 {online}/step_4/hf dev",
+    ]
+
+
 def test_gpu_lease_keeps_the_compiled_kernels_and_nothing_else(tmp_path):
     """`gpu_lease.sh kernels OUT` packs the first-use compilation caches under $HOME, not models or pip's cache,
     so a later machine can start SGLang without compiling them again."""
