@@ -835,9 +835,13 @@ def test_gpu_lease_keeps_the_compiled_kernels_and_nothing_else(tmp_path):
 
 
 def shell_function(path: str, name: str) -> str:
-    """The text of a bash function of a script, from its `name() {` line to its closing `}`."""
+    """The text of a bash function of a script, from its `name() {` line to its closing `}` (the same line
+    for a one-line function)."""
     text = (REPO / path).read_text()
     start = text.index(f"\n{name}() {{") + 1
+    line = text[start : text.index("\n", start) + 1]
+    if line.rstrip().endswith("}"):
+        return line
     return text[start : text.index("\n}\n", start) + 3]
 
 
