@@ -31,7 +31,9 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
            start and then runs filtered BC, each trainer with a whole GPU, at once (one run's wall time);
            the two halves log to ROOT/logs/{online,fbc}_gpu.log
   collect  ROOT/results/rl_curve.{csv,json,md,png} (bench/analysis/rl_curve.py): trainer, GPU minutes,
-           split, reward and its 95% interval (bootstrap over instances), the paired gain over the warm start
+           split, reward and its 95% interval (bootstrap over instances), the paired gain over the warm start;
+           online GRPO's steps from verl's log (online_steps.csv, online_curves.png, and in rl_curve.md the
+           slope of training reward, entropy and response length over the steps)
 Default phases: warm online fbc collect; both collect where nvidia-smi lists two GPUs or more. Every
 phase resumes where it stopped: online GRPO from verl's last checkpoint with the budget left, filtered BC
 from its last finished iteration; evaluations once.
@@ -341,17 +343,18 @@ both() {
 }
 
 collect() {
-  run_cmd "$PY" "$REPO/bench/analysis/rl_curve.py" "$RESULTS"
+  local online_log=()
+  [[ ! -e $ROOT/online/train/verl.log ]] || online_log=(--online-log "$ROOT/online/train/verl.log")
+  run_cmd "$PY" "$REPO/bench/analysis/rl_curve.py" "$RESULTS" "${online_log[@]}"
   [[ $DRY_RUN -eq 0 && -n ${OUT:-} ]] || return 0
   mkdir -p "$OUT"
-  cp "$RESULTS"/rl_curve.{csv,json,md} "$OUT/" 2> /dev/null || true
-  cp "$RESULTS/rl_curve.png" "$OUT/" 2> /dev/null || true
-  # logs: the runs' ends, in one file
+  # at most 8 files: the curve, online GRPO's steps (verl's own validation among them), the logs' ends
+  local file
+  for file in rl_curve.{csv,json,md,png} online_steps.csv online_curves.png; do
+    cp "$RESULTS/$file" "$OUT/" 2> /dev/null || true
+  done
   tail -n 60 "$ROOT"/logs/*.log > "$OUT/gpu_rl_logs.txt" 2> /dev/null || true
-  cp "$ROOT/online/checkpoints.tsv" "$OUT/online_checkpoints.tsv" 2> /dev/null || true
   cp "$ROOT/fbc/summary.md" "$OUT/fbc_summary.md" 2> /dev/null || true
-  # verl's own validation of online GRPO (development instances), step by step
-  grep -a "val-core" "$ROOT/online/train/verl.log" > "$OUT/online_validation.txt" 2> /dev/null || true
 }
 
 for phase in "${PHASES[@]}"; do

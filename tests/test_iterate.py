@@ -303,7 +303,8 @@ def test_one_set_of_sampling_defaults_for_every_stage():
 CONSOLE = """\
 (TaskRunner pid=1) step:1 - actor/entropy:0.52 - actor/pg_clipfrac:0.01 - critic/score/mean:0.4 - timing_s/gen:3.2
 (TaskRunner pid=1) something else
-(TaskRunner pid=1) step:2 - actor/entropy:0.48 - actor/pg_clipfrac:0.02 - critic/score/mean:0.5 - actor/kl_loss:0.001
+(TaskRunner pid=1) step:2 - actor/entropy:0.48 - actor/pg_clipfrac:0.02 - critic/score/mean:0.5 - actor/kl_loss:0.001 \
+- val-core/selfplay_matching/reward/mean@1:np.float64(0.816) - val-aux/num_turns/min:np.int64(3)
 """
 
 
@@ -312,6 +313,8 @@ def test_verls_console_metrics_are_read_and_plotted(tmp_path):
     assert [s["step"] for s in steps] == [1.0, 2.0]
     assert steps[0]["actor/entropy"] == 0.52 and steps[1]["actor/kl_loss"] == 0.001
     assert steps[0]["timing_s/gen"] == 3.2
+    # validation values come as numpy prints them
+    assert steps[1]["val-core/selfplay_matching/reward/mean@1"] == 0.816 and steps[1]["val-aux/num_turns/min"] == 3
     assert report.plot_curves(steps, tmp_path / "curves.png") and (tmp_path / "curves.png").stat().st_size > 1000
     assert not report.plot_curves([{"step": 1.0, "other": 1.0}], tmp_path / "none.png")
     assert not (tmp_path / "none.png").exists()

@@ -731,6 +731,16 @@ def test_gpu_rl_on_two_gpus_gives_each_trainer_a_gpu_of_its_own(tmp_path):
     assert f"bench/analysis/rl_curve.py {root}/results" in out
 
 
+def test_gpu_rl_collect_reads_online_grpos_steps_where_verl_logged_them(tmp_path):
+    root = tmp_path / "root"
+    first = script("offline_gpu/gpu_rl.sh", "--dry-run", "/models/raw", str(root), "collect")
+    assert first.returncode == 0 and "--online-log" not in first.stdout
+    (root / "online" / "train").mkdir(parents=True)
+    (root / "online" / "train" / "verl.log").touch()
+    again = script("offline_gpu/gpu_rl.sh", "--dry-run", "/models/raw", str(root), "collect")
+    assert f"rl_curve.py {root}/results --online-log {root}/online/train/verl.log" in again.stdout
+
+
 def test_gpu_rl_runs_in_one_root_keep_their_own_servers(tmp_path):
     """The two halves of `both` share ROOT: each run's server is known by its port, so stopping one run's
     server leaves the other's up."""

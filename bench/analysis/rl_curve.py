@@ -1,6 +1,7 @@
 """Reward against GPU minutes for each trainer, from offline_gpu/gpu_rl.sh's evaluations.
 
     python bench/analysis/rl_curve.py RESULTS          # RESULTS/points.tsv -> rl_curve.{csv,json,md,png}
+    python bench/analysis/rl_curve.py RESULTS --online-log VERL_LOG   # and online GRPO's steps
     python bench/analysis/rl_curve.py --plot CSV PNG   # the plot again from a curve's CSV
 
 points.tsv has one evaluation a line: trainer, GPU minutes, split (dev or test), and the path of
@@ -9,10 +10,17 @@ bootstrap interval over instances, and the paired difference against the warm st
 minute 0) on the same instances of the same split: the trainers started from it, so the pairing removes
 the instances' own difficulty. Trainers are compared at equal GPU minutes by reading the curves, not
 at equal steps: a step of online GRPO and an iteration of filtered BC cost different GPU time.
+
+With --online-log (verl's console log of the online GRPO run), its steps go to online_steps.csv and
+online_curves.png, and rl_curve.md gets each quantity's trend over the steps: the least-squares slope
+a step with its 95% interval and p-value. The training reward is the rollouts' own, on training
+instances at the rollout temperature: it shows whether training moves the policy between the few
+checkpoints that are evaluated.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import sys
@@ -20,12 +28,26 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from selfplay_gen.evaluation.metrics import paired_difference
+from selfplay_gen.iterate.report import console_metrics, plot_curves
 
 RESAMPLES, SEED = 2000, 0
 FIELDS = ("trainer", "gpu_minutes", "split", "model", "instances", "games", "reward", "ci_low", "ci_high")
 PAIRED = ("gain_vs_warm", "gain_ci_low", "gain_ci_high")
+# online_steps.csv's columns: verl's metric for each
+ONLINE = {
+    "train_reward": "critic/score/mean",
+    "entropy": "actor/entropy",
+    "ppo_kl": "actor/ppo_kl",
+    "clip_fraction": "actor/pg_clipfrac",
+    "grad_norm": "actor/grad_norm",
+    "response_tokens": "response_length/mean",
+    "step_s": "timing_s/step",
+    "rollout_s": "timing_s/gen",
+}
+TRENDS = ("train_reward", "entropy", "response_tokens", "validation")
 
 
 class PointsError(ValueError):
@@ -78,6 +100,54 @@ def curve_rows(points: list[dict]) -> list[dict]:
         row.update(dict(zip(PAIRED, [gain["mean"], *gain["ci"]] if gain else [None, None, None])))
         rows.append(row)
     return rows
+
+
+def online_steps(steps: list[dict[str, float]]) -> pd.DataFrame:
+    """verl's console metrics of an online GRPO run as one row a step: the columns of ONLINE, and
+    `validation`, verl's own validation reward, at the steps where it ran."""
+    rows = []
+    for step in steps:
+        row: dict = {"step": int(step["step"]), **{column: step.get(name) for column, name in ONLINE.items()}}
+        row["validation"] = next(
+            (value for name, value in step.items() if name.startswith("val-core/") and name.endswith("reward/mean@1")),
+            None,
+        )
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["step", *ONLINE, "validation"])
+
+
+def trend(frame: pd.DataFrame, column: str) -> dict | None:
+    """The least-squares slope of `column` against the step, its 95% interval and p-value, and its mean over
+    the first and the last quarter of the steps where it was logged; None below three such steps."""
+    data = frame[["step", column]].dropna()
+    if len(data) < 3:
+        return None
+    fit = stats.linregress(data["step"].astype(float), data[column].astype(float))
+    half = float(stats.t.ppf(0.975, len(data) - 2) * fit.stderr)
+    quarter = max(1, len(data) // 4)
+    return {
+        "quantity": column,
+        "steps": len(data),
+        "first": float(data[column].iloc[:quarter].mean()),
+        "last": float(data[column].iloc[-quarter:].mean()),
+        "slope": float(fit.slope),
+        "ci": [float(fit.slope) - half, float(fit.slope) + half],
+        "p": float(fit.pvalue),
+    }
+
+
+def trends_markdown(trends: list[dict]) -> str:
+    lines = [
+        "## Online GRPO's steps (verl's log: online_steps.csv, online_curves.png)\n",
+        "| quantity | steps | first quarter | last quarter | slope a step [95% CI] | p |",
+        "|---|---:|---:|---:|---|---:|",
+    ]
+    for t in trends:
+        slope = f"{t['slope']:+.3g} [{t['ci'][0]:+.3g}, {t['ci'][1]:+.3g}]"
+        lines.append(
+            f"| {t['quantity']} | {t['steps']} | {t['first']:.4g} | {t['last']:.4g} | {slope} | {t['p']:.3g} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def markdown(rows: list[dict]) -> str:
@@ -141,7 +211,7 @@ def read_csv(path: Path) -> list[dict]:
     return rows
 
 
-def main(results: Path) -> None:
+def main(results: Path, online_log: Path | None = None) -> None:
     points = results / "points.tsv"
     if not points.exists():
         sys.exit(f"{points}: no evaluations yet (offline_gpu/gpu_rl.sh writes it)")
@@ -150,8 +220,21 @@ def main(results: Path) -> None:
         writer = csv.DictWriter(sink, fieldnames=[*FIELDS, *PAIRED])
         writer.writeheader()
         writer.writerows(rows)
-    (results / "rl_curve.json").write_text(json.dumps({"rows": rows}, indent=1))
+    summary: dict = {"rows": rows}
     text = "# Reward against GPU minutes\n\n" + markdown(rows)
+    if online_log is not None:
+        if not online_log.exists():
+            sys.exit(f"{online_log}: no such file (verl's console log of the online GRPO run)")
+        steps = console_metrics(online_log.read_text(errors="replace").splitlines())
+        frame = online_steps(steps)
+        frame.to_csv(results / "online_steps.csv", index=False)
+        summary["online_trends"] = [t for t in (trend(frame, c) for c in TRENDS) if t]
+        text += "\n" + trends_markdown(summary["online_trends"])
+        try:
+            plot_curves(steps, results / "online_curves.png")
+        except ImportError:
+            pass
+    (results / "rl_curve.json").write_text(json.dumps(summary, indent=1))
     (results / "rl_curve.md").write_text(text)
     try:
         plot(rows, results / "rl_curve.png")
@@ -161,9 +244,16 @@ def main(results: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--plot":
-        plot(read_csv(Path(sys.argv[2])), Path(sys.argv[3]))
-    elif len(sys.argv) == 2 and not sys.argv[1].startswith("-"):
-        main(Path(sys.argv[1]))
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
+    parser.add_argument("results", nargs="?", type=Path, help="gpu_rl.sh's ROOT/results, holding points.tsv")
+    parser.add_argument("--online-log", type=Path, help="verl's console log of the online GRPO run")
+    parser.add_argument("--plot", nargs=2, type=Path, metavar=("CSV", "PNG"), help="the plot again from a curve's CSV")
+    args = parser.parse_args()
+    if args.plot:
+        plot(read_csv(args.plot[0]), args.plot[1])
+    elif args.results:
+        main(args.results, args.online_log)
     else:
-        sys.exit(__doc__)
+        parser.error("give RESULTS or --plot CSV PNG")

@@ -156,7 +156,8 @@ def _cell(value: Any) -> str:
 
 
 _STEP = re.compile(r"(?:^|\s)step:(\d+)\s+-\s+(.*)$")
-_METRIC = re.compile(r"([\w/@.\-]+):([-+\d.eE]+|nan|inf)(?:\s+-\s+|\s*$)")
+# a value may come wrapped as numpy prints it (`val-core/.../mean@1:np.float64(0.81)`)
+_METRIC = re.compile(r"([\w/@.\-]+):(?:np\.\w+\()?([-+\d.eE]+|nan|inf)\)?(?:\s+-\s+|\s*$)")
 
 
 def console_metrics(lines: Iterable[str]) -> list[dict[str, float]]:
