@@ -744,31 +744,13 @@ def test_gpu_rl_collect_reads_online_grpos_steps_where_verl_logged_them(tmp_path
 def test_gpu_rl_runs_in_one_root_keep_their_own_servers(tmp_path):
     """The two halves of `both` share ROOT: each run's server is known by its port, so stopping one run's
     server leaves the other's up."""
-    import socket
-
-    fake = tmp_path / "fake_sglang"
-    fake.write_text(
-        f"""#!{sys.executable}
-import http.server, sys
-port = int(sys.argv[sys.argv.index("--port") + 1])
-class Ok(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200)
-        self.end_headers()
-    def log_message(self, *args):
-        pass
-http.server.HTTPServer(("127.0.0.1", port), Ok).serve_forever()
-"""
-    )
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_SERVER)
     fake.chmod(0o755)
-    ports = []
-    for _ in range(2):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
     (tmp_path / "logs").mkdir()
     functions = "".join(shell_function("offline_gpu/gpu_rl.sh", f) for f in ("serve", "serving", "unserve", "gpu_idle"))
-    a, b = ports
+    a = free_port((0, 1))
+    b = a + 1
     run = f"""
 ROOT={tmp_path} DRY_RUN=0 PY=true SGLANG_PYTHON={fake}
 {functions}
@@ -777,7 +759,7 @@ PORT={b} SERVER=$ROOT/logs/sglang_{b}; serve /models/b
 PORT={a} SERVER=$ROOT/logs/sglang_{a}; serving /models/a && echo a-up; unserve; serving /models/a || echo a-down
 PORT={b} SERVER=$ROOT/logs/sglang_{b}; serving /models/b && echo b-up; unserve
 """
-    env = {**os.environ, "PATH": f"/nonexistent:{os.environ['PATH']}"}
+    env = {**os.environ, "REAL_PYTHON": sys.executable, "START_FAILURES": "0", "FAILURE": ""}
     done = subprocess.run(["bash", "-c", run], capture_output=True, text=True, env=env, timeout=120)
     assert [line for line in done.stdout.split("\n") if line.endswith(("-up", "-down"))] == ["a-up", "a-down", "b-up"]
 
