@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Online GRPO with LoRA against filtered behaviour cloning at equal GPU time, from the same warm start
-# (the embedded SmolLM2-135M one, or WARM_MODEL), on the matching game: dev reward against GPU minutes for each.
+# (the embedded SmolLM2-135M one, or WARM_MODEL), on the matching game: dev reward against GPU minutes for
+# each.
 set -euo pipefail
 
 usage() {
@@ -41,7 +42,8 @@ Results and logs are copied to $OUT (at most 8 files) when OUT is set. --detach 
 background (setsid; log ROOT/logs/gpu_rl.log; ROOT/DONE or ROOT/FAILED at the end), for budgets longer
 than one call; call again without --detach later to go on or to collect (a foreground run cut off by
 its call leaves its trainer running: use --detach). The whole run takes about 2 x BUDGET_MIN (one
-BUDGET_MIN with `both`) plus 15-20 minutes of start-ups and evaluations on an H100; ONLINE_SAVE_FREQ=8 evaluates fewer checkpoints.
+BUDGET_MIN with `both`) plus 15-20 minutes of start-ups and evaluations on an H100; ONLINE_SAVE_FREQ=8
+evaluates fewer checkpoints.
 LoRA learning rate: LoRA wants about 10x full fine-tuning's rate (Schulman et al., "LoRA Without
 Regret", 2025, RL included); full-fine-tuning GRPO here learned at 1e-5 and not below (bf16 rounding),
 so 1e-4 with alpha = 2 x rank.
@@ -195,10 +197,14 @@ stop_ray() {
   gpu_idle
 }
 
+# embed: the embedded warm start folded into MODEL_DIR as ROOT/embedded, once, unless WARM_MODEL names another.
+embed() {
+  [[ -n ${WARM_MODEL:-} || -e $ROOT/embedded/warm/DONE ]] \
+    || run_cmd bash "$REPO/offline_gpu/gpu_learning.sh" "$MODEL_DIR" "$ROOT" embedded
+}
+
 warm() {
-  if [[ -z ${WARM_MODEL:-} && ! -e $ROOT/embedded/warm/DONE ]]; then
-    run_cmd bash "$REPO/offline_gpu/gpu_learning.sh" "$MODEL_DIR" "$ROOT" embedded
-  fi
+  embed
   evaluate warm 0 "$WARM" warm "$ROOT/warm_eval" dev test
   unserve
 }
@@ -316,15 +322,13 @@ print(round(sum(t["work_s"] + (t["startup_s"] or 0) for t in rows if not t["step
 # both: the two trainers at once on a machine of two GPUs, each a gpu_rl.sh of its own phases with a GPU and a
 # port of its own (online GRPO's evaluations take PORT + 2); fails when either half does.
 both() {
-  local rc=0 online_pid
-  if [[ -z ${WARM_MODEL:-} && ! -e $ROOT/embedded/warm/DONE ]]; then
-    run_cmd bash "$REPO/offline_gpu/gpu_learning.sh" "$MODEL_DIR" "$ROOT" embedded
-  fi
-  local flag=()
-  ((!DRY_RUN)) || flag=(--dry-run)
-  local online=(env CUDA_VISIBLE_DEVICES=1 PORT=$((PORT + 2)) bash "$REPO/offline_gpu/gpu_rl.sh" "${flag[@]}" "$MODEL_DIR" "$ROOT" online)
-  local fbc=(env CUDA_VISIBLE_DEVICES=0 PORT="$PORT" bash "$REPO/offline_gpu/gpu_rl.sh" "${flag[@]}" "$MODEL_DIR" "$ROOT" warm fbc)
-  echo "=== both: online GRPO on GPU 1 (log $ROOT/logs/online_gpu.log), the warm start's evaluation and filtered BC on GPU 0 ($ROOT/logs/fbc_gpu.log)"
+  local rc=0 online_pid half=(bash "$REPO/offline_gpu/gpu_rl.sh")
+  embed  # once, before the halves read it
+  ((!DRY_RUN)) || half+=(--dry-run)
+  local online=(env CUDA_VISIBLE_DEVICES=1 PORT=$((PORT + 2)) "${half[@]}" "$MODEL_DIR" "$ROOT" online)
+  local fbc=(env CUDA_VISIBLE_DEVICES=0 PORT="$PORT" "${half[@]}" "$MODEL_DIR" "$ROOT" warm fbc)
+  echo "=== both: online GRPO on GPU 1 (log $ROOT/logs/online_gpu.log), the warm start's evaluation and" \
+    "filtered BC on GPU 0 ($ROOT/logs/fbc_gpu.log)"
   printf '+'; printf ' %q' "${online[@]}"; printf ' &\n+'; printf ' %q' "${fbc[@]}"; printf '\n'
   if ((DRY_RUN)); then
     "${online[@]}"
