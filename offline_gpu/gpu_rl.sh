@@ -212,8 +212,11 @@ warm() {
 # online: verl's online GRPO under the budget, resumed from its last checkpoint; a poller notes the GPU
 # second at which each checkpoint appears (ROOT/online/checkpoints.tsv) and the seconds spent (spent_s).
 online() {
-  local d=$ROOT/online spent=0 left start rc=0 poller instances=${ONLINE_INSTANCES:-16}
-  [[ -e $d/data/test.parquet ]] || run_cmd "$PY" -m selfplay_gen.cli init --num-train 4096 \
+  local d=$ROOT/online spent=0 left start rc=0 poller instances=${ONLINE_INSTANCES:-16} pool=4096 steps=500
+  # the budget ends the run; the step cap only has to lie beyond it, and the data (two seats of each
+  # of the pool's instances a pass) has to fill the cap in whole batches, which the passes see to
+  local epochs=$(((steps * instances + 2 * pool - 1) / (2 * pool)))
+  [[ -e $d/data/test.parquet ]] || run_cmd "$PY" -m selfplay_gen.cli init --num-train "$pool" \
     --num-test "${DEV_INSTANCES:-64}" --seed 1000000 --out-dir "$d/data" --overwrite
   [[ $DRY_RUN -eq 1 ]] || spent=$(cat "$d/spent_s" 2> /dev/null || echo 0)
   left=$((BUDGET_S - spent))
@@ -221,7 +224,7 @@ online() {
     local train=(env MODE=online MODEL_PATH="$WARM" TRAIN_FILES="$d/data/train.parquet"
       VAL_FILES="$d/data/test.parquet" OUT_DIR="$d/train" TRAIN_BATCH_SIZE="$instances"
       MINI_BATCH_SIZE=$((instances / 2)) ROLLOUT_N=8
-      TOTAL_STEPS=500 SAVE_FREQ="${ONLINE_SAVE_FREQ:-2}" TEST_FREQ="${ONLINE_TEST_FREQ:-4}"
+      TOTAL_STEPS="$steps" EPOCHS="$epochs" SAVE_FREQ="${ONLINE_SAVE_FREQ:-2}" TEST_FREQ="${ONLINE_TEST_FREQ:-4}"
       LORA_RANK="${RL_LORA_RANK:-32}" LR="${RL_LR:-1e-4}" CLIP_RATIO_HIGH=0.28 "LOGGER=console,tensorboard"
       TEMPERATURE="${RL_TEMPERATURE:-0.7}" EXPERIMENT=online_grpo_lora "$REPO/run_selfplay_training.sh")
     local extra

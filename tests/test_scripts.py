@@ -696,6 +696,21 @@ def test_gpu_rl_trains_both_trainers_from_one_warm_start_and_evaluates_on_dev_an
     assert f"bench/analysis/rl_curve.py {root}/results" in out
 
 
+def test_gpu_rl_online_passes_enough_epochs_for_its_step_cap_at_any_batch(tmp_path):
+    """A step is ONLINE_INSTANCES prompts and the data is two seats of 4,096 instances a pass: 32 a step
+    needs two passes to fill the 500-step cap, or the trainer's step check refuses the run."""
+    for instances, epochs in (("16", 1), ("32", 2), ("48", 3)):
+        root = tmp_path / instances
+        result = script(
+            "offline_gpu/gpu_rl.sh", "--dry-run", "/models/raw", str(root), "online", ONLINE_INSTANCES=instances
+        )
+        assert result.returncode == 0, result.stderr
+        (ppo,) = [line for line in result.stdout.splitlines() if "-m verl.trainer.main_ppo" in line]
+        assert f"trainer.total_epochs={epochs} " in ppo + " "
+        assert f"data.train_batch_size={instances} " in ppo + " "
+        assert "trainer.total_training_steps=500" in ppo
+
+
 def test_gpu_rl_on_two_gpus_gives_each_trainer_a_gpu_of_its_own(tmp_path):
     """Where nvidia-smi lists two GPUs, the default phases run online GRPO on GPU 1 and the warm start's
     evaluation and filtered BC on GPU 0 at once, each with its own port, from WARM_MODEL when it is set."""
