@@ -15,7 +15,7 @@ from selfplay_gen.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 proposer_lines = bench_modules.load("analysis/proposer_lines.py", "proposer_lines")
-analyse, check_lines = proposer_lines.analyse, proposer_lines.check_lines
+analyse, check_lines, line_order = proposer_lines.analyse, proposer_lines.check_lines, proposer_lines.line_order
 
 
 @pytest.mark.parametrize("plan", ["by-reviewer", "by-reviewer-records"])
@@ -56,3 +56,27 @@ def test_faulty_lines_are_counted_by_kind():
     assert errors["picks other than the best free paper"] == 2  # Daniel Nguyen's best free paper is then Electra
     errors = check_lines("Ava Li: BLEU 50, Electra 70 -> Electra\nDaniel Nguyen: Electra 90 -> Electra", own, told)
     assert errors["lists a taken paper"] == 1 and errors["misses a free cell"] == 1
+
+
+def test_line_order_reads_whether_the_reviewers_come_highest_first():
+    known: list[dict[int, int]] = [{} for _ in range(8)]
+    # highest known values: Ava Li 70, Daniel Nguyen 90, Andrei Petrov 10
+    known[0], known[1], known[3] = {0: 50, 1: 70}, {1: 90}, {2: 10}
+    highest_first = "Daniel Nguyen: Electra 90 -> Electra\nAva Li: BLEU 50 -> BLEU\nAndrei Petrov: GloVe 10 -> GloVe"
+    assert line_order(highest_first, known) == (1.0, True)
+    lowest_first = "Andrei Petrov: GloVe 10 -> GloVe\nAva Li: Electra 70 -> Electra\nDaniel Nguyen: BLEU 9 -> BLEU"
+    assert line_order(lowest_first, known) == (-1.0, False)
+    assert line_order("Ava Li: BLEU 50 -> BLEU\nDaniel Nguyen: Electra 90 -> Electra", known) is None  # two lines
+
+
+def test_the_ranked_teachers_lines_follow_the_highest_known_value_and_the_shuffled_teachers_do_not(tmp_path):
+    correlation = {}
+    for plan in ("ranked-records", "shuffled-records"):
+        games = tmp_path / f"{plan}.jsonl"
+        args = ["--backend", "scripted", "--scripted-policy", "teacher", "--teacher-plan", plan, "--seed", "1000000000"]
+        result = CliRunner().invoke(main, [*args, "--num-games", "48", "-k", "1", "--out", str(games), "--quiet"])
+        assert result.exit_code == 0, result.output
+        report = analyse(str(games), plan)
+        assert report["teacher_plan"] == plan and report["line_errors"] == {}
+        correlation[plan] = report["line_order"]["rank_correlation_with_highest_known_value"]
+    assert correlation["ranked-records"] > 0.5 > 0.25 > correlation["shuffled-records"]

@@ -1,24 +1,31 @@
 """Where a model's proposals lose reward against the teacher protocol it imitates.
 
-    python bench/analysis/proposer_lines.py GAMES.jsonl [OUT.json]
+    python bench/analysis/proposer_lines.py GAMES.jsonl [OUT.json] [--plan PLAN]
 
 For every game whose first message states cells and whose partner then proposes with the
 teacher's private reasoning (one line per reviewer, `Name: cells -> PICK`), it replays the teacher
-on the same dialogue and scores its proposal, and it checks each reasoning line against what the
-teacher would write given the model's own earlier picks: cells missing or wrong, taken papers
-listed, and picks that are not the largest value of the line's own list. The teacher's score on
-the model's own dialogues, beside the model's, tells a slip in the plan from a dialogue that was
-already poor.
+(`--plan`, the default plan unless given) on the same dialogue and scores its proposal, and it checks
+each reasoning line against what the teacher would write given the model's own earlier picks: cells
+missing or wrong, taken papers listed, and picks that are not the largest value of the line's own
+list. The teacher's score on the model's own dialogues, beside the model's, tells a slip in the plan
+from a dialogue that was already poor.
+
+The order of the lines is a choice the plans differ in (the ranked plan takes the reviewer with the
+most valuable known cell first), so it is read too: the rank correlation between a line's place and
+its reviewer's highest known value, and how often the first line is a reviewer with the highest.
+A model that has learned the ranked plan's order shows the teacher's correlation; one that writes
+the reviewers in an order of its own shows about zero.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
-import sys
 from collections import Counter, defaultdict
 
 import numpy as np
+from scipy.stats import spearmanr
 
 from selfplay_gen.games.matching import prompts
 from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance, score
@@ -59,9 +66,21 @@ def check_lines(text: str, own: list[list[int | None]], told: dict[int, dict[int
     return errors
 
 
-def analyse(path: str) -> dict:
+def line_order(text: str, known: list[dict[int, int]]) -> tuple[float, bool] | None:
+    """(rank correlation of the lines' places with their reviewers' highest known values, highest
+    first; whether the first line's reviewer has the highest), for a turn of at least three lines."""
+    lines = (LINE.match(line.strip()) for line in text.strip().splitlines())
+    order = [REVIEWERS.index(m["name"]) for m in lines if m and m["name"] in REVIEWERS]
+    tops = [max(known[r].values(), default=0) for r in order]
+    if len(tops) < 3 or len(set(tops)) < 2:
+        return None
+    return float(spearmanr(range(len(tops)), [-t for t in tops]).statistic), tops[0] == max(tops)
+
+
+def analyse(path: str, plan: str = TeacherPlayer.DEFAULT_PLAN, seed: int = 0) -> dict:
     errors: Counter = Counter()
-    model, teacher = [], []
+    model, teacher, orders = [], [], []
+    rng = np.random.default_rng(seed)  # the replay's draws, for the plans that draw
     for line in open(path):
         record = json.loads(line)
         instance = Instance.from_dict(record["instance"])
@@ -73,8 +92,13 @@ def analyse(path: str) -> dict:
         told: dict[int, dict[int, int]] = defaultdict(dict)
         for r, p, v in prompts.stated_cells(first["text"]):
             told[r][p] = v
-        errors += check_lines(turns[0].split("[propose]")[0], instance.view(1), told)
-        replay = TeacherPlayer(instance, 1)
+        own = instance.view(1)
+        reasoning = turns[0].split("[propose]")[0]
+        errors += check_lines(reasoning, own, told)
+        known = [dict(told[r]) | {p: v for p, v in enumerate(row) if v is not None} for r, row in enumerate(own)]
+        if (order := line_order(reasoning, known)) is not None:
+            orders.append(order)
+        replay = TeacherPlayer(instance, 1, plan, rng)
         replay.partner_moved(parse_move("[message] " + first["text"]))
         try:
             proposal = parse_move("[propose]" + replay._proposal().split("[propose]", 1)[1])
@@ -84,20 +108,35 @@ def analyse(path: str) -> dict:
             model.append(record["outcome"]["normalized_reward"] or 0.0)
             teacher.append(score(instance, proposal.pairs) / instance.best_reward)
     lines = errors.pop("lines", 0)
+    rho, first_top = zip(*orders) if orders else ((), ())
     return {
         "games_with_a_proposal_turn": len(model),
         "model_reward_accepted": float(np.mean(model)) if model else None,
+        "teacher_plan": plan,
         "teacher_on_same_dialogues": float(np.mean(teacher)) if teacher else None,
         "reasoning_lines": lines,
         "line_errors": {k: {"lines": v, "share": v / lines} for k, v in errors.most_common()} if lines else {},
+        "line_order": {
+            "turns": len(orders),
+            "rank_correlation_with_highest_known_value": float(np.mean(rho)) if orders else None,
+            "first_line_has_the_highest_known_value": float(np.mean(first_top)) if orders else None,
+        },
     }
 
 
-if __name__ == "__main__":
-    if len(sys.argv) not in (2, 3):
-        sys.exit(__doc__)
-    result = json.dumps(analyse(sys.argv[1]), indent=1)
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("games", help="a games JSONL file (selfplay-gen play or eval)")
+    parser.add_argument("out", nargs="?", help="also write the report to this JSON file")
+    parser.add_argument("--plan", choices=TeacherPlayer.PLANS, default=TeacherPlayer.DEFAULT_PLAN,
+                        help="the teacher plan replayed on each dialogue [default: %(default)s]")  # fmt: skip
+    args = parser.parse_args()
+    result = json.dumps(analyse(args.games, args.plan), indent=1)
     print(result)
-    if len(sys.argv) == 3:
-        with open(sys.argv[2], "w") as f:
+    if args.out:
+        with open(args.out, "w") as f:
             f.write(result + "\n")
+
+
+if __name__ == "__main__":
+    main()
