@@ -13,7 +13,8 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
   warm     ROOT/embedded: the embedded warm start (selfplay_gen/data/warm_start) folded into MODEL_DIR,
            evaluated on dev (64 x 8) and test (256 x 4): the curves' point at minute 0. WARM_MODEL, a
            model directory (another warm start, e.g. a `gpu_learning.sh` run's ROOT/NAME/warm/train/hf),
-           takes the embedded one's place
+           takes the embedded one's place; MAX_NEW_TOKENS (512) a turn in every game and rollout, more for
+           a warm start on a teacher plan with long turns (selfplay-gen iterate --help, --teacher-plan)
   online   online GRPO (verl's self-play loop, `selfplay-gen train --mode online`), LoRA rank RL_LORA_RANK
            (32) at RL_LR (1e-4), ONLINE_INSTANCES (16) instances x 2 seats x 8 games a step in two updates,
            clip-higher 0.28; verl validates on the first 64 dev instances every ONLINE_TEST_FREQ (4) steps and
@@ -94,7 +95,8 @@ POINTS=$RESULTS/points.tsv
 DEV=(--instances dev --num-instances "${DEV_INSTANCES:-64}" -k "${DEV_GAMES:-8}")
 TEST=(--instances test --num-instances "${TEST_INSTANCES:-256}" -k "${TEST_GAMES:-4}")
 # as selfplay-gen iterate evaluates (its filtered-BC points), so every point is read the same way
-SAMPLING=(--temperature 0.7 --max-moves 30 --max-new-tokens 512 --max-response-tokens 3072)
+export MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-512}  # online GRPO's rollouts read it too
+SAMPLING=(--temperature 0.7 --max-moves 30 --max-new-tokens "$MAX_NEW_TOKENS" --max-response-tokens 3072)
 PORT=${PORT:-30000}
 # this run's server: its pid and model in files named by its port, so runs on other GPUs keep their own
 SERVER=$ROOT/logs/sglang_$PORT

@@ -711,6 +711,17 @@ def test_gpu_rl_online_passes_enough_epochs_for_its_step_cap_at_any_batch(tmp_pa
         assert "trainer.total_training_steps=500" in ppo
 
 
+def test_gpu_rl_gives_every_game_and_rollout_max_new_tokens(tmp_path):
+    """A warm start on a teacher plan with long turns (sorted-records: up to about 780 tokens) needs its
+    evaluations and online GRPO's rollouts to allow them, or its proposals are cut off."""
+    result = script("offline_gpu/gpu_rl.sh", "--dry-run", "/models/raw", str(tmp_path / "root"), MAX_NEW_TOKENS="896")
+    assert result.returncode == 0, result.stderr
+    evals = [line for line in result.stdout.splitlines() if " eval " in line and "--instances" in line]
+    assert evals and all("--max-new-tokens 896 " in line for line in evals)
+    (ppo,) = [line for line in result.stdout.splitlines() if "-m verl.trainer.main_ppo" in line]
+    assert "+selfplay.max_new_tokens=896" in ppo
+
+
 def test_gpu_rl_on_two_gpus_gives_each_trainer_a_gpu_of_its_own(tmp_path):
     """Where nvidia-smi lists two GPUs, the default phases run online GRPO on GPU 1 and the warm start's
     evaluation and filtered BC on GPU 0 at once, each with its own port, from WARM_MODEL when it is set."""
