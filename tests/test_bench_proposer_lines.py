@@ -69,9 +69,11 @@ def test_line_order_reads_whether_the_reviewers_come_highest_first():
     assert line_order("Ava Li: BLEU 50 -> BLEU\nDaniel Nguyen: Electra 90 -> Electra", known) is None  # two lines
 
 
-def test_the_ranked_teachers_lines_follow_the_highest_known_value_and_the_shuffled_teachers_do_not(tmp_path):
+def test_the_ranked_and_sorted_teachers_lines_follow_the_highest_known_value_and_the_shuffled_teachers_do_not(
+    tmp_path,
+):
     correlation = {}
-    for plan in ("ranked-records", "shuffled-records"):
+    for plan in ("ranked-records", "shuffled-records", "sorted-records"):
         games = tmp_path / f"{plan}.jsonl"
         args = ["--backend", "scripted", "--scripted-policy", "teacher", "--teacher-plan", plan, "--seed", "1000000000"]
         result = CliRunner().invoke(main, [*args, "--num-games", "48", "-k", "1", "--out", str(games), "--quiet"])
@@ -80,3 +82,4 @@ def test_the_ranked_teachers_lines_follow_the_highest_known_value_and_the_shuffl
         assert report["teacher_plan"] == plan and report["line_errors"] == {}
         correlation[plan] = report["line_order"]["rank_correlation_with_highest_known_value"]
     assert correlation["ranked-records"] > 0.5 > 0.25 > correlation["shuffled-records"]
+    assert correlation["sorted-records"] > correlation["ranked-records"]  # the same ranking, without noise

@@ -185,6 +185,45 @@ async def test_ranked_records_score_above_the_records_plan_and_their_groups_diff
     assert np.mean([max(group) for group in ranked]) > np.mean(ranked) + 0.03
 
 
+async def test_sorted_records_write_each_reviewers_highest_value_and_the_order_before_the_picks():
+    """The sorted plan works out the ranking in writing: one records line per reviewer with a known cell, in
+    table order, whose last record is its highest known value; then the reviewers by that value, highest
+    first (table order among equals); then the records plan's lines in that order, each pick the best
+    paper still free."""
+    for instance in HELDOUT[:12]:
+        known = [dict(sorted(row.items())) for row in merged(instance)]  # equal values: the first paper wins
+        record = await teacher_game(instance, "sorted-records")
+        assert record["outcome"]["termination"] == ACCEPTED
+        reasoning, proposal = record["players"][1]["messages"][-1]["content"].split("[propose]")
+        lines = reasoning.strip().splitlines()
+        with_cells = [r for r in range(8) if known[r]]
+        assert lines[0] == "Highest known values:"
+        tops = lines[1 : 1 + len(with_cells)]
+        assert [line.split(":")[0] for line in tops] == [REVIEWERS[r] for r in with_cells]
+        for line, r in zip(tops, with_cells):
+            records = [cell.rsplit(" ", 1) for cell in line.split(": ", 1)[1].split(" < ")]
+            values = [int(v) for _, v in records]
+            assert values == sorted(set(values)) and values[-1] == max(known[r].values())
+            assert all(known[r][PAPERS.index(p)] == int(v) for p, v in records)
+        order = sorted(range(8), key=lambda r: (-max(known[r].values(), default=-1), r))
+        expected_order = " > ".join(f"{REVIEWERS[r]} {max(known[r].values())}" for r in order if known[r])
+        assert lines[1 + len(with_cells)] == "Order: " + expected_order
+        picks = lines[2 + len(with_cells) :]
+        assert [line.split(":")[0] for line in picks] == [REVIEWERS[r] for r in order]
+        expected = best_free_papers(known, order)
+        assert all(dict(record["outcome"]["proposal"])[r] == p for r, p in expected.items())
+        proposed = [line.split(": ")[1] for line in proposal.strip().splitlines()[1:]]
+        assert proposed[: len(expected)] == [REVIEWERS[r] for r in expected]
+
+
+async def test_sorted_records_score_as_the_ranked_plan_and_above_the_records_plan():
+    fixed = await groups("by-reviewer-records", 1)
+    ranked = await groups("ranked-records")
+    sorted_ = await groups("sorted-records", 1)
+    assert np.mean(sorted_) > np.mean(fixed) + 0.015
+    assert abs(np.mean(sorted_) - np.mean(ranked)) < 0.02
+
+
 async def test_sampled_by_score_takes_known_cells_by_value_plus_the_games_noise():
     """by-score with each cell's value shifted by Gumbel noise drawn from the game's seed: the listed cells
     follow value plus noise, their values are the known ones, and the picks are by-score's rule in that order."""
@@ -218,7 +257,7 @@ def test_an_unknown_teacher_plan_is_refused():
     with pytest.raises(
         ValueError,
         match="unknown teacher plan 'hungarian'; choose one of by-reviewer, by-reviewer-records, shuffled-records, "
-        "ranked-records, by-score, sampled-by-score$",
+        "ranked-records, sorted-records, by-score, sampled-by-score$",
     ):
         TeacherPlayer(HELDOUT[0], 1, "hungarian")
 

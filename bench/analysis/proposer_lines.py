@@ -66,6 +66,13 @@ def check_lines(text: str, own: list[list[int | None]], told: dict[int, dict[int
     return errors
 
 
+def pick_lines(reasoning: str) -> str:
+    """The reviewer lines of a proposer's reasoning: with the sorted plan's working before them (its
+    highest values, then its `Order:` line), what follows that line."""
+    _, order, rest = reasoning.partition("\nOrder: ")
+    return rest.partition("\n")[2] if order else reasoning
+
+
 def line_order(text: str, known: list[dict[int, int]]) -> tuple[float, bool] | None:
     """(rank correlation of the lines' places with their reviewers' highest known values, highest
     first; whether the first line's reviewer has the highest), for a turn of at least three lines."""
@@ -93,7 +100,7 @@ def analyse(path: str, plan: str = TeacherPlayer.DEFAULT_PLAN, seed: int = 0) ->
         for r, p, v in prompts.stated_cells(first["text"]):
             told[r][p] = v
         own = instance.view(1)
-        reasoning = turns[0].split("[propose]")[0]
+        reasoning = pick_lines(turns[0].split("[propose]")[0])
         errors += check_lines(reasoning, own, told)
         known = [dict(told[r]) | {p: v for p, v in enumerate(row) if v is not None} for r, row in enumerate(own)]
         if (order := line_order(reasoning, known)) is not None:

@@ -113,6 +113,13 @@ class TeacherPlayer(Player):
       draw: the reviewer with the most valuable known cell tends to choose first). Its mean is the
       deterministic ranking's, above the records plan's, and its groups differ as the shuffled plan's
       do, with a best of 8 as high;
+    - "sorted-records": the ranked plan's order without its noise, worked out in writing before the picks:
+      first each reviewer's highest known value as the running maximum's records over all its known cells
+      (`Ava Li: GLUE 421 < QuAC 779`), then the reviewers in the order of those values (`Order: Noah
+      Wilson 931 > Ava Li 779 > ...`), then the records plan's lines in that order. A model imitating the
+      ranked plan writes its reviewers in an order unrelated to their values, since it has to find the
+      largest of some 40 values before its first word (bench/results/rl_x2_h100_2026-11-27b/); here each
+      value it orders by is the last record of a line it wrote;
     - "by-score": every known cell from the highest value down, taking a cell whose reviewer and
       paper are both free, until all are taken (greedy by value, about 0.88): a sort of some 40
       cells, for larger models;
@@ -120,7 +127,17 @@ class TeacherPlayer(Player):
       `SCORE_NOISE` drawn per game from `rng` (a Plackett-Luce draw of the cells' order): about
       by-score's mean, but one instance's games end in different plans whose best is well above it."""
 
-    PLANS = ("by-reviewer", "by-reviewer-records", "shuffled-records", "ranked-records", "by-score", "sampled-by-score")
+    PLANS = (
+        "by-reviewer",
+        "by-reviewer-records",
+        "shuffled-records",
+        "ranked-records",
+        "sorted-records",
+        "by-score",
+        "sampled-by-score",
+    )
+    # the plans whose picks are made in an order of their own, which the proposal keeps
+    ORDERED_PLANS = ("shuffled-records", "ranked-records", "sorted-records")
     DEFAULT_PLAN = "by-reviewer-records"
     # the noise's scale in table values (ranked-records: on a reviewer's highest known value; sampled-by-score:
     # on each cell's), chosen on development instances for a high best of 8 games at about the noiseless
@@ -163,12 +180,16 @@ class TeacherPlayer(Player):
         known = [dict(told) | dict(own) for told, own in zip(self.told, self.cells)]
         if self.plan in ("by-score", "sampled-by-score"):
             lines, picks = self._by_score(known, self.cell_noise)
+        elif self.plan == "sorted-records":
+            order = ranked_order(known, np.zeros(len(REVIEWERS)))
+            lines, picks = self._by_reviewer(known, records=True, order=order)
+            lines = self._sorted(known, order) + lines
         else:
             order = self.order if self.reviewer_noise is None else ranked_order(known, self.reviewer_noise)
             records = self.plan != "by-reviewer"
             lines, picks = self._by_reviewer(known, records=records, order=order or range(len(REVIEWERS)))
-        # a drawn order's picks in the order it made them (dicts keep it), the others' by reviewer
-        pairs = completed(picks if self.plan in ("shuffled-records", "ranked-records") else dict(sorted(picks.items())))
+        # an ordered plan's picks in the order it made them (dicts keep it), the others' by reviewer
+        pairs = completed(picks if self.plan in self.ORDERED_PLANS else dict(sorted(picks.items())))
         proposal = [f"{PAPERS[p]}: {REVIEWERS[r]}" for r, p in pairs]
         return "\n".join(lines) + "\n[propose] Proposal:\n" + "\n".join(proposal)
 
@@ -189,6 +210,15 @@ class TeacherPlayer(Player):
                 line += " | " + render_records(free)
             lines.append(line + " -> " + (PAPERS[picks[r]] if free else "later"))
         return lines, picks
+
+    @staticmethod
+    def _sorted(known: list[dict[int, int]], order: Sequence[int]) -> list[str]:
+        """The sorted plan's working before its picks: each reviewer's highest known value as the records
+        of its known cells in paper order (`Ava Li: GLUE 421 < QuAC 779`), then the reviewers with a known
+        cell in `order` beside those values (`Order: Noah Wilson 931 > Ava Li 779`)."""
+        lines = ["Highest known values:"]
+        lines += [f"{REVIEWERS[r]}: {render_records(sorted(cells.items()))}" for r, cells in enumerate(known) if cells]
+        return [*lines, "Order: " + " > ".join(f"{REVIEWERS[r]} {max(known[r].values())}" for r in order if known[r])]
 
     @staticmethod
     def _by_score(known: list[dict[int, int]], noise: np.ndarray | None = None) -> tuple[list[str], dict[int, int]]:
