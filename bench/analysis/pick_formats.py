@@ -20,6 +20,7 @@ import argparse
 import json
 import random
 import time
+from typing import Any
 
 import torch
 
@@ -66,29 +67,28 @@ def ending(cells: list[tuple[int, int]], fmt: str) -> str:
     return " | " + " | ".join(parts) + f" -> {PAPERS[best[0]]}\n"
 
 
-def run(fmt: str, steps: int, batch: int, lr: float, seed: int, test_rows: int) -> dict:
+def train(pairs: list[tuple[str, str]], steps: int, batch: int, lr: float, seed: int) -> tuple[Any, Any, float]:
+    """The raw embedded model with a LoRA r16 adapter (alpha 32, all linear layers) trained with AdamW at `lr`
+    on `steps` batches of (prefix, ending) pairs in their order, the loss on each ending only, on two CPU
+    threads: (model, tokenizer, training seconds)."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.manual_seed(seed)
-    random.seed(seed)
     torch.set_num_threads(2)
     path = models.resolve(models.RAW_MODEL)
     tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", lora_dropout=0.0))
-    train = rows(TRAIN_SEEDS)
-    random.shuffle(train)
-    test = rows(TEST_SEEDS)[:test_rows]
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
     started = time.time()
     model.train()
     for step in range(steps):
         ids, labels = [], []
-        for row in train[step * batch : (step + 1) * batch]:
-            a, b = tok(prefix(row)).input_ids, tok(ending(row[1], fmt)).input_ids
+        for head, tail in pairs[step * batch : (step + 1) * batch]:
+            a, b = tok(head).input_ids, tok(tail).input_ids
             ids.append(a + b)
-            labels.append([-100] * len(a) + b)  # the loss on the line's ending only
+            labels.append([-100] * len(a) + b)
         width = max(map(len, ids))
         pad = tok.pad_token_id or 0
         loss = model(
@@ -100,24 +100,39 @@ def run(fmt: str, steps: int, batch: int, lr: float, seed: int, test_rows: int) 
         optimizer.step()
         optimizer.zero_grad()
         if step % 20 == 0:
-            print(f"{fmt} step {step} loss {loss.item():.4f} {time.time() - started:.0f}s", flush=True)
-    train_s = time.time() - started
+            print(f"step {step} loss {loss.item():.4f} {time.time() - started:.0f}s", flush=True)
+    return model, tok, time.time() - started
+
+
+def greedy_lines(model: Any, tok: Any, prefixes: list[str], max_new_tokens: int = 160) -> list[str]:
+    """The trained model's greedy continuation of each prefix, up to its first line's end."""
     model.eval()
     tok.padding_side = "left"
     newline = tok("\n").input_ids[-1]
-    by_cells: dict[int, list[int]] = {}
-    for i in range(0, len(test), 32):
-        chunk = test[i : i + 32]
-        enc = tok([prefix(row) for row in chunk], return_tensors="pt", padding=True)
+    lines: list[str] = []
+    for i in range(0, len(prefixes), 32):
+        enc = tok(prefixes[i : i + 32], return_tensors="pt", padding=True)
         with torch.no_grad():
             out = model.generate(
-                **enc, max_new_tokens=160, do_sample=False, pad_token_id=tok.pad_token_id, eos_token_id=newline
-            )
-        for (_, cells), seq in zip(chunk, out[:, enc.input_ids.shape[1] :]):
-            text = tok.decode(seq, skip_special_tokens=True).split("\n")[0]
-            pick = text.rsplit("-> ", 1)[-1].strip() if "-> " in text else ""
-            right, total = by_cells.setdefault(len(cells), [0, 0])
-            by_cells[len(cells)] = [right + (pick == PAPERS[max(cells, key=lambda c: c[1])[0]]), total + 1]
+                **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tok.pad_token_id,
+                eos_token_id=newline,
+            )  # fmt: skip
+        lines += [tok.decode(seq, skip_special_tokens=True).split("\n")[0] for seq in out[:, enc.input_ids.shape[1] :]]
+    return lines
+
+
+def run(fmt: str, steps: int, batch: int, lr: float, seed: int, test_rows: int) -> dict:
+    random.seed(seed)
+    train_rows = rows(TRAIN_SEEDS)
+    random.shuffle(train_rows)
+    test = rows(TEST_SEEDS)[:test_rows]
+    pairs = [(prefix(row), ending(row[1], fmt)) for row in train_rows[: steps * batch]]
+    model, tok, train_s = train(pairs, steps, batch, lr, seed)
+    by_cells: dict[int, list[int]] = {}
+    for (_, cells), text in zip(test, greedy_lines(model, tok, [prefix(row) for row in test])):
+        pick = text.rsplit("-> ", 1)[-1].strip() if "-> " in text else ""
+        right, total = by_cells.setdefault(len(cells), [0, 0])
+        by_cells[len(cells)] = [right + (pick == PAPERS[max(cells, key=lambda c: c[1])[0]]), total + 1]
     return {
         "format": fmt, "seed": seed, "steps": steps, "batch": batch, "lr": lr, "train_rows": steps * batch,
         "test_rows": len(test), "accuracy": sum(r for r, _ in by_cells.values()) / len(test),
