@@ -26,6 +26,13 @@ def test_a_row_is_the_sorted_teachers_working_and_order(seed):
     assert names.startswith("Order: ") and not any(ch.isdigit() for ch in names)
     truth = ranked_order(known, np.zeros(8))
     assert order_learning.read_order(names) == order_learning.read_order(row.splitlines()[-1]) == truth
+    chains = order_learning.ending(known, "chains").splitlines()
+    assert order_learning.read_order("\n".join(chains), "chains") == truth
+    for place, line in enumerate(chains, 1):  # records over the reviewers not yet placed, in table order
+        label, records = line.split(": ", 1)
+        values = [int(cell.rsplit(" ", 1)[1]) for cell in records.split(" < ")]
+        assert label == str(place) and values == sorted(set(values))
+        assert values[-1] == max(max(known[r].values()) for r in truth[place - 1 :] if known[r])
 
 
 def test_an_order_line_is_read_as_every_reviewer_once_the_missing_ones_in_table_order():

@@ -9,6 +9,9 @@ and scores its greedy orders on instances apart from every split by the plan the
 
   sorted   `Order: Morgan Reed 878 > Ethan Smith 878 > Ava Li 781 > ...` (the sorted plan's line)
   names    `Order: Morgan Reed > Ethan Smith > Ava Li > ...` (the names alone: is copying the values a help?)
+  chains   one line a place, the records over the reviewers not yet placed, in table order, so that the
+           place's reviewer is the last record (`1: Ava Li 781 < Morgan Reed 878`, `2: Ava Li 781 < Ethan
+           Smith 878`, ...): each step one comparison with the current record, as the pick lines' records
 
 A row is one instance: the proposer's known cells after the first message (both seats' cells). The score of
 an order is the records plan's proposal taken in it (reviewer by reviewer, the best paper still free), beside
@@ -30,7 +33,7 @@ from scipy.stats import spearmanr
 from selfplay_gen.games.matching.instance import REVIEWERS, Instance, score
 from selfplay_gen.games.matching.scripted import TeacherPlayer, completed, known_cells, ranked_order
 
-FORMATS = ("sorted", "names")
+FORMATS = ("sorted", "names", "chains")
 NAME = re.compile("|".join(REVIEWERS))
 
 
@@ -40,15 +43,32 @@ def prefix(known: list[dict[int, int]]) -> str:
 
 
 def ending(known: list[dict[int, int]], fmt: str) -> str:
-    """The order line the model learns to write."""
+    """The order the model learns to write: one line, or with `chains` one line a place but the last."""
+    if fmt == "chains":
+        left = [r for r in range(len(REVIEWERS)) if known[r]]
+        lines: list[str] = []
+        while len(left) > 1:
+            records = [(r, max(known[r].values())) for r in left]
+            chain = [records[0]]
+            for r, top in records[1:]:
+                if top > chain[-1][1]:
+                    chain.append((r, top))
+            lines.append(f"{len(lines) + 1}: " + " < ".join(f"{REVIEWERS[r]} {top}" for r, top in chain))
+            left.remove(chain[-1][0])
+        return "".join(line + "\n" for line in lines)
     line = TeacherPlayer._sorted(known, ranked_order(known, np.zeros(len(REVIEWERS))))[-1]
     return (line if fmt == "sorted" else re.sub(r" \d+", "", line)) + "\n"
 
 
-def read_order(text: str) -> list[int]:
-    """The reviewers an order line names, each once in its first place, then the ones it leaves out in table
-    order: the order the records plan would be taken in."""
-    named = list(dict.fromkeys(REVIEWERS.index(name) for name in NAME.findall(text)))
+def read_order(text: str, fmt: str = "sorted") -> list[int]:
+    """The order a written order names: an order line's reviewers, or the last reviewer of each chain, each
+    once in its first place, then the ones it leaves out in table order: the order the records plan would be
+    taken in."""
+    if fmt == "chains":
+        names = [found[-1] for line in text.splitlines() if (found := NAME.findall(line))]
+    else:
+        names = NAME.findall(text)
+    named = list(dict.fromkeys(REVIEWERS.index(name) for name in names))
     return named + [r for r in range(len(REVIEWERS)) if r not in named]
 
 
@@ -66,12 +86,13 @@ def run(fmt: str, steps: int, batch: int, lr: float, seed: int, test_rows: int) 
     model, tok, train_s = train([(prefix(k), ending(k, fmt)) for k in train_known], steps, batch, lr, seed)
     tests = [Instance.from_seed(s) for s in range(TEST_SEEDS.start, TEST_SEEDS.start + test_rows)]
     known = [known_cells(instance) for instance in tests]
-    written = greedy_lines(model, tok, [prefix(k) for k in known], max_new_tokens=128)
+    places, budget = (7, 256) if fmt == "chains" else (1, 128)  # chains: every place but the last, some 220 tokens
+    written = greedy_lines(model, tok, [prefix(k) for k in known], max_new_tokens=budget, lines=places)
     rewards: dict[str, list[float]] = {"model": [], "true order": [], "table order": [], "random order": []}
     exact, first, rho = [], [], []
     for instance, k, text in zip(tests, known, written):
         truth = ranked_order(k, np.zeros(len(REVIEWERS)))
-        order = read_order(text)
+        order = read_order(text, fmt)
         tops = [max(k[r].values(), default=-1) for r in order]
         exact.append(order == truth)
         first.append(tops[0] == max(tops))

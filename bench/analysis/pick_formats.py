@@ -104,21 +104,22 @@ def train(pairs: list[tuple[str, str]], steps: int, batch: int, lr: float, seed:
     return model, tok, time.time() - started
 
 
-def greedy_lines(model: Any, tok: Any, prefixes: list[str], max_new_tokens: int = 160) -> list[str]:
-    """The trained model's greedy continuation of each prefix, up to its first line's end."""
+def greedy_lines(model: Any, tok: Any, prefixes: list[str], max_new_tokens: int = 160, lines: int = 1) -> list[str]:
+    """The trained model's greedy continuation of each prefix, up to the end of its `lines`-th line."""
     model.eval()
     tok.padding_side = "left"
     newline = tok("\n").input_ids[-1]
-    lines: list[str] = []
+    texts: list[str] = []
     for i in range(0, len(prefixes), 32):
         enc = tok(prefixes[i : i + 32], return_tensors="pt", padding=True)
         with torch.no_grad():
             out = model.generate(
                 **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tok.pad_token_id,
-                eos_token_id=newline,
+                eos_token_id=newline if lines == 1 else tok.eos_token_id,
             )  # fmt: skip
-        lines += [tok.decode(seq, skip_special_tokens=True).split("\n")[0] for seq in out[:, enc.input_ids.shape[1] :]]
-    return lines
+        for seq in out[:, enc.input_ids.shape[1] :]:
+            texts.append("\n".join(tok.decode(seq, skip_special_tokens=True).split("\n")[:lines]))
+    return texts
 
 
 def run(fmt: str, steps: int, batch: int, lr: float, seed: int, test_rows: int) -> dict:
