@@ -21,13 +21,11 @@ the same plan in the true order, in table order and in random orders. It runs on
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
 import re
 
 import numpy as np
-from pick_formats import TEST_SEEDS, TRAIN_SEEDS, greedy_lines, train
+from pick_formats import TEST_SEEDS, TRAIN_SEEDS, greedy_lines, main, train
 from scipy.stats import spearmanr
 
 from selfplay_gen.games.matching.instance import REVIEWERS, Instance, score
@@ -112,22 +110,5 @@ def run(fmt: str, steps: int, batch: int, lr: float, seed: int, test_rows: int) 
     }  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("format", choices=FORMATS)
-    parser.add_argument("--steps", type=int, default=120, help="optimizer steps (default 120)")
-    parser.add_argument("--batch", type=int, default=16, help="rows a step (default 16)")
-    parser.add_argument("--lr", type=float, default=1e-3, help="LoRA r16 learning rate (default 1e-3)")
-    parser.add_argument("--seed", type=int, default=0, help="the adapter's initialization and the rows' order")
-    parser.add_argument("--test-rows", type=int, default=200, help="instances scored (default 200)")
-    parser.add_argument("--out", help="append the result as one JSON line to this file")
-    args = parser.parse_args()
-    result = run(args.format, args.steps, args.batch, args.lr, args.seed, args.test_rows)
-    print(json.dumps(result), flush=True)
-    if args.out:
-        with open(args.out, "a") as sink:
-            sink.write(json.dumps(result) + "\n")
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__, FORMATS, run, 200, "instances")

@@ -20,6 +20,7 @@ import argparse
 import json
 import random
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -142,14 +143,15 @@ def run(fmt: str, steps: int, batch: int, lr: float, seed: int, test_rows: int) 
     }  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("format", choices=FORMATS)
+def main(doc: str, formats: Sequence[str], run: Callable[..., dict], test_rows: int, rows_are: str) -> None:
+    """The command line of a format experiment: train and score one format, print and append its result."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("format", choices=formats)
     parser.add_argument("--steps", type=int, default=120, help="optimizer steps (default 120)")
     parser.add_argument("--batch", type=int, default=16, help="rows a step (default 16)")
     parser.add_argument("--lr", type=float, default=1e-3, help="LoRA r16 learning rate (default 1e-3)")
     parser.add_argument("--seed", type=int, default=0, help="the adapter's initialization and the rows' order")
-    parser.add_argument("--test-rows", type=int, default=400, help="rows of other instances scored (default 400)")
+    parser.add_argument("--test-rows", type=int, default=test_rows, help=f"{rows_are} scored (default {test_rows})")
     parser.add_argument("--out", help="append the result as one JSON line to this file")
     args = parser.parse_args()
     result = run(args.format, args.steps, args.batch, args.lr, args.seed, args.test_rows)
@@ -160,4 +162,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(__doc__, FORMATS, run, 400, "rows of other instances")
