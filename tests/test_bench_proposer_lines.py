@@ -73,7 +73,7 @@ def test_the_ranked_and_sorted_teachers_lines_follow_the_highest_known_value_and
     tmp_path,
 ):
     correlation = {}
-    for plan in ("ranked-records", "shuffled-records", "sorted-records"):
+    for plan in ("ranked-records", "shuffled-records", "sorted-records", "chained-records"):
         games = tmp_path / f"{plan}.jsonl"
         args = ["--backend", "scripted", "--scripted-policy", "teacher", "--teacher-plan", plan, "--seed", "1000000000"]
         result = CliRunner().invoke(main, [*args, "--num-games", "48", "-k", "1", "--out", str(games), "--quiet"])
@@ -83,3 +83,4 @@ def test_the_ranked_and_sorted_teachers_lines_follow_the_highest_known_value_and
         correlation[plan] = report["line_order"]["rank_correlation_with_highest_known_value"]
     assert correlation["ranked-records"] > 0.5 > 0.25 > correlation["shuffled-records"]
     assert correlation["sorted-records"] > correlation["ranked-records"]  # the same ranking, without noise
+    assert correlation["chained-records"] == correlation["sorted-records"]  # the same picks in the same order

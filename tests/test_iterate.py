@@ -293,6 +293,7 @@ def test_one_set_of_sampling_defaults_for_every_stage():
     records = Iteration(warm=Warm(teacher_plan="by-reviewer-records")).sampling_for_run()
     assert records.max_new_tokens == 640  # its proposals take up to about 480 of the default 512
     plans = (("sampled-by-score", 768), ("shuffled-records", 640), ("ranked-records", 640), ("sorted-records", 896))
+    plans += (("chained-records", 896),)
     for plan, tokens in plans:
         assert Iteration(warm=Warm(teacher_plan=plan)).sampling_for_run().max_new_tokens == tokens
     # no plan named: the game's own teacher plan decides (the matching game's is by-reviewer-records)

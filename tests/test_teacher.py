@@ -224,6 +224,43 @@ async def test_sorted_records_score_as_the_ranked_plan_and_above_the_records_pla
     assert abs(np.mean(sorted_) - np.mean(ranked)) < 0.02
 
 
+async def test_chained_records_work_out_the_order_one_place_at_a_time_and_propose_as_the_sorted_plan():
+    """After the highest known values, a line per place but the last: the running records of the highest
+    values over the reviewers not yet placed, in table order, whose last record takes the place (the first
+    among equals); then the sorted plan's pick lines and the sorted plan's proposal."""
+    for instance in HELDOUT[:12]:
+        known = [dict(sorted(row.items())) for row in merged(instance)]
+        record = await teacher_game(instance, "chained-records")
+        assert record["outcome"]["termination"] == ACCEPTED
+        sorted_ = await teacher_game(instance, "sorted-records")
+        assert record["outcome"]["proposal"] == sorted_["outcome"]["proposal"]
+        reasoning = record["players"][1]["messages"][-1]["content"].split("[propose]")[0]
+        sorted_reasoning = sorted_["players"][1]["messages"][-1]["content"].split("[propose]")[0]
+        lines, sorted_lines = reasoning.strip().splitlines(), sorted_reasoning.strip().splitlines()
+        with_cells = [r for r in range(8) if known[r]]
+        highest = 1 + len(with_cells)
+        assert lines[:highest] == sorted_lines[:highest]  # `Highest known values:` and a line per reviewer
+        places = lines[highest : highest + len(with_cells) - 1]
+        left, order = list(with_cells), []
+        for n, line in enumerate(places, 1):
+            number, chain = line.split(": ", 1)
+            assert number == str(n)
+            records = [(REVIEWERS.index(name), int(v)) for name, v in (c.rsplit(" ", 1) for c in chain.split(" < "))]
+            assert records[0][0] == left[0]  # the chain starts at the first reviewer not yet placed
+            assert all(v == max(known[r].values()) for r, v in records)
+            # each record beats every reviewer before it; the last beats or equals every one after it
+            for r, v in records[1:]:
+                assert v > max(max(known[q].values()) for q in left[: left.index(r)])
+            winner, top = records[-1]
+            assert top == max(max(known[q].values()) for q in left)
+            assert all(max(known[q].values()) < top for q in left[: left.index(winner)])
+            order.append(winner)
+            left.remove(winner)
+        order += left
+        assert lines[highest + len(places) :] == sorted_lines[highest + 1 :]  # the pick lines, `Order:` aside
+        assert [line.split(":")[0] for line in lines[highest + len(places) :]] == [REVIEWERS[r] for r in order]
+
+
 async def test_sampled_by_score_takes_known_cells_by_value_plus_the_games_noise():
     """by-score with each cell's value shifted by Gumbel noise drawn from the game's seed: the listed cells
     follow value plus noise, their values are the known ones, and the picks are by-score's rule in that order."""
@@ -257,7 +294,7 @@ def test_an_unknown_teacher_plan_is_refused():
     with pytest.raises(
         ValueError,
         match="unknown teacher plan 'hungarian'; choose one of by-reviewer, by-reviewer-records, shuffled-records, "
-        "ranked-records, sorted-records, by-score, sampled-by-score$",
+        "ranked-records, sorted-records, chained-records, by-score, sampled-by-score$",
     ):
         TeacherPlayer(HELDOUT[0], 1, "hungarian")
 

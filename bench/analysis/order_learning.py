@@ -36,24 +36,14 @@ NAME = re.compile("|".join(REVIEWERS))
 
 
 def prefix(known: list[dict[int, int]]) -> str:
-    """The sorted plan's working up to its order: each reviewer's highest known value as records."""
-    return "\n".join(TeacherPlayer._sorted(known, ranked_order(known, np.zeros(len(REVIEWERS))))[:-1]) + "\n"
+    """The sorted and chained plans' working up to their order: each reviewer's highest known value as records."""
+    return "\n".join(TeacherPlayer._highest(known)) + "\n"
 
 
 def ending(known: list[dict[int, int]], fmt: str) -> str:
-    """The order the model learns to write: one line, or with `chains` one line a place but the last."""
+    """The order the model learns to write: one line, or with `chains` the chained plan's line a place."""
     if fmt == "chains":
-        left = [r for r in range(len(REVIEWERS)) if known[r]]
-        lines: list[str] = []
-        while len(left) > 1:
-            records = [(r, max(known[r].values())) for r in left]
-            chain = [records[0]]
-            for r, top in records[1:]:
-                if top > chain[-1][1]:
-                    chain.append((r, top))
-            lines.append(f"{len(lines) + 1}: " + " < ".join(f"{REVIEWERS[r]} {top}" for r, top in chain))
-            left.remove(chain[-1][0])
-        return "".join(line + "\n" for line in lines)
+        return "".join(line + "\n" for line in TeacherPlayer._chained(known)[len(TeacherPlayer._highest(known)) :])
     line = TeacherPlayer._sorted(known, ranked_order(known, np.zeros(len(REVIEWERS))))[-1]
     return (line if fmt == "sorted" else re.sub(r" \d+", "", line)) + "\n"
 

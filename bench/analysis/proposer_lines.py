@@ -34,6 +34,8 @@ from selfplay_gen.games.matching.scripted import TeacherPlayer
 
 # `Name: cells -> PICK`, or with the running maximum's records (by-reviewer-records): `Name: cells | records -> PICK`
 LINE = re.compile(r"(?P<name>[A-Z][a-z]+ [A-Z][a-z]+): (?P<cells>[^|]*?)(?: \| (?P<records>.*))? -> (?P<pick>\S+)$")
+# the last lines of the sorted and chained plans' working: `Order: ...`, `3: Ava Li 781 < Morgan Reed 878`
+ORDER_LINE = re.compile(r"^(?:Order|\d+): .*$", re.M)
 CELL = re.compile(r"(?:^|, )(\S+) (\d+)")
 
 
@@ -67,10 +69,12 @@ def check_lines(text: str, own: list[list[int | None]], told: dict[int, dict[int
 
 
 def pick_lines(reasoning: str) -> str:
-    """The reviewer lines of a proposer's reasoning: with the sorted plan's working before them (its
-    highest values, then its `Order:` line), what follows that line."""
-    _, order, rest = reasoning.partition("\nOrder: ")
-    return rest.partition("\n")[2] if order else reasoning
+    """The reviewer lines of a proposer's reasoning: with the sorted or chained plan's working before them
+    (its highest values, then its `Order:` line or its numbered places), what follows the working's last line."""
+    if not reasoning.lstrip().startswith("Highest known values:"):
+        return reasoning
+    ends = list(ORDER_LINE.finditer(reasoning))
+    return reasoning[ends[-1].end() :].lstrip("\n") if ends else reasoning
 
 
 def line_order(text: str, known: list[dict[int, int]]) -> tuple[float, bool] | None:

@@ -764,8 +764,9 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     "MAX_NEW_TOKENS at least 640) | shuffled-records (the records plan with the reviewers in a random order per "
     "game: a choice left for RL) | ranked-records (the reviewers ranked by their best known value with noise: "
     "about 0.86, a choice left for RL) | sorted-records (the same ranking without noise, worked out in writing "
-    "before the picks: about 0.85; MAX_NEW_TOKENS at least 896) | by-score (about 0.88; MAX_NEW_TOKENS at least "
-    "768) | sampled-by-score "
+    "before the picks: about 0.85; MAX_NEW_TOKENS at least 896) | chained-records (the same picks, the order "
+    "worked out one place at a time: about 0.85; MAX_NEW_TOKENS at least 896) | by-score (about 0.88; "
+    "MAX_NEW_TOKENS at least 768) | sampled-by-score "
     "(by-score with noise on the values: about 0.88, a choice left for RL; MAX_NEW_TOKENS at least 768).",
 )
 @opt("--warm-epochs", "WARM_EPOCHS", type=click.IntRange(min=1), default=W.epochs, help="Warm-start epochs.")

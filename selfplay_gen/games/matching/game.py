@@ -48,7 +48,8 @@ class MatchingGame(Game[Instance, Move]):
     teacher = {"policy": "teacher", "plan": TeacherPlayer.DEFAULT_PLAN}
     teacher_plans = TeacherPlayer.PLANS
     # new tokens a proposal needs: by-score's list every known cell (some 650 tokens); by-reviewer-records
-    # proposals take up to about 480, sorted-records' up to about 780 (their working before the picks)
+    # proposals take up to about 480, sorted-records' up to about 780 and chained-records' up to about 820
+    # (their working before the picks)
     teacher_new_tokens = {
         "by-score": 768,
         "sampled-by-score": 768,
@@ -56,6 +57,7 @@ class MatchingGame(Game[Instance, Move]):
         "shuffled-records": 640,
         "ranked-records": 640,
         "sorted-records": 896,
+        "chained-records": 896,
     }
     human_games = 134
     evaluation = "selfplay_gen.games.matching.report"

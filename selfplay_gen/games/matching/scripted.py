@@ -120,6 +120,12 @@ class TeacherPlayer(Player):
       ranked plan writes its reviewers in an order unrelated to their values, since it has to find the
       largest of some 40 values before its first word (bench/results/rl_x2_h100_2026-11-27b/); here each
       value it orders by is the last record of a line it wrote;
+    - "chained-records": the sorted plan's picks, with the order worked out one place at a time instead of
+      in one line: after the highest known values, a line per place but the last, the records of those
+      values over the reviewers not yet placed (`1: Ava Li 779 < Noah Wilson 931`), whose last record takes
+      the place. Each step is one comparison with the current record, as in the pick lines; a 135M model
+      imitating the sorted plan's `Order:` line writes the reviewers in an order unrelated to their values,
+      and imitating these lines learns part of the order (bench/results/order_learning/);
     - "by-score": every known cell from the highest value down, taking a cell whose reviewer and
       paper are both free, until all are taken (greedy by value, about 0.88): a sort of some 40
       cells, for larger models;
@@ -133,11 +139,12 @@ class TeacherPlayer(Player):
         "shuffled-records",
         "ranked-records",
         "sorted-records",
+        "chained-records",
         "by-score",
         "sampled-by-score",
     )
     # the plans whose picks are made in an order of their own, which the proposal keeps
-    ORDERED_PLANS = ("shuffled-records", "ranked-records", "sorted-records")
+    ORDERED_PLANS = ("shuffled-records", "ranked-records", "sorted-records", "chained-records")
     DEFAULT_PLAN = "by-reviewer-records"
     # the noise's scale in table values (ranked-records: on a reviewer's highest known value; sampled-by-score:
     # on each cell's), chosen on development instances for a high best of 8 games at about the noiseless
@@ -180,10 +187,11 @@ class TeacherPlayer(Player):
         known = [dict(told) | dict(own) for told, own in zip(self.told, self.cells)]
         if self.plan in ("by-score", "sampled-by-score"):
             lines, picks = self._by_score(known, self.cell_noise)
-        elif self.plan == "sorted-records":
+        elif self.plan in ("sorted-records", "chained-records"):
             order = ranked_order(known, np.zeros(len(REVIEWERS)))
             lines, picks = self._by_reviewer(known, records=True, order=order)
-            lines = self._sorted(known, order) + lines
+            working = self._sorted(known, order) if self.plan == "sorted-records" else self._chained(known)
+            lines = working + lines
         else:
             order = self.order if self.reviewer_noise is None else ranked_order(known, self.reviewer_noise)
             records = self.plan != "by-reviewer"
@@ -212,13 +220,32 @@ class TeacherPlayer(Player):
         return lines, picks
 
     @staticmethod
-    def _sorted(known: list[dict[int, int]], order: Sequence[int]) -> list[str]:
-        """The sorted plan's working before its picks: each reviewer's highest known value as the records
-        of its known cells in paper order (`Ava Li: GLUE 421 < QuAC 779`), then the reviewers with a known
-        cell in `order` beside those values (`Order: Noah Wilson 931 > Ava Li 779`)."""
-        lines = ["Highest known values:"]
-        lines += [f"{REVIEWERS[r]}: {render_records(sorted(cells.items()))}" for r, cells in enumerate(known) if cells]
-        return [*lines, "Order: " + " > ".join(f"{REVIEWERS[r]} {max(known[r].values())}" for r in order if known[r])]
+    def _highest(known: list[dict[int, int]]) -> list[str]:
+        """Each reviewer's highest known value as the records of its known cells in paper order (`Ava Li:
+        GLUE 421 < QuAC 779`): the values the sorted and chained plans order the reviewers by."""
+        rows = [f"{REVIEWERS[r]}: {render_records(sorted(cells.items()))}" for r, cells in enumerate(known) if cells]
+        return ["Highest known values:", *rows]
+
+    @classmethod
+    def _sorted(cls, known: list[dict[int, int]], order: Sequence[int]) -> list[str]:
+        """The sorted plan's working before its picks: the highest known values, then the reviewers with a
+        known cell in `order` beside those values (`Order: Noah Wilson 931 > Ava Li 779`)."""
+        line = "Order: " + " > ".join(f"{REVIEWERS[r]} {max(known[r].values())}" for r in order if known[r])
+        return [*cls._highest(known), line]
+
+    @classmethod
+    def _chained(cls, known: list[dict[int, int]]) -> list[str]:
+        """The chained plan's working before its picks: the highest known values, then one line per place
+        but the last, the records of those values over the reviewers with a known cell not yet placed, in
+        table order (`1: Ava Li 779 < Noah Wilson 931`); the last record takes the place, so the places
+        follow `ranked_order` without noise (equal values: the first in table order)."""
+        tops = {r: max(cells.values()) for r, cells in enumerate(known) if cells}
+        places: list[str] = []
+        while len(tops) > 1:
+            chain = running_records(list(tops.items()))
+            places.append(f"{len(places) + 1}: " + " < ".join(f"{REVIEWERS[r]} {v}" for r, v in chain))
+            del tops[chain[-1][0]]
+        return cls._highest(known) + places
 
     @staticmethod
     def _by_score(known: list[dict[int, int]], noise: np.ndarray | None = None) -> tuple[list[str], dict[int, int]]:
@@ -267,11 +294,16 @@ def completed(picks: dict[int, int]) -> list[tuple[int, int]]:
     return [*picks.items(), *((r, next(left)) for r in range(len(REVIEWERS)) if r not in picks)]
 
 
-def render_records(cells: list[tuple[int, int]]) -> str:
-    """`GLUE 421 < QuAC 779`: the cells that raise the running maximum, in order, so the last one is
-    the first maximum."""
+def running_records(cells: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The (index, value) cells that raise the running maximum, in order: the last one is the first
+    maximum, found one comparison with the current record at a time."""
     records: list[tuple[int, int]] = []
     for cell in cells:
         if not records or cell[1] > records[-1][1]:
             records.append(cell)
-    return " < ".join(f"{PAPERS[p]} {v}" for p, v in records)
+    return records
+
+
+def render_records(cells: list[tuple[int, int]]) -> str:
+    """`GLUE 421 < QuAC 779`: a list of (paper, value) cells' running records."""
+    return " < ".join(f"{PAPERS[p]} {v}" for p, v in running_records(cells))
