@@ -31,7 +31,8 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
            conversion, training and merge, not its evaluations; each iteration's model on dev, the last on test
   both     on a machine of two GPUs: online GRPO on the second GPU while the first evaluates the warm
            start and then runs filtered BC, each trainer with a whole GPU, at once (one run's wall time);
-           the two halves log to ROOT/logs/{online,fbc}_gpu.log
+           the GPUs are the first two of CUDA_VISIBLE_DEVICES (0,1 when unset: another pair on a larger
+           machine, e.g. 2,3, beside other work); the two halves log to ROOT/logs/{online,fbc}_gpu.log
   collect  ROOT/results/rl_curve.{csv,json,md,png} (bench/analysis/rl_curve.py): trainer, GPU minutes,
            split, reward and its 95% interval (bootstrap over instances), the paired gain over the warm start;
            online GRPO's steps from verl's log (online_steps.csv, online_curves.png, and in rl_curve.md the
@@ -324,16 +325,18 @@ print(round(sum(t["work_s"] + (t["startup_s"] or 0) for t in rows if not t["step
   done
 }
 
-# both: the two trainers at once on a machine of two GPUs, each a gpu_rl.sh of its own phases with a GPU and a
-# port of its own (online GRPO's evaluations take PORT + 2); fails when either half does.
+# both: the two trainers at once on two GPUs (the first two of CUDA_VISIBLE_DEVICES), each a gpu_rl.sh of its
+# own phases with a GPU and a port of its own (online GRPO's evaluations take PORT + 2); fails when either does.
 both() {
-  local rc=0 online_pid half=(bash "$REPO/offline_gpu/gpu_rl.sh")
+  local rc=0 online_pid half=(bash "$REPO/offline_gpu/gpu_rl.sh") gpus
+  IFS=, read -r -a gpus <<< "${CUDA_VISIBLE_DEVICES:-0,1}"
+  ((${#gpus[@]} >= 2)) || { echo "gpu_rl: both needs two GPUs; CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES" >&2; exit 2; }
   embed  # once, before the halves read it
   ((!DRY_RUN)) || half+=(--dry-run)
-  local online=(env CUDA_VISIBLE_DEVICES=1 PORT=$((PORT + 2)) "${half[@]}" "$MODEL_DIR" "$ROOT" online)
-  local fbc=(env CUDA_VISIBLE_DEVICES=0 PORT="$PORT" "${half[@]}" "$MODEL_DIR" "$ROOT" warm fbc)
-  echo "=== both: online GRPO on GPU 1 (log $ROOT/logs/online_gpu.log), the warm start's evaluation and" \
-    "filtered BC on GPU 0 ($ROOT/logs/fbc_gpu.log)"
+  local online=(env CUDA_VISIBLE_DEVICES="${gpus[1]}" PORT=$((PORT + 2)) "${half[@]}" "$MODEL_DIR" "$ROOT" online)
+  local fbc=(env CUDA_VISIBLE_DEVICES="${gpus[0]}" PORT="$PORT" "${half[@]}" "$MODEL_DIR" "$ROOT" warm fbc)
+  echo "=== both: online GRPO on GPU ${gpus[1]} (log $ROOT/logs/online_gpu.log), the warm start's evaluation and" \
+    "filtered BC on GPU ${gpus[0]} ($ROOT/logs/fbc_gpu.log)"
   printf '+'; printf ' %q' "${online[@]}"; printf ' &\n+'; printf ' %q' "${fbc[@]}"; printf '\n'
   if ((DRY_RUN)); then
     "${online[@]}"

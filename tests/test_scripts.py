@@ -750,6 +750,16 @@ def test_gpu_rl_on_two_gpus_gives_each_trainer_a_gpu_of_its_own(tmp_path):
     assert f"+ env CUDA_VISIBLE_DEVICES=0 PORT=30000 {half} warm fbc" == out.splitlines()[2]
     (ppo,) = [line for line in out.splitlines() if "-m verl.trainer.main_ppo" in line]
     assert "actor_rollout_ref.model.path=/models/warm" in ppo
+    # on a larger machine, another pair of GPUs
+    both = ("offline_gpu/gpu_rl.sh", "--dry-run", "/models/raw", str(root), "both")
+    env = {"WARM_MODEL": "/models/warm", "PATH": path}
+    pair = script(*both, CUDA_VISIBLE_DEVICES="2,3", **env)
+    assert pair.returncode == 0, pair.stderr
+    assert "=== both: online GRPO on GPU 3" in pair.stdout
+    assert f"+ env CUDA_VISIBLE_DEVICES=3 PORT=30002 {half} online &" == pair.stdout.splitlines()[1]
+    assert f"+ env CUDA_VISIBLE_DEVICES=2 PORT=30000 {half} warm fbc" == pair.stdout.splitlines()[2]
+    one = script(*both, CUDA_VISIBLE_DEVICES="1", **env)
+    assert one.returncode == 2 and "both needs two GPUs; CUDA_VISIBLE_DEVICES=1" in one.stderr
     # the warm start evaluated on dev and test on GPU 0, then filtered BC from it
     assert "--model /models/warm --temperature 0.7" in out
     assert "--instances test --num-instances 256 -k 4 --label warm" in out
