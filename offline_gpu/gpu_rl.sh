@@ -19,8 +19,10 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
            (32) at RL_LR (1e-4), ONLINE_INSTANCES (16) instances x 2 seats x 8 games a step in two updates,
            clip-higher 0.28; verl validates on the first 64 dev instances every ONLINE_TEST_FREQ (4) steps and
            saves a checkpoint every ONLINE_SAVE_FREQ (2) steps (a step of the 135M model took about 12 s with
-           16 instances, after about 2.5 minutes of start-up: bench/results/fsdp2_h200x2_2026-11-26/); verl is
-           stopped when the budget is spent (its start-up counts). RL_TEMPERATURE (0.7) is the rollout's
+           16 instances, after about 2.5 minutes of start-up: bench/results/fsdp2_h200x2_2026-11-26/), and at
+           every step once the budget's end is a minute and its longest step away (verl's checkpoint before
+           an expiration, told the end through MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP), so the steps
+           after the last regular save are kept; verl is stopped when the budget is spent (its start-up counts). RL_TEMPERATURE (0.7) is the rollout's
            sampling temperature (evaluations stay at 0.7), ROLLOUT_PARTNER_TEMPERATURE the untrained seat's
            (0: greedy; default: the rollout's); ONLINE_ARGS are more verl overrides (Hydra), e.g.
            actor_rollout_ref.actor.entropy_coeff=0.001.
@@ -233,7 +235,7 @@ online() {
     local extra
     read -r -a extra <<< "${ONLINE_ARGS:-}"
     train+=("${extra[@]}")
-    echo "=== online GRPO: ${left} s of GPU time left"
+    echo "=== online GRPO: ${left} s of GPU time left; a checkpoint at every step near the end"
     if [[ $DRY_RUN -eq 1 ]]; then
       "${train[@]}" --dry-run
       return 0
@@ -251,7 +253,9 @@ online() {
       done
     ) &
     poller=$!
-    timeout --kill-after=30 "$left" "${train[@]}" > "$ROOT/logs/online_train.log" 2>&1 || rc=$?
+    # verl's expiration check (should_save_ckpt_esi) saves at each step from a minute plus its longest step before
+    MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP=$((start + left)) \
+      timeout --kill-after=30 "$left" "${train[@]}" > "$ROOT/logs/online_train.log" 2>&1 || rc=$?
     sleep 6
     kill "$poller" 2> /dev/null || true
     echo $((spent + $(date +%s) - start)) > "$d/spent_s"

@@ -839,6 +839,30 @@ online
     ]
 
 
+def test_gpu_rl_tells_verl_when_online_grpos_budget_ends(tmp_path):
+    """verl saves a checkpoint at every step once an expiration is near (should_save_ckpt_esi, read from
+    MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP): the budget's end is that expiration, so the steps after
+    the last regular save are not lost when the budget stops verl."""
+    online = tmp_path / "online"
+    (online / "data").mkdir(parents=True)
+    (online / "data" / "test.parquet").touch()
+    (online / "spent_s").write_text("200\n")  # a resumed run: 400 of its 600 s left
+    (tmp_path / "logs").mkdir()
+    run = f"""
+ROOT={tmp_path} REPO={REPO} DRY_RUN=0 BUDGET_S=600 PY=true VERL_PYTHON=true
+{shell_function("offline_gpu/gpu_rl.sh", "minutes")}
+{shell_function("offline_gpu/gpu_rl.sh", "online")}
+timeout() {{ echo "$MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP $(date +%s) $2" > $ROOT/esi; return 124; }}
+stop_ray() {{ :; }}
+unserve() {{ :; }}
+online
+"""
+    result = subprocess.run(["bash", "-c", run], capture_output=True, text=True, timeout=60)
+    assert "online GRPO finished no checkpoint" in result.stderr  # this stand-in trainer saved none
+    expires, now, limit = map(int, (tmp_path / "esi").read_text().split())
+    assert limit == 400 and abs(expires - (now + 400)) <= 2
+
+
 def test_gpu_lease_keeps_the_compiled_kernels_and_nothing_else(tmp_path):
     """`gpu_lease.sh kernels OUT` packs the first-use compilation caches under $HOME, not models or pip's cache,
     so a later machine can start SGLang without compiling them again."""
