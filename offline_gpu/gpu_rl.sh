@@ -26,8 +26,9 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
            sampling temperature (evaluations stay at 0.7), ROLLOUT_PARTNER_TEMPERATURE the untrained seat's
            (0: greedy; default: the rollout's); ONLINE_ARGS are more verl overrides (Hydra), e.g.
            actor_rollout_ref.actor.entropy_coeff=0.001.
-           Each checkpoint is merged and evaluated on dev at the GPU minute it was saved, the last one first
-           and also on test, so a run cut short still has its result
+           The last checkpoint is merged and evaluated first, on dev and test, so a run cut short still has
+           its result; then each regular one (every ONLINE_SAVE_FREQ steps) on dev at the GPU minute it was
+           saved
   fbc      filtered BC iterations (`selfplay-gen iterate`, TRAINER=filtered-bc, FBC_GAMES (1024) games an
            iteration, LoRA r16 at 1e-3) until the budget is spent, counting each iteration's generation,
            conversion, training and merge, not its evaluations; each iteration's model on dev, the last on test
@@ -277,10 +278,12 @@ online() {
   done < <(cat "$d/checkpoints.tsv" 2> /dev/null)
   ((${#steps[@]})) || { echo "gpu_rl: online GRPO finished no checkpoint in its budget" >&2; exit 1; }
   touch "$d/TRAINED"
-  # the last checkpoint first, on dev and test (the trainer's result), then the earlier ones on dev (the
-  # curve), each merged just before its evaluation: a run cut short still has its result
+  # the last checkpoint first, on dev and test (the trainer's result), then the earlier regular ones on dev
+  # (the curve; not those saved near the budget's end), each merged just before its evaluation: a run cut
+  # short still has its result
   local i last=$((${#steps[@]} - 1))
   for ((i = last; i >= 0; i--)); do
+    ((i == last || steps[i] % ${ONLINE_SAVE_FREQ:-2} == 0)) || continue
     local splits=(dev) hf=$d/step_${steps[$i]}/hf
     ((i < last)) || splits+=(test)
     if [[ ! -e $hf/config.json ]]; then

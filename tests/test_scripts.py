@@ -800,16 +800,16 @@ PORT={b} SERVER=$ROOT/logs/sglang_{b}; serving /models/b && echo b-up; unserve
     assert [line for line in done.stdout.split("\n") if line.endswith(("-up", "-down"))] == ["a-up", "a-down", "b-up"]
 
 
-def test_gpu_rl_evaluates_online_grpos_last_checkpoint_first(tmp_path):
-    """Online GRPO's result is its last finished checkpoint on dev and test; it is merged and evaluated before
-    the earlier checkpoints of the curve, so a machine lost during the evaluations still leaves it."""
+def evaluated_checkpoints(tmp_path, saved: str, latest: str, save_freq: str = "2") -> list[str]:
+    """The merges and evaluations of online GRPO's checkpoints (step<TAB>seconds lines of `saved`, the last one
+    verl finished `latest`), each recorded as a line."""
     online = tmp_path / "online"
     (online / "data").mkdir(parents=True)
     (online / "data" / "test.parquet").touch()
     (online / "TRAINED").touch()
-    (online / "checkpoints.tsv").write_text("4\t300\n8\t360\n12\t420\n")  # 12: cut off by the budget
+    (online / "checkpoints.tsv").write_text(saved)
     (online / "train" / "checkpoints").mkdir(parents=True)
-    (online / "train" / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("8")
+    (online / "train" / "checkpoints" / "latest_checkpointed_iteration.txt").write_text(latest)
     (tmp_path / "logs").mkdir()
     merger = tmp_path / "merger"
     merger.write_text(
@@ -823,7 +823,7 @@ done
     )
     merger.chmod(0o755)
     run = f"""
-ROOT={tmp_path} DRY_RUN=0 BUDGET_S=600 PY=true VERL_PYTHON={merger}
+ROOT={tmp_path} DRY_RUN=0 BUDGET_S=600 PY=true VERL_PYTHON={merger} ONLINE_SAVE_FREQ={save_freq}
 {shell_function("offline_gpu/gpu_rl.sh", "minutes")}
 {shell_function("offline_gpu/gpu_rl.sh", "online")}
 evaluate() {{ echo "evaluate $4 $3 ${{*:6}}" >> $ROOT/calls; }}
@@ -831,9 +831,31 @@ unserve() {{ :; }}
 online
 """
     subprocess.run(["bash", "-c", run], check=True, capture_output=True, text=True, timeout=60)
-    assert (tmp_path / "calls").read_text().splitlines() == [
+    return (tmp_path / "calls").read_text().splitlines()
+
+
+def test_gpu_rl_evaluates_online_grpos_last_checkpoint_first(tmp_path):
+    """Online GRPO's result is its last finished checkpoint on dev and test; it is merged and evaluated before
+    the earlier checkpoints of the curve, so a machine lost during the evaluations still leaves it."""
+    online = tmp_path / "online"
+    assert evaluated_checkpoints(tmp_path, "4\t300\n8\t360\n12\t420\n", "8") == [  # 12: cut off by the budget
         f"merge {online}/step_8/hf",
         f"evaluate online@8 {online}/step_8/hf dev test",
+        f"merge {online}/step_4/hf",
+        f"evaluate online@4 {online}/step_4/hf dev",
+    ]
+
+
+def test_gpu_rl_evaluates_the_checkpoints_saved_near_the_budgets_end_only_as_the_last(tmp_path):
+    """verl saves at every step near the budget's end: the last of those is the result; the others are not
+    points of the curve, whose checkpoints are every ONLINE_SAVE_FREQ steps."""
+    online = tmp_path / "online"
+    saved = "4\t300\n8\t360\n9\t380\n10\t400\n11\t420\n"
+    assert evaluated_checkpoints(tmp_path, saved, "11", save_freq="4") == [
+        f"merge {online}/step_11/hf",
+        f"evaluate online@11 {online}/step_11/hf dev test",
+        f"merge {online}/step_8/hf",
+        f"evaluate online@8 {online}/step_8/hf dev",
         f"merge {online}/step_4/hf",
         f"evaluate online@4 {online}/step_4/hf dev",
     ]
