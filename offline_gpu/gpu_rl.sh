@@ -22,8 +22,9 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
            16 instances, after about 2.5 minutes of start-up: bench/results/fsdp2_h200x2_2026-11-26/), and at
            every step once the budget's end is a minute and its longest step away (verl's checkpoint before
            an expiration, told the end through MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP), so the steps
-           after the last regular save are kept; verl is stopped when the budget is spent (its start-up counts). RL_TEMPERATURE (0.7) is the rollout's
-           sampling temperature (evaluations stay at 0.7), ROLLOUT_PARTNER_TEMPERATURE the untrained seat's
+           after the last regular save are kept; verl is stopped when the budget is spent (its start-up
+           counts). RL_TEMPERATURE (0.7) is the rollout's sampling temperature (evaluations stay at 0.7),
+           ROLLOUT_PARTNER_TEMPERATURE the untrained seat's
            (0: greedy; default: the rollout's); ONLINE_ARGS are more verl overrides (Hydra), e.g.
            actor_rollout_ref.actor.entropy_coeff=0.001.
            The last checkpoint is merged and evaluated first, on dev and test, so a run cut short still has
