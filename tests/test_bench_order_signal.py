@@ -15,6 +15,7 @@ from selfplay_gen.records import read_games
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench" / "analysis" / "order_signal.py"
+bench_modules.load("analysis/exploration.py", "exploration")  # its command line, as the script imports it
 order_signal = bench_modules.load("analysis/order_signal.py", "order_signal")
 
 

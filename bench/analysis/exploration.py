@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -99,19 +100,26 @@ def table(results: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str]) -> None:
+def labelled_runs(argv: list[str], doc: str, name: str, summarise: Callable, table: Callable[[dict], str]) -> None:
+    """The command line of this and order_signal.py: `OUT LABEL=GAMES...`, each games path summarised with one
+    seeded generator for the bootstrap, into OUT/NAME.json and the table OUT/NAME.md (also printed); `doc`, the
+    script's usage, when the arguments are not that."""
     if len(argv) < 2 or any("=" not in arg for arg in argv[1:]):
-        raise SystemExit(__doc__)
+        raise SystemExit(doc)
     out = Path(argv[0])
     rng = np.random.default_rng(0)
     results = {}
     for arg in argv[1:]:
         label, path = arg.split("=", 1)
-        results[label] = summary(games_of(Path(path)), rng)
+        results[label] = summarise(Path(path), rng)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "exploration.json").write_text(json.dumps(results, indent=1) + "\n")
-    (out / "exploration.md").write_text(table(results))
+    (out / f"{name}.json").write_text(json.dumps(results, indent=1) + "\n")
+    (out / f"{name}.md").write_text(table(results))
     print(table(results))
+
+
+def main(argv: list[str]) -> None:
+    labelled_runs(argv, __doc__ or "", "exploration", lambda path, rng: summary(games_of(path), rng), table)
 
 
 if __name__ == "__main__":

@@ -16,12 +16,12 @@ eight reviewers are counted and left out. Writes OUT_DIR/order_signal.{json,md}.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from exploration import labelled_runs
 from scipy.stats import kendalltau, spearmanr
 
 from selfplay_gen.evaluation.metrics import mean_interval
@@ -103,18 +103,7 @@ def table(results: dict[str, dict]) -> str:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) < 2 or any("=" not in arg for arg in argv[1:]):
-        raise SystemExit(__doc__)
-    out = Path(argv[0])
-    rng = np.random.default_rng(0)
-    results = {}
-    for arg in argv[1:]:
-        label, path = arg.split("=", 1)
-        results[label] = summary(*games_of(Path(path)), rng)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "order_signal.json").write_text(json.dumps(results, indent=1) + "\n")
-    (out / "order_signal.md").write_text(table(results))
-    print(table(results))
+    labelled_runs(argv, __doc__ or "", "order_signal", lambda path, rng: summary(*games_of(path), rng), table)
 
 
 if __name__ == "__main__":
