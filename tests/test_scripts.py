@@ -885,6 +885,24 @@ online
     assert limit == 400 and abs(expires - (now + 400)) <= 2
 
 
+def test_verl_saves_before_the_expiration_gpu_rl_gives_it(monkeypatch):
+    """The contract gpu_rl.sh relies on: verl's trainer loop asks should_save_ckpt_esi at every step, and that
+    reads MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP: a save once the end is within a minute and the
+    longest step so far, none before, none before a step's duration is known."""
+    import inspect
+    import time
+
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+    from verl.utils.checkpoint.checkpoint_manager import should_save_ckpt_esi
+
+    assert "should_save_ckpt_esi(" in inspect.getsource(RayPPOTrainer.fit)
+    monkeypatch.setenv("MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP", str(time.time() + 100))
+    assert should_save_ckpt_esi(max_steps_duration=69)
+    assert not should_save_ckpt_esi(max_steps_duration=0)
+    monkeypatch.setenv("MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP", str(time.time() + 1000))
+    assert not should_save_ckpt_esi(max_steps_duration=69)
+
+
 def test_gpu_lease_keeps_the_compiled_kernels_and_nothing_else(tmp_path):
     """`gpu_lease.sh kernels OUT` packs the first-use compilation caches under $HOME, not models or pip's cache,
     so a later machine can start SGLang without compiling them again."""
