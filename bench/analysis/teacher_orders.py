@@ -7,10 +7,10 @@ decides the plan. Per instance (development seeds from 10**9, or the 134 human i
 the proposer knows after the teacher's first message (both views, its own value where both see a
 cell): the fixed order the records plan uses, random orders (their mean, and the best of 4 and of 8:
 a GRPO group's best), two ordering rules a model could learn (the reviewer with the highest known
-value first; the largest gap between a reviewer's best and second-best value first), the best of every
-97th of the 8! orders, by-score, and the two plans drawn with noise (ranked-records, the first rule
-with noise; sampled-by-score, by-score with noise: their mean, and the best of 4 and of 8); then each
-noisy plan over a grid of noise scales. Writes OUT_DIR/teacher_orders_{dev|human}.{json,md}.
+value first, or only the first 1-3 places of that ranking; the largest gap between a reviewer's best
+and second-best value first), the best of every 97th of the 8! orders, by-score, and the two plans
+drawn with noise (ranked-records, the first rule with noise; sampled-by-score, by-score with noise:
+their mean, and the best of 4 and of 8); then each noisy plan over a grid of noise scales. Writes OUT_DIR/teacher_orders_{dev|human}.{json,md}.
 """
 
 from __future__ import annotations
@@ -56,6 +56,13 @@ NOISY_PLANS: dict[str, tuple[Callable[[list[dict[int, int]], float, np.random.Ge
 }
 
 
+def top_first(known: list[dict[int, int]], k: int) -> list[int]:
+    """The `k` reviewers of highest known value first (highest first), then the others in table order: how much
+    of the ranking's worth lies in its first places, which a plan could write out alone."""
+    top = [r for r in ranked_order(known, np.zeros(len(REVIEWERS))) if known[r]][:k]
+    return top + [r for r in range(len(REVIEWERS)) if r not in top]
+
+
 def rewards(
     instance: Instance, rng: np.random.Generator, noise_rngs: dict[str, np.random.Generator]
 ) -> dict[str, float]:
@@ -78,6 +85,7 @@ def rewards(
         "random orders, best of 4": max(shuffled[:4]),
         "random orders, best of 8": max(shuffled),
         "highest known value first": ranked(lambda values: values[0] if values else -1),
+        **{f"the {k} of highest known value first, then table order": by_order(top_first(known, k)) for k in (1, 2, 3)},
         "largest gap to the second-best first": ranked(lambda values: (values + [0, 0])[0] - (values + [0, 0])[1]),
         f"best of every {EVERY_NTH_ORDER}th order": max(by_order(order) for order in every),
         "by-score": instance.normalized(score(instance, completed(by_score))),
