@@ -36,6 +36,14 @@ async def test_a_shuffled_game_scores_its_orders_plan():
         assert instance.normalized(raw) == game["outcome"]["normalized_reward"]
 
 
+def test_the_first_places_of_the_ranking_then_table_order():
+    known: list[dict[int, int]] = [{} for _ in range(8)]
+    known[1], known[4], known[6], known[7] = {0: 50}, {2: 90}, {3: 70}, {1: 90}  # 4 and 7 tie: table order
+    assert teacher_orders.top_first(known, 1) == [4, 0, 1, 2, 3, 5, 6, 7]
+    assert teacher_orders.top_first(known, 3) == [4, 7, 6, 0, 1, 2, 3, 5]
+    assert teacher_orders.top_first(known, 8) == [4, 7, 6, 1, 0, 2, 3, 5]  # the ones with no known cell last
+
+
 def test_the_report_names_every_plan(tmp_path):
     teacher_orders.main([str(tmp_path), "dev", "6"])
     summary = json.loads((tmp_path / "teacher_orders_dev.json").read_text())
