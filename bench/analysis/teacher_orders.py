@@ -10,7 +10,8 @@ a GRPO group's best), two ordering rules a model could learn (the reviewer with 
 value first, or only the first 1-3 places of that ranking; the largest gap between a reviewer's best
 and second-best value first), the best of every 97th of the 8! orders, by-score, and the two plans
 drawn with noise (ranked-records, the first rule with noise; sampled-by-score, by-score with noise:
-their mean, and the best of 4 and of 8); then each noisy plan over a grid of noise scales. Writes OUT_DIR/teacher_orders_{dev|human}.{json,md}.
+their mean, and the best of 4 and of 8); then each noisy plan over a grid of noise scales.
+Writes OUT_DIR/teacher_orders_{dev|human}.{json,md}.
 """
 
 from __future__ import annotations
