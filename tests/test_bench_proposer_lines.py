@@ -41,6 +41,7 @@ def test_teacher_games_have_no_faulty_line(tmp_path, plan):
     assert report == analyse(str(games))
     assert report["games_with_a_proposal_turn"] == 8 and report["reasoning_lines"] == 64
     assert report["line_errors"] == {}
+    assert report["lines_with_an_error_by_place"] == {str(place): 0.0 for place in range(1, 9)}
     assert report["model_reward_accepted"] == report["teacher_on_same_dialogues"] > 0.6
 
 
@@ -56,6 +57,13 @@ def test_faulty_lines_are_counted_by_kind():
     assert errors["picks other than the best free paper"] == 2  # Daniel Nguyen's best free paper is then Electra
     errors = check_lines("Ava Li: BLEU 50, Electra 70 -> Electra\nDaniel Nguyen: Electra 90 -> Electra", own, told)
     assert errors["lists a taken paper"] == 1 and errors["misses a free cell"] == 1
+    # line by line, in order: the second line's errors follow from the paper the first one took
+    late = "Ava Li: BLEU 50, Electra 70 -> Electra\nsomething else\nDaniel Nguyen: Electra 90 -> Electra"
+    assert proposer_lines.line_errors(late, own, told) == [
+        set(),
+        {"unreadable line"},
+        {"lists a taken paper", "misses a free cell", "picks other than the best free paper"},
+    ]
 
 
 def test_line_order_reads_whether_the_reviewers_come_highest_first():

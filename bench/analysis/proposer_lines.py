@@ -39,16 +39,16 @@ ORDER_LINE = re.compile(r"^(?:Order|\d+): .*$", re.M)
 CELL = re.compile(r"(?:^|, )(\S+) (\d+)")
 
 
-def check_lines(text: str, own: list[list[int | None]], told: dict[int, dict[int, int]]) -> Counter:
-    """Error classes of one proposer turn's reasoning lines (a line may have several)."""
-    errors: Counter = Counter()
+def line_errors(text: str, own: list[list[int | None]], told: dict[int, dict[int, int]]) -> list[set[str]]:
+    """The error classes of each of one proposer turn's reasoning lines, in order (a line may have several,
+    an unreadable one only that); each check knows the papers the lines before it took."""
+    found: list[set[str]] = []
     taken: set[int] = set()
     for line in text.strip().splitlines():
         m = LINE.match(line.strip())
         if not m or m["name"] not in REVIEWERS:
-            errors["unreadable line"] += 1
+            found.append({"unreadable line"})
             continue
-        errors["lines"] += 1
         r = REVIEWERS.index(m["name"])
         known = dict(told[r]) | {p: v for p, v in enumerate(own[r]) if v is not None}
         free = {p: known[p] for p in sorted(known) if p not in taken}  # ties go to the first paper, as the teacher
@@ -62,9 +62,19 @@ def check_lines(text: str, own: list[list[int | None]], told: dict[int, dict[int
             "picks other than the largest of its list": bool(listed) and pick != max(listed, key=listed.__getitem__),
             "picks other than the best free paper": bool(free) and pick != max(free, key=free.__getitem__),
         }
-        errors.update(name for name, failed in checks.items() if failed)
+        found.append({name for name, failed in checks.items() if failed})
         if pick is not None:
             taken.add(pick)
+    return found
+
+
+def check_lines(text: str, own: list[list[int | None]], told: dict[int, dict[int, int]]) -> Counter:
+    """Error classes of one proposer turn's reasoning lines (a line may have several), with `lines`, the
+    readable lines."""
+    errors: Counter = Counter()
+    for found in line_errors(text, own, told):
+        errors.update(found)
+        errors["lines"] += "unreadable line" not in found
     return errors
 
 
@@ -90,6 +100,7 @@ def line_order(text: str, known: list[dict[int, int]]) -> tuple[float, bool] | N
 
 def analyse(path: str, plan: str = TeacherPlayer.DEFAULT_PLAN, seed: int = 0) -> dict:
     errors: Counter = Counter()
+    by_place: defaultdict[int, list[bool]] = defaultdict(list)  # per line's place in its turn: whether it erred
     model, teacher, orders = [], [], []
     rng = np.random.default_rng(seed)  # the replay's draws, for the plans that draw
     for line in open(path):
@@ -105,7 +116,10 @@ def analyse(path: str, plan: str = TeacherPlayer.DEFAULT_PLAN, seed: int = 0) ->
             told[r][p] = v
         own = instance.view(1)
         reasoning = pick_lines(turns[0].split("[propose]")[0])
-        errors += check_lines(reasoning, own, told)
+        for place, found in enumerate(line_errors(reasoning, own, told)):
+            errors.update(found)
+            errors["lines"] += "unreadable line" not in found
+            by_place[place].append(bool(found))
         known = [dict(told[r]) | {p: v for p, v in enumerate(row) if v is not None} for r, row in enumerate(own)]
         if (order := line_order(reasoning, known)) is not None:
             orders.append(order)
@@ -127,6 +141,9 @@ def analyse(path: str, plan: str = TeacherPlayer.DEFAULT_PLAN, seed: int = 0) ->
         "teacher_on_same_dialogues": float(np.mean(teacher)) if teacher else None,
         "reasoning_lines": lines,
         "line_errors": {k: {"lines": v, "share": v / lines} for k, v in errors.most_common()} if lines else {},
+        # the share of lines with any error by their place in the turn: errors that grow along a turn tell a
+        # model whose copying degrades with the length of what it has written
+        "lines_with_an_error_by_place": {str(p + 1): float(np.mean(by_place[p])) for p in sorted(by_place)},
         "line_order": {
             "turns": len(orders),
             "rank_correlation_with_highest_known_value": float(np.mean(rho)) if orders else None,
