@@ -43,8 +43,8 @@ def prefix(known: list[dict[int, int]]) -> str:
 def ending(known: list[dict[int, int]], fmt: str) -> str:
     """The order the model learns to write: one line, or with `chains` the chained plan's line a place."""
     if fmt == "chains":
-        return "".join(line + "\n" for line in TeacherPlayer._chained(known)[len(TeacherPlayer._highest(known)) :])
-    line = TeacherPlayer._sorted(known, ranked_order(known, np.zeros(len(REVIEWERS))))[-1]
+        return "".join(line + "\n" for line in TeacherPlayer._places(known))
+    line = TeacherPlayer._order_line(known, ranked_order(known, np.zeros(len(REVIEWERS))))
     return (line if fmt == "sorted" else re.sub(r" \d+", "", line)) + "\n"
 
 

@@ -30,7 +30,7 @@ from scipy.stats import spearmanr
 from selfplay_gen.games.matching import prompts
 from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance, score
 from selfplay_gen.games.matching.moves import InvalidMove, parse_move
-from selfplay_gen.games.matching.scripted import TeacherPlayer
+from selfplay_gen.games.matching.scripted import HIGHEST_HEADER, TeacherPlayer
 
 # `Name: cells -> PICK`, or with the running maximum's records (by-reviewer-records): `Name: cells | records -> PICK`
 LINE = re.compile(r"(?P<name>[A-Z][a-z]+ [A-Z][a-z]+): (?P<cells>[^|]*?)(?: \| (?P<records>.*))? -> (?P<pick>\S+)$")
@@ -68,20 +68,25 @@ def line_errors(text: str, own: list[list[int | None]], told: dict[int, dict[int
     return found
 
 
-def check_lines(text: str, own: list[list[int | None]], told: dict[int, dict[int, int]]) -> Counter:
-    """Error classes of one proposer turn's reasoning lines (a line may have several), with `lines`, the
-    readable lines."""
+def count_errors(lines: list[set[str]]) -> Counter:
+    """The error classes of `line_errors`' lines counted, with `lines`, the readable lines."""
     errors: Counter = Counter()
-    for found in line_errors(text, own, told):
+    for found in lines:
         errors.update(found)
         errors["lines"] += "unreadable line" not in found
     return errors
 
 
+def check_lines(text: str, own: list[list[int | None]], told: dict[int, dict[int, int]]) -> Counter:
+    """Error classes of one proposer turn's reasoning lines (a line may have several), with `lines`, the
+    readable lines."""
+    return count_errors(line_errors(text, own, told))
+
+
 def pick_lines(reasoning: str) -> str:
     """The reviewer lines of a proposer's reasoning: with the sorted or chained plan's working before them
     (its highest values, then its `Order:` line or its numbered places), what follows the working's last line."""
-    if not reasoning.lstrip().startswith("Highest known values:"):
+    if not reasoning.lstrip().startswith(HIGHEST_HEADER):
         return reasoning
     ends = list(ORDER_LINE.finditer(reasoning))
     return reasoning[ends[-1].end() :].lstrip("\n") if ends else reasoning
@@ -116,10 +121,10 @@ def analyse(path: str, plan: str = TeacherPlayer.DEFAULT_PLAN, seed: int = 0) ->
             told[r][p] = v
         own = instance.view(1)
         reasoning = pick_lines(turns[0].split("[propose]")[0])
-        for place, found in enumerate(line_errors(reasoning, own, told)):
-            errors.update(found)
-            errors["lines"] += "unreadable line" not in found
-            by_place[place].append(bool(found))
+        found = line_errors(reasoning, own, told)
+        errors += count_errors(found)
+        for place, line in enumerate(found):
+            by_place[place].append(bool(line))
         known = [dict(told[r]) | {p: v for p, v in enumerate(row) if v is not None} for r, row in enumerate(own)]
         if (order := line_order(reasoning, known)) is not None:
             orders.append(order)

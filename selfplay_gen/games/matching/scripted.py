@@ -190,8 +190,8 @@ class TeacherPlayer(Player):
         elif self.plan in ("sorted-records", "chained-records"):
             order = ranked_order(known, np.zeros(len(REVIEWERS)))
             lines, picks = self._by_reviewer(known, records=True, order=order)
-            working = self._sorted(known, order) if self.plan == "sorted-records" else self._chained(known)
-            lines = working + lines
+            ordering = [self._order_line(known, order)] if self.plan == "sorted-records" else self._places(known)
+            lines = self._highest(known) + ordering + lines
         else:
             order = self.order if self.reviewer_noise is None else ranked_order(known, self.reviewer_noise)
             records = self.plan != "by-reviewer"
@@ -221,31 +221,30 @@ class TeacherPlayer(Player):
 
     @staticmethod
     def _highest(known: list[dict[int, int]]) -> list[str]:
-        """Each reviewer's highest known value as the records of its known cells in paper order (`Ava Li:
-        GLUE 421 < QuAC 779`): the values the sorted and chained plans order the reviewers by."""
+        """The sorted and chained plans' working up to their order: each reviewer's highest known value as the
+        records of its known cells in paper order (`Ava Li: GLUE 421 < QuAC 779`), the values they order by."""
         rows = [f"{REVIEWERS[r]}: {render_records(sorted(cells.items()))}" for r, cells in enumerate(known) if cells]
-        return ["Highest known values:", *rows]
+        return [HIGHEST_HEADER, *rows]
 
-    @classmethod
-    def _sorted(cls, known: list[dict[int, int]], order: Sequence[int]) -> list[str]:
-        """The sorted plan's working before its picks: the highest known values, then the reviewers with a
-        known cell in `order` beside those values (`Order: Noah Wilson 931 > Ava Li 779`)."""
-        line = "Order: " + " > ".join(f"{REVIEWERS[r]} {max(known[r].values())}" for r in order if known[r])
-        return [*cls._highest(known), line]
+    @staticmethod
+    def _order_line(known: list[dict[int, int]], order: Sequence[int]) -> str:
+        """The sorted plan's order after its highest known values: the reviewers with a known cell in `order`
+        beside those values (`Order: Noah Wilson 931 > Ava Li 779`)."""
+        return "Order: " + " > ".join(f"{REVIEWERS[r]} {max(known[r].values())}" for r in order if known[r])
 
-    @classmethod
-    def _chained(cls, known: list[dict[int, int]]) -> list[str]:
-        """The chained plan's working before its picks: the highest known values, then one line per place
-        but the last, the records of those values over the reviewers with a known cell not yet placed, in
-        table order (`1: Ava Li 779 < Noah Wilson 931`); the last record takes the place, so the places
-        follow `ranked_order` without noise (equal values: the first in table order)."""
+    @staticmethod
+    def _places(known: list[dict[int, int]]) -> list[str]:
+        """The chained plan's order after its highest known values: one line per place but the last, the
+        records of those values over the reviewers with a known cell not yet placed, in table order (`1: Ava
+        Li 779 < Noah Wilson 931`); the last record takes the place, so the places follow `ranked_order`
+        without noise (equal values: the first in table order)."""
         tops = {r: max(cells.values()) for r, cells in enumerate(known) if cells}
         places: list[str] = []
         while len(tops) > 1:
             chain = running_records(list(tops.items()))
             places.append(f"{len(places) + 1}: " + " < ".join(f"{REVIEWERS[r]} {v}" for r, v in chain))
             del tops[chain[-1][0]]
-        return cls._highest(known) + places
+        return places
 
     @staticmethod
     def _by_score(known: list[dict[int, int]], noise: np.ndarray | None = None) -> tuple[list[str], dict[int, int]]:
@@ -268,6 +267,10 @@ class TeacherPlayer(Player):
 
     def log(self) -> dict:
         return {**super().log(), "policy": "teacher"}
+
+
+# the first line of the sorted and chained plans' working before their picks
+HIGHEST_HEADER = "Highest known values:"
 
 
 def known_cells(instance: Instance) -> list[dict[int, int]]:
