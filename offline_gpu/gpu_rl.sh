@@ -17,13 +17,13 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
            a warm start on a teacher plan with long turns (selfplay-gen iterate --help, --teacher-plan)
   online   online GRPO (verl's self-play loop, `selfplay-gen train --mode online`), LoRA rank RL_LORA_RANK
            (32) at RL_LR (1e-4), ONLINE_INSTANCES (16) instances x 2 seats x 8 games a step in two updates,
-           clip-higher 0.28; verl validates on the first 64 dev instances every ONLINE_TEST_FREQ (4) steps and
-           saves a checkpoint every ONLINE_SAVE_FREQ (2) steps (a step of the 135M model took about 12 s with
-           16 instances, after about 2.5 minutes of start-up: bench/results/fsdp2_h200x2_2026-11-26/), and at
-           every step once the budget's end is a minute and its longest step away (verl's checkpoint before
-           an expiration, told the end through MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP), so the steps
-           after the last regular save are kept; verl is stopped when the budget is spent (its start-up
-           counts). RL_TEMPERATURE (0.7) is the rollout's sampling temperature (evaluations stay at 0.7),
+           clip-higher 0.28; verl validates on the first 64 dev instances every ONLINE_TEST_FREQ (4) steps
+           (a step of the 135M model took about 12 s with 16 instances, after about 2.5 minutes of start-up:
+           bench/results/fsdp2_h200x2_2026-11-26/). verl saves every step; kept are the regular checkpoints,
+           every ONLINE_SAVE_FREQ (2) steps, and the newest, so the steps after the last regular one are not
+           lost when the budget stops verl (its start-up counts). verl runs in a Ray of its own (RAY_TMPDIR
+           /tmp/ray_PORT), stopped alone: another run's Ray on the machine lives on.
+           RL_TEMPERATURE (0.7) is the rollout's sampling temperature (evaluations stay at 0.7),
            ROLLOUT_PARTNER_TEMPERATURE the untrained seat's
            (0: greedy; default: the rollout's); ONLINE_ARGS are more verl overrides (Hydra), e.g.
            actor_rollout_ref.actor.entropy_coeff=0.001.
@@ -198,10 +198,30 @@ gpu_idle() {
   done
 }
 
-# stop_ray: verl's Ray processes outlive a stopped trainer; stop them so the GPU is free.
+# this run's Ray (its own temporary directory, short: Ray's socket paths are limited to 107 bytes), so stopping
+# it leaves the Ray of a run on another GPU alone
+RAY_DIR=/tmp/ray_$PORT
+
+# stop_ray: verl's Ray processes, and the engines they started, outlive a stopped trainer: every process whose
+# environment names this run's Ray directory is stopped, so the GPU is free.
 stop_ray() {
-  [[ $DRY_RUN -eq 1 ]] || "$VERL_PYTHON" -m ray.scripts.scripts stop --force > /dev/null 2>&1 || true
+  [[ $DRY_RUN -eq 0 ]] || return 0
+  grep -lzx "RAY_TMPDIR=$RAY_DIR" /proc/[0-9]*/environ 2> /dev/null | cut -d/ -f3 | xargs -r kill -9 2> /dev/null || true
   gpu_idle
+}
+
+# checkpoints_seen SECOND: online GRPO's checkpoints not yet noted, each with the GPU second it was seen at
+# (ROOT/online/checkpoints.tsv). verl saves every step; kept are the regular ones (every ONLINE_SAVE_FREQ
+# steps: the curve's) and the newest finished one (the result, when the budget stops verl).
+checkpoints_seen() {
+  local d=$ROOT/online ck step latest
+  latest=$(cat "$d/train/checkpoints/latest_checkpointed_iteration.txt" 2> /dev/null || echo 0)
+  for ck in "$d"/train/checkpoints/global_step_*; do
+    [[ -d $ck ]] || continue
+    step=${ck##*_}
+    grep -q "^$step"$'\t' "$d/checkpoints.tsv" 2> /dev/null || printf '%s\t%s\n' "$step" "$1" >> "$d/checkpoints.tsv"
+    ((step % ${ONLINE_SAVE_FREQ:-2} == 0 || step >= latest)) || rm -rf "$ck"
+  done
 }
 
 # embed: the embedded warm start folded into MODEL_DIR as ROOT/embedded, once, unless WARM_MODEL names another.
@@ -228,16 +248,16 @@ online() {
   [[ $DRY_RUN -eq 1 ]] || spent=$(cat "$d/spent_s" 2> /dev/null || echo 0)
   left=$((BUDGET_S - spent))
   if [[ ! -e $d/TRAINED ]] && ((left > 60)); then
-    local train=(env MODE=online MODEL_PATH="$WARM" TRAIN_FILES="$d/data/train.parquet"
+    local train=(env RAY_TMPDIR="$RAY_DIR" MODE=online MODEL_PATH="$WARM" TRAIN_FILES="$d/data/train.parquet"
       VAL_FILES="$d/data/test.parquet" OUT_DIR="$d/train" TRAIN_BATCH_SIZE="$instances"
       MINI_BATCH_SIZE=$((instances / 2)) ROLLOUT_N=8
-      TOTAL_STEPS="$steps" EPOCHS="$epochs" SAVE_FREQ="${ONLINE_SAVE_FREQ:-2}" TEST_FREQ="${ONLINE_TEST_FREQ:-4}"
+      TOTAL_STEPS="$steps" EPOCHS="$epochs" SAVE_FREQ=1 TEST_FREQ="${ONLINE_TEST_FREQ:-4}"
       LORA_RANK="${RL_LORA_RANK:-32}" LR="${RL_LR:-1e-4}" CLIP_RATIO_HIGH=0.28 "LOGGER=console,tensorboard"
       TEMPERATURE="${RL_TEMPERATURE:-0.7}" EXPERIMENT=online_grpo_lora "$REPO/run_selfplay_training.sh")
     local extra
     read -r -a extra <<< "${ONLINE_ARGS:-}"
     train+=("${extra[@]}")
-    echo "=== online GRPO: ${left} s of GPU time left; a checkpoint at every step near the end"
+    echo "=== online GRPO: ${left} s of GPU time left; a checkpoint every step, the newest and every ${ONLINE_SAVE_FREQ:-2}th kept"
     if [[ $DRY_RUN -eq 1 ]]; then
       "${train[@]}" --dry-run
       return 0
@@ -246,20 +266,15 @@ online() {
     start=$(date +%s)
     (
       while sleep 5; do
-        for ck in "$d"/train/checkpoints/global_step_*; do
-          [[ -d $ck ]] || continue
-          grep -q "^${ck##*_}"$'\t' "$d/checkpoints.tsv" 2> /dev/null \
-            || printf '%s\t%s\n' "${ck##*_}" $((spent + $(date +%s) - start)) >> "$d/checkpoints.tsv"
-        done
+        checkpoints_seen $((spent + $(date +%s) - start))
         echo $((spent + $(date +%s) - start)) > "$d/spent_s"
       done
     ) &
     poller=$!
-    # verl's expiration check (should_save_ckpt_esi) saves at each step from a minute plus its longest step before
-    MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP=$((start + left)) \
-      timeout --kill-after=30 "$left" "${train[@]}" > "$ROOT/logs/online_train.log" 2>&1 || rc=$?
-    sleep 6
+    mkdir -p "$RAY_DIR"
+    timeout --kill-after=30 "$left" "${train[@]}" > "$ROOT/logs/online_train.log" 2>&1 || rc=$?
     kill "$poller" 2> /dev/null || true
+    checkpoints_seen $((spent + $(date +%s) - start))
     echo $((spent + $(date +%s) - start)) > "$d/spent_s"
     stop_ray
     # 124/137: the budget ran out (the point of the phase); anything else is a failure

@@ -685,7 +685,7 @@ def test_gpu_rl_trains_both_trainers_from_one_warm_start_and_evaluates_on_dev_an
         "actor_rollout_ref.actor.optim.lr=1e-4",
         f"data.val_files={root}/online/data/test.parquet",
         "trainer.test_freq=4",
-        "trainer.save_freq=2",
+        "trainer.save_freq=1",  # every step: gpu_rl keeps the regular ones and the newest
     ):
         assert override in ppo, override
     assert f"init --num-train 4096 --num-test 64 --seed 1000000 --out-dir {root}/online/data" in out
@@ -847,7 +847,7 @@ def test_gpu_rl_evaluates_online_grpos_last_checkpoint_first(tmp_path):
 
 
 def test_gpu_rl_evaluates_the_checkpoints_saved_near_the_budgets_end_only_as_the_last(tmp_path):
-    """verl saves at every step near the budget's end: the last of those is the result; the others are not
+    """verl saves every step: the newest checkpoint is the result; the others between the regular ones are not
     points of the curve, whose checkpoints are every ONLINE_SAVE_FREQ steps."""
     online = tmp_path / "online"
     saved = "4\t300\n8\t360\n9\t380\n10\t400\n11\t420\n"
@@ -861,46 +861,81 @@ def test_gpu_rl_evaluates_the_checkpoints_saved_near_the_budgets_end_only_as_the
     ]
 
 
-def test_gpu_rl_tells_verl_when_online_grpos_budget_ends(tmp_path):
-    """verl saves a checkpoint at every step once an expiration is near (should_save_ckpt_esi, read from
-    MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP): the budget's end is that expiration, so the steps after
-    the last regular save are not lost when the budget stops verl."""
+def test_gpu_rl_runs_online_grpo_in_a_ray_of_its_own_saving_every_step(tmp_path):
+    """verl gets the budget left, a Ray directory named by the run's port (stopped alone later), and a save
+    at every step, so the budget's end loses no step."""
     online = tmp_path / "online"
     (online / "data").mkdir(parents=True)
     (online / "data" / "test.parquet").touch()
     (online / "spent_s").write_text("200\n")  # a resumed run: 400 of its 600 s left
     (tmp_path / "logs").mkdir()
     run = f"""
-ROOT={tmp_path} REPO={REPO} DRY_RUN=0 BUDGET_S=600 PY=true VERL_PYTHON=true
+ROOT={tmp_path} REPO={REPO} DRY_RUN=0 BUDGET_S=600 PY=true VERL_PYTHON=true PORT=30004
 {shell_function("offline_gpu/gpu_rl.sh", "minutes")}
+{shell_function("offline_gpu/gpu_rl.sh", "checkpoints_seen")}
 {shell_function("offline_gpu/gpu_rl.sh", "online")}
-timeout() {{ echo "$MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP $(date +%s) $2" > $ROOT/esi; return 124; }}
+RAY_DIR=/tmp/ray_$PORT
+timeout() {{ echo "$*" > $ROOT/trainer; return 124; }}
 stop_ray() {{ :; }}
 unserve() {{ :; }}
 online
 """
     result = subprocess.run(["bash", "-c", run], capture_output=True, text=True, timeout=60)
     assert "online GRPO finished no checkpoint" in result.stderr  # this stand-in trainer saved none
-    expires, now, limit = map(int, (tmp_path / "esi").read_text().split())
-    assert limit == 400 and abs(expires - (now + 400)) <= 2
+    limit, *command = (tmp_path / "trainer").read_text().split()[1:]
+    assert limit == "400"
+    assert command[:2] == ["env", "RAY_TMPDIR=/tmp/ray_30004"] and "SAVE_FREQ=1" in command
 
 
-def test_verl_saves_before_the_expiration_gpu_rl_gives_it(monkeypatch):
-    """The contract gpu_rl.sh relies on: verl's trainer loop asks should_save_ckpt_esi at every step, and that
-    reads MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP: a save once the end is within a minute and the
-    longest step so far, none before, none before a step's duration is known."""
-    import inspect
-    import time
+def test_gpu_rl_keeps_the_regular_checkpoints_and_the_newest(tmp_path):
+    """verl saves every step: the steps every ONLINE_SAVE_FREQ (the curve's) and the newest finished one (the
+    result) stay, with one being written; the others are removed once a later one is finished. Every
+    checkpoint is noted once, with the GPU second it was first seen at."""
+    checkpoints = tmp_path / "online" / "train" / "checkpoints"
+    for step in range(1, 8):
+        (checkpoints / f"global_step_{step}" / "actor").mkdir(parents=True)
+    (checkpoints / "latest_checkpointed_iteration.txt").write_text("6")  # step 7 is being written
+    (tmp_path / "online" / "checkpoints.tsv").write_text("1\t100\n")
+    run = f"""
+ROOT={tmp_path} ONLINE_SAVE_FREQ=4
+{shell_function("offline_gpu/gpu_rl.sh", "checkpoints_seen")}
+checkpoints_seen 300
+checkpoints_seen 305
+"""
+    subprocess.run(["bash", "-c", run], check=True, capture_output=True, text=True, timeout=60)
+    assert sorted(path.name for path in checkpoints.glob("global_step_*")) == [
+        "global_step_4",
+        "global_step_6",
+        "global_step_7",
+    ]
+    noted = (tmp_path / "online" / "checkpoints.tsv").read_text().splitlines()
+    assert noted == ["1\t100"] + [f"{step}\t300" for step in range(2, 8)]
 
-    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
-    from verl.utils.checkpoint.checkpoint_manager import should_save_ckpt_esi
 
-    assert "should_save_ckpt_esi(" in inspect.getsource(RayPPOTrainer.fit)
-    monkeypatch.setenv("MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP", str(time.time() + 100))
-    assert should_save_ckpt_esi(max_steps_duration=69)
-    assert not should_save_ckpt_esi(max_steps_duration=0)
-    monkeypatch.setenv("MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP", str(time.time() + 1000))
-    assert not should_save_ckpt_esi(max_steps_duration=69)
+def test_gpu_rl_stops_its_own_ray_and_leaves_another_runs(tmp_path):
+    """Two runs on one machine each have a Ray: stopping one run's stops every process whose environment names
+    its Ray directory (verl's workers, the engines they started) and none of the other's."""
+    started = {}
+    for port in (39001, 39002):
+        env = {**os.environ, "RAY_TMPDIR": f"/tmp/ray_{port}"}
+        started[port] = subprocess.Popen(["sleep", "60"], env=env)
+    run = f"""
+DRY_RUN=0 PORT=39001
+{shell_function("offline_gpu/gpu_rl.sh", "gpu_idle")}
+RAY_DIR=/tmp/ray_$PORT
+{shell_function("offline_gpu/gpu_rl.sh", "stop_ray")}
+stop_ray
+"""
+    try:
+        subprocess.run(
+            ["bash", "-c", run], check=True, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"}
+        )
+        assert started[39001].wait(timeout=10) == -9
+        assert started[39002].poll() is None
+    finally:
+        for process in started.values():
+            process.kill()
+            process.wait()
 
 
 def test_gpu_lease_keeps_the_compiled_kernels_and_nothing_else(tmp_path):
