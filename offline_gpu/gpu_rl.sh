@@ -11,7 +11,9 @@ Usage: offline_gpu/gpu_rl.sh [--dry-run] [--detach] [--help] MODEL_DIR ROOT [PHA
 On a GPU machine (after `source offline_gpu/gpu_setup.sh`, so MODEL_DIR is $MODEL, the raw
 SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time from the same warm start:
   warm     ROOT/embedded: the embedded warm start (selfplay_gen/data/warm_start) folded into MODEL_DIR,
-           evaluated on dev (64 x 8) and test (256 x 4): the curves' point at minute 0. WARM_MODEL, a
+           evaluated on dev (64 x 8) and the final splits, FINAL_SPLITS ("test": 256 x 4; "test human" adds
+           the 134 human instances x HUMAN_GAMES (2), a larger model's target): the curves' point at minute
+           0, as every trainer's last model is read. WARM_MODEL, a
            model directory (another warm start, e.g. a `gpu_learning.sh` run's ROOT/NAME/warm/train/hf),
            takes the embedded one's place; MAX_NEW_TOKENS (512) a turn in every game and rollout, more for
            a warm start on a teacher plan with long turns (selfplay-gen iterate --help, --teacher-plan)
@@ -27,12 +29,13 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
            ROLLOUT_PARTNER_TEMPERATURE the untrained seat's
            (0: greedy; default: the rollout's); ONLINE_ARGS are more verl overrides (Hydra), e.g.
            actor_rollout_ref.actor.entropy_coeff=0.001.
-           The last checkpoint is merged and evaluated first, on dev and test, so a run cut short still has
-           its result; then each regular one (every ONLINE_SAVE_FREQ steps) on dev at the GPU minute it was
-           saved
+           The last checkpoint is merged and evaluated first, on dev and the final splits, so a run cut short
+           still has its result; then each regular one (every ONLINE_SAVE_FREQ steps) on dev at the GPU minute
+           it was saved
   fbc      filtered BC iterations (`selfplay-gen iterate`, TRAINER=filtered-bc, FBC_GAMES (1024) games an
            iteration, LoRA r16 at 1e-3) until the budget is spent, counting each iteration's generation,
-           conversion, training and merge, not its evaluations; each iteration's model on dev, the last on test
+           conversion, training and merge, not its evaluations; each iteration's model on dev, the last on the
+           final splits
   both     on a machine of two GPUs: online GRPO on the second GPU while the first evaluates the warm
            start and then runs filtered BC, each trainer with a whole GPU, at once (one run's wall time);
            the GPUs are the first two of CUDA_VISIBLE_DEVICES (0,1 when unset: another pair on a larger
@@ -99,6 +102,12 @@ RESULTS=$ROOT/results
 POINTS=$RESULTS/points.tsv
 DEV=(--instances dev --num-instances "${DEV_INSTANCES:-64}" -k "${DEV_GAMES:-8}")
 TEST=(--instances test --num-instances "${TEST_INSTANCES:-256}" -k "${TEST_GAMES:-4}")
+HUMAN=(--instances human -k "${HUMAN_GAMES:-2}")
+# the splits of the final readings (the warm start's and each trainer's last model), beside dev
+read -r -a FINAL <<< "${FINAL_SPLITS:-test}"
+for split in "${FINAL[@]}"; do
+  [[ $split == test || $split == human ]] || { echo "gpu_rl: FINAL_SPLITS: unknown split '$split' (test, human)" >&2; exit 2; }
+done
 # as selfplay-gen iterate evaluates (its filtered-BC points), so every point is read the same way
 export MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-512}  # online GRPO's rollouts read it too
 SAMPLING=(--temperature 0.7 --max-moves 30 --max-new-tokens "$MAX_NEW_TOKENS" --max-response-tokens 3072)
@@ -154,7 +163,7 @@ swap() {
   echo "$1" > "$SERVER.model"
 }
 
-# evaluate TRAINER MINUTES MODEL LABEL DIR SPLIT...: MODEL on each SPLIT (dev, test) into DIR/SPLIT, once;
+# evaluate TRAINER MINUTES MODEL LABEL DIR SPLIT...: MODEL on each SPLIT (dev, test, human) into DIR/SPLIT, once;
 # each reading becomes a point of the curve. The server stays up for the next evaluation (`unserve`
 # before anything else needs the GPU).
 evaluate() {
@@ -163,8 +172,11 @@ evaluate() {
   for split in "$@"; do
     if [[ ! -e $dir/$split/metrics.json ]]; then
       serving "$model" || swap "$model" || { unserve; serve "$model"; }
-      size=("${DEV[@]}")
-      [[ $split == dev ]] || size=("${TEST[@]}")
+      case $split in
+        dev) size=("${DEV[@]}") ;;
+        test) size=("${TEST[@]}") ;;
+        human) size=("${HUMAN[@]}") ;;
+      esac
       run_cmd "$PY" -m selfplay_gen.cli eval --backend sglang --base-url "http://127.0.0.1:$PORT" --model "$model" \
         "${SAMPLING[@]}" "${size[@]}" --label "$label" --out "$dir/$split" --resume --quiet
     fi
@@ -206,7 +218,8 @@ RAY_DIR=/tmp/ray_$PORT
 # environment names this run's Ray directory is stopped, so the GPU is free.
 stop_ray() {
   [[ $DRY_RUN -eq 0 ]] || return 0
-  grep -lzx "RAY_TMPDIR=$RAY_DIR" /proc/[0-9]*/environ 2> /dev/null | cut -d/ -f3 | xargs -r kill -9 2> /dev/null || true
+  grep -lzx "RAY_TMPDIR=$RAY_DIR" /proc/[0-9]*/environ 2> /dev/null | cut -d/ -f3 \
+    | xargs -r kill -9 2> /dev/null || true
   gpu_idle
 }
 
@@ -232,7 +245,7 @@ embed() {
 
 warm() {
   embed
-  evaluate warm 0 "$WARM" warm "$ROOT/warm_eval" dev test
+  evaluate warm 0 "$WARM" warm "$ROOT/warm_eval" dev "${FINAL[@]}"
   unserve
 }
 
@@ -257,7 +270,7 @@ online() {
     local extra
     read -r -a extra <<< "${ONLINE_ARGS:-}"
     train+=("${extra[@]}")
-    echo "=== online GRPO: ${left} s of GPU time left; a checkpoint every step, the newest and every ${ONLINE_SAVE_FREQ:-2}th kept"
+    echo "=== online GRPO: ${left} s of GPU time left; a checkpoint every step (the newest and the regular ones kept)"
     if [[ $DRY_RUN -eq 1 ]]; then
       "${train[@]}" --dry-run
       return 0
@@ -294,14 +307,14 @@ online() {
   done < <(cat "$d/checkpoints.tsv" 2> /dev/null)
   ((${#steps[@]})) || { echo "gpu_rl: online GRPO finished no checkpoint in its budget" >&2; exit 1; }
   touch "$d/TRAINED"
-  # the last checkpoint first, on dev and test (the trainer's result), then the earlier regular ones on dev
+  # the last checkpoint first, on dev and the final splits (the trainer's result), then the earlier regular ones on dev
   # (the curve; not those saved near the budget's end), each merged just before its evaluation: a run cut
   # short still has its result
   local i last=$((${#steps[@]} - 1))
   for ((i = last; i >= 0; i--)); do
     ((i == last || steps[i] % ${ONLINE_SAVE_FREQ:-2} == 0)) || continue
     local splits=(dev) hf=$d/step_${steps[$i]}/hf
-    ((i < last)) || splits+=(test)
+    ((i < last)) || splits+=("${FINAL[@]}")
     if [[ ! -e $hf/config.json ]]; then
       "$VERL_PYTHON" -m verl.model_merger merge --backend fsdp \
         --local_dir "$d/train/checkpoints/global_step_${steps[$i]}/actor" --target_dir "$hf" \
@@ -340,7 +353,7 @@ print(round(sum(t["work_s"] + (t["startup_s"] or 0) for t in rows if not t["step
     point filtered-bc "$(minutes "$spent")" dev "$stage/eval/heldout/metrics.json"
     # another iteration as long as one more, as long as the last, ends within the budget (a minute's slack)
     if ((2 * spent - previous > BUDGET_S + 60)); then
-      evaluate filtered-bc "$(minutes "$spent")" "$stage/train/hf" "iter_$n" "$stage/eval" test
+      evaluate filtered-bc "$(minutes "$spent")" "$stage/train/hf" "iter_$n" "$stage/eval" "${FINAL[@]}"
       unserve
       break
     fi

@@ -800,9 +800,9 @@ PORT={b} SERVER=$ROOT/logs/sglang_{b}; serving /models/b && echo b-up; unserve
     assert [line for line in done.stdout.split("\n") if line.endswith(("-up", "-down"))] == ["a-up", "a-down", "b-up"]
 
 
-def evaluated_checkpoints(tmp_path, saved: str, latest: str, save_freq: str = "2") -> list[str]:
+def evaluated_checkpoints(tmp_path, saved: str, latest: str, save_freq: str = "2", final: str = "test") -> list[str]:
     """The merges and evaluations of online GRPO's checkpoints (step<TAB>seconds lines of `saved`, the last one
-    verl finished `latest`), each recorded as a line."""
+    verl finished `latest`; the final readings on `final`), each recorded as a line."""
     online = tmp_path / "online"
     (online / "data").mkdir(parents=True)
     (online / "data" / "test.parquet").touch()
@@ -823,7 +823,7 @@ done
     )
     merger.chmod(0o755)
     run = f"""
-ROOT={tmp_path} DRY_RUN=0 BUDGET_S=600 PY=true VERL_PYTHON={merger} ONLINE_SAVE_FREQ={save_freq}
+ROOT={tmp_path} DRY_RUN=0 BUDGET_S=600 PY=true VERL_PYTHON={merger} ONLINE_SAVE_FREQ={save_freq} FINAL=({final})
 {shell_function("offline_gpu/gpu_rl.sh", "minutes")}
 {shell_function("offline_gpu/gpu_rl.sh", "online")}
 evaluate() {{ echo "evaluate $4 $3 ${{*:6}}" >> $ROOT/calls; }}
@@ -859,6 +859,34 @@ def test_gpu_rl_evaluates_the_checkpoints_saved_near_the_budgets_end_only_as_the
         f"merge {online}/step_4/hf",
         f"evaluate online@4 {online}/step_4/hf dev",
     ]
+
+
+def test_gpu_rl_reads_the_last_checkpoint_on_the_final_splits(tmp_path):
+    """A larger model's target is on the human instances: FINAL_SPLITS puts them beside test for the last
+    checkpoint; the curve's earlier checkpoints stay on dev."""
+    online = tmp_path / "online"
+    assert evaluated_checkpoints(tmp_path, "4\t300\n8\t360\n", "8", save_freq="4", final="test human") == [
+        f"merge {online}/step_8/hf",
+        f"evaluate online@8 {online}/step_8/hf dev test human",
+        f"merge {online}/step_4/hf",
+        f"evaluate online@4 {online}/step_4/hf dev",
+    ]
+
+
+def test_gpu_rl_plays_the_human_instances_where_asked(tmp_path):
+    """FINAL_SPLITS="test human": the warm start is read on dev, test and every human instance (134 x
+    HUMAN_GAMES), the points of the same three splits; a split it does not know stops the run, naming it."""
+    root = tmp_path / "root"
+    result = script("offline_gpu/gpu_rl.sh", "--dry-run", "/models/raw", str(root), "warm", FINAL_SPLITS="test human")
+    assert result.returncode == 0, result.stderr
+    evaluations = [line for line in result.stdout.splitlines() if " eval --backend sglang " in line]
+    assert [line.split("--instances ")[1].split(" --label")[0] for line in evaluations] == [
+        "dev --num-instances 64 -k 8",
+        "test --num-instances 256 -k 4",
+        "human -k 2",
+    ]
+    wrong = script("offline_gpu/gpu_rl.sh", "--dry-run", "/models/raw", str(root), "warm", FINAL_SPLITS="tset")
+    assert wrong.returncode == 2 and "FINAL_SPLITS: unknown split 'tset' (test, human)" in wrong.stderr
 
 
 def test_gpu_rl_runs_online_grpo_in_a_ray_of_its_own_saving_every_step(tmp_path):

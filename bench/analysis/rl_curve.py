@@ -4,7 +4,7 @@
     python bench/analysis/rl_curve.py RESULTS --online-log VERL_LOG   # and online GRPO's steps
     python bench/analysis/rl_curve.py --plot CSV PNG   # the plot again from a curve's CSV
 
-points.tsv has one evaluation a line: trainer, GPU minutes, split (dev or test), and the path of
+points.tsv has one evaluation a line: trainer, GPU minutes, split (dev, test or human), and the path of
 `selfplay-gen eval`'s metrics.json. Each becomes a row with the mean normalized reward and its 95%
 bootstrap interval over instances, and the paired difference against the warm start (trainer `warm`,
 minute 0) on the same instances of the same split: the trainers started from it, so the pairing removes
