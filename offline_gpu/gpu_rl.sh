@@ -33,9 +33,9 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
            still has its result; then each regular one (every ONLINE_SAVE_FREQ steps) on dev at the GPU minute
            it was saved
   fbc      filtered BC iterations (`selfplay-gen iterate`, TRAINER=filtered-bc, FBC_GAMES (1024) games an
-           iteration, LoRA r16 at 1e-3) until the budget is spent, counting each iteration's generation,
-           conversion, training and merge, not its evaluations; each iteration's model on dev, the last on the
-           final splits
+           iteration, LoRA r16 at FBC_LR (1e-3); RL_LR and RL_LORA_RANK are online GRPO's alone) until the
+           budget is spent, counting each iteration's generation, conversion, training and merge, not its
+           evaluations; each iteration's model on dev, the last on the final splits
   both     on a machine of two GPUs: online GRPO on the second GPU while the first evaluates the warm
            start and then runs filtered BC, each trainer with a whole GPU, at once (one run's wall time);
            the GPUs are the first two of CUDA_VISIBLE_DEVICES (0,1 when unset: another pair on a larger
@@ -333,9 +333,12 @@ fbc() {
     mkdir -p "$d/base/eval" && touch "$d/base/DONE" "$d/base/eval/DONE"  # the warm start: evaluated in `warm`
   fi
   while :; do
-    local iterate=(env RUN_DIR="$d" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=filtered-bc NUM_ITERATIONS="$n"
-      GAMES_PER_ITER="${FBC_GAMES:-1024}" EVAL_INSTANCES="${DEV_INSTANCES:-64}" EVAL_GAMES_PER_INSTANCE="${DEV_GAMES:-8}"
-      TEST_SPLIT=false PORT="$PORT" "$REPO/run_selfplay_iteration.sh")
+    # online GRPO's learning rate and rank are its own (the iteration reads the same names): filtered BC
+    # trains at its trainer's defaults, or FBC_LR
+    local iterate=(env -u RL_LR -u RL_LORA_RANK ${FBC_LR:+RL_LR="$FBC_LR"} RUN_DIR="$d" INITIAL_MODEL="$WARM"
+      WARM_START=none TRAINER=filtered-bc NUM_ITERATIONS="$n" GAMES_PER_ITER="${FBC_GAMES:-1024}"
+      EVAL_INSTANCES="${DEV_INSTANCES:-64}" EVAL_GAMES_PER_INSTANCE="${DEV_GAMES:-8}" TEST_SPLIT=false PORT="$PORT"
+      "$REPO/run_selfplay_iteration.sh")
     echo "=== filtered BC iteration $n (${spent} s of ${BUDGET_S} s spent)"
     if [[ $DRY_RUN -eq 1 ]]; then
       "${iterate[@]}" --dry-run

@@ -861,6 +861,21 @@ def test_gpu_rl_evaluates_the_checkpoints_saved_near_the_budgets_end_only_as_the
     ]
 
 
+def test_gpu_rl_filtered_bc_keeps_its_own_learning_rate_and_rank(tmp_path):
+    """RL_LR and RL_LORA_RANK set online GRPO's; the iteration reads the same names, so they must not reach
+    filtered BC, which trains at its trainer's defaults (LoRA r16 at 1e-3) or at FBC_LR."""
+
+    def sft(**env: str) -> str:
+        result = script("offline_gpu/gpu_rl.sh", "--dry-run", "/models/raw", str(tmp_path / "root"), "fbc", **env)
+        assert result.returncode == 0, result.stderr
+        (line,) = [line for line in result.stdout.splitlines() if "selfplay_gen.verl.sft_trainer" in line]
+        return line
+
+    leaked = sft(RL_LR="3e-5", RL_LORA_RANK="32")
+    assert "optim.lr=1e-3" in leaked and "lora_rank=16" in leaked
+    assert "optim.lr=2e-4" in sft(RL_LR="3e-5", FBC_LR="2e-4")
+
+
 def test_gpu_rl_reads_the_last_checkpoint_on_the_final_splits(tmp_path):
     """A larger model's target is on the human instances: FINAL_SPLITS puts them beside test for the last
     checkpoint; the curve's earlier checkpoints stay on dev."""
