@@ -21,14 +21,14 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
            (32) at RL_LR (1e-4), ONLINE_INSTANCES (16) instances x 2 seats x 8 games a step in two updates,
            clip-higher 0.28; verl validates on the first 64 dev instances every ONLINE_TEST_FREQ (4) steps
            (a step of the 135M model took about 12 s with 16 instances, after about 2.5 minutes of start-up:
-           bench/results/fsdp2_h200x2_2026-11-26/). verl saves every step; kept are the regular checkpoints,
-           every ONLINE_SAVE_FREQ (2) steps, and the newest, so the steps after the last regular one are not
-           lost when the budget stops verl (its start-up counts). verl runs in a Ray of its own (RAY_TMPDIR
-           /tmp/ray_PORT), stopped alone: another run's Ray on the machine lives on.
+           bench/results/fsdp2_h200x2_2026-11-26/). verl saves every ONLINE_SAVE_EVERY (1) steps (a save
+           writes the whole model and its optimizer: a larger model may save every few); kept are the regular
+           checkpoints, every ONLINE_SAVE_FREQ (2, a multiple of it) steps, and the newest, so the steps after
+           the last regular one are not lost when the budget stops verl (its start-up counts). verl runs in a
+           Ray of its own (RAY_TMPDIR /tmp/ray_PORT), stopped alone: another run's Ray on the machine lives on.
            RL_TEMPERATURE (0.7) is the rollout's sampling temperature (evaluations stay at 0.7),
-           ROLLOUT_PARTNER_TEMPERATURE the untrained seat's
-           (0: greedy; default: the rollout's); ONLINE_ARGS are more verl overrides (Hydra), e.g.
-           actor_rollout_ref.actor.entropy_coeff=0.001.
+           ROLLOUT_PARTNER_TEMPERATURE the untrained seat's (0: greedy; default: the rollout's); ONLINE_ARGS
+           are more verl overrides (Hydra), e.g. actor_rollout_ref.actor.entropy_coeff=0.001.
            The last checkpoint is merged and evaluated first, on dev and the final splits, so a run cut short
            still has its result; then each regular one (every ONLINE_SAVE_FREQ steps) on dev at the GPU minute
            it was saved
@@ -105,8 +105,13 @@ TEST=(--instances test --num-instances "${TEST_INSTANCES:-256}" -k "${TEST_GAMES
 HUMAN=(--instances human -k "${HUMAN_GAMES:-2}")
 # the splits of the final readings (the warm start's and each trainer's last model), beside dev
 read -r -a FINAL <<< "${FINAL_SPLITS:-test}"
+((${ONLINE_SAVE_FREQ:-2} % ${ONLINE_SAVE_EVERY:-1} == 0)) || {
+  echo "gpu_rl: ONLINE_SAVE_FREQ ${ONLINE_SAVE_FREQ:-2} is no multiple of ONLINE_SAVE_EVERY ${ONLINE_SAVE_EVERY:-1}" >&2
+  exit 2
+}
 for split in "${FINAL[@]}"; do
-  [[ $split == test || $split == human ]] || { echo "gpu_rl: FINAL_SPLITS: unknown split '$split' (test, human)" >&2; exit 2; }
+  [[ $split == test || $split == human ]] \
+    || { echo "gpu_rl: FINAL_SPLITS: unknown split '$split' (test, human)" >&2; exit 2; }
 done
 # as selfplay-gen iterate evaluates (its filtered-BC points), so every point is read the same way
 export MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-512}  # online GRPO's rollouts read it too
@@ -264,13 +269,13 @@ online() {
     local train=(env RAY_TMPDIR="$RAY_DIR" MODE=online MODEL_PATH="$WARM" TRAIN_FILES="$d/data/train.parquet"
       VAL_FILES="$d/data/test.parquet" OUT_DIR="$d/train" TRAIN_BATCH_SIZE="$instances"
       MINI_BATCH_SIZE=$((instances / 2)) ROLLOUT_N=8
-      TOTAL_STEPS="$steps" EPOCHS="$epochs" SAVE_FREQ=1 TEST_FREQ="${ONLINE_TEST_FREQ:-4}"
+      TOTAL_STEPS="$steps" EPOCHS="$epochs" SAVE_FREQ="${ONLINE_SAVE_EVERY:-1}" TEST_FREQ="${ONLINE_TEST_FREQ:-4}"
       LORA_RANK="${RL_LORA_RANK:-32}" LR="${RL_LR:-1e-4}" CLIP_RATIO_HIGH=0.28 "LOGGER=console,tensorboard"
       TEMPERATURE="${RL_TEMPERATURE:-0.7}" EXPERIMENT=online_grpo_lora "$REPO/run_selfplay_training.sh")
     local extra
     read -r -a extra <<< "${ONLINE_ARGS:-}"
     train+=("${extra[@]}")
-    echo "=== online GRPO: ${left} s of GPU time left; a checkpoint every step (the newest and the regular ones kept)"
+    echo "=== online GRPO: ${left} s of GPU time left; a checkpoint every ${ONLINE_SAVE_EVERY:-1} steps"
     if [[ $DRY_RUN -eq 1 ]]; then
       "${train[@]}" --dry-run
       return 0

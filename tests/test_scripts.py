@@ -930,6 +930,28 @@ online
     assert command[:2] == ["env", "RAY_TMPDIR=/tmp/ray_30004"] and "SAVE_FREQ=1" in command
 
 
+def test_gpu_rl_saves_a_larger_model_every_few_steps_keeping_the_regular_ones_reachable(tmp_path):
+    """ONLINE_SAVE_EVERY spaces verl's saves (each writes the whole model); the regular checkpoints must lie on
+    them, or the curve would have none: a frequency off that grid stops the run at once, naming both."""
+    root = str(tmp_path / "root")
+    run = script(
+        "offline_gpu/gpu_rl.sh", "--dry-run", "/models/raw", root, "online", ONLINE_SAVE_EVERY="3", ONLINE_SAVE_FREQ="9"
+    )
+    assert run.returncode == 0, run.stderr
+    (ppo,) = [line for line in run.stdout.splitlines() if "-m verl.trainer.main_ppo" in line]
+    assert "trainer.save_freq=3" in ppo
+    off = script(
+        "offline_gpu/gpu_rl.sh",
+        "--dry-run",
+        "/models/raw",
+        root,
+        "online",
+        ONLINE_SAVE_EVERY="3",
+        ONLINE_SAVE_FREQ="10",
+    )
+    assert off.returncode == 2 and "ONLINE_SAVE_FREQ 10 is no multiple of ONLINE_SAVE_EVERY 3" in off.stderr
+
+
 def test_gpu_rl_keeps_the_regular_checkpoints_and_the_newest(tmp_path):
     """verl saves every step: the steps every ONLINE_SAVE_FREQ (the curve's) and the newest finished one (the
     result) stay, with one being written; the others are removed once a later one is finished. Every
