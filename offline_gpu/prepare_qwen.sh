@@ -12,8 +12,10 @@ Usage: offline_gpu/prepare_qwen.sh COMMAND ARGS
                         DIR/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf (1,117,320,768 bytes).
                         Writes DIR/parts.sha256.
   convert DIR OUT_DIR   GGUF in DIR -> Hugging Face bf16 directory OUT_DIR (offline_gpu/gguf_to_hf.py),
-                        then compare logits with the GGUF-loaded model. Needs torch, transformers,
-                        gguf, accelerate.
+                        then compare logits with the GGUF-loaded model, and with a float32 load of it
+                        unless FP32_REFERENCE=0 (a second de-quantization: most of a minute, spared
+                        where the conversion is known good and time is short). Needs torch,
+                        transformers, gguf, accelerate.
   split DIR PARTS_DIR   the GGUF as numbered chunks plus PARTS_DIR/manifest.txt (file name, size,
                         sha256, count; then one line per chunk). A call carries 64 MiB together with
                         the repository's tracked files, so a chunk is what they leave, less 4 MiB.
@@ -150,7 +152,9 @@ convert() {
   "$PY" -c 'import gguf, transformers, accelerate' 2> /dev/null \
     || die "$PY needs torch, transformers, gguf and accelerate"
   # the figures (timings, logits comparison, tokenizer facts) go beside OUT_DIR, not into it
-  "$PY" "$HERE/gguf_to_hf.py" "$dir/$GGUF" "$out" --end-of-turn '<|im_end|>' --fp32-reference \
+  local reference=(--fp32-reference)
+  [[ ${FP32_REFERENCE:-1} != 0 ]] || reference=()
+  "$PY" "$HERE/gguf_to_hf.py" "$dir/$GGUF" "$out" --end-of-turn '<|im_end|>' "${reference[@]}" \
     --report "${out%/}.convert.json"
   # what the project relies on: ChatML turns that end with <|im_end|> (151645), and a chat template
   "$PY" - "${out%/}.convert.json" << 'EOF' || die "unexpected tokenizer facts in ${out%/}.convert.json"

@@ -190,3 +190,31 @@ def shellcheck() -> str | None:
 def test_the_script_passes_shellcheck():
     result = subprocess.run([shellcheck(), "-x", str(SCRIPT)], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stdout
+
+
+def test_convert_compares_with_a_float32_load_unless_told_not_to(tmp_path):
+    """`convert` hands the GGUF to gguf_to_hf.py with the float32 comparison, and without it under
+    FP32_REFERENCE=0; either way it checks the tokenizer facts the conversion reports."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / GGUF).write_bytes(DATA)
+    sums = tmp_path / "sums"
+    sums.write_text(f"{sha(DATA)}  {GGUF}\n")
+    python = tmp_path / "python"
+    python.write_text(
+        f"""#!/usr/bin/env bash
+# the conversion's Python: imports succeed, the converter records its arguments and writes its report
+[[ $1 == -c ]] && exit 0
+[[ $1 == - ]] && exec {sys.executable} "$@"
+echo "$*" >> {tmp_path}/calls
+while (($#)); do [[ $1 == --report ]] && report=$2; shift; done
+echo '{{"tokenizer": {{"end_of_turn": "<|im_end|>", "end_of_turn_id": 151645,
+  "assistant_turn_ends_with_end_of_turn": true}}, "gguf": {{"has_chat_template": true}}}}' > "$report"
+"""
+    )
+    python.chmod(0o755)
+    for setting in ({}, {"FP32_REFERENCE": "0"}):
+        done = run("convert", str(tmp_path / "src"), str(tmp_path / "hf"), sums=sums, PYTHON=str(python), **setting)
+        assert done.returncode == 0, done.stderr
+    with_reference, without = (tmp_path / "calls").read_text().splitlines()
+    assert "--fp32-reference" in with_reference and f"--report {tmp_path}/hf.convert.json" in with_reference
+    assert "--fp32-reference" not in without and "--end-of-turn <|im_end|>" in without
