@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Online GRPO with LoRA against filtered behaviour cloning at equal GPU time, from the same warm start
-# (the embedded SmolLM2-135M one, or WARM_MODEL), on the matching game: dev reward against GPU minutes for
-# each.
+# Online GRPO with LoRA against filtered behaviour cloning and offline GRPO at equal GPU time, from the same
+# warm start (the embedded SmolLM2-135M one, or WARM_MODEL), on the matching game: dev reward against GPU
+# minutes for each.
 set -euo pipefail
 
 usage() {
@@ -36,17 +36,20 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
            iteration, LoRA r16 at FBC_LR (1e-3); RL_LR and RL_LORA_RANK are online GRPO's alone) until the
            budget is spent, counting each iteration's generation, conversion, training and merge, not its
            evaluations; each iteration's model on dev, the last on the final splits
-  both     on a machine of two GPUs: online GRPO on the second GPU while the first evaluates the warm
-           start and then runs filtered BC, each trainer with a whole GPU, at once (one run's wall time);
-           the GPUs are the first two of CUDA_VISIBLE_DEVICES (0,1 when unset: another pair on a larger
-           machine, e.g. 2,3, beside other work); the two halves log to ROOT/logs/{online,fbc}_gpu.log
+  grpo     offline GRPO iterations, as fbc: TRAINER=grpo (the games replayed by verl, which starts in each
+           iteration and counts), GRPO_GAMES (512) games an iteration, LoRA r GRPO_LORA_RANK (16) at
+           GRPO_LR (5e-5), verl in this run's Ray
+  both     the trainers of TRAINERS ("fbc online"; "fbc online grpo" for all three) at once, a whole GPU
+           each (one run's wall time): the first GPUs of CUDA_VISIBLE_DEVICES in order (0,1,... when unset;
+           e.g. 2,3 on a larger machine beside other work), the first evaluating the warm start before its
+           trainer; each logs to ROOT/logs/TRAINER_gpu.log
   collect  ROOT/results/rl_curve.{csv,json,md,png} (bench/analysis/rl_curve.py): trainer, GPU minutes,
            split, reward and its 95% interval (bootstrap over instances), the paired gain over the warm start;
            online GRPO's steps from verl's log (online_steps.csv, online_curves.png, and in rl_curve.md the
            slope of training reward, entropy and response length over the steps)
 Default phases: warm online fbc collect; both collect where nvidia-smi lists two GPUs or more. Every
 phase resumes where it stopped: online GRPO from verl's last checkpoint with the budget left, filtered BC
-from its last finished iteration; evaluations once.
+and offline GRPO from their last finished iteration; evaluations once.
 Results and logs are copied to $OUT (at most 8 files) when OUT is set. --detach runs the phases in the
 background (setsid; log ROOT/logs/gpu_rl.log; ROOT/DONE or ROOT/FAILED at the end), for budgets longer
 than one call; call again without --detach later to go on or to collect (a foreground run cut off by
@@ -331,37 +334,46 @@ online() {
   unserve
 }
 
-# fbc: filtered-BC iterations, one `selfplay-gen iterate` call each, until the budget is spent.
-fbc() {
-  local d=$ROOT/fbc n=1 spent=0 previous=0
+# iterations KIND: filtered BC (fbc) or offline GRPO (grpo) iterations from the warm start, one
+# `selfplay-gen iterate` call each, until the budget is spent.
+iterations() {
+  local kind=$1 d=$ROOT/$1 n=1 spent=0 previous=0 trainer label name settings
+  # online GRPO's learning rate and rank are its own (the iteration reads the same names): each kind has its own
+  case $kind in
+    fbc)
+      trainer=filtered-bc label=filtered-bc name="filtered BC"
+      settings=(${FBC_LR:+RL_LR="$FBC_LR"} GAMES_PER_ITER="${FBC_GAMES:-1024}") ;;
+    grpo)
+      trainer=grpo label=offline-grpo-lora name="offline GRPO"
+      settings=(RL_LR="${GRPO_LR:-5e-5}" RL_LORA_RANK="${GRPO_LORA_RANK:-16}" GAMES_PER_ITER="${GRPO_GAMES:-512}"
+        RAY_TMPDIR="$RAY_DIR") ;;
+  esac
   if [[ $DRY_RUN -eq 0 ]]; then
     mkdir -p "$d/base/eval" && touch "$d/base/DONE" "$d/base/eval/DONE"  # the warm start: evaluated in `warm`
   fi
   while :; do
-    # online GRPO's learning rate and rank are its own (the iteration reads the same names): filtered BC
-    # trains at its trainer's defaults, or FBC_LR
-    local iterate=(env -u RL_LR -u RL_LORA_RANK ${FBC_LR:+RL_LR="$FBC_LR"} RUN_DIR="$d" INITIAL_MODEL="$WARM"
-      WARM_START=none TRAINER=filtered-bc NUM_ITERATIONS="$n" GAMES_PER_ITER="${FBC_GAMES:-1024}"
-      EVAL_INSTANCES="${DEV_INSTANCES:-64}" EVAL_GAMES_PER_INSTANCE="${DEV_GAMES:-8}" TEST_SPLIT=false PORT="$PORT"
-      "$REPO/run_selfplay_iteration.sh")
-    echo "=== filtered BC iteration $n (${spent} s of ${BUDGET_S} s spent)"
+    local iterate=(env -u RL_LR -u RL_LORA_RANK "${settings[@]}" RUN_DIR="$d" INITIAL_MODEL="$WARM" WARM_START=none
+      TRAINER="$trainer" NUM_ITERATIONS="$n" EVAL_INSTANCES="${DEV_INSTANCES:-64}"
+      EVAL_GAMES_PER_INSTANCE="${DEV_GAMES:-8}" TEST_SPLIT=false PORT="$PORT" "$REPO/run_selfplay_iteration.sh")
+    echo "=== $name iteration $n (${spent} s of ${BUDGET_S} s spent)"
     if [[ $DRY_RUN -eq 1 ]]; then
       "${iterate[@]}" --dry-run
       break
     fi
     unserve  # the iteration starts its own server on PORT
-    "${iterate[@]}" > "$ROOT/logs/fbc_$n.log" 2>&1 \
-      || { tail -40 "$ROOT/logs/fbc_$n.log" >&2; echo "gpu_rl: filtered BC iteration $n failed" >&2; exit 1; }
+    "${iterate[@]}" > "$ROOT/logs/${kind}_$n.log" 2>&1 \
+      || { tail -40 "$ROOT/logs/${kind}_$n.log" >&2; echo "gpu_rl: $name iteration $n failed" >&2; exit 1; }
+    [[ $kind != grpo ]] || stop_ray
     spent=$("$PY" -c 'import json, sys
 rows = [t for a in sys.argv[1:] for t in json.load(open(a))["steps"]]
 print(round(sum(t["work_s"] + (t["startup_s"] or 0) for t in rows if not t["step"].startswith("evaluate"))))' \
       "$d"/iter_*/timings.json)
     local stage
     stage=$d/iter_$(printf %03d "$n")
-    point filtered-bc "$(minutes "$spent")" dev "$stage/eval/heldout/metrics.json"
+    point "$label" "$(minutes "$spent")" dev "$stage/eval/heldout/metrics.json"
     # another iteration as long as one more, as long as the last, ends within the budget (a minute's slack)
     if ((2 * spent - previous > BUDGET_S + 60)); then
-      evaluate filtered-bc "$(minutes "$spent")" "$stage/train/hf" "iter_$n" "$stage/eval" "${FINAL[@]}"
+      evaluate "$label" "$(minutes "$spent")" "$stage/train/hf" "iter_$n" "$stage/eval" "${FINAL[@]}"
       unserve
       break
     fi
@@ -369,31 +381,45 @@ print(round(sum(t["work_s"] + (t["startup_s"] or 0) for t in rows if not t["step
   done
 }
 
-# both: the two trainers at once on two GPUs (the first two of CUDA_VISIBLE_DEVICES), each a gpu_rl.sh of its
-# own phases with a GPU and a port of its own (online GRPO's evaluations take PORT + 2); fails when either does.
+# both: the trainers of TRAINERS at once, one GPU each (the first ones of CUDA_VISIBLE_DEVICES, in order), each
+# a gpu_rl.sh of its own phases with a port of its own (PORT, PORT + 2, ...); the first GPU evaluates the warm
+# start before its trainer; fails when any does.
 both() {
-  local rc=0 online_pid half=(bash "$REPO/offline_gpu/gpu_rl.sh") gpus
-  IFS=, read -r -a gpus <<< "${CUDA_VISIBLE_DEVICES:-0,1}"
-  ((${#gpus[@]} >= 2)) || { echo "gpu_rl: both needs two GPUs; CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES" >&2; exit 2; }
-  embed  # once, before the halves read it
+  local rc=0 pids=() half=(bash "$REPO/offline_gpu/gpu_rl.sh") gpus trainers i
+  read -r -a trainers <<< "${TRAINERS:-fbc online}"
+  IFS=, read -r -a gpus <<< "${CUDA_VISIBLE_DEVICES:-0,1,2,3}"
+  ((${#gpus[@]} >= ${#trainers[@]})) || {
+    echo "gpu_rl: both needs ${#trainers[@]} GPUs (${trainers[*]}); CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES" >&2
+    exit 2
+  }
+  embed  # once, before the trainers read it
   ((!DRY_RUN)) || half+=(--dry-run)
-  local online=(env CUDA_VISIBLE_DEVICES="${gpus[1]}" PORT=$((PORT + 2)) "${half[@]}" "$MODEL_DIR" "$ROOT" online)
-  local fbc=(env CUDA_VISIBLE_DEVICES="${gpus[0]}" PORT="$PORT" "${half[@]}" "$MODEL_DIR" "$ROOT" warm fbc)
-  echo "=== both: online GRPO on GPU ${gpus[1]} (log $ROOT/logs/online_gpu.log), the warm start's evaluation and" \
-    "filtered BC on GPU ${gpus[0]} ($ROOT/logs/fbc_gpu.log)"
-  printf '+'; printf ' %q' "${online[@]}"; printf ' &\n+'; printf ' %q' "${fbc[@]}"; printf '\n'
+  local runs=() logs=() listing=
+  for i in "${!trainers[@]}"; do
+    local phases=("${trainers[$i]}")
+    ((i > 0)) || phases=(warm "${phases[@]}")
+    runs[i]="env CUDA_VISIBLE_DEVICES=${gpus[$i]} PORT=$((PORT + 2 * i))"
+    logs[i]=$ROOT/logs/${trainers[$i]}_gpu.log
+    listing+="${trainers[$i]} on GPU ${gpus[$i]}, "
+    printf -v "runs[$i]" '%s %s' "${runs[$i]}" "$(printf '%q ' "${half[@]}" "$MODEL_DIR" "$ROOT" "${phases[@]}")"
+  done
+  echo "=== both: ${listing}the warm start's evaluation first on GPU ${gpus[0]} (logs $ROOT/logs/TRAINER_gpu.log)"
+  for ((i = ${#trainers[@]} - 1; i >= 0; i--)); do
+    printf '+ %s%s\n' "${runs[$i]% }" "$( ((i == 0)) || echo ' &')"
+  done
   if ((DRY_RUN)); then
-    "${online[@]}"
-    "${fbc[@]}"
+    for ((i = ${#trainers[@]} - 1; i >= 0; i--)); do eval "${runs[$i]}"; done
     return 0
   fi
-  "${online[@]}" > "$ROOT/logs/online_gpu.log" 2>&1 < /dev/null &
-  online_pid=$!
-  "${fbc[@]}" > "$ROOT/logs/fbc_gpu.log" 2>&1 < /dev/null || rc=$?
-  wait "$online_pid" || rc=$?
+  for ((i = ${#trainers[@]} - 1; i > 0; i--)); do
+    eval "${runs[$i]}" > "${logs[$i]}" 2>&1 < /dev/null &
+    pids+=($!)
+  done
+  eval "${runs[0]}" > "${logs[0]}" 2>&1 < /dev/null || rc=$?
+  for i in "${pids[@]}"; do wait "$i" || rc=$?; done
   if ((rc != 0)); then
-    tail -n 20 "$ROOT"/logs/{online,fbc}_gpu.log >&2
-    echo "gpu_rl: a half of \`both\` failed (exit $rc); logs: $ROOT/logs/{online,fbc}_gpu.log" >&2
+    tail -n 20 "${logs[@]}" >&2
+    echo "gpu_rl: a trainer of \`both\` failed (exit $rc); logs: ${logs[*]}" >&2
     exit "$rc"
   fi
 }
@@ -417,9 +443,9 @@ for phase in "${PHASES[@]}"; do
   case "$phase" in
     warm) warm ;;
     online) online ;;
-    fbc) fbc ;;
+    fbc | grpo) iterations "$phase" ;;
     both) both ;;
     collect) collect ;;
-    *) echo "unknown phase '$phase' (warm, online, fbc, both, collect)" >&2; exit 2 ;;
+    *) echo "unknown phase '$phase' (warm, online, fbc, grpo, both, collect)" >&2; exit 2 ;;
   esac
 done

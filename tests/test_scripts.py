@@ -743,7 +743,7 @@ def test_gpu_rl_on_two_gpus_gives_each_trainer_a_gpu_of_its_own(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "=== both: online GRPO on GPU 1" in out
+    assert "=== both: fbc on GPU 0, online on GPU 1, the warm start's evaluation first on GPU 0" in out
     assert "gpu_learning.sh" not in out  # WARM_MODEL takes the embedded warm start's place: nothing is folded
     half = f"bash {REPO}/offline_gpu/gpu_rl.sh --dry-run /models/raw {root}"
     assert f"+ env CUDA_VISIBLE_DEVICES=1 PORT=30002 {half} online &" == out.splitlines()[1]
@@ -755,11 +755,11 @@ def test_gpu_rl_on_two_gpus_gives_each_trainer_a_gpu_of_its_own(tmp_path):
     env = {"WARM_MODEL": "/models/warm", "PATH": path}
     pair = script(*both, CUDA_VISIBLE_DEVICES="2,3", **env)
     assert pair.returncode == 0, pair.stderr
-    assert "=== both: online GRPO on GPU 3" in pair.stdout
+    assert "=== both: fbc on GPU 2, online on GPU 3," in pair.stdout
     assert f"+ env CUDA_VISIBLE_DEVICES=3 PORT=30002 {half} online &" == pair.stdout.splitlines()[1]
     assert f"+ env CUDA_VISIBLE_DEVICES=2 PORT=30000 {half} warm fbc" == pair.stdout.splitlines()[2]
     one = script(*both, CUDA_VISIBLE_DEVICES="1", **env)
-    assert one.returncode == 2 and "both needs two GPUs; CUDA_VISIBLE_DEVICES=1" in one.stderr
+    assert one.returncode == 2 and "both needs 2 GPUs (fbc online); CUDA_VISIBLE_DEVICES=1" in one.stderr
     # the warm start evaluated on dev and test on GPU 0, then filtered BC from it
     assert "--model /models/warm --temperature 0.7" in out
     assert "--instances test --num-instances 256 -k 4 --label warm" in out
@@ -874,6 +874,41 @@ def test_gpu_rl_filtered_bc_keeps_its_own_learning_rate_and_rank(tmp_path):
     leaked = sft(RL_LR="3e-5", RL_LORA_RANK="32")
     assert "optim.lr=1e-3" in leaked and "lora_rank=16" in leaked
     assert "optim.lr=2e-4" in sft(RL_LR="3e-5", FBC_LR="2e-4")
+
+
+def test_gpu_rl_offline_grpo_iterates_at_its_own_settings(tmp_path):
+    """The third trainer: offline GRPO iterations (verl replaying each iteration's 512 games), LoRA r16 at 5e-5
+    whatever online GRPO's RL_LR says, or at GRPO_LR."""
+
+    def grpo(**env: str) -> str:
+        result = script("offline_gpu/gpu_rl.sh", "--dry-run", "/models/raw", str(tmp_path / "root"), "grpo", **env)
+        assert result.returncode == 0, result.stderr
+        assert "=== offline GRPO iteration 1" in result.stdout and "--num-games 512" in result.stdout
+        (ppo,) = [line for line in result.stdout.splitlines() if "-m verl.trainer.main_ppo" in line]
+        return ppo
+
+    ppo = grpo(RL_LR="3e-5", RL_LORA_RANK="32")
+    assert "algorithm.adv_estimator=grpo" in ppo and "optim.lr=5e-5" in ppo and "lora_rank=16" in ppo
+    assert "optim.lr=1e-5" in grpo(GRPO_LR="1e-5")
+
+
+def test_gpu_rl_runs_three_trainers_side_by_side(tmp_path):
+    """TRAINERS="fbc online grpo": a GPU and a port each, in order, the warm start evaluated on the first; too
+    few GPUs for the trainers stops the run, naming both."""
+    root = tmp_path / "root"
+    run = ("offline_gpu/gpu_rl.sh", "--dry-run", "/models/raw", str(root), "both")
+    three = script(*run, CUDA_VISIBLE_DEVICES="1,2,3", TRAINERS="fbc online grpo", WARM_MODEL="/models/warm")
+    assert three.returncode == 0, three.stderr
+    half = f"bash {REPO}/offline_gpu/gpu_rl.sh --dry-run /models/raw {root}"
+    assert three.stdout.splitlines()[1:4] == [
+        f"+ env CUDA_VISIBLE_DEVICES=3 PORT=30004 {half} grpo &",
+        f"+ env CUDA_VISIBLE_DEVICES=2 PORT=30002 {half} online &",
+        f"+ env CUDA_VISIBLE_DEVICES=1 PORT=30000 {half} warm fbc",
+    ]
+    for started in ("=== offline GRPO iteration 1", "=== online GRPO:", "=== filtered BC iteration 1"):
+        assert started in three.stdout
+    two = script(*run, CUDA_VISIBLE_DEVICES="0,1", TRAINERS="fbc online grpo", WARM_MODEL="/models/warm")
+    assert two.returncode == 2 and "both needs 3 GPUs (fbc online grpo); CUDA_VISIBLE_DEVICES=0,1" in two.stderr
 
 
 def test_gpu_rl_reads_the_last_checkpoint_on_the_final_splits(tmp_path):
