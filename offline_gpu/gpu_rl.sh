@@ -11,15 +11,15 @@ Usage: offline_gpu/gpu_rl.sh [--dry-run] [--detach] [--help] MODEL_DIR ROOT [PHA
 On a GPU machine (after `source offline_gpu/gpu_setup.sh`, so MODEL_DIR is $MODEL, the raw
 SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time from the same warm start:
   warm     ROOT/embedded: the embedded warm start (selfplay_gen/data/warm_start) folded into MODEL_DIR,
-           evaluated on dev (64 x 8) and the final splits, FINAL_SPLITS ("test": 256 x 4; "test human" adds
-           the 134 human instances x HUMAN_GAMES (2), a larger model's target): the curves' point at minute
-           0, as every trainer's last model is read. WARM_MODEL, a
+           evaluated on dev (DEV_INSTANCES (64) x DEV_GAMES (8)) and the final splits, FINAL_SPLITS ("test":
+           256 x 4; "test human" adds the 134 human instances x HUMAN_GAMES (2), a larger model's target),
+           on which every trainer's last model is read too: the curves' point at minute 0. WARM_MODEL, a
            model directory (another warm start, e.g. a `gpu_learning.sh` run's ROOT/NAME/warm/train/hf),
            takes the embedded one's place; MAX_NEW_TOKENS (512) a turn in every game and rollout, more for
            a warm start on a teacher plan with long turns (selfplay-gen iterate --help, --teacher-plan)
   online   online GRPO (verl's self-play loop, `selfplay-gen train --mode online`), LoRA rank RL_LORA_RANK
            (32) at RL_LR (1e-4), ONLINE_INSTANCES (16) instances x 2 seats x 8 games a step in two updates,
-           clip-higher 0.28; verl validates on the first 64 dev instances every ONLINE_TEST_FREQ (4) steps
+           clip-higher 0.28; verl validates on the dev instances every ONLINE_TEST_FREQ (4) steps
            (a step of the 135M model took about 12 s with 16 instances, after about 2.5 minutes of start-up:
            bench/results/fsdp2_h200x2_2026-11-26/). verl saves every ONLINE_SAVE_EVERY (1) steps (a save
            writes the whole model and its optimizer: a larger model may save every few); kept are the regular
