@@ -892,6 +892,62 @@ def test_gpu_rl_offline_grpo_iterates_at_its_own_settings(tmp_path):
     assert "optim.lr=1e-5" in grpo(GRPO_LR="1e-5")
 
 
+def test_gpu_rl_iterates_while_another_iteration_as_long_as_the_last_fits_the_budget(tmp_path):
+    """Each iteration counts its own steps (not its evaluations): with 250 s an iteration and 600 s of budget
+    (a minute's slack), a second iteration runs and a third would not end in time, so the second is the
+    trainer's result, read on the final splits. Each iteration's dev reading is a point of the curve; offline
+    GRPO's verl is stopped after each iteration, and the kinds train at their own settings."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    stub = repo / "run_selfplay_iteration.sh"
+    stub.write_text(
+        f"""#!/usr/bin/env bash
+# an iteration of 250 counted seconds and 100 of evaluation; what it was asked to train with
+stage=$RUN_DIR/iter_$(printf %03d "$NUM_ITERATIONS")
+mkdir -p "$stage/eval/heldout"
+echo '{{"steps": [{{"step": "generate", "work_s": 200, "startup_s": 50}},
+  {{"step": "evaluate iter", "work_s": 100, "startup_s": null}}]}}' > "$stage/timings.json"
+echo "iterate $TRAINER ${{RL_LR:-default}} ${{RL_LORA_RANK:-default}} ${{RAY_TMPDIR:-none}}" >> {tmp_path}/calls
+"""
+    )
+    stub.chmod(0o755)
+
+    def run(kind: str, **env: str) -> tuple[list[str], list[list[str]]]:
+        root = tmp_path / kind
+        (root / "logs").mkdir(parents=True)
+        script = f"""
+ROOT={root} REPO={repo} DRY_RUN=0 BUDGET_S=600 PY={sys.executable} WARM=/models/warm PORT=30004 FINAL=(human)
+POINTS={root}/points.tsv RAY_DIR=/tmp/ray_$PORT
+{shell_function("offline_gpu/gpu_rl.sh", "minutes")}
+{shell_function("offline_gpu/gpu_rl.sh", "point")}
+{shell_function("offline_gpu/gpu_rl.sh", "iterations")}
+evaluate() {{ echo "evaluate $1 $2 $4 ${{*:6}}" >> {tmp_path}/calls; }}
+stop_ray() {{ echo stop_ray >> {tmp_path}/calls; }}
+unserve() {{ :; }}
+iterations {kind}
+"""
+        subprocess.run(
+            ["bash", "-c", script], check=True, capture_output=True, text=True, timeout=60, env={**os.environ, **env}
+        )
+        calls = (tmp_path / "calls").read_text().splitlines()
+        (tmp_path / "calls").unlink()
+        points = [line.split("\t")[:3] for line in (root / "points.tsv").read_text().splitlines()]
+        return calls, points
+
+    calls, points = run("fbc", RL_LR="3e-5")
+    assert calls == [
+        "iterate filtered-bc default default none",
+        "iterate filtered-bc default default none",
+        "evaluate filtered-bc 8.33 iter_2 human",
+    ]
+    assert points == [["filtered-bc", "4.17", "dev"], ["filtered-bc", "8.33", "dev"]]
+    calls, points = run("grpo", RL_LR="3e-5")
+    assert calls == ["iterate grpo 5e-5 16 /tmp/ray_30004", "stop_ray"] * 2 + [
+        "evaluate offline-grpo-lora 8.33 iter_2 human"
+    ]
+    assert points == [["offline-grpo-lora", "4.17", "dev"], ["offline-grpo-lora", "8.33", "dev"]]
+
+
 def test_gpu_rl_runs_three_trainers_side_by_side(tmp_path):
     """TRAINERS="fbc online grpo": a GPU and a port each, in order, the warm start evaluated on the first; too
     few GPUs for the trainers stops the run, naming both."""
