@@ -315,9 +315,9 @@ online() {
   done < <(cat "$d/checkpoints.tsv" 2> /dev/null)
   ((${#steps[@]})) || { echo "gpu_rl: online GRPO finished no checkpoint in its budget" >&2; exit 1; }
   touch "$d/TRAINED"
-  # the last checkpoint first, on dev and the final splits (the trainer's result), then the earlier regular ones on dev
-  # (the curve; not those saved near the budget's end), each merged just before its evaluation: a run cut
-  # short still has its result
+  # the last checkpoint first, on dev and the final splits (the trainer's result), then the earlier regular
+  # ones on dev (the curve; checkpoints.tsv also notes those removed between them), each merged just before
+  # its evaluation: a run cut short still has its result
   local i last=$((${#steps[@]} - 1))
   for ((i = last; i >= 0; i--)); do
     ((i == last || steps[i] % ${ONLINE_SAVE_FREQ:-2} == 0)) || continue
@@ -398,14 +398,15 @@ both() {
   for i in "${!trainers[@]}"; do
     local phases=("${trainers[$i]}")
     ((i > 0)) || phases=(warm "${phases[@]}")
-    runs[i]="env CUDA_VISIBLE_DEVICES=${gpus[$i]} PORT=$((PORT + 2 * i))"
+    # a command line, quoted for eval: bash keeps no arrays of arrays
+    runs[i]=$(printf 'env CUDA_VISIBLE_DEVICES=%s PORT=%s' "${gpus[$i]}" $((PORT + 2 * i))
+      printf ' %q' "${half[@]}" "$MODEL_DIR" "$ROOT" "${phases[@]}")
     logs[i]=$ROOT/logs/${trainers[$i]}_gpu.log
     listing+="${trainers[$i]} on GPU ${gpus[$i]}, "
-    printf -v "runs[$i]" '%s %s' "${runs[$i]}" "$(printf '%q ' "${half[@]}" "$MODEL_DIR" "$ROOT" "${phases[@]}")"
   done
   echo "=== both: ${listing}the warm start's evaluation first on GPU ${gpus[0]} (logs $ROOT/logs/TRAINER_gpu.log)"
   for ((i = ${#trainers[@]} - 1; i >= 0; i--)); do
-    printf '+ %s%s\n' "${runs[$i]% }" "$( ((i == 0)) || echo ' &')"
+    printf '+ %s%s\n' "${runs[$i]}" "$( ((i == 0)) || echo ' &')"
   done
   if ((DRY_RUN)); then
     for ((i = ${#trainers[@]} - 1; i >= 0; i--)); do eval "${runs[$i]}"; done

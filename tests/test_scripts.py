@@ -846,7 +846,7 @@ def test_gpu_rl_evaluates_online_grpos_last_checkpoint_first(tmp_path):
     ]
 
 
-def test_gpu_rl_evaluates_the_checkpoints_saved_near_the_budgets_end_only_as_the_last(tmp_path):
+def test_gpu_rl_evaluates_the_checkpoints_between_the_regular_ones_only_as_the_last(tmp_path):
     """verl saves every step: the newest checkpoint is the result; the others between the regular ones are not
     points of the curve, whose checkpoints are every ONLINE_SAVE_FREQ steps."""
     online = tmp_path / "online"
