@@ -33,9 +33,10 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
            still has its result; then each regular one (every ONLINE_SAVE_FREQ steps) on dev at the GPU minute
            it was saved
   fbc      filtered BC iterations (`selfplay-gen iterate`, TRAINER=filtered-bc, FBC_GAMES (1024) games an
-           iteration, LoRA r16 at FBC_LR (1e-3); RL_LR and RL_LORA_RANK are online GRPO's alone) until the
-           budget is spent, counting each iteration's generation, conversion, training and merge, not its
-           evaluations; each iteration's model on dev, the last on the final splits
+           iteration, LoRA r16 at FBC_LR (1e-3); RL_LR and RL_LORA_RANK are online GRPO's alone) in one run
+           that keeps its SGLang server between iterations and starts another only while one as long as the
+           last ends within the budget (TIME_BUDGET_MIN), counting each iteration's generation, conversion,
+           training and merge, not its evaluations; each iteration's model on dev, the last on the final splits
   grpo     offline GRPO iterations, as fbc: TRAINER=grpo (the games replayed by verl, which starts in each
            iteration and counts), GRPO_GAMES (512) games an iteration, LoRA r GRPO_LORA_RANK (16) at
            GRPO_LR (5e-5), verl in this run's Ray
@@ -334,10 +335,13 @@ online() {
   unserve
 }
 
-# iterations KIND: filtered BC (fbc) or offline GRPO (grpo) iterations from the warm start, one
-# `selfplay-gen iterate` call each, until the budget is spent.
+# iterations KIND: filtered BC (fbc) or offline GRPO (grpo) iterations from the warm start in one `selfplay-gen
+# iterate` run, which keeps its SGLang server from one iteration to the next and starts another iteration only
+# while one as long as the last still ends within the budget (TIME_BUDGET_MIN: each iteration's generation,
+# conversion, training and merge count, not its evaluations); then each iteration's dev reading is a point of
+# the curve, and the last iteration's model is read on the final splits.
 iterations() {
-  local kind=$1 d=$ROOT/$1 n=1 spent=0 previous=0 trainer label name settings
+  local kind=$1 d=$ROOT/$1 trainer label name settings
   # online GRPO's learning rate and rank are its own (the iteration reads the same names): each kind has its own
   case $kind in
     fbc)
@@ -351,34 +355,35 @@ iterations() {
   if [[ $DRY_RUN -eq 0 ]]; then
     mkdir -p "$d/base/eval" && touch "$d/base/DONE" "$d/base/eval/DONE"  # the warm start: evaluated in `warm`
   fi
-  while :; do
-    local iterate=(env -u RL_LR -u RL_LORA_RANK "${settings[@]}" RUN_DIR="$d" INITIAL_MODEL="$WARM" WARM_START=none
-      TRAINER="$trainer" NUM_ITERATIONS="$n" EVAL_INSTANCES="${DEV_INSTANCES:-64}"
-      EVAL_GAMES_PER_INSTANCE="${DEV_GAMES:-8}" TEST_SPLIT=false PORT="$PORT" "$REPO/run_selfplay_iteration.sh")
-    echo "=== $name iteration $n (${spent} s of ${BUDGET_S} s spent)"
-    if [[ $DRY_RUN -eq 1 ]]; then
-      "${iterate[@]}" --dry-run
-      break
-    fi
-    unserve  # the iteration starts its own server on PORT
-    "${iterate[@]}" > "$ROOT/logs/${kind}_$n.log" 2>&1 \
-      || { tail -40 "$ROOT/logs/${kind}_$n.log" >&2; echo "gpu_rl: $name iteration $n failed" >&2; exit 1; }
-    [[ $kind != grpo ]] || stop_ray
+  # as many iterations as the budget holds (a dry run, which spends nothing, shows the first)
+  local most=${MAX_ITERATIONS:-100}
+  ((!DRY_RUN)) || most=1
+  local iterate=(env -u RL_LR -u RL_LORA_RANK "${settings[@]}" RUN_DIR="$d" INITIAL_MODEL="$WARM" WARM_START=none
+    TRAINER="$trainer" NUM_ITERATIONS="$most" TIME_BUDGET_MIN="$(minutes "$BUDGET_S")"
+    EVAL_INSTANCES="${DEV_INSTANCES:-64}" EVAL_GAMES_PER_INSTANCE="${DEV_GAMES:-8}" TEST_SPLIT=false PORT="$PORT"
+    "$REPO/run_selfplay_iteration.sh")
+  echo "=== $name iterations while one more fits in ${BUDGET_S} s (log $ROOT/logs/$kind.log)"
+  if [[ $DRY_RUN -eq 1 ]]; then
+    "${iterate[@]}" --dry-run
+    return 0
+  fi
+  unserve  # the iteration run starts its own server on PORT
+  "${iterate[@]}" > "$ROOT/logs/$kind.log" 2>&1 \
+    || { tail -40 "$ROOT/logs/$kind.log" >&2; echo "gpu_rl: $name iterations failed" >&2; exit 1; }
+  [[ $kind != grpo ]] || stop_ray
+  local stage spent=0 last=
+  for stage in "$d"/iter_[0-9][0-9][0-9]; do
+    [[ -e $stage/DONE ]] || continue
     spent=$("$PY" -c 'import json, sys
-rows = [t for a in sys.argv[1:] for t in json.load(open(a))["steps"]]
-print(round(sum(t["work_s"] + (t["startup_s"] or 0) for t in rows if not t["step"].startswith("evaluate"))))' \
-      "$d"/iter_*/timings.json)
-    local stage
-    stage=$d/iter_$(printf %03d "$n")
+rows = json.load(open(sys.argv[2]))["steps"]
+print(int(sys.argv[1]) + round(sum(t["work_s"] + (t["startup_s"] or 0) for t in rows if not t["step"].startswith("evaluate"))))' \
+      "$spent" "$stage/timings.json")
     point "$label" "$(minutes "$spent")" dev "$stage/eval/heldout/metrics.json"
-    # another iteration as long as one more, as long as the last, ends within the budget (a minute's slack)
-    if ((2 * spent - previous > BUDGET_S + 60)); then
-      evaluate "$label" "$(minutes "$spent")" "$stage/train/hf" "iter_$n" "$stage/eval" "${FINAL[@]}"
-      unserve
-      break
-    fi
-    previous=$spent n=$((n + 1))
+    last=$stage
   done
+  [[ -n $last ]] || { echo "gpu_rl: $name finished no iteration (log $ROOT/logs/$kind.log)" >&2; exit 1; }
+  evaluate "$label" "$(minutes "$spent")" "$last/train/hf" "iter_$((10#${last##*_}))" "$last/eval" "${FINAL[@]}"
+  unserve
 }
 
 # both: the trainers of TRAINERS at once, one GPU each (the first ones of CUDA_VISIBLE_DEVICES, in order), each

@@ -49,13 +49,15 @@ def test_each_instance_gets_one_opponent_drawn_by_rating_closeness():
         decisions.league_batches(ratings, "iter_2", ["ghost"], 8, 8, seed=0)
 
 
-def test_the_time_budget_counts_finished_iterations_and_names_a_bad_row(tmp_path):
+def test_the_time_budget_starts_an_iteration_only_if_one_like_the_last_fits_and_names_a_bad_row(tmp_path):
     assert decisions.within_budget(tmp_path, None) and decisions.within_budget(tmp_path, 1.0)
     for name, seconds in (("base", "30"), ("warm", "600"), ("iter_001", "30"), ("iter_002", "60")):
         (tmp_path / name).mkdir()
         (tmp_path / name / "summary_row.json").write_text(json.dumps({"row": [name, "8", "", "", seconds]}))
+    assert decisions.iteration_minutes(tmp_path) == pytest.approx([0.5, 1.0])
     assert decisions.spent_minutes(tmp_path) == pytest.approx(1.5)
-    assert decisions.within_budget(tmp_path, 2.0) and not decisions.within_budget(tmp_path, 1.5)
+    # another iteration as long as the last (1 min) must end within the budget
+    assert decisions.within_budget(tmp_path, 2.5) and not decisions.within_budget(tmp_path, 2.4)
     (tmp_path / "iter_003").mkdir()
     (tmp_path / "iter_003" / "summary_row.json").write_text(json.dumps({"row": ["iter_3", "8", "", "", "long"]}))
     with pytest.raises(ValueError, match=r"iter_003/summary_row.json: field row\[4\] \(wall time\)"):
@@ -141,7 +143,10 @@ def test_grpo_takes_a_per_seat_baseline_and_the_time_budget_stops_new_iterations
         (run / stage / "summary_row.json").write_text(json.dumps({"row": [stage, "", "", "", "600"]}))
         (run / stage / "DONE").touch()
     stopped = dry_iterate(tmp_path, "--num-iterations", "3", "--time-budget-min", "5", "--warm-start", "none")
-    assert "time budget of 5 min spent (10.0 min): no iteration from 2 on" in stopped
+    assert (
+        "time budget of 5 min: 10.0 min spent, and an iteration as long as the last (10.0 min) would end past it: "
+        "no iteration from 2 on"
+    ) in stopped
     assert not any("=== iteration" in line for line in stopped)
 
 

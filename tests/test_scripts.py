@@ -690,7 +690,7 @@ def test_gpu_rl_trains_both_trainers_from_one_warm_start_and_evaluates_on_dev_an
         assert override in ppo, override
     assert f"init --num-train 4096 --num-test 64 --seed 1000000 --out-dir {root}/online/data" in out
     # filtered BC from the same warm start, its iterations' own evaluation on the same dev instances
-    fbc = out.split("=== filtered BC iteration 1")[1]
+    fbc = out.split("=== filtered BC iterations while")[1]
     assert f"-m sglang.launch_server --model-path {warm}" in fbc and "--num-games 1024 --games-per-instance 8" in fbc
     assert "--instances heldout --num-instances 64 -k 8 --label iter_1" in fbc
     assert f"bench/analysis/rl_curve.py {root}/results" in out
@@ -763,7 +763,7 @@ def test_gpu_rl_on_two_gpus_gives_each_trainer_a_gpu_of_its_own(tmp_path):
     # the warm start evaluated on dev and test on GPU 0, then filtered BC from it
     assert "--model /models/warm --temperature 0.7" in out
     assert "--instances test --num-instances 256 -k 4 --label warm" in out
-    assert "-m sglang.launch_server --model-path /models/warm" in out.split("=== filtered BC iteration 1")[1]
+    assert "-m sglang.launch_server --model-path /models/warm" in out.split("=== filtered BC iterations while")[1]
     assert f"bench/analysis/rl_curve.py {root}/results" in out
 
 
@@ -883,7 +883,7 @@ def test_gpu_rl_offline_grpo_iterates_at_its_own_settings(tmp_path):
     def grpo(**env: str) -> str:
         result = script("offline_gpu/gpu_rl.sh", "--dry-run", "/models/raw", str(tmp_path / "root"), "grpo", **env)
         assert result.returncode == 0, result.stderr
-        assert "=== offline GRPO iteration 1" in result.stdout and "--num-games 512" in result.stdout
+        assert "=== offline GRPO iterations while" in result.stdout and "--num-games 512" in result.stdout
         (ppo,) = [line for line in result.stdout.splitlines() if "-m verl.trainer.main_ppo" in line]
         return ppo
 
@@ -892,22 +892,27 @@ def test_gpu_rl_offline_grpo_iterates_at_its_own_settings(tmp_path):
     assert "optim.lr=1e-5" in grpo(GRPO_LR="1e-5")
 
 
-def test_gpu_rl_iterates_while_another_iteration_as_long_as_the_last_fits_the_budget(tmp_path):
-    """Each iteration counts its own steps (not its evaluations): with 250 s an iteration and 600 s of budget
-    (a minute's slack), a second iteration runs and a third would not end in time, so the second is the
-    trainer's result, read on the final splits. Each iteration's dev reading is a point of the curve; offline
-    GRPO's verl is stopped after each iteration, and the kinds train at their own settings."""
+def test_gpu_rl_iterates_in_one_run_under_the_budget_and_reads_its_last_iteration(tmp_path):
+    """One iteration run for the whole budget (its server kept between iterations; the run itself starts an
+    iteration only while one as long as the last fits, `selfplay_gen.iterate.decisions.within_budget`): told
+    the budget in minutes, at each kind's own settings. Each finished iteration's dev reading is a point of the
+    curve at the GPU time counted through it (its steps, not its evaluations); an unfinished one is not; the
+    last finished iteration is read on the final splits; offline GRPO's verl is stopped after the run."""
     repo = tmp_path / "repo"
     repo.mkdir()
     stub = repo / "run_selfplay_iteration.sh"
     stub.write_text(
         f"""#!/usr/bin/env bash
-# an iteration of 250 counted seconds and 100 of evaluation; what it was asked to train with
-stage=$RUN_DIR/iter_$(printf %03d "$NUM_ITERATIONS")
-mkdir -p "$stage/eval/heldout"
-echo '{{"steps": [{{"step": "generate", "work_s": 200, "startup_s": 50}},
-  {{"step": "evaluate iter", "work_s": 100, "startup_s": null}}]}}' > "$stage/timings.json"
-echo "iterate $TRAINER ${{RL_LR:-default}} ${{RL_LORA_RANK:-default}} ${{RAY_TMPDIR:-none}}" >> {tmp_path}/calls
+# two finished iterations of 250 counted seconds and 100 of evaluation, and a third cut short
+for n in 1 2 3; do
+  stage=$RUN_DIR/iter_00$n
+  mkdir -p "$stage/eval/heldout"
+  echo '{{"steps": [{{"step": "generate", "work_s": 200, "startup_s": 50}},
+    {{"step": "evaluate iter", "work_s": 100, "startup_s": null}}]}}' > "$stage/timings.json"
+  [[ $n == 3 ]] || touch "$stage/DONE"
+done
+echo "iterate $TRAINER $NUM_ITERATIONS $TIME_BUDGET_MIN ${{RL_LR:-default}} ${{RL_LORA_RANK:-default}} \
+${{RAY_TMPDIR:-none}}" >> {tmp_path}/calls
 """
     )
     stub.chmod(0o755)
@@ -921,7 +926,7 @@ POINTS={root}/points.tsv RAY_DIR=/tmp/ray_$PORT
 {shell_function("offline_gpu/gpu_rl.sh", "minutes")}
 {shell_function("offline_gpu/gpu_rl.sh", "point")}
 {shell_function("offline_gpu/gpu_rl.sh", "iterations")}
-evaluate() {{ echo "evaluate $1 $2 $4 ${{*:6}}" >> {tmp_path}/calls; }}
+evaluate() {{ echo "evaluate $1 $2 $3 $4 ${{*:6}}" >> {tmp_path}/calls; }}
 stop_ray() {{ echo stop_ray >> {tmp_path}/calls; }}
 unserve() {{ :; }}
 iterations {kind}
@@ -936,14 +941,15 @@ iterations {kind}
 
     calls, points = run("fbc", RL_LR="3e-5")
     assert calls == [
-        "iterate filtered-bc default default none",
-        "iterate filtered-bc default default none",
-        "evaluate filtered-bc 8.33 iter_2 human",
+        "iterate filtered-bc 100 10.00 default default none",
+        f"evaluate filtered-bc 8.33 {tmp_path}/fbc/fbc/iter_002/train/hf iter_2 human",
     ]
     assert points == [["filtered-bc", "4.17", "dev"], ["filtered-bc", "8.33", "dev"]]
-    calls, points = run("grpo", RL_LR="3e-5")
-    assert calls == ["iterate grpo 5e-5 16 /tmp/ray_30004", "stop_ray"] * 2 + [
-        "evaluate offline-grpo-lora 8.33 iter_2 human"
+    calls, points = run("grpo", RL_LR="3e-5", MAX_ITERATIONS="5")
+    assert calls == [
+        "iterate grpo 5 10.00 5e-5 16 /tmp/ray_30004",
+        "stop_ray",
+        f"evaluate offline-grpo-lora 8.33 {tmp_path}/grpo/grpo/iter_002/train/hf iter_2 human",
     ]
     assert points == [["offline-grpo-lora", "4.17", "dev"], ["offline-grpo-lora", "8.33", "dev"]]
 
@@ -961,7 +967,7 @@ def test_gpu_rl_runs_three_trainers_side_by_side(tmp_path):
         f"+ env CUDA_VISIBLE_DEVICES=2 PORT=30002 {half} online &",
         f"+ env CUDA_VISIBLE_DEVICES=1 PORT=30000 {half} warm fbc",
     ]
-    for started in ("=== offline GRPO iteration 1", "=== online GRPO:", "=== filtered BC iteration 1"):
+    for started in ("=== offline GRPO iterations while", "=== online GRPO:", "=== filtered BC iterations while"):
         assert started in three.stdout
     two = script(*run, CUDA_VISIBLE_DEVICES="0,1", TRAINERS="fbc online grpo", WARM_MODEL="/models/warm")
     assert two.returncode == 2 and "both needs 3 GPUs (fbc online grpo); CUDA_VISIBLE_DEVICES=0,1" in two.stderr

@@ -734,8 +734,9 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     "TIME_BUDGET_MIN",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
-    help="No iteration starts once the run's finished iterations took this many minutes (equal-time "
-    "comparisons from one warm start: the base evaluation and the warm start are not counted).",
+    help="Minutes of training for the run: an iteration starts only while one as long as the last finished "
+    "one would end within them (equal-time comparisons from one warm start: each iteration's generation, "
+    "conversion, training and merge count; the base evaluation and the warm start do not).",
 )
 @opt(
     "--warm-start",

@@ -330,7 +330,7 @@ class Iteration:
     crossplay: bool | None = None  # None: the game decides
     league_size: int = 0
     league: League = field(default_factory=League)
-    time_budget_min: float | None = None  # no iteration starts once the run's stages took this long
+    time_budget_min: float | None = None  # no iteration starts that, as long as the last, would end past it
     warm: Warm = field(default_factory=Warm)
     sampling: Sampling = field(default_factory=Sampling)
     servers: ServerSettings = field(default_factory=ServerSettings)

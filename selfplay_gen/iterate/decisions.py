@@ -61,23 +61,33 @@ def league_batches(
     return [(name, drawn[name] * games_per_instance) for name in candidates if drawn[name]]
 
 
-def spent_minutes(run_dir: Path) -> float:
-    """The wall time of the run's finished iterations (their summary rows), in minutes. The base evaluation
-    and the warm start are left out: runs compared at equal time share them (one adopted warm stage), so
-    the budget is what each run spends on its own training."""
-    total = 0.0
-    for row in run_dir.glob("iter_*/summary_row.json"):
+def iteration_minutes(run_dir: Path) -> list[float]:
+    """The wall time of each of the run's finished iterations (their summary rows), in iteration order, in
+    minutes. The base evaluation and the warm start are left out: runs compared at equal time share them (one
+    adopted warm stage), so the budget is what each run spends on its own training."""
+    minutes = []
+    for row in sorted(run_dir.glob("iter_*/summary_row.json")):
         cells = json.loads(row.read_text())["row"]
         try:
-            total += float(cells[SUMMARY_HEADER.index("wall time (s)")])
+            minutes.append(float(cells[SUMMARY_HEADER.index("wall time (s)")]) / 60)
         except (IndexError, ValueError) as error:
             raise ValueError(f"{row}: field row[4] (wall time) is not a number: {cells}") from error
-    return total / 60
+    return minutes
+
+
+def spent_minutes(run_dir: Path) -> float:
+    """The wall time of the run's finished iterations, in minutes (`iteration_minutes`)."""
+    return sum(iteration_minutes(run_dir))
 
 
 def within_budget(run_dir: Path, budget_min: float | None) -> bool:
-    """Whether another iteration may start: no budget, or the finished iterations took less than it."""
-    return budget_min is None or spent_minutes(run_dir) < budget_min
+    """Whether another iteration may start: no budget, or one as long as the last finished iteration would
+    still end within it. Runs compared at equal time then each stop at or below the budget, never one
+    iteration past it."""
+    if budget_min is None:
+        return True
+    minutes = iteration_minutes(run_dir)
+    return sum(minutes) + (minutes[-1] if minutes else 0.0) <= budget_min
 
 
 def crossplay_pairings(labels: Sequence[str], warm_label: str = "warm") -> list[tuple[int, int]]:

@@ -104,9 +104,10 @@ class Run:
                 promoted = True
                 if not stage.done:
                     if not decisions.within_budget(self.run_dir, cfg.time_budget_min):
-                        spent = decisions.spent_minutes(self.run_dir)
+                        minutes = decisions.iteration_minutes(self.run_dir)
                         self.shell.echo(
-                            f"time budget of {cfg.time_budget_min:g} min spent ({spent:.1f} min): "
+                            f"time budget of {cfg.time_budget_min:g} min: {sum(minutes):.1f} min spent, and an "
+                            f"iteration as long as the last ({minutes[-1]:.1f} min) would end past it: "
                             f"no iteration from {i} on"
                         )
                         break
