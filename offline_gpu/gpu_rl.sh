@@ -371,18 +371,20 @@ iterations() {
   "${iterate[@]}" > "$ROOT/logs/$kind.log" 2>&1 \
     || { tail -40 "$ROOT/logs/$kind.log" >&2; echo "gpu_rl: $name iterations failed" >&2; exit 1; }
   [[ $kind != grpo ]] || stop_ray
-  local stage spent=0 last=
-  for stage in "$d"/iter_[0-9][0-9][0-9]; do
-    [[ -e $stage/DONE ]] || continue
-    spent=$("$PY" -c 'import json, sys
-rows = json.load(open(sys.argv[2]))["steps"]
-print(int(sys.argv[1]) + round(sum(t["work_s"] + (t["startup_s"] or 0) for t in rows if not t["step"].startswith("evaluate"))))' \
-      "$spent" "$stage/timings.json")
-    point "$label" "$(minutes "$spent")" dev "$stage/eval/heldout/metrics.json"
-    last=$stage
-  done
+  # the GPU minutes through each finished iteration, as the iteration run counted them against the budget
+  local minutes_through stage spent last=
+  while read -r minutes_through stage; do
+    point "$label" "$minutes_through" dev "$stage/eval/heldout/metrics.json"
+    spent=$minutes_through last=$stage
+  done < <("$PY" -c 'import sys
+from pathlib import Path
+from selfplay_gen.iterate.decisions import finished_iterations
+spent = 0.0
+for stage, minutes in finished_iterations(Path(sys.argv[1])):
+    spent += minutes
+    print(f"{spent:.2f}", stage)' "$d")
   [[ -n $last ]] || { echo "gpu_rl: $name finished no iteration (log $ROOT/logs/$kind.log)" >&2; exit 1; }
-  evaluate "$label" "$(minutes "$spent")" "$last/train/hf" "iter_$((10#${last##*_}))" "$last/eval" "${FINAL[@]}"
+  evaluate "$label" "$spent" "$last/train/hf" "iter_$((10#${last##*_}))" "$last/eval" "${FINAL[@]}"
   unserve
 }
 

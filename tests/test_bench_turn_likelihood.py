@@ -1,7 +1,9 @@
 """bench/analysis/turn_likelihood.py on the raw SmolLM2-135M-Instruct: a turn scored again equals what the model
 gave its tokens while sampling them, and a turn the model did not write scores far below one it did."""
 
+import copy
 import json
+from pathlib import Path
 
 import bench_modules
 import pytest
@@ -9,6 +11,7 @@ import torch
 from click.testing import CliRunner
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+REPO = Path(__file__).resolve().parents[1]
 turn_likelihood = bench_modules.load("analysis/turn_likelihood.py", "turn_likelihood")
 
 
@@ -66,16 +69,16 @@ def turn_scores(model, prompt, output):
 
 def test_command_lists_failed_and_clean_games_turn_by_turn(tmp_path, local_model_dir, written):
     prompt, output, sampled = written
+    golden = [json.loads(line) for line in (REPO / "tests" / "data" / "golden_matching.jsonl").read_text().splitlines()]
+    played = next(g for g in golden if g["players"][1]["kind"] == "llm" and g["outcome"]["termination"] == "accepted")
 
     def record(game_id, termination, invalid):
-        seat = {"token_ids": prompt + output, "turns": [{"prompt_len": len(prompt), "output_ids": output}]}
-        return {
-            "game_id": game_id,
-            "settings": {"sampling": {"temperature": 0.7}},
-            "outcome": {"termination": termination},
-            "stats": {"invalid_moves": invalid},
-            "players": [{"token_ids": [], "turns": []}, seat],
-        }
+        game = copy.deepcopy(played)
+        game["game_id"], game["settings"]["sampling"] = game_id, {"temperature": 0.7}
+        game["outcome"]["termination"], game["stats"]["invalid_moves"] = termination, invalid
+        game["players"][1]["token_ids"] = prompt + output
+        game["players"][1]["turns"] = [{"prompt_len": len(prompt), "output_ids": output}]
+        return game
 
     games = tmp_path / "games.jsonl"
     rows = [record("a/0", "max_invalid", 3), record("b/0", "accepted", 1), record("c/0", "accepted", 0)]

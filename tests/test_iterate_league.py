@@ -55,13 +55,13 @@ def test_the_time_budget_starts_an_iteration_only_if_one_like_the_last_fits_and_
         (tmp_path / name).mkdir()
         (tmp_path / name / "summary_row.json").write_text(json.dumps({"row": [name, "8", "", "", seconds]}))
     assert decisions.iteration_minutes(tmp_path) == pytest.approx([0.5, 1.0])
-    assert decisions.spent_minutes(tmp_path) == pytest.approx(1.5)
+    assert [stage.name for stage, _ in decisions.finished_iterations(tmp_path)] == ["iter_001", "iter_002"]
     # another iteration as long as the last (1 min) must end within the budget
     assert decisions.within_budget(tmp_path, 2.5) and not decisions.within_budget(tmp_path, 2.4)
     (tmp_path / "iter_003").mkdir()
     (tmp_path / "iter_003" / "summary_row.json").write_text(json.dumps({"row": ["iter_3", "8", "", "", "long"]}))
     with pytest.raises(ValueError, match=r"iter_003/summary_row.json: field row\[4\] \(wall time\)"):
-        decisions.spent_minutes(tmp_path)
+        decisions.iteration_minutes(tmp_path)
 
 
 # --- command lines ---------------------------------------------------------------------------------

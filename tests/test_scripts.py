@@ -896,20 +896,18 @@ def test_gpu_rl_iterates_in_one_run_under_the_budget_and_reads_its_last_iteratio
     """One iteration run for the whole budget (its server kept between iterations; the run itself starts an
     iteration only while one as long as the last fits, `selfplay_gen.iterate.decisions.within_budget`): told
     the budget in minutes, at each kind's own settings. Each finished iteration's dev reading is a point of the
-    curve at the GPU time counted through it (its steps, not its evaluations); an unfinished one is not; the
-    last finished iteration is read on the final splits; offline GRPO's verl is stopped after the run."""
+    curve at the GPU time the run counted through it (its summary rows); an unfinished one is not; the last
+    finished iteration is read on the final splits; offline GRPO's verl is stopped after the run."""
     repo = tmp_path / "repo"
     repo.mkdir()
     stub = repo / "run_selfplay_iteration.sh"
     stub.write_text(
         f"""#!/usr/bin/env bash
-# two finished iterations of 250 counted seconds and 100 of evaluation, and a third cut short
+# two finished iterations of 250 counted seconds (their summary rows), and a third cut short
 for n in 1 2 3; do
   stage=$RUN_DIR/iter_00$n
   mkdir -p "$stage/eval/heldout"
-  echo '{{"steps": [{{"step": "generate", "work_s": 200, "startup_s": 50}},
-    {{"step": "evaluate iter", "work_s": 100, "startup_s": null}}]}}' > "$stage/timings.json"
-  [[ $n == 3 ]] || touch "$stage/DONE"
+  [[ $n == 3 ]] || echo '{{"row": ["iter_'$n'", "1024", "", "", "250"]}}' > "$stage/summary_row.json"
 done
 echo "iterate $TRAINER $NUM_ITERATIONS $TIME_BUDGET_MIN ${{RL_LR:-default}} ${{RL_LORA_RANK:-default}} \
 ${{RAY_TMPDIR:-none}}" >> {tmp_path}/calls

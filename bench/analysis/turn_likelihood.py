@@ -11,11 +11,11 @@ turns of failed games with those of good games tells which of the two a bad eval
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import click
+
+from selfplay_gen.records import read_games
 
 
 def turn_scores(model, token_ids: list[int], prompt_len: int, output_ids: list[int], temperature: float):
@@ -40,10 +40,12 @@ def main(model_dir: str, games: str, seat: int, per_kind: int, turns: int, tempe
     import torch
     from transformers import AutoModelForCausalLM
 
-    records = [json.loads(line) for line in Path(games).read_text().splitlines() if line.strip()]
+    records = list(read_games(games))
     failed = [g for g in records if g["outcome"]["termination"] != "accepted"][:per_kind]
     clean = [g for g in records if g["outcome"]["termination"] == "accepted" and g["stats"]["invalid_moves"] == 0]
-    temperature = temperature or records[0]["settings"]["sampling"]["temperature"]
+    temperature = temperature or records[0]["settings"].get("sampling", {}).get("temperature")
+    if temperature is None:
+        raise click.UsageError(f"{games}: its records name no sampling temperature; give --temperature")
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     click.echo(f"# {model_dir}, temperature {temperature}: log-probability a token of seat {seat}'s turns")
     click.echo("kind\tgame\tturn\ttokens\tmean\tmin\tp<0.01\tp<0.001")

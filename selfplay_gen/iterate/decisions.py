@@ -61,23 +61,23 @@ def league_batches(
     return [(name, drawn[name] * games_per_instance) for name in candidates if drawn[name]]
 
 
-def iteration_minutes(run_dir: Path) -> list[float]:
-    """The wall time of each of the run's finished iterations (their summary rows), in iteration order, in
-    minutes. The base evaluation and the warm start are left out: runs compared at equal time share them (one
+def finished_iterations(run_dir: Path) -> list[tuple[Path, float]]:
+    """Each of the run's finished iterations, in order: its directory and its wall time in minutes (its summary
+    row). The base evaluation and the warm start are left out: runs compared at equal time share them (one
     adopted warm stage), so the budget is what each run spends on its own training."""
-    minutes = []
+    finished = []
     for row in sorted(run_dir.glob("iter_*/summary_row.json")):
         cells = json.loads(row.read_text())["row"]
         try:
-            minutes.append(float(cells[SUMMARY_HEADER.index("wall time (s)")]) / 60)
+            finished.append((row.parent, float(cells[SUMMARY_HEADER.index("wall time (s)")]) / 60))
         except (IndexError, ValueError) as error:
             raise ValueError(f"{row}: field row[4] (wall time) is not a number: {cells}") from error
-    return minutes
+    return finished
 
 
-def spent_minutes(run_dir: Path) -> float:
-    """The wall time of the run's finished iterations, in minutes (`iteration_minutes`)."""
-    return sum(iteration_minutes(run_dir))
+def iteration_minutes(run_dir: Path) -> list[float]:
+    """The wall time of each finished iteration, in order, in minutes (`finished_iterations`)."""
+    return [minutes for _, minutes in finished_iterations(run_dir)]
 
 
 def within_budget(run_dir: Path, budget_min: float | None) -> bool:
