@@ -30,6 +30,7 @@ import time
 import torch
 from gguf import GGUFReader
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+from transformers.initialization import no_init_weights
 
 # Used only if the GGUF file carries no chat template: plain ChatML.
 FALLBACK_CHAT_TEMPLATE = (
@@ -139,7 +140,9 @@ def convert(gguf_path, out_dir, dtype, end_of_turn, report):
 
     start = time.perf_counter()
     config = clean_config(src, tok, dtype)
-    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    # every weight is overwritten below, so a random initialization of them would be wasted work
+    with no_init_weights():
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     state = dict(src.state_dict())
     if config.tie_word_embeddings:
         state.pop("lm_head.weight", None)
