@@ -447,4 +447,4 @@ def load_instances(kind: str, count: int, seed: int, game: str = games.UNNAMED) 
                 f"{game_class.human_games} x --games-per-instance games"
             )
         return game_class.human_instances(count)
-    return [game_class.instance_type.from_seed(seed + i) for i in range(count)]
+    return games.seeded(game, range(seed, seed + count), desc="instances" if count >= games.PARALLEL_SEEDS else None)

@@ -60,3 +60,19 @@ def test_targets_must_be_qualified_game_classes(registry):
     registry.register("not-a-game", "selfplay_gen.games.base.Limits")
     with pytest.raises(TypeError, match="not a Game class"):
         registry.get("not-a-game")
+
+
+@pytest.mark.parametrize("name", ["matching", "negotiation"])
+def test_seeded_instances_drawn_by_worker_processes_equal_the_serial_draw_in_seed_order(name):
+    seeds = range(5_000, 5_000 + games.PARALLEL_SEEDS)
+    instances = games.seeded(name, seeds)
+    assert instances == [games.get(name).instance_type.from_seed(seed) for seed in seeds]
+    assert [instance.id for instance in instances] == [f"seed-{seed}" for seed in seeds]
+
+
+def test_a_seed_a_worker_process_cannot_draw_raises_as_it_would_in_this_process():
+    with pytest.raises(ValueError) as serial:
+        games.get("matching").instance_type.from_seed(-1)
+    with pytest.raises(ValueError) as pooled:
+        games.seeded("matching", range(-games.PARALLEL_SEEDS, 0))
+    assert str(pooled.value) == str(serial.value)

@@ -10,9 +10,14 @@ naming one game never loads another's dependencies.
 from __future__ import annotations
 
 import importlib
+import multiprocessing
+import os
 from collections.abc import Mapping
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+
+from tqdm.auto import tqdm
 
 from .base import Game, Limits
 
@@ -52,6 +57,26 @@ def get(name: str) -> type[Game[Any, Any]]:
     return game
 
 
+# Fewer seeds than this are drawn in this process: starting worker processes would cost more.
+PARALLEL_SEEDS = 256
+
+
+def seeded(name: str, seeds: range, desc: str | None = None) -> list[Any]:
+    """The instances of game `name` for `seeds`, in seed order; `desc` labels a progress bar.
+
+    A matching instance samples candidate tables until one is hard, which takes milliseconds, so
+    the thousands an online run's pool holds are drawn by one process per available CPU. Workers
+    are spawned rather than forked: a caller may already run threads (a server's log readers).
+    """
+    from_seed = get(name).instance_type.from_seed
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    bar = {"desc": desc, "unit": "inst", "total": len(seeds), "disable": desc is None}
+    if len(seeds) < PARALLEL_SEEDS or cpus < 2:
+        return [from_seed(seed) for seed in tqdm(seeds, **bar)]
+    with ProcessPoolExecutor(cpus, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(tqdm(pool.map(from_seed, seeds, chunksize=max(1, len(seeds) // (8 * cpus))), **bar))
+
+
 @dataclass(frozen=True)
 class GameConfig:
     """What a run plays: a registered game, its limits and its options (e.g. a reward mode).
@@ -73,4 +98,4 @@ class GameConfig:
             raise ValueError(f"the {self.name} game does not take the options {dict(self.options)} ({err})") from None
 
 
-__all__ = ["UNNAMED", "Game", "GameConfig", "get", "names", "register"]
+__all__ = ["UNNAMED", "Game", "GameConfig", "get", "names", "register", "seeded"]

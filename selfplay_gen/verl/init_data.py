@@ -23,7 +23,6 @@ from typing import Any
 
 import click
 import pandas as pd
-from tqdm.auto import tqdm
 
 from .. import games
 from ..evaluation.splits import EvaluationSeedError, check_training_seeds, split_seeds
@@ -107,7 +106,6 @@ def init_command(num_train: int, num_test: int, seed: int, out_dir: Path, overwr
     """Write game-initialization parquet for online self-play training (agent `selfplay_online`)
     of the game `--game` (with its options), which the rows name for the loop that plays them."""
     game = game_from(opts)  # default limits: the trainer's come from +selfplay.max_moves and the like
-    instance_type = game.new().instance_type
     try:
         check_training_seeds(seed, num_train, "--seed/--num-train")
     except EvaluationSeedError as err:
@@ -119,7 +117,7 @@ def init_command(num_train: int, num_test: int, seed: int, out_dir: Path, overwr
         raise click.ClickException(f"{', '.join(existing)} already exist; pass --overwrite to replace them")
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, path in targets.items():
-        instances = [instance_type.from_seed(s) for s in tqdm(splits[name], desc=f"{name} instances", unit="inst")]
+        instances = games.seeded(game.name, splits[name], desc=f"{name} instances")
         rows = init_rows(game, instances)
         write_parquet_atomic(rows, path)
         click.echo(
