@@ -66,7 +66,8 @@ def seeded(name: str, seeds: range, desc: str | None = None) -> list[Any]:
 
     A matching instance samples candidate tables until one is hard, which takes milliseconds, so
     the thousands an online run's pool holds are drawn by one process per available CPU. Workers
-    are spawned rather than forked: a caller may already run threads (a server's log readers).
+    are spawned, not forked: a fork of a process that runs threads (tqdm's monitor, a caller's
+    own) can deadlock in the child.
     """
     from_seed = get(name).instance_type.from_seed
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
