@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from .formats import DPO_PAIRS, FORMATS
-from .pipeline import ConvertError, Options, convert
+from .pipeline import EXIT_NO_ROWS, ConvertError, NoRowsLeft, Options, convert
 from .reward import BASELINES
 
 
@@ -28,6 +28,10 @@ def _sigterm_unwinds():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+class NothingToTrain(click.ClickException):
+    exit_code = EXIT_NO_ROWS
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -151,7 +155,10 @@ def main(
     overwrite: bool,
 ) -> None:
     """Convert the self-play games in GAMES (JSONL) into verl training parquet. Outputs appear
-    whole or not at all; a failed or stopped convert (SIGINT, SIGTERM) leaves no temporary file."""
+    whole or not at all; a failed or stopped convert (SIGINT, SIGTERM) leaves no temporary file.
+
+    Exit status: 0 converted; 3 no training rows are left (every game excluded, or every GRPO group
+    constant); 1 any other error."""
     try:
         options = Options(
             fmt,
@@ -172,6 +179,8 @@ def main(
         )
         with _sigterm_unwinds():
             summary = convert(games, out_dir, options, overwrite=overwrite)
+    except NoRowsLeft as err:
+        raise NothingToTrain(str(err)) from None
     except (ConvertError, OSError) as err:
         raise click.ClickException(str(err)) from None
     if summary["stale_files_removed"]:

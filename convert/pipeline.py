@@ -45,6 +45,15 @@ class ConvertError(ValueError):
     """Input or options that cannot be converted; the message says where and why."""
 
 
+class NoRowsLeft(ConvertError):
+    """Every game or group was left out, so there is nothing to train on. The command exits with its own
+    status (`EXIT_NO_ROWS`), so a caller that can play more games (offline GRPO's rounds of dynamic
+    sampling) tells it from bad input."""
+
+
+EXIT_NO_ROWS = 3
+
+
 @dataclass(frozen=True)
 class Options:
     format: str = "grpo"
@@ -135,7 +144,7 @@ def _convert(games: Path, paths: dict[str, Path], options: Options, overwrite: b
                 for code, rows in project(batch):
                     outputs[code].write(rows)
             if not train.rows:
-                raise ConvertError(
+                raise NoRowsLeft(
                     f"{games}: no training rows are left (games excluded: {dict(facts['excluded'])}"
                     + (f", GRPO groups: {facts['grpo']})" if "grpo" in facts else ")")
                 )
@@ -237,7 +246,7 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
     }
     if not ledger:  # nothing to group, split or select: say so before any format's arithmetic meets no games
         failed = any(reason.startswith("failed:") for reason in excluded)
-        raise ConvertError(
+        raise NoRowsLeft(
             f"{games}: no training rows are left: all {records} games were excluded ({dict(excluded)})"
             + ("; failed games are never trained (`selfplay-gen --resume` plays them again)" if failed else "")
         )

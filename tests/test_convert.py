@@ -26,6 +26,7 @@ from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from convert.cli import main
+from convert.pipeline import EXIT_NO_ROWS
 from convert.rows import AGENT_NAME, GROUP_INFO
 from convert.summary import main as summary_main
 from selfplay_gen.atomic import write_json_atomic
@@ -240,7 +241,8 @@ def test_retokenized_seats_never_become_grpo_rows(llm_games, tmp_path):
 
 def test_scripted_games_give_no_grpo_rows(scripted_games, tmp_path):
     games = write(tmp_path / "games.jsonl", scripted_games)
-    assert "no training rows" in convert(games, "--val-fraction", "0", ok=False).output
+    result = convert(games, "--val-fraction", "0", ok=False)
+    assert result.exit_code == EXIT_NO_ROWS and "no training rows" in result.output  # its own status: play more
     convert(games, "--format", "sft", "--val-fraction", "0")
     assert summary_of(games)["seats_retokenized"] == 2 * len(scripted_games)
 
@@ -585,7 +587,7 @@ def test_all_failed_games_leave_no_rows_and_say_why_in_every_format(llm_games, t
     games = write(tmp_path / "games.jsonl", flat)
     for fmt in ("grpo", "sft", "dpo"):
         result = convert(games, "--format", fmt, "--out-dir", str(tmp_path / fmt), ok=False)
-        assert result.exit_code == 1 and "Traceback" not in result.output
+        assert result.exit_code == EXIT_NO_ROWS and "Traceback" not in result.output
         assert f"no training rows are left: all {len(flat)} games were excluded" in result.output
         assert "failed games are never trained" in result.output
         assert list((tmp_path / fmt).iterdir()) == []
