@@ -337,9 +337,10 @@ verl_options = options(
         "FILTER_GROUPS",
         type=click.IntRange(min=0),
         default=V.filter_groups,
-        help="Online GRPO: replace each group whose games all got one reward (no advantage to learn from) by new "
-        "games, DAPO's dynamic sampling (verl's algorithm.filter_groups), with up to N batches of games in flight "
-        "at once; 0: off. Offline conversion drops such groups already (selfplay-convert --keep-constant-groups).",
+        help="GRPO: replace the groups whose games all got one reward (no advantage to learn from) by new games, "
+        "DAPO's dynamic sampling. Online: verl's algorithm.filter_groups, with up to N batches of games in flight "
+        "at once. Offline: up to N rounds of GAMES_PER_ITER games, each on new instances, while the converted "
+        "groups are fewer than the games' groups (conversion drops constant ones). 0: off.",
     ),
     opt("--rollout-tp", "ROLLOUT_TP", type=int, default=V.rollout_tp, help="Rollout tensor-parallel size."),
     opt(

@@ -44,6 +44,7 @@ from .report import PROGRESS_FILE, PROMOTION_FILE, SKILL_FILE
 
 if TYPE_CHECKING:
     from .loop import Run, Stage
+    from .server import Started
 
 LEAGUE_FILE = "league.json"
 OPPONENTS_FILE = "opponents.json"
@@ -128,37 +129,60 @@ class Competition:
 
     # -- training games --------------------------------------------------------------------------
 
-    def play(self, stage: Stage, num_games: int, convert_args: list[str]) -> None:
+    def play(self, stage: Stage, num_games: int, convert_args: list[str], rounds: int = 1) -> None:
         """The current model (seat 0) against opponents drawn by rating, one opponent's games after
         another into gen/vs/<opponent>/, joined into gen/games.jsonl, recorded in the league and
-        converted with `convert_args` plus --seat 0. Self-play where the pool holds no opponent."""
+        converted with `convert_args` plus --seat 0. Self-play where the pool holds no opponent. With
+        `rounds` > 1, up to that many rounds, round R's games in gen/round_R/vs/<opponent>/ on the
+        instances after the last round's, while seat 0's converted groups are fewer than its groups
+        (`Run.convert`)."""
         run, cfg = self.run, self.run.cfg
         player = run.label
         candidates = self.candidates(player)
         i = int(stage.name.split("_")[-1])
         if not candidates:
             run.shell.echo(f"iteration {i}: the league holds no opponent for {player} yet: self-play")
-            run.play(stage, num_games, convert_args, league=False)
+            run.play(stage, num_games, convert_args, league=False, rounds=rounds)
             return
         run.evaluate_current(shared=True)
+        gen = stage.dir / "gen"
+        server = run.serve(0, run.model, shared=True)
+        played: list[Path] = []
+        first = stage.seed
+        wanted = num_games // cfg.games_per_instance  # seat 0's groups
+        for round_ in range(1, rounds + 1):
+            out = gen if round_ == 1 else gen / f"round_{round_}"
+            first = self.play_round(i, out, player, candidates, num_games, first, server, played)
+            if cfg.dry_run:
+                run.shell.echo(f"+ cat {' '.join(str(path) for path in played)} > {gen / 'games.jsonl'}")
+            else:
+                concatenate(played, gen / "games.jsonl")
+            if not run.convert(i, gen, [*convert_args, "--seat", "0"], wanted, round_, rounds):
+                break
+        run.slots.release(1)
+
+    def play_round(
+        self, i: int, out: Path, player: str, candidates: list[str], num_games: int, first: int, server: Started,
+        played: list[Path],
+    ) -> int:  # fmt: skip
+        """One round of the player's games, opponents drawn by rating for each instance from `first` on, each
+        opponent's games in out/vs/<opponent>/games.jsonl, appended to `played` and recorded in the league;
+        returns the first instance after them."""
+        run, cfg = self.run, self.run.cfg
         ratings = self.league.ratings()
         batches = decisions.league_batches(
-            ratings, player, candidates, num_games, cfg.games_per_instance, stage.seed, cfg.league.sharpness
+            ratings, player, candidates, num_games, cfg.games_per_instance, first, cfg.league.sharpness
         )
-        gen = stage.dir / "gen"
         if not cfg.dry_run:
-            gen.mkdir(parents=True, exist_ok=True)
+            out.mkdir(parents=True, exist_ok=True)
             weights = opponent_weights(ratings, player, candidates, cfg.league.sharpness)
             chosen = {"player": player, "ratings": ratings, "weights": weights, "games": dict(batches)}
-            write_atomic(gen / OPPONENTS_FILE, json.dumps(chosen, indent=1) + "\n")
+            write_atomic(out / OPPONENTS_FILE, json.dumps(chosen, indent=1) + "\n")
         drawn = ", ".join(f"{name} {games}" for name, games in batches)
         run.shell.echo(f"iteration {i}: seat 0 ({player}, trained) plays, by rating: {drawn} games")
-        server = run.serve(0, run.model, shared=True)
-        played: list[tuple[str, Path]] = []
-        first = stage.seed
         for name, games in batches:
             member = self.league.member(name)
-            out = gen / "vs" / safe_name(name)
+            path = out / "vs" / safe_name(name) / "games.jsonl"
             startup = server.startup_s if not played else 0.0
             if member.kind == "checkpoint":
                 partner = run.serve(1, str(member.path), shared=True)
@@ -167,21 +191,15 @@ class Competition:
             else:
                 partner_args = member.partner_args()
             command = run.plays.generate(
-                server, run.model, first, games, cfg.games_per_instance, out, partner_args, self.skill_args()
+                server, run.model, first, games, cfg.games_per_instance, path.parent, partner_args, self.skill_args()
             )
             with run.timed(f"generate vs {name}", startup):
                 run.shell.run(f"iteration {i}: generate vs {name}", command)
-            played.append((name, out / "games.jsonl"))
+            played.append(path)
             first += games // cfg.games_per_instance
-        run.slots.release(1)
-        if cfg.dry_run:
-            run.shell.echo(f"+ cat {' '.join(str(path) for _, path in played)} > {gen / 'games.jsonl'}")
-        else:
-            concatenate([path for _, path in played], gen / "games.jsonl")
-            for name, path in played:
+            if not cfg.dry_run:
                 self.league = self.league.record_file(path, (player, name))
-        with run.timed("convert"):
-            run.shell.run(f"iteration {i}: convert", run.plays.convert(gen, [*convert_args, "--seat", "0"]))
+        return first
 
     def skill_args(self, seat0_only: bool = True) -> list[str]:
         """The trained seat (in self-play: both) asked to play at the highest skill level, in a

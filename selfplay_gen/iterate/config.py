@@ -196,10 +196,11 @@ class Verl:
     # +selfplay.partner_temperature; 0: greedy, so a group's differences come from the trained seat);
     # None: the rollout's
     rollout_partner_temperature: float | None = None
-    # online GRPO: DAPO's dynamic sampling (verl's algorithm.filter_groups): a group whose games all got
-    # one reward has no advantage to learn from, so it is replaced by new games, with up to this many
+    # GRPO: DAPO's dynamic sampling: a group whose games all got one reward has no advantage to learn
+    # from, so it is replaced by new games. Online (verl's algorithm.filter_groups): up to this many
     # batches of games in flight at once (the rollout is bound by its longest games, so a few batches
-    # play in about the time of one); 0: off. Offline conversion drops such groups already.
+    # play in about the time of one). Offline: up to this many rounds of games on new instances while
+    # the converted groups (constant ones dropped) are fewer than the games' groups. 0: off.
     filter_groups: int = 0
     sft_args: str = ""
     rollout_tp: int = 1

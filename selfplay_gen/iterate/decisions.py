@@ -61,6 +61,23 @@ def league_batches(
     return [(name, drawn[name] * games_per_instance) for name in candidates if drawn[name]]
 
 
+def informative_groups(summary: Path) -> int:
+    """The GRPO groups a conversion kept (convert_summary.json's grpo.rows): those whose games did not all
+    get one reward, with a sampled seat to train."""
+    try:
+        return int(json.loads(summary.read_text())["grpo"]["rows"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{summary}: no grpo.rows, the number of groups converted ({error!r})") from error
+
+
+def needs_another_round(kept: int, wanted: int, rounds_played: int, max_rounds: int) -> bool:
+    """Offline GRPO's dynamic sampling (DAPO's, as verl's online `algorithm.filter_groups` does it): another
+    round of games on new instances while the groups kept (`informative_groups`) are fewer than the groups the
+    iteration asked for, at most `max_rounds` rounds in all. A near-deterministic policy plays one game per
+    instance, and its constant groups, dropped, would leave the update a handful of rows."""
+    return rounds_played < max_rounds and kept < wanted
+
+
 def finished_iterations(run_dir: Path) -> list[tuple[Path, float]]:
     """Each of the run's finished iterations, in order: its directory and its wall time in minutes (its summary
     row). The base evaluation and the warm start are left out: runs compared at equal time share them (one

@@ -237,28 +237,63 @@ class Run:
     ) -> None:
         self.evaluate(self.model, self.label, self.eval_for, final, shared, alongside, startup_s)
 
-    def play(self, stage: Stage, num_games: int, convert_args: list[str], league: bool = True) -> None:
+    def play(self, stage: Stage, num_games: int, convert_args: list[str], league: bool = True, rounds: int = 1) -> None:
         """The current model's server evaluates it (unless done) and plays `num_games` training games
         on the stage's new instances, converted with `convert_args`: self-play, or in a league
-        (LEAGUE_SIZE > 0) against opponents drawn by rating with only seat 0 trained (`Competition.play`)."""
+        (LEAGUE_SIZE > 0) against opponents drawn by rating with only seat 0 trained (`Competition.play`).
+        With `rounds` > 1 (offline GRPO's FILTER_GROUPS), up to that many rounds of `num_games` games, each
+        on the instances after the last, while the converted groups are fewer than the games' groups
+        (`decisions.needs_another_round`)."""
         if league and self.cfg.league_size > 0 and self.competition is not None:
-            self.competition.play(stage, num_games, convert_args)
+            self.competition.play(stage, num_games, convert_args, rounds)
             return
         i = int(stage.name.split("_")[-1])
         server = self.serve(0, self.model)
         gen = stage.dir / "gen"
         skill = self.competition.skill_args(seat0_only=False) if self.competition is not None else []
-        generate = (
-            f"iteration {i}: generate",
-            self.plays.generate(server, self.model, stage.seed, num_games, self.cfg.games_per_instance, gen, [], skill),
-        )
-        if self.evaluated(self.eval_for):
-            with self.timed("generate", server.startup_s):
-                self.shell.run(*generate)
-        else:  # the model's evaluation and its training games share its server's batches
-            self.evaluate_current(alongside=generate, startup_s=server.startup_s)
-        with self.timed("convert"):
-            self.shell.run(f"iteration {i}: convert", self.plays.convert(gen, convert_args))
+        wanted = num_games // self.cfg.games_per_instance * 2  # both seats are trained
+        for played in range(1, rounds + 1):
+            # the same first instance and more games: --resume keeps the earlier rounds' games
+            command = self.plays.generate(
+                server, self.model, stage.seed, num_games * played, self.cfg.games_per_instance, gen, [], skill
+            )
+            step = "generate" if played == 1 else f"generate, round {played}"
+            if played > 1 or self.evaluated(self.eval_for):
+                with self.timed(step, server.startup_s if played == 1 else 0.0):
+                    self.shell.run(f"iteration {i}: {step}", command)
+            else:  # the model's evaluation and its training games share its server's batches
+                self.evaluate_current(alongside=(f"iteration {i}: {step}", command), startup_s=server.startup_s)
+            if not self.convert(i, gen, convert_args, wanted, played, rounds):
+                return
+
+    def convert(self, iteration: int, gen: Path, args: list[str], wanted: int, played: int, rounds: int) -> bool:
+        """Convert the stage's games (gen/games.jsonl) with `args`; then whether to play another round
+        (`decisions.needs_another_round`), said in the log once rounds are asked for. A round whose groups
+        all got one reward leaves no rows (convert's EXIT_NO_ROWS): with rounds left, a reason to play on.
+        A dry run converts nothing and shows what the rounds would do."""
+        from convert.pipeline import EXIT_NO_ROWS
+
+        try:
+            with self.timed("convert"):
+                self.shell.run(f"iteration {iteration}: convert", self.plays.convert(gen, args))
+        except StepFailed as failed:
+            if failed.code != EXIT_NO_ROWS or played >= rounds:
+                raise
+            kept = 0
+        else:
+            if rounds <= 1:
+                return False
+            if self.cfg.dry_run:
+                self.shell.echo(
+                    f"iteration {iteration}: up to {rounds - 1} more rounds of games while fewer than {wanted} "
+                    "groups differ in reward"
+                )
+                return False
+            kept = decisions.informative_groups(gen / "convert_summary.json")
+        more = decisions.needs_another_round(kept, wanted, played, rounds)
+        verdict = "another round" if more else ("enough" if kept >= wanted else "no rounds left")
+        self.shell.echo(f"iteration {iteration}: round {played}: {kept} of {wanted} groups differ in reward: {verdict}")
+        return more
 
     def limits(self) -> list[str]:
         v = self.cfg.verl

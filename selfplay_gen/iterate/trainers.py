@@ -153,7 +153,8 @@ class OfflineGRPO(Trainer):
 
     def train(self, run: Run, stage: Stage) -> list[Export]:
         baseline = ["--baseline", self.cfg.league.baseline] if self.cfg.league.baseline != "group" else []
-        run.play(stage, self.settings.games_per_iter, [*run.limits(), *baseline])
+        rounds = max(1, self.cfg.verl.filter_groups)
+        run.play(stage, self.settings.games_per_iter, [*run.limits(), *baseline], rounds=rounds)
         job = self.job(stage, "offline", run.model, val_files=run.val_file(stage.dir / "gen"))
         run.train(stage, job, self.loss())
         return [Export(stage.label, str(stage.dir / "train" / "hf"), stage.dir / "eval")]
