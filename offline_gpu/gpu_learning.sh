@@ -29,7 +29,8 @@ On a GPU machine (after `source offline_gpu/gpu_setup.sh`), with MODEL_DIR the r
            (semi-competitive for filtered BC: the best game of a seat's group is a deal that gave it much;
            competitive rewards rank a refused deal above every lost one, cooperative ones not the seats)
   restore  a run continued on another machine: its adapters came back without the models (ROOT/NAME/
-           iter_NNN/train/hf/lora_adapter), so each iteration's model is folded again onto the one before
+           iter_NNN/train/hf/lora_adapter), so each iteration's model is folded again onto the one before,
+           a run's chain in one process that writes each model once (merge_lora --onto)
   generation  the generation benchmark (bench/generation.py) of GEN_MODEL (MODEL_DIR; a trained model plays
            whole games, MAX_NEW_TOKENS (512) per turn) alone on the GPU: GEN_GAMES (1024)
            games, GEN_CONCURRENCY (512) in flight (a game starts as one ends, so the longest games do not leave
@@ -179,17 +180,28 @@ fold_onto() {
 }
 
 # restore: refold every run's stages whose model did not travel (only their LoRA adapters do), in order, from
-# MODEL_DIR: its warm start, then each iteration onto the one before.
+# MODEL_DIR: its warm start, then each iteration onto the one before. The stages without weights since the last
+# stage with them are one chain, folded in one process (merge_lora --onto): each stage's weights written once.
 restore() {
-  local run hf model
+  local run hf model chain
   for run in "$ROOT"/*/; do
-    model=$MODEL_DIR
+    model=$MODEL_DIR chain=()
     for hf in "$run"warm/train/hf "$run"iter_*/train/hf; do
       [[ -d $hf ]] || continue
-      if [[ -d $hf/lora_adapter ]] && ! compgen -G "$hf/*.safetensors" > /dev/null; then fold_onto "$model" "$hf"; fi
-      model=$hf
+      if [[ -d $hf/lora_adapter ]] && ! compgen -G "$hf/*.safetensors" > /dev/null; then
+        chain+=("$hf")
+        continue
+      fi
+      fold_chain "$model" "${chain[@]}"
+      model=$hf chain=()
     done
+    fold_chain "$model" "${chain[@]}"
   done
+}
+
+fold_chain() {
+  (($# > 1)) || return 0
+  run_cmd "$SELFPLAY_PYTHON" -m selfplay_gen.verl.merge_lora --onto "$@"
 }
 
 run_cmd() {

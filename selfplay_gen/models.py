@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
@@ -75,12 +76,23 @@ def _adapter_digest() -> str:
 def fold_adapter(model_dir: Path, adapter_dir: Path, out_dir: Path) -> None:
     """Write to out_dir the model of model_dir with the LoRA adapter of adapter_dir folded into its
     weights (and the tokenizer), so that any engine serves it as a plain model."""
+    fold_adapters(model_dir, [(adapter_dir, out_dir)])
+
+
+def fold_adapters(model_dir: Path, chain: Sequence[tuple[Path, Path]]) -> None:
+    """Fold a chain of LoRA adapters, each trained on the model the ones before it made: for each (adapter,
+    out_dir) in order, the model so far with that adapter folded in (and model_dir's tokenizer) goes to out_dir.
+    The model stays in memory between links, in its stored dtype, so each link writes its weights once and reads
+    none: the same weights as folding one link at a time from the last one's files."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto")
-    PeftModel.from_pretrained(base, adapter_dir).merge_and_unload().save_pretrained(out_dir)
-    AutoTokenizer.from_pretrained(model_dir).save_pretrained(out_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    for adapter_dir, out_dir in chain:
+        model = PeftModel.from_pretrained(model, adapter_dir).merge_and_unload()
+        model.save_pretrained(out_dir)
+        tokenizer.save_pretrained(out_dir)
 
 
 def _materialize_raw(target: Path) -> None:

@@ -2,6 +2,7 @@
 gives the model that peft computes with the adapter, and refuses a directory without one."""
 
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -39,3 +40,49 @@ def test_folded_model_computes_what_the_adapter_does(tmp_path, local_model_dir, 
 def test_refuses_a_directory_without_adapter(tmp_path):
     result = CliRunner().invoke(main, [str(tmp_path)])
     assert result.exit_code != 0 and "adapter_config.json not found" in result.output
+
+
+def random_adapter(model_dir, out, seed: int) -> None:
+    torch.manual_seed(seed)
+    get_peft_model(
+        AutoModelForCausalLM.from_pretrained(model_dir),
+        LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"], init_lora_weights=False),
+    ).save_pretrained(out)
+
+
+@pytest.mark.slow
+def test_a_chain_folded_in_one_process_gives_each_stage_the_weights_of_folding_one_at_a_time(tmp_path, local_model_dir):
+    """A run restored from its adapters alone: stage 2's adapter was trained on stage 1's model. Folding the
+    chain in memory (--onto) writes each stage the same weights as folding stage by stage from files."""
+    one_at_a_time, chain = tmp_path / "one", tmp_path / "chain"
+    for root in (one_at_a_time, chain):
+        for stage, seed in (("s1", 1), ("s2", 2)):
+            random_adapter(local_model_dir, root / stage / ADAPTER_DIR, seed)
+    previous = Path(local_model_dir)
+    for stage in ("s1", "s2"):  # the previous model's files copied in, then folded (gpu_learning.sh's old way)
+        for path in previous.iterdir():
+            if path.name != ADAPTER_DIR:
+                (shutil.copytree if path.is_dir() else shutil.copy)(path, one_at_a_time / stage / path.name)
+        assert CliRunner().invoke(main, [str(one_at_a_time / stage)]).exit_code == 0
+        previous = one_at_a_time / stage
+    result = CliRunner().invoke(main, ["--onto", str(local_model_dir), str(chain / "s1"), str(chain / "s2")])
+    assert result.exit_code == 0, result.output
+    for stage in ("s1", "s2"):
+        want = AutoModelForCausalLM.from_pretrained(one_at_a_time / stage).state_dict()
+        got = AutoModelForCausalLM.from_pretrained(chain / stage).state_dict()
+        assert want.keys() == got.keys() and all(torch.equal(want[k], got[k]) for k in want)
+        assert (chain / stage / ADAPTER_DIR / "adapter_config.json").exists()
+        assert (chain / stage / "tokenizer_config.json").exists() and not (chain / f"{stage}.folding").exists()
+    base = AutoModelForCausalLM.from_pretrained(local_model_dir).state_dict()
+    s1 = AutoModelForCausalLM.from_pretrained(chain / "s1").state_dict()
+    s2 = AutoModelForCausalLM.from_pretrained(chain / "s2").state_dict()
+    changed = [k for k in base if not torch.equal(base[k], s1[k])]
+    assert changed and all(not torch.equal(s1[k], s2[k]) for k in changed)  # stage 2 folded onto stage 1
+
+
+def test_a_chain_with_a_stage_lacking_its_adapter_writes_nothing(tmp_path, local_model_dir):
+    random_adapter(local_model_dir, tmp_path / "s1" / ADAPTER_DIR, 1)
+    (tmp_path / "s2").mkdir()
+    result = CliRunner().invoke(main, ["--onto", str(local_model_dir), str(tmp_path / "s1"), str(tmp_path / "s2")])
+    assert result.exit_code != 0 and f"{tmp_path}/s2/lora_adapter/adapter_config.json not found" in result.output
+    assert sorted(p.name for p in (tmp_path / "s1").iterdir()) == [ADAPTER_DIR]

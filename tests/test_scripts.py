@@ -1225,3 +1225,49 @@ def test_gpu_lease_dist_builds_once_and_parts_carry_no_build_caches(tmp_path):
         ["site_serve.tar.xz", "site_serve.tar.xz.sha256", "site_train.tar.xz", "site_train.tar.xz.sha256"]
         + ["M.gguf.part-00", "M.gguf.part-01", "M.gguf.sha256", "install_site.sh", "prepare_model.sh", "gguf_to_hf.py"]
     )
+
+
+def test_gpu_learning_restore_folds_each_runs_adapters_as_one_chain_per_stretch_without_weights(tmp_path):
+    """Stages whose weights did not travel are folded in one process each stretch, onto the last stage that has
+    weights (MODEL_DIR first)."""
+    root = tmp_path / "root"
+    for stage in ("warm", "iter_001", "iter_002", "iter_003"):
+        (root / "run" / stage / "train" / "hf" / "lora_adapter").mkdir(parents=True)
+    (root / "run" / "iter_002" / "train" / "hf" / "model.safetensors").touch()  # its model traveled whole
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    result = script("offline_gpu/gpu_learning.sh", "--dry-run", str(model), str(root), "restore")
+    assert result.returncode == 0, result.stderr
+    hf = {stage: f"{root}/run/{stage}/train/hf" for stage in ("warm", "iter_001", "iter_002", "iter_003")}
+    folds = [line for line in result.stdout.splitlines() if "merge_lora" in line]
+    assert folds == [
+        f"+ {sys.executable} -m selfplay_gen.verl.merge_lora --onto {model} {hf['warm']} {hf['iter_001']}",
+        f"+ {sys.executable} -m selfplay_gen.verl.merge_lora --onto {hf['iter_002']} {hf['iter_003']}",
+    ]
+
+
+@pytest.mark.slow
+def test_gpu_learning_restore_refolds_a_run_from_its_adapters(tmp_path, local_model_dir):
+    """The restore phase on a real model: a run carried as adapters alone comes back as models that load."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    root = tmp_path / "root"
+    for seed, stage in enumerate(("warm", "iter_001")):
+        torch.manual_seed(seed)
+        get_peft_model(
+            AutoModelForCausalLM.from_pretrained(local_model_dir),
+            LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"], init_lora_weights=False),
+        ).save_pretrained(root / "run" / stage / "train" / "hf" / "lora_adapter")
+    result = script("offline_gpu/gpu_learning.sh", str(local_model_dir), str(root), "restore")
+    assert result.returncode == 0, result.stderr
+    base = AutoModelForCausalLM.from_pretrained(local_model_dir).state_dict()
+    warm = AutoModelForCausalLM.from_pretrained(root / "run" / "warm" / "train" / "hf").state_dict()
+    last = AutoModelForCausalLM.from_pretrained(root / "run" / "iter_001" / "train" / "hf").state_dict()
+    changed = [k for k in base if not torch.equal(base[k], warm[k])]
+    assert changed and all("q_proj" in k for k in changed)
+    assert all(not torch.equal(warm[k], last[k]) for k in changed)  # iteration 1 folded onto the warm model
+    rerun = script("offline_gpu/gpu_learning.sh", str(local_model_dir), str(root), "restore")
+    assert rerun.returncode == 0 and "merge_lora" not in rerun.stdout  # nothing left to fold

@@ -4,6 +4,11 @@ verl's model merger writes a LoRA run's *base* weights to HF_DIR and the adapter
 HF_DIR/lora_adapter. A server given HF_DIR then plays the untrained model: the first LoRA warm
 start scored 0.000 on held-out games, like the raw base, at a training loss of 0.10. peft folds
 the adapter in here, so HF_DIR is the trained model; the adapter stays beside it.
+
+`--onto MODEL_DIR HF_DIR...` folds a chain instead: a run carried to another machine as adapters
+alone, each stage's adapter trained on the model the stage before made. The first HF_DIR's adapter
+is folded onto MODEL_DIR's weights, each next one onto the model just made, in one process that
+keeps the model in memory (`models.fold_adapters`), so no stage's weights are read back from disk.
 """
 
 from __future__ import annotations
@@ -13,24 +18,52 @@ from pathlib import Path
 
 import click
 
-from ..models import fold_adapter
+from ..models import fold_adapters
 
 ADAPTER_DIR = "lora_adapter"
 
 
-@click.command()
-@click.argument("hf_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-def main(hf_dir: Path) -> None:
+def _adapter(hf_dir: Path) -> Path:
     adapter = hf_dir / ADAPTER_DIR
     if not (adapter / "adapter_config.json").exists():
         raise click.ClickException(f"{adapter}/adapter_config.json not found: not a LoRA run's merged directory")
-    folded = hf_dir.with_name(hf_dir.name + ".folding")  # written apart, then swapped in whole
+    return adapter
+
+
+def _folding(hf_dir: Path) -> Path:
+    """Where HF_DIR's folded model is written apart, to be swapped in whole."""
+    folded = hf_dir.with_name(hf_dir.name + ".folding")
     shutil.rmtree(folded, ignore_errors=True)
-    fold_adapter(hf_dir, adapter, folded)
-    shutil.copytree(adapter, folded / ADAPTER_DIR)
+    return folded
+
+
+def _swap_in(hf_dir: Path, folded: Path) -> None:
+    shutil.copytree(hf_dir / ADAPTER_DIR, folded / ADAPTER_DIR)
     shutil.rmtree(hf_dir)
     folded.rename(hf_dir)
-    click.echo(f"folded {adapter} into {hf_dir}")
+    click.echo(f"folded {hf_dir / ADAPTER_DIR} into {hf_dir}")
+
+
+@click.command()
+@click.argument("hf_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--onto",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Fold the HF_DIRS' adapters as a chain, the first onto this model's weights, each next onto the model "
+    "the one before made [default: each HF_DIR onto its own weights].",
+)
+def main(hf_dirs: tuple[Path, ...], onto: Path | None) -> None:
+    adapters = [_adapter(hf_dir) for hf_dir in hf_dirs]  # all checked before anything is written
+    if onto is None:
+        for hf_dir, adapter in zip(hf_dirs, adapters, strict=True):
+            folded = _folding(hf_dir)
+            fold_adapters(hf_dir, [(adapter, folded)])
+            _swap_in(hf_dir, folded)
+        return
+    folds = [_folding(hf_dir) for hf_dir in hf_dirs]
+    fold_adapters(onto, list(zip(adapters, folds, strict=True)))
+    for hf_dir, folded in zip(hf_dirs, folds, strict=True):
+        _swap_in(hf_dir, folded)
 
 
 if __name__ == "__main__":
