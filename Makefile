@@ -39,6 +39,7 @@ BENCH_OUT ?= data/bench
 bench: $(BIN)/selfplay-gen
 	$(BIN)/python bench/instances.py --quick --out $(BENCH_OUT)
 	$(BIN)/python bench/instance_pool.py --quick --out $(BENCH_OUT)
+	$(BIN)/python bench/fold_chain.py --quick --out $(BENCH_OUT)
 	$(BIN)/python bench/convert.py --quick --out $(BENCH_OUT)
 	$(BIN)/python bench/http_pool.py --quick --out $(BENCH_OUT)
 	$(BIN)/python bench/generation.py --quick --out $(BENCH_OUT)
