@@ -59,7 +59,7 @@ def test_a_chain_folded_in_one_process_gives_each_stage_the_weights_of_folding_o
         for stage, seed in (("s1", 1), ("s2", 2)):
             random_adapter(local_model_dir, root / stage / ADAPTER_DIR, seed)
     previous = Path(local_model_dir)
-    for stage in ("s1", "s2"):  # the previous model's files copied in, then folded (gpu_learning.sh's old way)
+    for stage in ("s1", "s2"):  # the previous model's files copied in, then folded: one fold a process
         for path in previous.iterdir():
             if path.name != ADAPTER_DIR:
                 (shutil.copytree if path.is_dir() else shutil.copy)(path, one_at_a_time / stage / path.name)
