@@ -64,6 +64,13 @@ class NothingToTrain(click.ClickException):
     help="grpo: also write groups whose K rewards are all equal (zero advantage, no signal).",
 )
 @click.option(
+    "--max-groups",
+    type=click.IntRange(min=1),
+    help="grpo: write at most N groups, the first in the file's order, as DAPO fills a batch: games played in "
+    "rounds until enough groups differ keep the earliest rounds' groups (the rest counted as beyond_max_groups). "
+    "[default: every group]",
+)
+@click.option(
     "--val-fraction",
     type=click.FloatRange(0, 1, max_open=True),
     default=0.1,
@@ -140,6 +147,7 @@ def main(
     fmt: str,
     group_size: int | None,
     keep_constant_groups: bool,
+    max_groups: int | None,
     val_fraction: float,
     seed: int,
     top_fraction: float,
@@ -176,6 +184,7 @@ def main(
             (0, 1) if seat is None else (seat,),
             dpo_pairs=dpo_pairs,
             dpo_pairs_per_group=dpo_pairs_per_group,
+            max_groups=max_groups,
         )
         with _sigterm_unwinds():
             summary = convert(games, out_dir, options, overwrite=overwrite)

@@ -72,6 +72,9 @@ class Options:
     batch_rows: int = 256
     dpo_pairs: str = "reward"  # dpo: "outcome" pairs a game the seat won with one it lost (`DPO_PAIRS`)
     dpo_pairs_per_group: int = 1  # dpo: the most pairs of one (group, seat), widest gap first
+    # grpo: write at most this many groups, the first in the file's order (DAPO's batch: games played in rounds
+    # until enough groups differ keep the earliest rounds' groups); None: every group
+    max_groups: int | None = None
 
     def __post_init__(self):
         if self.format not in FORMATS:
@@ -94,6 +97,8 @@ class Options:
             raise ConvertError(f"dpo pairs per group must be at least 1, got {self.dpo_pairs_per_group}")
         if not self.seats or not set(self.seats) <= {0, 1}:
             raise ConvertError(f"the seats to train are some of 0 and 1, got {self.seats}")
+        if self.max_groups is not None and (self.max_groups < 1 or self.format != "grpo"):
+            raise ConvertError(f"max groups is a positive number of GRPO groups, got {self.max_groups} ({self.format})")
 
 
 def output_paths(games: Path, out_dir: Path | None) -> dict[str, Path]:
@@ -131,6 +136,9 @@ def _convert(games: Path, paths: dict[str, Path], options: Options, overwrite: b
                 grpo, facts["grpo"] = groups.grpo_groups(
                     ledger, options.group_size or groups.group_size(ledger), options.keep_constant_groups
                 )
+                if options.max_groups is not None:
+                    facts["grpo"]["beyond_max_groups"] = max(0, len(grpo) - options.max_groups)
+                    grpo = grpo.iloc[: options.max_groups]
             except GroupError as err:
                 raise ConvertError(f"{games}: {err}") from None
             project: GrpoRows | DpoRows | SftRows = GrpoRows(ledger, grpo)

@@ -637,3 +637,21 @@ def test_a_scripted_opponent_is_not_retokenized_so_it_needs_no_tokenizer(tokeniz
     assert {r["extra_info"]["player"] for r in rows(tmp_path / "train.parquet")} == {0}
     refused = convert(games, "--val-fraction", "0", "--seat", "1", "--model", missing, "--overwrite", ok=False)
     assert "is not a local directory" in refused.output
+
+
+def test_max_groups_keeps_the_first_groups_of_the_file_and_counts_the_rest(llm_games, tmp_path):
+    """DAPO's batch: games played in rounds until enough groups differ keep the earliest rounds' groups."""
+    games = write(tmp_path / "games.jsonl", llm_games)
+    every = tmp_path / "every"
+    convert(games, "--val-fraction", "0", "--keep-constant-groups", "--out-dir", str(every))
+    groups = [(i["instance_id"], i["player"]) for i in group_rows_of(every)]
+    assert len(groups) > 2
+    first = tmp_path / "first"
+    convert(games, "--val-fraction", "0", "--keep-constant-groups", "--max-groups", "2", "--out-dir", str(first))
+    file_order = list(dict.fromkeys(r["game_id"].split("/")[0] for r in llm_games))
+    kept = [(i["instance_id"], i["player"]) for i in group_rows_of(first)]
+    assert sorted(kept) == sorted(groups, key=lambda g: (file_order.index(g[0]), g[1]))[:2]
+    summary = json.loads((first / "convert_summary.json").read_text())["grpo"]
+    assert summary["rows"] == 2 and summary["beyond_max_groups"] == len(groups) - 2
+    result = convert(games, "--format", "sft", "--max-groups", "2", "--out-dir", str(tmp_path / "sft"), ok=False)
+    assert "max groups is a positive number of GRPO groups, got 2 (sft)" in result.output
