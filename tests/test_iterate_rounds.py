@@ -95,6 +95,7 @@ def test_self_play_plays_round_after_round_on_new_instances_until_none_are_left(
     out = capsys.readouterr().out
     # the same file, more games each round: --resume keeps the earlier rounds' games
     assert [f"--num-games {n}" in out for n in (N, 2 * N, 3 * N)] == [True] * 3
+    assert out.count("--max-groups 4") == 3  # every conversion keeps at most the games' groups
     assert "round 1: 0 of 4 groups differ in reward: another round" in out
     assert "round 2: 0 of 4 groups differ in reward: another round" in out
     games = stage.dir / "gen" / "games.jsonl"
@@ -111,6 +112,7 @@ def test_a_league_round_draws_opponents_for_the_instances_after_the_last_rounds(
         run.play(stage, N, [*run.limits()], rounds=2)
     out = capsys.readouterr().out
     assert "round 1: 0 of 2 groups differ in reward: another round" in out  # seat 0's groups only
+    assert "--seat 0 --max-groups 2" in out
     gen = stage.dir / "gen"
     first = instances(gen / "vs" / "scripted_0.3" / "games.jsonl")
     second = instances(gen / "round_2" / "vs" / "scripted_0.3" / "games.jsonl")
@@ -119,10 +121,11 @@ def test_a_league_round_draws_opponents_for_the_instances_after_the_last_rounds(
     assert (gen / "round_2" / "opponents.json").exists()
 
 
-def test_one_round_fails_on_a_conversion_with_no_rows_as_before(tmp_path):
+def test_one_round_fails_on_a_conversion_with_no_rows_as_before(tmp_path, capsys):
     run, stage = rounds_run(tmp_path, league_size=0, filter_groups=0)
     with pytest.raises(StepFailed, match=r"exit 3"):
         run.play(stage, N, [*run.limits()])
+    assert "--max-groups" not in capsys.readouterr().out
     assert len(list(read_games(stage.dir / "gen" / "games.jsonl"))) == N
 
 

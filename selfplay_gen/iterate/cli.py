@@ -340,7 +340,8 @@ verl_options = options(
         help="GRPO: replace the groups whose games all got one reward (no advantage to learn from) by new games, "
         "DAPO's dynamic sampling. Online: verl's algorithm.filter_groups, with up to N batches of games in flight "
         "at once. Offline: up to N rounds of GAMES_PER_ITER games, each on new instances, while the converted "
-        "groups are fewer than the games' groups (conversion drops constant ones). 0: off.",
+        "groups are fewer than the games' groups (conversion drops constant ones), then as many groups as the games "
+        "have, the earliest rounds'. 0: off.",
     ),
     opt("--rollout-tp", "ROLLOUT_TP", type=int, default=V.rollout_tp, help="Rollout tensor-parallel size."),
     opt(

@@ -200,7 +200,8 @@ class Verl:
     # from, so it is replaced by new games. Online (verl's algorithm.filter_groups): up to this many
     # batches of games in flight at once (the rollout is bound by its longest games, so a few batches
     # play in about the time of one). Offline: up to this many rounds of games on new instances while
-    # the converted groups (constant ones dropped) are fewer than the games' groups. 0: off.
+    # the converted groups (constant ones dropped) are fewer than the games' groups, of which it keeps
+    # that many, the earliest rounds' (DAPO's batch), so the update costs what any iteration's does. 0: off.
     filter_groups: int = 0
     sft_args: str = ""
     rollout_tp: int = 1

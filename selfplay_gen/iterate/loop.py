@@ -268,11 +268,15 @@ class Run:
 
     def convert(self, iteration: int, gen: Path, args: list[str], wanted: int, played: int, rounds: int) -> bool:
         """Convert the stage's games (gen/games.jsonl) with `args`; then whether to play another round
-        (`decisions.needs_another_round`), said in the log once rounds are asked for. A round whose groups
-        all got one reward leaves no rows (convert's EXIT_NO_ROWS): with rounds left, a reason to play on.
-        A dry run converts nothing and shows what the rounds would do."""
+        (`decisions.needs_another_round`), said in the log once rounds are asked for. With rounds, the
+        conversion keeps at most `wanted` groups, the earliest rounds' (DAPO's batch), so an iteration
+        trains on as many rows as one whose groups all differed. A round whose groups all got one reward
+        leaves no rows (convert's EXIT_NO_ROWS): with rounds left, a reason to play on. A dry run converts
+        nothing and shows what the rounds would do."""
         from convert.pipeline import EXIT_NO_ROWS
 
+        if rounds > 1:
+            args = [*args, "--max-groups", str(wanted)]
         try:
             with self.timed("convert"):
                 self.shell.run(f"iteration {iteration}: convert", self.plays.convert(gen, args))
