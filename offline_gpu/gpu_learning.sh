@@ -58,7 +58,8 @@ done
 MODEL_DIR=${args[0]}
 ROOT=${args[1]}
 PHASES=("${args[@]:2}")
-# an empty or wrong MODEL_DIR (gpu_setup.sh not sourced, so $MODEL unset) would have `embedded` copy "/"* as a model
+# an empty or wrong MODEL_DIR (gpu_setup.sh not sourced, so $MODEL unset) would have `embedded` and `restore` fold
+# adapters onto something that is no model, and fail only once a run has started
 if ((!DRY_RUN)) && [[ ! -f $MODEL_DIR/config.json ]]; then
   echo "gpu_learning.sh: MODEL_DIR '$MODEL_DIR' is not a model directory (no config.json); on the GPU machine," \
     "\`source offline_gpu/gpu_setup.sh\` exports it as \$MODEL" >&2
@@ -172,13 +173,6 @@ probe() {
     > "$ROOT/warm_steps"
 }
 
-# fold_onto BASE_DIR HF_DIR: HF_DIR (holding only lora_adapter/) becomes BASE_DIR's model with that adapter folded in.
-fold_onto() {
-  local file
-  for file in "$1"/*; do [[ $(basename "$file") == lora_adapter ]] || run_cmd cp -r "$file" "$2/"; done
-  run_cmd "$SELFPLAY_PYTHON" -m selfplay_gen.verl.merge_lora "$2"
-}
-
 # restore: refold every run's stages whose model did not travel (only their LoRA adapters do), in order, from
 # MODEL_DIR: its warm start, then each iteration onto the one before. The stages without weights since the last
 # stage with them are one chain, folded in one process (merge_lora --onto): each stage's weights written once.
@@ -199,6 +193,8 @@ restore() {
   done
 }
 
+# fold_chain BASE_DIR [HF_DIR...]: each HF_DIR (holding only lora_adapter/) becomes the model before it (BASE_DIR's
+# first) with its adapter folded in, all in one process
 fold_chain() {
   (($# > 1)) || return 0
   run_cmd "$SELFPLAY_PYTHON" -m selfplay_gen.verl.merge_lora --onto "$@"
@@ -231,7 +227,7 @@ for phase in "${PHASES[@]}"; do
       if [[ ! -e $dir/warm/DONE ]]; then
         run_cmd mkdir -p "$dir/base" "$dir/warm/train/hf"
         run_cmd cp -r "$REPO/selfplay_gen/data/warm_start" "$dir/warm/train/hf/lora_adapter"
-        fold_onto "$MODEL_DIR" "$dir/warm/train/hf"
+        fold_chain "$MODEL_DIR" "$dir/warm/train/hf"
         run_cmd touch "$dir/base/DONE" "$dir/warm/DONE"
       fi ;;
     rl)

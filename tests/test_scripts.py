@@ -645,7 +645,7 @@ def test_gpu_learning_runs_side_by_side_train_in_smaller_micro_batches(tmp_path)
 
 
 def test_gpu_learning_refuses_a_model_dir_that_holds_no_model(tmp_path):
-    """An unset $MODEL reaches the script as an empty argument; `embedded` would then copy "/"* as the model."""
+    """An unset $MODEL reaches the script as an empty argument; `embedded` would then fold onto no model."""
     for model in ("", str(tmp_path)):
         result = script("offline_gpu/gpu_learning.sh", model, str(tmp_path / "root"), "embedded")
         assert result.returncode == 2

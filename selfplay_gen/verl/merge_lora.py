@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from ..models import fold_adapters
+from ..models import fold_adapter, fold_adapters
 
 ADAPTER_DIR = "lora_adapter"
 
@@ -57,7 +57,7 @@ def main(hf_dirs: tuple[Path, ...], onto: Path | None) -> None:
     if onto is None:
         for hf_dir, adapter in zip(hf_dirs, adapters, strict=True):
             folded = _folding(hf_dir)
-            fold_adapters(hf_dir, [(adapter, folded)])
+            fold_adapter(hf_dir, adapter, folded)
             _swap_in(hf_dir, folded)
         return
     folds = [_folding(hf_dir) for hf_dir in hf_dirs]
