@@ -49,6 +49,23 @@ def test_each_instance_gets_one_opponent_drawn_by_rating_closeness():
         decisions.league_batches(ratings, "iter_2", ["ghost"], 8, 8, seed=0)
 
 
+def test_a_self_play_share_gives_the_first_instances_to_a_frozen_copy_of_the_player():
+    ratings = {"iter_2": 0.0, "near": 20.0, "far": 1200.0}
+    batches = decisions.league_batches(ratings, "iter_2", ["near", "far"], 512, 8, seed=3, self_play=0.35)
+    assert batches[0] == ("iter_2", 22 * 8)  # round(0.35 * 64) groups, first
+    assert sum(n for _, n in batches) == 512 and all(name != "iter_2" for name, _ in batches[1:])
+    # the drawn rest is the draw of the remaining groups alone
+    rest = decisions.league_batches(ratings, "iter_2", ["near", "far"], 42 * 8, 8, seed=3)
+    assert batches[1:] == rest
+    assert decisions.league_batches(ratings, "iter_2", ["near", "far"], 512, 8, seed=3, self_play=1) == [
+        ("iter_2", 512)
+    ]
+    assert decisions.league_batches(ratings, "iter_2", [], 20, 8, seed=3, self_play=0.35) == [("iter_2", 24)]
+    assert decisions.league_batches(ratings, "iter_2", ["near"], 512, 8, seed=3, self_play=0) == [("near", 512)]
+    with pytest.raises(ValueError, match=r"self-play share must be in \[0, 1\], got 1.5"):
+        decisions.league_batches(ratings, "iter_2", ["near"], 8, 8, seed=0, self_play=1.5)
+
+
 def test_the_time_budget_starts_an_iteration_only_if_one_like_the_last_fits_and_names_a_bad_row(tmp_path):
     assert decisions.within_budget(tmp_path, None) and decisions.within_budget(tmp_path, 1.0)
     for name, seconds in (("base", "30"), ("warm", "600"), ("iter_001", "30"), ("iter_002", "60")):

@@ -2,7 +2,8 @@
 the instances after the last, while the converted groups (constant ones dropped) are fewer than the games'
 groups. The games are real `selfplay-gen play` games and the conversions real `selfplay-convert` runs; the
 SGLang server the stage would use is replaced by the scripted negotiator (`scripted_gen`), whose games
-never have a sampled seat, so every round converts to no rows."""
+never have a sampled seat, so every round converts to no rows. The same games check how a league round
+splits its instances between the player's frozen copy (LEAGUE_SELF_PLAY) and the drawn opponents."""
 
 from __future__ import annotations
 
@@ -39,9 +40,10 @@ def test_the_groups_kept_are_read_from_the_conversion_summary_which_a_bad_file_n
 
 
 def scripted_gen(tmp_path: Path) -> str:
-    """`selfplay-gen` with the server's seat played by the scripted negotiator: --backend sglang and the
-    server's --base-url and --model are replaced; everything else (seeds, counts, --resume, the partner)
-    goes to the real command."""
+    """`selfplay-gen` with every seat a server would play played by the scripted negotiator: --backend
+    sglang and the server's --base-url and --model are replaced, and so is a partner on a server
+    (--partner-*); everything else (seeds, counts, --resume, a scripted partner's strength) goes to the
+    real command, which every recorded command line still shows."""
     script = tmp_path / "scripted-gen"
     script.write_text(
         f"#!{sys.executable}\n"
@@ -49,9 +51,12 @@ def scripted_gen(tmp_path: Path) -> str:
         "from selfplay_gen.cli import main\n"
         "args, words = [], iter(sys.argv[1:])\n"
         "for word in words:\n"
-        "    if word in ('--backend', '--base-url', '--model'):\n"
+        "    if word in ('--backend', '--base-url', '--model', '--partner-base-url', '--partner-model'):\n"
         "        value = next(words)\n"
         "        args += ['--backend', 'scripted'] if word == '--backend' else []\n"
+        "    elif word == '--partner-backend':\n"
+        "        next(words)\n"
+        "        args += ['--partner-backend', 'scripted']\n"
         "    else:\n"
         "        args.append(word)\n"
         "main(args, prog_name='selfplay-gen')\n"
@@ -65,11 +70,12 @@ def rounds_run(
     league_size: int,
     filter_groups: int,
     convert: tuple[str, ...] = (sys.executable, "-m", "convert.cli"),
+    self_play: float = 0.0,
 ) -> tuple[Run, Stage]:
     cfg = Iteration(
         run_dir=tmp_path / "run", initial_model="/m0", game="negotiation", num_iterations=1, trainer="grpo",
         games_per_iter=N, games_per_instance=K, league_size=league_size, warm=Warm(policy="none"),
-        league=LeagueSettings(scripted=(0.3,)), servers=ServerSettings(urls=("http://127.0.0.1:9",)),
+        league=LeagueSettings(scripted=(0.3,), self_play=self_play), servers=ServerSettings(urls=("http://127.0.0.1:9",)),
         verl=Verl(filter_groups=filter_groups),
         tools=Tools(python=sys.executable, gen=(scripted_gen(tmp_path),), convert=convert),
     )  # fmt: skip
@@ -153,3 +159,22 @@ def test_a_dry_run_shows_the_rounds_it_may_play(tmp_path):
     result = CliRunner().invoke(iterate_command, args)
     assert result.exit_code == 0, result.output
     assert "iteration 1: up to 2 more rounds of games while fewer than 16 groups differ in reward" in result.output
+
+
+def test_a_league_with_a_self_play_share_puts_the_players_own_server_in_seat_1_for_those_instances(tmp_path, capsys):
+    run, stage = rounds_run(tmp_path, league_size=2, filter_groups=0, self_play=0.5)
+    assert run.competition is not None
+    run.competition.start(1)
+    with pytest.raises(StepFailed, match=r"exit 3"):
+        run.play(stage, N, [*run.limits()])
+    out = capsys.readouterr().out
+    assert "plays, 50% against itself, the rest by rating: itself (frozen) 4, scripted@0.3 4 games" in out
+    (own,) = [line for line in out.splitlines() if "gen/vs/base " in line or "gen/vs/base/" in line]
+    assert own.endswith("--partner-backend sglang --partner-base-url http://127.0.0.1:9 --partner-model /m0")
+    gen = stage.dir / "gen"
+    mine, drawn = instances(gen / "vs" / "base" / "games.jsonl"), instances(gen / "vs" / "scripted_0.3" / "games.jsonl")
+    assert len(mine) == len(drawn) == 1 and mine != drawn  # one group each, on different instances
+    assert json.loads((gen / "opponents.json").read_text())["self_play"] == 0.5
+    wins = run.competition.league.wins
+    assert "base" not in wins.get("base", {})  # games against itself rate no one
+    assert sum(wins["base"].values()) + sum(wins["scripted@0.3"].values()) == K  # the drawn group's games

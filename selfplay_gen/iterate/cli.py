@@ -684,6 +684,18 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     help="How strongly opponents rated near the player are preferred (0: uniform draws).",
 )
 @opt(
+    "--league-self-play",
+    "LEAGUE_SELF_PLAY",
+    type=click.FloatRange(0, 1),
+    default=LG.self_play,
+    help=(
+        "League: the share of seat 0's instances played against a frozen copy of itself (the model the iteration "
+        "started from, on its own server) instead of an opponent drawn by rating. Against scripted negotiators "
+        "alone, asking for more always pays, and a model trained so can stop agreeing with its equals; AlphaStar's "
+        "main agents play 0.35 against themselves."
+    ),
+)
+@opt(
     "--league-eval-strength",
     "LEAGUE_EVAL_STRENGTH",
     type=click.FloatRange(0, 1),
@@ -832,7 +844,7 @@ def iterate(o: dict[str, Any]) -> str:
         crossplay=None if o["crossplay"] is None else o.pop("crossplay") == "1", league_size=o.pop("league_size"),
         league=config.League(o.pop("league_scripted"), o.pop("league_sharpness"), o.pop("promotion"),
                              o.pop("baseline"), o.pop("skill_levels"), o.pop("league_eval_strength"),
-                             o.pop("promotion_cooperation") == "on"),
+                             o.pop("promotion_cooperation") == "on", o.pop("league_self_play")),
         time_budget_min=o.pop("time_budget_min"),
         warm=Warm(o.pop("warm_start"), o.pop("warm_start_below"), o.pop("warm_games"), o.pop("teacher_plan"),
                   o.pop("warm_epochs"), o.pop("warm_lora_rank"), o.pop("warm_lr")),

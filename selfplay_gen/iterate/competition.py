@@ -14,6 +14,10 @@ opponent and played one opponent after another: the trained model stays on slot 
 opponent gets the partner slot in turn (one partner server at a time, next to the player's), and a
 scripted opponent needs no server at all. A checkpoint drawn for no instance is never started.
 
+With LEAGUE_SELF_PLAY, a share of the instances instead put a frozen copy of the player in seat 1
+(its own server plays both seats; only seat 0 is converted), so the trained seat also meets a partner
+that asks as much as it does. Those games rate no one (`League.record` skips a member against itself).
+
 Promotion: after training, the candidate plays the previous promoted checkpoint in both seat orders
 on held-out instances (the cross-play the end of the run reports too) and is kept only when its
 decided-game win share's 95% interval lies above 0.5 (`league.promotion`); otherwise the run says so
@@ -170,21 +174,27 @@ class Competition:
         returns the first instance after them."""
         run, cfg = self.run, self.run.cfg
         ratings = self.league.ratings()
+        share = cfg.league.self_play
         batches = decisions.league_batches(
-            ratings, player, candidates, num_games, cfg.games_per_instance, first, cfg.league.sharpness
+            ratings, player, candidates, num_games, cfg.games_per_instance, first, cfg.league.sharpness, share
         )
         if not cfg.dry_run:
             out.mkdir(parents=True, exist_ok=True)
             weights = opponent_weights(ratings, player, candidates, cfg.league.sharpness)
-            chosen = {"player": player, "ratings": ratings, "weights": weights, "games": dict(batches)}
+            chosen = {
+                "player": player, "ratings": ratings, "self_play": share, "weights": weights, "games": dict(batches)
+            }  # fmt: skip
             write_atomic(out / OPPONENTS_FILE, json.dumps(chosen, indent=1) + "\n")
-        drawn = ", ".join(f"{name} {games}" for name, games in batches)
-        run.shell.echo(f"iteration {i}: seat 0 ({player}, trained) plays, by rating: {drawn} games")
+        drawn = ", ".join(f"{'itself (frozen)' if name == player else name} {games}" for name, games in batches)
+        way = f"{share:.0%} against itself, the rest by rating" if share else "by rating"
+        run.shell.echo(f"iteration {i}: seat 0 ({player}, trained) plays, {way}: {drawn} games")
         for name, games in batches:
-            member = self.league.member(name)
             path = out / "vs" / safe_name(name) / "games.jsonl"
             startup = server.startup_s if not played else 0.0
-            if member.kind == "checkpoint":
+            member = None if name == player else self.league.member(name)
+            if member is None:  # its own server plays the partner seat: the weights the iteration began with
+                partner_args = plays.partner_args(server)
+            elif member.kind == "checkpoint":
                 partner = run.serve(1, str(member.path), shared=True)
                 startup += partner.startup_s
                 partner_args = plays.partner_args(partner)

@@ -295,7 +295,9 @@ class League:
       every model plays its highest level against its lowest (the game's `Game.skill`);
     - `eval_strength`: the scripted negotiator every checkpoint also cross-plays at the end;
     - `cooperation`: promotion also asks that the checkpoint's self-play cooperation (joint share of
-      the best deal) not fall below the previous one's, paired by instance (`league.promotion`)."""
+      the best deal) not fall below the previous one's, paired by instance (`league.promotion`);
+    - `self_play`: the share of the trained seat's instances played against a frozen copy of itself
+      instead of a drawn opponent (`decisions.league_batches`)."""
 
     scripted: tuple[float, ...] = (0.3, 0.6, 1.0)
     sharpness: float = 1.0
@@ -304,6 +306,7 @@ class League:
     skill_levels: tuple[str, ...] = ()
     eval_strength: float | None = 1.0
     cooperation: bool = True
+    self_play: float = 0.0
 
 
 @dataclass(frozen=True)
