@@ -144,7 +144,7 @@ def test_a_dpo_league_plays_each_drawn_opponent_in_turn_and_pairs_wins_with_loss
 
 
 def test_grpo_takes_a_per_seat_baseline_and_the_time_budget_stops_new_iterations(tmp_path):
-    per_seat = ["--league-size", "1", "--num-iterations", "1", "--baseline", "per-seat"]
+    per_seat = ["--trainer", "grpo", "--league-size", "1", "--num-iterations", "1", "--baseline", "per-seat"]
     lines = dry_iterate(tmp_path, *per_seat, "--adv-estimator", "reinforce_plus_plus_baseline")
     (convert,) = [line for line in lines if line.startswith("+ conv ") and "/iter_001/" in line]
     assert "--baseline per-seat" in convert and convert.endswith("--seat 0")
@@ -270,7 +270,9 @@ def test_a_resumed_run_follows_each_finished_iterations_decision(tmp_path):
     League.of([Member("base", path="/m0"), Member("iter_1", path=f"{run_dir}/iter_001/train/hf")]).save(
         run_dir / "iter_002" / competition.LEAGUE_FILE
     )
-    lines = dry_iterate(tmp_path, "--league-size", "2", "--num-iterations", "3", "--warm-start", "none")
+    lines = dry_iterate(
+        tmp_path, "--trainer", "grpo", "--league-size", "2", "--num-iterations", "3", "--warm-start", "none"
+    )
     assert "iteration 3 starts again from iter_1 (" + f"{run_dir}/iter_001/train/hf)" in lines
     drawn = next(line for line in lines if line.startswith("iteration 3: seat 0"))
     # the league iter_002 left (base and iter_1 only), not a new one with the scripted negotiators

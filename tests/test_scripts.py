@@ -275,6 +275,7 @@ def test_iteration_dry_run_chains_generation_training_and_eval(tmp_path):
         "--dry-run",
         INITIAL_MODEL="/models/m0",
         NUM_ITERATIONS="2",
+        TRAINER="grpo",
         RUN_DIR=str(tmp_path / "run"),
         GAMES_PER_ITER="32",
         SELFPLAY_GEN="gen",
@@ -339,6 +340,7 @@ def test_iteration_skips_finished_iterations(tmp_path):
         "--dry-run",
         INITIAL_MODEL="/m0",
         NUM_ITERATIONS="2",
+        TRAINER="grpo",
         RUN_DIR=str(tmp_path / "run"),
         SELFPLAY_GEN="gen",
     )

@@ -318,7 +318,7 @@ class Iteration:
     game: str | None = None  # None: the game `selfplay-gen` plays when told none
     reward_mode: str | None = None
     num_iterations: int = 3
-    trainer: str = "grpo"
+    trainer: str = "filtered-bc"
     games_per_iter: int | None = None  # None: the trainer's default
     games_per_instance: int = 8
     epochs_per_iter: int | None = None
