@@ -52,7 +52,7 @@ def scripted_gen(tmp_path: Path) -> str:
         "args, words = [], iter(sys.argv[1:])\n"
         "for word in words:\n"
         "    if word in ('--backend', '--base-url', '--model', '--partner-base-url', '--partner-model'):\n"
-        "        value = next(words)\n"
+        "        next(words)\n"
         "        args += ['--backend', 'scripted'] if word == '--backend' else []\n"
         "    elif word == '--partner-backend':\n"
         "        next(words)\n"

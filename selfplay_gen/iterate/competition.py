@@ -169,9 +169,10 @@ class Competition:
         self, i: int, out: Path, player: str, candidates: list[str], num_games: int, first: int, server: Started,
         played: list[Path],
     ) -> int:  # fmt: skip
-        """One round of the player's games, opponents drawn by rating for each instance from `first` on, each
-        opponent's games in out/vs/<opponent>/games.jsonl, appended to `played` and recorded in the league;
-        returns the first instance after them."""
+        """One round of the player's games, an opponent for each instance from `first` on (its frozen copy for
+        the LEAGUE_SELF_PLAY share, the rest drawn by rating: `decisions.league_batches`), each opponent's
+        games in out/vs/<opponent>/games.jsonl, appended to `played` and recorded in the league; returns the
+        first instance after them."""
         run, cfg = self.run, self.run.cfg
         ratings = self.league.ratings()
         share = cfg.league.self_play
