@@ -257,28 +257,71 @@ def test_the_candidate_is_kept_only_when_it_beats_the_previous_checkpoint(tmp_pa
         assert comp.league.names == ["base", "scripted@0.3"]
 
 
-def test_a_resumed_run_follows_each_finished_iterations_decision(tmp_path):
+def test_a_learner_kept_out_before_is_judged_against_the_checkpoint_kept(tmp_path):
+    from selfplay_gen.iterate.loop import Checkpoint, Stage
+
+    run = league_run(tmp_path, num_iterations=2)
+    run.advance("/m0", "base", run.run_dir / "base")
+    run.learn(Checkpoint("/m1", "iter_1", run.run_dir / "iter_001"))  # trains on, not promoted
+    pair = run.run_dir / "crossplay" / "iter_2__base"
+    crossplay(pair / "eval", 1.0, 0.2, ("iter_2", "base"))
+    (pair / "DONE").touch()
+    stage_dir = run.run_dir / "iter_002"
+    (stage_dir / "eval").mkdir(parents=True)
+    (stage_dir / "eval" / "DONE").touch()
+    comp = competition.Competition(run)
+    comp.start(2)
+    assert comp.league.names == ["base", "scripted@0.3"]  # the learner joins the pool only when promoted
+    assert comp.candidates(run.label) == ["base", "scripted@0.3"]
+    assert comp.decide(Stage("iter_002", "iter_2", stage_dir, 2_000_000), str(stage_dir / "train" / "hf"))
+    decision = json.loads((stage_dir / competition.PROMOTION_FILE).read_text())
+    assert decision["previous"] == "base" and decision["reason"].startswith("promoted iter_2: it wins")
+    assert comp.league.names == ["base", "scripted@0.3", "iter_2"]
+
+
+@pytest.mark.parametrize("learner", ["promoted", "latest"])
+def test_a_resumed_run_follows_each_finished_iterations_decision(tmp_path, learner):
     run_dir = tmp_path / "run"
     for name, promoted in (("iter_001", True), ("iter_002", False)):
         (run_dir / name).mkdir(parents=True)
         (run_dir / name / "DONE").touch()
         (run_dir / name / competition.PROMOTION_FILE).write_text(json.dumps({"promoted": promoted}))
     (run_dir / "base" / "eval").mkdir(parents=True)
-    (run_dir / "iter_001" / "eval").mkdir()
-    for done in ("base/DONE", "base/eval/DONE", "iter_001/eval/DONE"):
+    for stage in ("iter_001", "iter_002"):
+        (run_dir / stage / "eval").mkdir()
+        (run_dir / stage / "eval" / "DONE").touch()
+    for done in ("base/DONE", "base/eval/DONE"):
         (run_dir / done).touch()
     League.of([Member("base", path="/m0"), Member("iter_1", path=f"{run_dir}/iter_001/train/hf")]).save(
         run_dir / "iter_002" / competition.LEAGUE_FILE
     )
     lines = dry_iterate(
-        tmp_path, "--trainer", "grpo", "--league-size", "2", "--num-iterations", "3", "--warm-start", "none"
-    )
-    assert "iteration 3 starts again from iter_1 (" + f"{run_dir}/iter_001/train/hf)" in lines
+        tmp_path, "--trainer", "grpo", "--league-size", "2", "--num-iterations", "3", "--warm-start", "none",
+        "--promotion-learner", learner,
+    )  # fmt: skip
     drawn = next(line for line in lines if line.startswith("iteration 3: seat 0"))
-    # the league iter_002 left (base and iter_1 only), not a new one with the scripted negotiators
-    assert drawn == "iteration 3: seat 0 (iter_1, trained) plays, by rating: base 1024 games"
     (train,) = [line for line in lines if "/iter_003/" in line and "-m verl.trainer.main_ppo" in line]
-    assert f"actor_rollout_ref.model.path={run_dir}/iter_001/train/hf" in train
+    judged = next(line for line in lines if line.startswith("promotion: iter_3 replaces"))
+    if learner == "promoted":
+        assert "iteration 3 starts again from iter_1 (" + f"{run_dir}/iter_001/train/hf)" in lines
+        # the league iter_002 left (base and iter_1 only), not a new one with the scripted negotiators
+        assert drawn == "iteration 3: seat 0 (iter_1, trained) plays, by rating: base 1024 games"
+        assert f"actor_rollout_ref.model.path={run_dir}/iter_001/train/hf" in train
+    else:  # iter_2 trains on and meets iter_1, the checkpoint it has to beat, which stays the one kept
+        assert (
+            "iteration 3 trains on from iter_2, which was not promoted; the pool and the run's output keep iter_1 "
+            f"({run_dir}/iter_001/train/hf)"
+        ) in lines
+        assert drawn.startswith("iteration 3: seat 0 (iter_2, trained) plays, by rating: ") and "iter_1 " in drawn
+        assert f"actor_rollout_ref.model.path={run_dir}/iter_002/train/hf" in train
+    assert judged.startswith("promotion: iter_3 replaces iter_1 only if")
+    # a run whose last iteration was kept out ends with the checkpoint kept, whatever trained last
+    lines = dry_iterate(
+        tmp_path, "--trainer", "grpo", "--league-size", "2", "--num-iterations", "2", "--warm-start", "none",
+        "--promotion-learner", learner,
+    )  # fmt: skip
+    assert not any(line.startswith("iteration 3 ") for line in lines)
+    assert lines[-1] == f"final model: {run_dir}/iter_001/train/hf"
     (run_dir / "iter_002" / competition.PROMOTION_FILE).write_text("{}")
     with pytest.raises(ValueError, match=r"iter_002/promotion.json: not a promotion decision"):
         competition.read_promotion(run_dir / "iter_002")

@@ -724,6 +724,16 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     "the previous checkpoint's interval; off: winning is enough.",
 )
 @opt(
+    "--promotion-learner",
+    "PROMOTION_LEARNER",
+    type=click.Choice(config.LEARNER_POLICIES),
+    default=LG.learner,
+    help="What the next iteration trains after a checkpoint is not promoted. promoted: the last promoted checkpoint "
+    "again (the candidate is dropped); latest: the candidate, so small gains add up until one wins its match "
+    "(AlphaGo Zero's learner). The opponent pool, the promotion match and the run's output keep promoted "
+    "checkpoints only.",
+)
+@opt(
     "--baseline",
     "BASELINE",
     type=click.Choice(["group", "per-seat"]),
@@ -846,7 +856,8 @@ def iterate(o: dict[str, Any]) -> str:
         crossplay=None if o["crossplay"] is None else o.pop("crossplay") == "1", league_size=o.pop("league_size"),
         league=config.League(o.pop("league_scripted"), o.pop("league_sharpness"), o.pop("promotion"),
                              o.pop("baseline"), o.pop("skill_levels"), o.pop("league_eval_strength"),
-                             o.pop("promotion_cooperation") == "on", o.pop("league_self_play")),
+                             o.pop("promotion_cooperation") == "on", o.pop("league_self_play"),
+                             o.pop("promotion_learner")),
         time_budget_min=o.pop("time_budget_min"),
         warm=Warm(o.pop("warm_start"), o.pop("warm_start_below"), o.pop("warm_games"), o.pop("teacher_plan"),
                   o.pop("warm_epochs"), o.pop("warm_lora_rank"), o.pop("warm_lr")),

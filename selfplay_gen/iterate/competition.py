@@ -21,7 +21,9 @@ that asks as much as it does. Those games rate no one (`League.record` skips a m
 Promotion: after training, the candidate plays the previous promoted checkpoint in both seat orders
 on held-out instances (the cross-play the end of the run reports too) and is kept only when its
 decided-game win share's 95% interval lies above 0.5 (`league.promotion`); otherwise the run says so
-and the next iteration starts again from the previous checkpoint.
+and the next iteration starts again from the previous checkpoint, or (PROMOTION_LEARNER=latest) trains
+on from the one kept out, which then plays as the player, rated as the checkpoint it has to beat, with
+that checkpoint among its opponents.
 
 Resuming: each finished iteration leaves its league (members and wins) in iter_NNN/league.json and
 its decision in iter_NNN/promotion.json before its DONE marker, so a resumed run reads both and
@@ -117,8 +119,8 @@ class Competition:
                 return
         if self.league.members:  # the league of this process's last iteration (a dry run saves none)
             return
-        run = self.run
-        self.league = League.of([Member(run.label, "checkpoint", path=run.model), *self.scripted])
+        kept = self.run.kept
+        self.league = League.of([Member(kept.label, "checkpoint", path=kept.model), *self.scripted])
 
     def save(self, stage: Stage) -> None:
         if self.run.cfg.dry_run:
@@ -175,6 +177,8 @@ class Competition:
         first instance after them."""
         run, cfg = self.run, self.run.cfg
         ratings = self.league.ratings()
+        if player not in ratings:  # a learner that was not promoted: as strong as the checkpoint it must beat
+            ratings[player] = ratings.get(run.kept.label)
         share = cfg.league.self_play
         batches = decisions.league_batches(
             ratings, player, candidates, num_games, cfg.games_per_instance, first, cfg.league.sharpness, share
@@ -225,9 +229,9 @@ class Competition:
         keep it only by the promotion rule; the decision goes to iter_NNN/promotion.json and the log.
         A dry run cannot judge and goes on as if it was promoted."""
         run = self.run
-        previous, label = run.label, stage.label
+        previous, label = run.kept.label, stage.label
         run.evaluate(candidate, label, stage.dir, shared=True)
-        played = run.crossplay_pair(label, candidate, previous, run.model)
+        played = run.crossplay_pair(label, candidate, previous, run.kept.model)
         if run.cfg.dry_run:
             run.shell.echo(
                 f"promotion: {label} replaces {previous} only if it wins with a 95% interval above 50%"

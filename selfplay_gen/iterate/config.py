@@ -275,6 +275,7 @@ class Warm:
 
 
 PROMOTION_POLICIES = ("auto", "on", "off")
+LEARNER_POLICIES = ("promoted", "latest")
 DPO_PAIR_POLICIES = ("reward", "outcome")
 
 
@@ -297,7 +298,11 @@ class League:
     - `cooperation`: promotion also asks that the checkpoint's self-play cooperation (joint share of
       the best deal) not fall below the previous one's, paired by instance (`league.promotion`);
     - `self_play`: the share of the trained seat's instances played against a frozen copy of itself
-      instead of a drawn opponent (`decisions.league_batches`)."""
+      instead of a drawn opponent (`decisions.league_batches`);
+    - `learner`: what the next iteration trains after a checkpoint is not promoted: `promoted`, the last
+      promoted checkpoint again; `latest`, the checkpoint that was not (AlphaGo Zero's learner goes on
+      while its evaluator keeps the best player), so gains too small for one promotion match add up.
+      Either way the pool and the run's output hold promoted checkpoints only."""
 
     scripted: tuple[float, ...] = (0.3, 0.6, 1.0)
     sharpness: float = 1.0
@@ -307,6 +312,11 @@ class League:
     eval_strength: float | None = 1.0
     cooperation: bool = True
     self_play: float = 0.0
+    learner: str = "promoted"
+
+    def __post_init__(self):
+        if self.learner not in LEARNER_POLICIES:
+            raise ValueError(f"learner must be one of {', '.join(LEARNER_POLICIES)}, not {self.learner!r}")
 
 
 @dataclass(frozen=True)

@@ -52,9 +52,18 @@ class Stage:
         return (self.dir / "DONE").exists()
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    model: str  # its model directory (or the initial model's name)
+    label: str  # base, warm, iter_1
+    made_by: Path  # the stage that made it, where its evaluation lives
+
+
 class Run:
-    """One run of `selfplay-gen iterate`: the current model and the checkpoints so far (the league's
-    pool and cross-play's players), the servers, and the stages' shared steps."""
+    """One run of `selfplay-gen iterate`: the current model (the learner, which the next iteration
+    trains), the last promoted checkpoint (`kept`: the promotion match's opponent and the run's
+    output; the learner too, unless PROMOTION_LEARNER=latest goes on from a checkpoint kept out),
+    the promoted checkpoints so far (cross-play's players), the servers, and the stages' shared steps."""
 
     def __init__(self, cfg: Iteration):
         self.cfg = cfg
@@ -74,6 +83,7 @@ class Run:
         self.model = ""
         self.label = ""
         self.eval_for = self.run_dir / "base"  # the stage that made the current model
+        self.kept = Checkpoint("", "", self.eval_for)
         self.checkpoints: list[str] = []
         self.labels: list[str] = []
         self.stage: Stage | None = None  # the stage running now, whose timings are being recorded
@@ -131,8 +141,19 @@ class Run:
                     promoted = decision is None or bool(decision["promoted"])
                 if promoted:
                     self.advance(str(stage.dir / "train" / "hf"), stage.label, stage.dir)
+                    continue
+                if cfg.league.learner == "latest":
+                    self.learn(Checkpoint(str(stage.dir / "train" / "hf"), stage.label, stage.dir))
+                if i == cfg.num_iterations:
+                    continue
+                if self.model != self.kept.model:
+                    self.shell.echo(
+                        f"iteration {i + 1} trains on from {stage.label}, which was not promoted; the pool and the "
+                        f"run's output keep {self.kept.label} ({self.kept.model})"
+                    )
                 else:
                     self.shell.echo(f"iteration {i + 1} starts again from {self.label} ({self.model})")
+            self.learn(self.kept)  # the run's output: its last promoted checkpoint
             self.evaluate_current(final=True)
             self.slots.release()
             shown = [self.reports / "heldout" / "report.md"]
@@ -147,9 +168,15 @@ class Run:
         return self.model
 
     def advance(self, model: str, label: str, made_by: Path) -> None:
-        self.model, self.label, self.eval_for = model, label, made_by
+        """A promoted checkpoint: the learner, the one kept, and the next of cross-play's players."""
+        self.kept = Checkpoint(model, label, made_by)
+        self.learn(self.kept)
         self.checkpoints.append(model)
         self.labels.append(label)
+
+    def learn(self, checkpoint: Checkpoint) -> None:
+        """The model the next iteration trains and plays with, promoted or not."""
+        self.model, self.label, self.eval_for = checkpoint.model, checkpoint.label, checkpoint.made_by
 
     @contextlib.contextmanager
     def running(self, stage: Stage) -> Iterator[None]:
