@@ -29,8 +29,9 @@ On a GPU machine (after `source offline_gpu/gpu_setup.sh`), with MODEL_DIR the r
            (semi-competitive for filtered BC: the best game of a seat's group is a deal that gave it much;
            competitive rewards rank a refused deal above every lost one, cooperative ones not the seats)
   restore  a run continued on another machine: its adapters came back without the models (ROOT/NAME/
-           iter_NNN/train/hf/lora_adapter), so each iteration's model is folded again onto the one before,
-           a run's chain in one process that writes each model once (merge_lora --onto)
+           iter_NNN/train/hf/lora_adapter), so each iteration's model is folded again onto the model it trained
+           from (iter_NNN/trained_from; without it, the one before), a chain of stages in one process that
+           writes each model once (merge_lora --onto)
   generation  the generation benchmark (bench/generation.py) of GEN_MODEL (MODEL_DIR; a trained model plays
            whole games, MAX_NEW_TOKENS (512) per turn) alone on the GPU: GEN_GAMES (1024)
            games, GEN_CONCURRENCY (512) in flight (a game starts as one ends, so the longest games do not leave
@@ -174,14 +175,22 @@ probe() {
 }
 
 # restore: refold every run's stages whose model did not travel (only their LoRA adapters do), in order, from
-# MODEL_DIR: its warm start, then each iteration onto the one before. The stages without weights since the last
-# stage with them are one chain, folded in one process (merge_lora --onto): each stage's weights written once.
+# MODEL_DIR: its warm start, then each iteration onto the model it trained from (its stage's trained_from file:
+# the last promoted checkpoint, which is not the stage before one that was kept out; without the file, the stage
+# before). Stages without weights that follow one another are one chain, folded in one process (merge_lora
+# --onto): each stage's weights written once.
 restore() {
-  local run hf model chain
+  local run hf model chain parent before
   for run in "$ROOT"/*/; do
-    model=$MODEL_DIR chain=()
+    model=$MODEL_DIR chain=() before=$MODEL_DIR
     for hf in "$run"warm/train/hf "$run"iter_*/train/hf; do
       [[ -d $hf ]] || continue
+      parent=$(cat "${hf%/train/hf}/trained_from" 2> /dev/null || true)
+      if [[ -d $parent && $(realpath -m "$parent") != $(realpath -m "$before") ]]; then
+        fold_chain "$model" "${chain[@]}"
+        model=$parent chain=()
+      fi
+      before=$hf
       if [[ -d $hf/lora_adapter ]] && ! compgen -G "$hf/*.safetensors" > /dev/null; then
         chain+=("$hf")
         continue
@@ -193,8 +202,6 @@ restore() {
   done
 }
 
-# fold_chain BASE_DIR [HF_DIR...]: each HF_DIR (holding only lora_adapter/) becomes the model before it (BASE_DIR's
-# first) with its adapter folded in, all in one process
 fold_chain() {
   (($# > 1)) || return 0
   run_cmd "$SELFPLAY_PYTHON" -m selfplay_gen.verl.merge_lora --onto "$@"

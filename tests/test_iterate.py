@@ -755,6 +755,8 @@ def test_a_model_is_evaluated_while_its_server_plays_its_training_games(tmp_path
     (row,) = json.loads((run_dir / "iter_001" / "timings.json").read_text())["steps"]
     assert row["step"] == "evaluate base + generate" and row["startup_s"] > 0  # the stand-in server's start
     assert row["gpu_percent"] == 37.0
+    # the model the stage trains from, for a restore that has its adapter alone (gpu_learning.sh restore)
+    assert (run_dir / "iter_001" / "trained_from").read_text() == f"{local_model_dir}\n"
 
 
 def test_metrics_come_from_tensorboard_events_when_verl_logged_there(tmp_path):

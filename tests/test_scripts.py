@@ -1247,6 +1247,18 @@ def test_gpu_learning_restore_folds_each_runs_adapters_as_one_chain_per_stretch_
         f"+ {sys.executable} -m selfplay_gen.verl.merge_lora --onto {model} {hf['warm']} {hf['iter_001']}",
         f"+ {sys.executable} -m selfplay_gen.verl.merge_lora --onto {hf['iter_002']} {hf['iter_003']}",
     ]
+    # iter_001 was kept out and iter_002 trained from the warm start again (its trained_from): iter_002 folds
+    # onto warm, iter_003 onto iter_002, the stage before it, as before
+    (root / "run" / "iter_002" / "train" / "hf" / "model.safetensors").unlink()
+    (root / "run" / "iter_002" / "trained_from").write_text(hf["warm"] + "\n")
+    (root / "run" / "iter_003" / "trained_from").write_text(f"{root}/./run/iter_002/train/hf\n")
+    result = script("offline_gpu/gpu_learning.sh", "--dry-run", str(model), str(root), "restore")
+    assert result.returncode == 0, result.stderr
+    folds = [line for line in result.stdout.splitlines() if "merge_lora" in line]
+    assert folds == [
+        f"+ {sys.executable} -m selfplay_gen.verl.merge_lora --onto {model} {hf['warm']} {hf['iter_001']}",
+        f"+ {sys.executable} -m selfplay_gen.verl.merge_lora --onto {hf['warm']} {hf['iter_002']} {hf['iter_003']}",
+    ]
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from pathlib import Path
 import click
 
 from .. import games
+from ..atomic import write_atomic
 from ..league import SCRIPTED_PREFIX, Member, scripted_member
 from ..verl import attention
 from . import competition, decisions, report
@@ -38,6 +39,9 @@ from .verl_jobs import merge, ppo_command, saved_steps, sft_command
 EMBEDDED_MODEL_DIR = "EMBEDDED_MODEL_DIR"  # a dry run does not convert the embedded model
 WARM_SEED = 500_000_000  # the warm start's teacher games, apart from every iteration's instances
 ITERATION_SEEDS = 1_000_000  # iteration i plays seeds i x 10**6 on
+# a training stage's file naming the model it trained from: a run carried to another machine as LoRA
+# adapters alone folds each adapter onto that model (`gpu_learning.sh restore`), not onto the stage before
+TRAINED_FROM_FILE = "trained_from"
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,7 @@ class Run:
             if decisions.wants_warm_start(cfg.warm.policy, self.base_agreement(), cfg.warm.below):
                 if not warm.done:
                     with self.running(warm):
+                        self.trains_from(warm)
                         self.warm_start(warm)
                 self.advance(str(warm.dir / "train" / "hf"), "warm", warm.dir)
             for i in range(1, cfg.num_iterations + 1):
@@ -127,6 +132,7 @@ class Run:
                     with self.running(stage):
                         if self.competition is not None:
                             self.competition.start(i)
+                        self.trains_from(stage)
                         exports = self.trainer.train(self, stage)
                         for export in exports[:-1]:
                             self.evaluate(export.model, export.label, export.eval_dir)
@@ -177,6 +183,11 @@ class Run:
     def learn(self, checkpoint: Checkpoint) -> None:
         """The model the next iteration trains and plays with, promoted or not."""
         self.model, self.label, self.eval_for = checkpoint.model, checkpoint.label, checkpoint.made_by
+
+    def trains_from(self, stage: Stage) -> None:
+        if not self.cfg.dry_run:
+            stage.dir.mkdir(parents=True, exist_ok=True)
+            write_atomic(stage.dir / TRAINED_FROM_FILE, self.model + "\n")
 
     @contextlib.contextmanager
     def running(self, stage: Stage) -> Iterator[None]:
