@@ -178,28 +178,35 @@ probe() {
 # MODEL_DIR: its warm start, then each iteration onto the model it trained from (its stage's trained_from file:
 # the last promoted checkpoint, which is not the stage before one that was kept out; without the file, the stage
 # before). Stages without weights that follow one another are one chain, folded in one process (merge_lora
-# --onto): each stage's weights written once.
+# --onto): each stage's weights written once. Runs share no stage, so each run folds in its own process at once.
 restore() {
-  local run hf model chain parent before
+  local run pids=() failed=0 pid
   for run in "$ROOT"/*/; do
-    model=$MODEL_DIR chain=() before=$MODEL_DIR
-    for hf in "$run"warm/train/hf "$run"iter_*/train/hf; do
-      [[ -d $hf ]] || continue
-      parent=$(cat "${hf%/train/hf}/trained_from" 2> /dev/null || true)
-      if [[ -d $parent && $(realpath -m "$parent") != $(realpath -m "$before") ]]; then
-        fold_chain "$model" "${chain[@]}"
-        model=$parent chain=()
-      fi
-      before=$hf
-      if [[ -d $hf/lora_adapter ]] && ! compgen -G "$hf/*.safetensors" > /dev/null; then
-        chain+=("$hf")
-        continue
-      fi
-      fold_chain "$model" "${chain[@]}"
-      model=$hf chain=()
-    done
-    fold_chain "$model" "${chain[@]}"
+    restore_run "$run" &
+    pids+=($!)
   done
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  return "$failed"
+}
+
+restore_run() {
+  local run=$1 hf model=$MODEL_DIR chain=() parent before=$MODEL_DIR
+  for hf in "$run"warm/train/hf "$run"iter_*/train/hf; do
+    [[ -d $hf ]] || continue
+    parent=$(cat "${hf%/train/hf}/trained_from" 2> /dev/null || true)
+    if [[ -d $parent && $(realpath -m "$parent") != $(realpath -m "$before") ]]; then
+      fold_chain "$model" "${chain[@]}"
+      model=$parent chain=()
+    fi
+    before=$hf
+    if [[ -d $hf/lora_adapter ]] && ! compgen -G "$hf/*.safetensors" > /dev/null; then
+      chain+=("$hf")
+      continue
+    fi
+    fold_chain "$model" "${chain[@]}"
+    model=$hf chain=()
+  done
+  fold_chain "$model" "${chain[@]}"
 }
 
 fold_chain() {

@@ -1259,6 +1259,18 @@ def test_gpu_learning_restore_folds_each_runs_adapters_as_one_chain_per_stretch_
         f"+ {sys.executable} -m selfplay_gen.verl.merge_lora --onto {model} {hf['warm']} {hf['iter_001']}",
         f"+ {sys.executable} -m selfplay_gen.verl.merge_lora --onto {hf['warm']} {hf['iter_002']} {hf['iter_003']}",
     ]
+    # a second run folds beside the first (its own process), and a fold that fails fails the phase
+    (root / "other" / "warm" / "train" / "hf" / "lora_adapter").mkdir(parents=True)
+    result = script("offline_gpu/gpu_learning.sh", "--dry-run", str(model), str(root), "restore")
+    folds = sorted(line for line in result.stdout.splitlines() if "merge_lora" in line)
+    assert len(folds) == 3 and f"--onto {model} {root}/other/warm/train/hf" in folds[0]
+    failing = tmp_path / "bin"
+    failing.mkdir()
+    (failing / "python3").write_text("#!/usr/bin/env bash\n[[ $* == *other* ]] && exit 7\nexit 0\n")
+    (failing / "python3").chmod(0o755)
+    fake = str(failing / "python3")
+    result = script("offline_gpu/gpu_learning.sh", str(model), str(root), "restore", SELFPLAY_PYTHON=fake)
+    assert result.returncode != 0 and result.stdout.count("merge_lora") == 3
 
 
 @pytest.mark.slow
