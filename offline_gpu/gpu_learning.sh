@@ -215,7 +215,8 @@ fold_chain() {
 }
 
 run_cmd() {
-  printf '+'; printf ' %q' "$@"; printf '\n'
+  # one write a line: runs restored side by side print their commands whole
+  printf '+%s\n' "$(printf ' %q' "$@")"
   [[ $DRY_RUN -eq 1 ]] || "$@"
 }
 
