@@ -123,6 +123,13 @@ class NothingToTrain(click.ClickException):
     "the other seat's games still count in their groups. [default: both seats]",
 )
 @click.option(
+    "--seats-of",
+    metavar="MODEL",
+    default=None,
+    help="Write only the seats MODEL played (each game's settings.seatN.model): in a league's games, both seats "
+    "of a game against a frozen copy of the trained model, seat 0 alone against other opponents.",
+)
+@click.option(
     "--dpo-pairs",
     type=click.Choice(DPO_PAIRS),
     default="reward",
@@ -157,6 +164,7 @@ def main(
     invalid_move_penalty: float,
     baseline: str,
     seat: int | None,
+    seats_of: str | None,
     dpo_pairs: str,
     dpo_pairs_per_group: int,
     skip_invalid: bool,
@@ -182,6 +190,7 @@ def main(
             invalid_move_penalty,
             baseline,
             (0, 1) if seat is None else (seat,),
+            seats_of=seats_of,
             dpo_pairs=dpo_pairs,
             dpo_pairs_per_group=dpo_pairs_per_group,
             max_groups=max_groups,

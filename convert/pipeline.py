@@ -69,6 +69,9 @@ class Options:
     invalid_move_penalty: float = 0.0  # grpo: training reward -= penalty x the seat's share of invalid turns
     baseline: str = "group"  # grpo: "per-seat" subtracts each seat's mean training reward over the file
     seats: tuple[int, ...] = (0, 1)  # the seats whose rows are written (an opponent's are not)
+    # of those, only the seats this model played (the record's settings.seatN.model): a league's games against
+    # a frozen copy of the trained model train both seats, its games against other opponents seat 0 alone
+    seats_of: str | None = None
     batch_rows: int = 256
     dpo_pairs: str = "reward"  # dpo: "outcome" pairs a game the seat won with one it lost (`DPO_PAIRS`)
     dpo_pairs_per_group: int = 1  # dpo: the most pairs of one (group, seat), widest gap first
@@ -197,7 +200,9 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
                 examples.append(f"{record['game_id']}: {reason}" + (f" ({detail})" if detail else ""))
             continue
         game = len(ledger)
-        status = [_status(tokens, options) if s in options.seats else OPPONENT for s, tokens in enumerate(seats)]
+        status = [
+            _status(tokens, options) if _trained(record, s, options) else OPPONENT for s, tokens in enumerate(seats)
+        ]
         statuses.update(status)
         sampling, outcome = record["settings"].get("sampling") or {}, record["outcome"]
         ledger.append(
@@ -294,6 +299,16 @@ def _status(tokens, options: Options) -> str:
     return tokens.source
 
 
+def _trained(record: Record, seat: int, options: Options) -> bool:
+    """Whether `seat`'s rows are written: one of `options.seats`, and played by `options.seats_of` if named."""
+    if seat not in options.seats:
+        return False
+    if options.seats_of is None:
+        return True
+    played_by = (record["settings"].get("seat0"), record["settings"].get("seat1"))[seat] or {}
+    return played_by.get("model") == options.seats_of
+
+
 def _examine(record: Record, seen: set[str], options: Options) -> tuple[str | None, str, list]:
     """Why a game cannot be used at all (None if it can) with details, and each seat's tokens.
     Failed games (backend errors, broken token invariants, internal errors) are never trained, nor counted in a
@@ -311,7 +326,7 @@ def _examine(record: Record, seen: set[str], options: Options) -> tuple[str | No
         # context fails the game), a scripted one is not retokenized, so it needs no tokenizer
         seats = [
             seat_tokens(seat, lambda: load_tokenizer(options.model))
-            if s in options.seats or seat.get("kind") == "llm"
+            if _trained(record, s, options) or seat.get("kind") == "llm"
             else None
             for s, seat in enumerate(record["players"])
         ]

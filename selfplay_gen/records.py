@@ -141,10 +141,13 @@ class Sampling(TypedDict, total=False):
 
 
 class Settings(TypedDict, total=False):
-    """Also the backend, seats and limits, which no reader relies on."""
+    """Also the limits, which no reader relies on."""
 
     sampling: Sampling
     run: dict[str, object]  # what planned the games: --resume must be given the same
+    # each seat's backend and model: `selfplay-convert --seats-of` trains the seats one model played
+    seat0: dict[str, Any]
+    seat1: dict[str, Any]
 
 
 class _Outcome(TypedDict):

@@ -579,6 +579,23 @@ def test_seat_writes_only_the_trained_seats_rows(llm_games, tmp_path, fmt):
     assert summary_of(games)["seats_not_trained"] == len(llm_games)
 
 
+def test_seats_of_writes_the_seats_the_trained_model_played(llm_games, tmp_path):
+    """A league's games: against a frozen copy of the trained model both seats are its, against another
+    opponent only seat 0 is."""
+    flat = [json.loads(json.dumps(r)) for r in llm_games]
+    copies = sorted({r["instance_id"] for r in flat})[::2]
+    for record in flat:
+        partner = "/m/player" if record["instance_id"] in copies else "/m/opponent"
+        record["settings"]["seat0"] = {**(record["settings"].get("seat0") or {}), "model": "/m/player"}
+        record["settings"]["seat1"] = {**(record["settings"].get("seat1") or {}), "model": partner}
+    games = write(tmp_path / "games.jsonl", flat)
+    convert(games, "--val-fraction", "0", "--keep-constant-groups", "--seats-of", "/m/player")
+    written = {(r["extra_info"]["player"], r["extra_info"]["instance_id"]) for r in rows(tmp_path / "train.parquet")}
+    instances = {r["instance_id"] for r in flat}
+    assert written == {(0, i) for i in instances} | {(1, i) for i in copies}
+    assert summary_of(games)["seats_not_trained"] == sum(r["instance_id"] not in copies for r in flat)
+
+
 def test_all_failed_games_leave_no_rows_and_say_why_in_every_format(llm_games, tmp_path):
     flat = [json.loads(json.dumps(r)) for r in llm_games]
     for record in flat:

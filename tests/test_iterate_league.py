@@ -257,6 +257,17 @@ def test_the_candidate_is_kept_only_when_it_beats_the_previous_checkpoint(tmp_pa
         assert comp.league.names == ["base", "scripted@0.3"]
 
 
+@pytest.mark.parametrize("seats", ["seat0", "both"])
+def test_games_against_the_frozen_copy_train_both_seats_only_when_asked(tmp_path, seats):
+    lines = dry_iterate(
+        tmp_path, "--trainer", "grpo", "--league-size", "2", "--num-iterations", "1", "--warm-start", "none",
+        "--league-self-play", "0.35", "--league-self-play-seats", seats,
+    )  # fmt: skip
+    (convert,) = [line for line in lines if line.startswith("+ conv ") and "/iter_001/gen/" in line]
+    # every seat the player's weights played (seat 1 of its frozen copy's games too), or seat 0 alone
+    assert convert.endswith("--seats-of /m0" if seats == "both" else "--seat 0")
+
+
 def test_a_learner_kept_out_before_is_judged_against_the_checkpoint_kept(tmp_path):
     from selfplay_gen.iterate.loop import Checkpoint, Stage
 

@@ -686,6 +686,15 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     help="How strongly opponents rated near the player are preferred (0: uniform draws).",
 )
 @opt(
+    "--league-self-play-seats",
+    "LEAGUE_SELF_PLAY_SEATS",
+    type=click.Choice(config.SELF_PLAY_SEATS),
+    default=LG.self_play_seats,
+    help="League: the seats that the games against the player's frozen copy train. seat0: the trained seat, as in "
+    "every other game; both: its copy's seat too, played by the same weights (`selfplay-convert --seats-of`), so "
+    "the learner also learns what answering its own demands pays.",
+)
+@opt(
     "--league-self-play",
     "LEAGUE_SELF_PLAY",
     type=click.FloatRange(0, 1),
@@ -857,7 +866,7 @@ def iterate(o: dict[str, Any]) -> str:
         league=config.League(o.pop("league_scripted"), o.pop("league_sharpness"), o.pop("promotion"),
                              o.pop("baseline"), o.pop("skill_levels"), o.pop("league_eval_strength"),
                              o.pop("promotion_cooperation") == "on", o.pop("league_self_play"),
-                             o.pop("promotion_learner")),
+                             o.pop("promotion_learner"), o.pop("league_self_play_seats")),
         time_budget_min=o.pop("time_budget_min"),
         warm=Warm(o.pop("warm_start"), o.pop("warm_start_below"), o.pop("warm_games"), o.pop("teacher_plan"),
                   o.pop("warm_epochs"), o.pop("warm_lora_rank"), o.pop("warm_lr")),

@@ -15,8 +15,9 @@ opponent gets the partner slot in turn (one partner server at a time, next to th
 scripted opponent needs no server at all. A checkpoint drawn for no instance is never started.
 
 With LEAGUE_SELF_PLAY, a share of the instances instead put a frozen copy of the player in seat 1
-(its own server plays both seats; only seat 0 is converted), so the trained seat also meets a partner
-that asks as much as it does. Those games rate no one (`League.record` skips a member against itself).
+(its own server plays both seats; only seat 0 is converted unless LEAGUE_SELF_PLAY_SEATS=both), so the
+trained seat also meets a partner that asks as much as it does. Those games rate no one (`League.record`
+skips a member against itself).
 
 Promotion: after training, the candidate plays the previous promoted checkpoint in both seat orders
 on held-out instances (the cross-play the end of the run reports too) and is kept only when its
@@ -163,9 +164,16 @@ class Competition:
                 run.shell.echo(f"+ cat {' '.join(str(path) for path in played)} > {gen / 'games.jsonl'}")
             else:
                 concatenate(played, gen / "games.jsonl")
-            if not run.convert(i, gen, [*convert_args, "--seat", "0"], wanted, round_, rounds):
+            if not run.convert(i, gen, [*convert_args, *self.trained_seats()], wanted, round_, rounds):
                 break
         run.slots.release(1)
+
+    def trained_seats(self) -> list[str]:
+        """The convert options for the seats a league's games train: seat 0, or with LEAGUE_SELF_PLAY_SEATS=both
+        every seat the player's weights played (both seats of the games against its frozen copy)."""
+        if self.run.cfg.league.self_play_seats == "both":
+            return ["--seats-of", self.run.model]
+        return ["--seat", "0"]
 
     def play_round(
         self, i: int, out: Path, player: str, candidates: list[str], num_games: int, first: int, server: Started,

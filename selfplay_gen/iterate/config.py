@@ -276,6 +276,7 @@ class Warm:
 
 PROMOTION_POLICIES = ("auto", "on", "off")
 LEARNER_POLICIES = ("promoted", "latest")
+SELF_PLAY_SEATS = ("seat0", "both")
 DPO_PAIR_POLICIES = ("reward", "outcome")
 
 
@@ -299,6 +300,8 @@ class League:
       the best deal) not fall below the previous one's, paired by instance (`league.promotion`);
     - `self_play`: the share of the trained seat's instances played against a frozen copy of itself
       instead of a drawn opponent (`decisions.league_batches`);
+    - `self_play_seats`: the seats those games train: `seat0`, or `both` (each seat is the model the
+      iteration started from, so both sides are on-policy, as AlphaStar's main agents learn from both);
     - `learner`: what the next iteration trains after a checkpoint is not promoted: `promoted`, the last
       promoted checkpoint again; `latest`, the checkpoint that was not (AlphaGo Zero's learner goes on
       while its evaluator keeps the best player), so gains too small for one promotion match add up.
@@ -313,10 +316,15 @@ class League:
     cooperation: bool = True
     self_play: float = 0.0
     learner: str = "promoted"
+    self_play_seats: str = "seat0"
 
     def __post_init__(self):
         if self.learner not in LEARNER_POLICIES:
             raise ValueError(f"learner must be one of {', '.join(LEARNER_POLICIES)}, not {self.learner!r}")
+        if self.self_play_seats not in SELF_PLAY_SEATS:
+            raise ValueError(
+                f"self-play seats must be one of {', '.join(SELF_PLAY_SEATS)}, not {self.self_play_seats!r}"
+            )
 
 
 @dataclass(frozen=True)
