@@ -6,7 +6,8 @@ scripted negotiator at each LEAGUE_SCRIPTED strength. Every instance of an itera
 opponent drawn by rating closeness (`league.opponents`, Bradley–Terry ratings of every game the pool
 has played, `league.pool`); its GAMES_PER_INSTANCE games stay one group against that opponent, so a
 group's games differ only in the trained seat's play (what GRPO's group baseline, filtered BC's
-top fraction and DPO's pairs compare). Only seat 0 is trained (`selfplay-convert --seat 0`).
+top fraction and DPO's pairs compare). Only seat 0 is trained (`selfplay-convert --seat 0`; see
+LEAGUE_SELF_PLAY_SEATS below).
 
 Serving: SGLang serves one model per server, and promoted checkpoints are merged models, not LoRA
 adapters of one base, so two checkpoints cannot share a server. Games are therefore grouped by
