@@ -84,10 +84,7 @@ class Run:
         self.crossplay = decisions.crossplays_by_default(self.game_cls) if cfg.crossplay is None else cfg.crossplay
         self.run_dir = cfg.run_dir
         self.reports = self.run_dir / "report"
-        self.model = ""
-        self.label = ""
-        self.eval_for = self.run_dir / "base"  # the stage that made the current model
-        self.kept = Checkpoint("", "", self.eval_for)
+        self.learner = self.kept = Checkpoint("", "", self.run_dir / "base")
         self.checkpoints: list[str] = []
         self.labels: list[str] = []
         self.stage: Stage | None = None  # the stage running now, whose timings are being recorded
@@ -182,11 +179,24 @@ class Run:
 
     def learn(self, checkpoint: Checkpoint) -> None:
         """The model the next iteration trains and plays with, promoted or not."""
-        self.model, self.label, self.eval_for = checkpoint.model, checkpoint.label, checkpoint.made_by
+        self.learner = checkpoint
+
+    @property
+    def model(self) -> str:
+        return self.learner.model
+
+    @property
+    def label(self) -> str:
+        return self.learner.label
+
+    @property
+    def eval_for(self) -> Path:
+        """The stage that made the current model."""
+        return self.learner.made_by
 
     def trains_from(self, stage: Stage) -> None:
+        """Inside `running(stage)`, which made its directory."""
         if not self.cfg.dry_run:
-            stage.dir.mkdir(parents=True, exist_ok=True)
             write_atomic(stage.dir / TRAINED_FROM_FILE, self.model + "\n")
 
     @contextlib.contextmanager
