@@ -274,6 +274,13 @@ class Warm:
         return self.lr if self.lr is not None else ("1e-3" if self.lora_rank > 0 else "1e-4")
 
 
+def one_of(what: str, value: str, choices: tuple[str, ...]) -> str:
+    """`value` if it is one of `choices`; else a ValueError naming `what`, the choices and the value."""
+    if value not in choices:
+        raise ValueError(f"{what} must be one of {', '.join(choices)}, not {value!r}")
+    return value
+
+
 PROMOTION_POLICIES = ("auto", "on", "off")
 LEARNER_POLICIES = ("promoted", "latest")
 SELF_PLAY_SEATS = ("seat0", "both")
@@ -319,12 +326,8 @@ class League:
     self_play_seats: str = "seat0"
 
     def __post_init__(self):
-        if self.learner not in LEARNER_POLICIES:
-            raise ValueError(f"learner must be one of {', '.join(LEARNER_POLICIES)}, not {self.learner!r}")
-        if self.self_play_seats not in SELF_PLAY_SEATS:
-            raise ValueError(
-                f"self-play seats must be one of {', '.join(SELF_PLAY_SEATS)}, not {self.self_play_seats!r}"
-            )
+        one_of("learner", self.learner, LEARNER_POLICIES)
+        one_of("self-play seats", self.self_play_seats, SELF_PLAY_SEATS)
 
 
 @dataclass(frozen=True)
@@ -366,18 +369,14 @@ class Iteration:
 
     def promotes(self) -> bool:
         """Whether each iteration's checkpoint must beat the previous one to be kept."""
-        policy = self.league.promotion
-        if policy not in PROMOTION_POLICIES:
-            raise ValueError(f"promotion must be one of {', '.join(PROMOTION_POLICIES)}, not {policy!r}")
+        policy = one_of("promotion", self.league.promotion, PROMOTION_POLICIES)
         return policy == "on" or (policy == "auto" and self.league_size > 0)
 
     def dpo_pairs_by(self) -> str:
         """How DPO ranks a group's games into pairs (`selfplay-convert --dpo-pairs`). By the seat's own
         reward unless told otherwise: ranked by outcome, a game without a deal is a tie and beats a deal
         lost by a point, so DPO on many such pairs learns to walk away and self-play cooperation collapses."""
-        if self.dpo_pairs not in DPO_PAIR_POLICIES:
-            raise ValueError(f"dpo pairs must be one of {', '.join(DPO_PAIR_POLICIES)}, not {self.dpo_pairs!r}")
-        return self.dpo_pairs
+        return one_of("dpo pairs", self.dpo_pairs, DPO_PAIR_POLICIES)
 
     def sampling_for_run(self) -> Sampling:
         """The run's sampling: a seat's budget is the training response limit (longer games score 0),

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .config import one_of
+
 WARM_START_POLICIES = ("auto", "teacher", "none")
 
 
@@ -19,9 +21,7 @@ def wants_warm_start(policy: str, agreement: float | None, below: float) -> bool
     """teacher: always; none: never; auto: when the initial model agrees in fewer than `below` of its
     held-out games (a model that cannot finish a game gives GRPO groups of zeros). An auto run with
     no measured agreement (a dry run) warm-starts, the cautious choice."""
-    if policy not in WARM_START_POLICIES:
-        raise ValueError(f"warm-start policy must be one of {', '.join(WARM_START_POLICIES)}, not {policy!r}")
-    if policy != "auto":
+    if one_of("warm-start policy", policy, WARM_START_POLICIES) != "auto":
         return policy == "teacher"
     return agreement is None or agreement < below
 
