@@ -215,6 +215,10 @@ def test_dpo_pairs_rank_by_reward_in_a_league_too_unless_outcome_is_named():
     assert Iteration(league_size=2, dpo_pairs="outcome").dpo_pairs_by() == "outcome"
     with pytest.raises(ValueError, match=r"dpo pairs must be one of reward, outcome, not 'margin'"):
         Iteration(dpo_pairs="margin").dpo_pairs_by()
+    with pytest.raises(ValueError, match=r"learner must be one of promoted, latest, not 'newest'"):
+        LeagueSettings(learner="newest")
+    with pytest.raises(ValueError, match=r"self-play seats must be one of seat0, both, not 'seat1'"):
+        LeagueSettings(self_play_seats="seat1")
 
 
 def league_run(tmp_path: Path, num_iterations: int = 1) -> Run:
