@@ -5,10 +5,12 @@ import json
 import math
 import zlib
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from fake_sglang import FakeSGLang, free_port
 
+from convert.cli import main as convert_main
 from selfplay_gen.backends.base import BackendError, BackendOptions, SamplingParams, backend_class
 from selfplay_gen.cli import main
 from selfplay_gen.games import GameConfig
@@ -253,6 +255,26 @@ async def test_play_command_against_the_server(tokenizer, local_model_dir, tmp_p
     for record in read_games(out):
         assert record["settings"]["seat0"]["model"] == local_model_dir
         assert all(seat["kind"] == "llm" and seat["turns"] for seat in record["players"][:1])
+
+
+async def test_a_scripted_partner_is_no_seat_of_the_served_model(tokenizer, local_model_dir, tmp_path):
+    """Against a scripted partner the record names no model for its seat, so a league's convert with
+    `--seats-of MODEL` trains only the seat the model played."""
+    out = tmp_path / "games.jsonl"
+    async with FakeSGLang(tokenizer, local_model_dir) as fake:
+        result = await play_command(
+            fake, [], "--game", "negotiation", "--model", local_model_dir, "--partner-backend", "scripted",
+            "--max-moves", "2", "--max-new-tokens", "16", "--out", str(out),
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    for record in read_games(out):
+        assert record["settings"]["seat0"]["model"] == local_model_dir
+        assert record["settings"]["seat1"]["model"] is None and record["players"][1]["kind"] == "scripted"
+    args = [str(out), "--out-dir", str(tmp_path / "grpo"), "--val-fraction", "0", "--keep-constant-groups"]
+    converted = CliRunner().invoke(convert_main, [*args, "--seats-of", local_model_dir])
+    assert converted.exit_code == 0, converted.output
+    players = pd.read_parquet(tmp_path / "grpo" / "train.parquet")["extra_info"].map(lambda e: e["player"])
+    assert set(players) == {0}
 
 
 async def test_play_command_says_on_stderr_when_games_failed(tokenizer, local_model_dir, tmp_path):
