@@ -43,11 +43,13 @@ def scripted_gen(tmp_path: Path) -> str:
     """`selfplay-gen` with every seat a server would play played by the scripted negotiator: --backend
     sglang and the server's --base-url and --model are replaced, and so is a partner on a server
     (--partner-*); everything else (seeds, counts, --resume, a scripted partner's strength) goes to the
-    real command, which every recorded command line still shows."""
+    real command, which every recorded command line still shows. Each command's start and end times are
+    appended to tmp_path/times.jsonl."""
     script = tmp_path / "scripted-gen"
     script.write_text(
         f"#!{sys.executable}\n"
-        "import sys\n"
+        "import json, sys, time\n"
+        "started = time.time()\n"
         "from selfplay_gen.cli import main\n"
         "args, words = [], iter(sys.argv[1:])\n"
         "for word in words:\n"
@@ -59,7 +61,11 @@ def scripted_gen(tmp_path: Path) -> str:
         "        args += ['--partner-backend', 'scripted']\n"
         "    else:\n"
         "        args.append(word)\n"
-        "main(args, prog_name='selfplay-gen')\n"
+        "try:\n"
+        "    main(args, prog_name='selfplay-gen')\n"
+        "finally:\n"
+        f"    with open({str(tmp_path / 'times.jsonl')!r}, 'a') as log:\n"
+        "        log.write(json.dumps([started, time.time()]) + '\\n')\n"
     )
     script.chmod(0o755)
     return str(script)
@@ -178,3 +184,29 @@ def test_a_league_with_a_self_play_share_puts_the_players_own_server_in_seat_1_f
     wins = run.competition.league.wins
     assert "base" not in wins.get("base", {})  # games against itself rate no one
     assert sum(wins["base"].values()) + sum(wins["scripted@0.3"].values()) == K  # the drawn group's games
+
+
+def test_the_frozen_copy_and_scripted_opponents_play_at_once(tmp_path):
+    """Opponents that need no partner server play together, in one timed step, not one batch after another."""
+    run, stage = rounds_run(tmp_path, league_size=2, filter_groups=0, self_play=0.5)
+    assert run.competition is not None
+    run.competition.start(1)
+    with pytest.raises(StepFailed, match=r"exit 3"):
+        run.play(stage, N, [*run.limits()])
+    spans = [json.loads(line) for line in (tmp_path / "times.jsonl").read_text().splitlines()]
+    assert len(spans) == 2 and max(start for start, _ in spans) < min(end for _, end in spans)  # they overlap
+    steps = [row["step"] for row in json.loads((stage.dir / "timings.json").read_text())["steps"]]
+    assert steps == ["generate vs base, scripted@0.3"]
+
+
+def test_each_checkpoint_after_the_first_takes_the_partner_slot_alone(tmp_path):
+    from selfplay_gen.league.pool import League, Member
+
+    run, _ = rounds_run(tmp_path, league_size=3, filter_groups=0)
+    assert run.competition is not None
+    scripted = Member("scripted@0.3", "scripted", strength=0.3)
+    members = [Member("warm", path="/w"), Member("iter_1", path="/i1"), scripted]
+    run.competition.league = League(tuple(members), {})
+    waves = run.competition.waves(["warm", "iter_2", "scripted@0.3", "iter_1"], player="iter_2")
+    assert waves == [["warm", "iter_2", "scripted@0.3"], ["iter_1"]]
+    assert run.competition.waves(["iter_2", "scripted@0.3"], player="iter_2") == [["iter_2", "scripted@0.3"]]

@@ -11,9 +11,12 @@ LEAGUE_SELF_PLAY_SEATS below).
 
 Serving: SGLang serves one model per server, and promoted checkpoints are merged models, not LoRA
 adapters of one base, so two checkpoints cannot share a server. Games are therefore grouped by
-opponent and played one opponent after another: the trained model stays on slot 0, each checkpoint
-opponent gets the partner slot in turn (one partner server at a time, next to the player's), and a
-scripted opponent needs no server at all. A checkpoint drawn for no instance is never started.
+opponent: the trained model stays on slot 0, each checkpoint opponent gets the partner slot in turn
+(one partner server at a time, next to the player's), and a scripted opponent needs no server at all.
+The opponents that need no partner server (scripted negotiators, the frozen copy) play at once with
+the first checkpoint's games, each further checkpoint's after them (`waves`): one at a time, short
+batches would leave the player's server waiting on each batch's start-up and last long games.
+A checkpoint drawn for no instance is never started.
 
 With LEAGUE_SELF_PLAY, a share of the instances instead put a frozen copy of the player in seat 1
 (its own server plays both seats; only seat 0 is converted unless LEAGUE_SELF_PLAY_SEATS=both), so the
@@ -138,12 +141,12 @@ class Competition:
     # -- training games --------------------------------------------------------------------------
 
     def play(self, stage: Stage, num_games: int, convert_args: list[str], rounds: int = 1) -> None:
-        """The current model (seat 0) against opponents drawn by rating, one opponent's games after
-        another into gen/vs/<opponent>/, joined into gen/games.jsonl, recorded in the league and
-        converted with `convert_args` plus --seat 0. Self-play where the pool holds no opponent. With
-        `rounds` > 1, up to that many rounds, round R's games in gen/round_R/vs/<opponent>/ on the
-        instances after the last round's, while seat 0's converted groups are fewer than its groups
-        (`Run.convert`)."""
+        """The current model (seat 0) against opponents drawn by rating, each opponent's games into
+        gen/vs/<opponent>/ (those needing no partner server at once: `waves`), joined into
+        gen/games.jsonl, recorded in the league and converted with `convert_args` plus --seat 0.
+        Self-play where the pool holds no opponent. With `rounds` > 1, up to that many rounds, round
+        R's games in gen/round_R/vs/<opponent>/ on the instances after the last round's, while seat
+        0's converted groups are fewer than its groups (`Run.convert`)."""
         run, cfg = self.run, self.run.cfg
         player = run.label
         candidates = self.candidates(player)
@@ -202,28 +205,43 @@ class Competition:
         drawn = ", ".join(f"{'itself (frozen)' if name == player else name} {games}" for name, games in batches)
         way = f"{share:.0%} against itself, the rest by rating" if share else "by rating"
         run.shell.echo(f"iteration {i}: seat 0 ({player}, trained) plays, {way}: {drawn} games")
+        plan = []  # (opponent, games, first instance, games file), in the order the batches were drawn
         for name, games in batches:
-            path = out / "vs" / safe_name(name) / "games.jsonl"
-            startup = server.startup_s if not played else 0.0
-            member = None if name == player else self.league.member(name)
-            if member is None:  # its own server plays the partner seat: the weights the iteration began with
-                partner_args = plays.partner_args(server)
-            elif member.kind == "checkpoint":
-                partner = run.serve(1, str(member.path), shared=True)
-                startup += partner.startup_s
-                partner_args = plays.partner_args(partner)
-            else:
-                partner_args = member.partner_args()
-            command = run.plays.generate(
-                server, run.model, first, games, cfg.games_per_instance, path.parent, partner_args, self.skill_args()
-            )
-            with run.timed(f"generate vs {name}", startup):
-                run.shell.run(f"iteration {i}: generate vs {name}", command)
-            played.append(path)
+            plan.append((name, games, first, out / "vs" / safe_name(name) / "games.jsonl"))
             first += games // cfg.games_per_instance
+        for wave in self.waves([name for name, *_ in plan], player):
+            startup = server.startup_s if not played else 0.0
+            steps = []
+            for name, games, start, path in (batch for batch in plan if batch[0] in wave):
+                member = None if name == player else self.league.member(name)
+                if member is None:  # its own server plays the partner seat: the weights the iteration began with
+                    partner_args = plays.partner_args(server)
+                elif member.kind == "checkpoint":
+                    partner = run.serve(1, str(member.path), shared=True)
+                    startup += partner.startup_s
+                    partner_args = plays.partner_args(partner)
+                else:
+                    partner_args = member.partner_args()
+                command = run.plays.generate(
+                    server, run.model, start, games, cfg.games_per_instance, path.parent, partner_args,
+                    self.skill_args(),
+                )  # fmt: skip
+                steps.append((f"iteration {i}: generate vs {name}", command))
+            with run.timed(f"generate vs {', '.join(wave)}", startup):
+                run.shell.run_together(steps)
+            played.extend(path for name, _, _, path in plan if name in wave)
+        for name, _, _, path in plan:
             if not cfg.dry_run:
                 self.league = self.league.record_file(path, (player, name))
         return first
+
+    def waves(self, opponents: list[str], player: str) -> list[list[str]]:
+        """The opponents whose games play at once: those needing no partner server (the frozen copy,
+        scripted negotiators) with the first checkpoint, then each further checkpoint alone, as each
+        takes the one partner slot in turn."""
+        checkpoints = [o for o in opponents if o != player and self.league.member(o).kind == "checkpoint"]
+        first = [o for o in opponents if o not in checkpoints[1:]]
+        return [first, *([o] for o in checkpoints[1:])]
 
     def skill_args(self, seat0_only: bool = True) -> list[str]:
         """The trained seat (in self-play: both) asked to play at the highest skill level, in a
