@@ -193,16 +193,15 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
     for record in read_games(games, skip_invalid=True, errors=errors):
         records += 1
         _refuse_evaluation_instance(games, record)
-        reason, detail, seats = _examine(record, seen, options)
+        trained = [_trained(record, s, options) for s in (0, 1)]
+        reason, detail, seats = _examine(record, seen, trained, options)
         if reason is not None:
             excluded[reason] += 1
             if len(examples) < EXAMPLES:
                 examples.append(f"{record['game_id']}: {reason}" + (f" ({detail})" if detail else ""))
             continue
         game = len(ledger)
-        status = [
-            _status(tokens, options) if _trained(record, s, options) else OPPONENT for s, tokens in enumerate(seats)
-        ]
+        status = [_status(tokens, options) if trained[s] else OPPONENT for s, tokens in enumerate(seats)]
         statuses.update(status)
         sampling, outcome = record["settings"].get("sampling") or {}, record["outcome"]
         ledger.append(
@@ -309,8 +308,9 @@ def _trained(record: Record, seat: int, options: Options) -> bool:
     return played_by.get("model") == options.seats_of
 
 
-def _examine(record: Record, seen: set[str], options: Options) -> tuple[str | None, str, list]:
-    """Why a game cannot be used at all (None if it can) with details, and each seat's tokens.
+def _examine(record: Record, seen: set[str], trained: list[bool], options: Options) -> tuple[str | None, str, list]:
+    """Why a game cannot be used at all (None if it can) with details, and each seat's tokens (`trained`: per
+    seat, whether its rows are written).
     Failed games (backend errors, broken token invariants, internal errors) are never trained, nor counted in a
     group: their rewards say nothing about the policy. Truncated games (a limit) are trained with their score."""
     if record["game_id"] in seen:
@@ -326,7 +326,7 @@ def _examine(record: Record, seen: set[str], options: Options) -> tuple[str | No
         # context fails the game), a scripted one is not retokenized, so it needs no tokenizer
         seats = [
             seat_tokens(seat, lambda: load_tokenizer(options.model))
-            if _trained(record, s, options) or seat.get("kind") == "llm"
+            if trained[s] or seat.get("kind") == "llm"
             else None
             for s, seat in enumerate(record["players"])
         ]

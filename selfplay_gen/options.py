@@ -390,9 +390,13 @@ async def open_seats(**opts):
             urls = opts[f"{prefix}base_url"] or opts["base_url"]
             model = opts[f"{prefix}model"] or opts["model"]
             tokenizer_dir = opts[f"{prefix}tokenizer"] or opts["tokenizer"]
-            settings[f"seat{seat}"] = {"backend": name, "model": model, "base_urls": list(urls)}
-            if name == "scripted":  # plays by rule: no model, so `selfplay-convert --seats-of` never trains it
-                settings[f"seat{seat}"]["model"] = None
+            # a scripted seat plays by rule: no model, so `selfplay-convert --seats-of` never trains it
+            settings[f"seat{seat}"] = {
+                "backend": name,
+                "model": None if name == "scripted" else model,
+                "base_urls": list(urls),
+            }
+            if name == "scripted":
                 knobs = _scripted_knobs(opts, prefix)
                 seats.append(_scripted_seat(knobs, opts["seed"]))
                 settings[f"seat{seat}"].update(knobs)

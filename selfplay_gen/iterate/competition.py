@@ -205,14 +205,15 @@ class Competition:
         drawn = ", ".join(f"{'itself (frozen)' if name == player else name} {games}" for name, games in batches)
         way = f"{share:.0%} against itself, the rest by rating" if share else "by rating"
         run.shell.echo(f"iteration {i}: seat 0 ({player}, trained) plays, {way}: {drawn} games")
-        plan = []  # (opponent, games, first instance, games file), in the order the batches were drawn
+        plan = {}  # opponent: (games, first instance, games file), in the order the batches were drawn
         for name, games in batches:
-            plan.append((name, games, first, out / "vs" / safe_name(name) / "games.jsonl"))
+            plan[name] = (games, first, out / "vs" / safe_name(name) / "games.jsonl")
             first += games // cfg.games_per_instance
-        for wave in self.waves([name for name, *_ in plan], player):
+        for wave in self.waves(list(plan), player):
             startup = server.startup_s if not played else 0.0
             steps = []
-            for name, games, start, path in (batch for batch in plan if batch[0] in wave):
+            for name in wave:
+                games, start, path = plan[name]
                 member = None if name == player else self.league.member(name)
                 if member is None:  # its own server plays the partner seat: the weights the iteration began with
                     partner_args = plays.partner_args(server)
@@ -229,9 +230,9 @@ class Competition:
                 steps.append((f"iteration {i}: generate vs {name}", command))
             with run.timed(f"generate vs {', '.join(wave)}", startup):
                 run.shell.run_together(steps)
-            played.extend(path for name, _, _, path in plan if name in wave)
-        for name, _, _, path in plan:
-            if not cfg.dry_run:
+            played.extend(plan[name][2] for name in wave)
+        if not cfg.dry_run:
+            for name, (_, _, path) in plan.items():
                 self.league = self.league.record_file(path, (player, name))
         return first
 
