@@ -342,6 +342,61 @@ def test_a_resumed_run_follows_each_finished_iterations_decision(tmp_path, learn
         competition.read_promotion(run_dir / "iter_002")
 
 
+def test_a_run_stopped_after_an_iterations_training_resumes_at_its_promotion(tmp_path, capsys):
+    """A league run stopped after iteration 1 trained and evaluated: a new run (whose commands, `false`,
+    must never be needed) neither plays nor trains, rebuilds the league from the iteration's training
+    games and judges the trained model by its promotion match."""
+    from selfplay_gen.iterate.loop import TRAINED_FILE, Stage
+    from selfplay_gen.iterate.trainers import Export
+
+    run_dir = tmp_path / "run"
+    for done in ("base/DONE", "base/eval/DONE", "base/eval/DONE_TEST", "iter_001/eval/DONE"):
+        (run_dir / done).parent.mkdir(parents=True, exist_ok=True)
+        (run_dir / done).touch()
+    stage = Stage("iter_001", "iter_1", run_dir / "iter_001", 1_000_000)
+    games = stage.dir / "gen" / "vs" / "scripted_0.3" / "games.jsonl"
+    args = ["play", "--game", "negotiation", "--backend", "scripted", "--scripted-strength", "1", "-q"]
+    args += ["--partner-scripted-strength", "0.3", "-n", "16", "-k", "4", "--out", str(games)]
+    assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
+    chosen = {"player": "base", "games": {"scripted@0.3": 16}}
+    (stage.dir / "gen" / competition.OPPONENTS_FILE).write_text(json.dumps(chosen))
+    model = stage.dir / "train" / "hf"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"")
+    crossplay(run_dir / "crossplay" / "iter_1__base" / "eval", 1.0, 0.2, ("iter_1", "base"))
+    (run_dir / "crossplay" / "iter_1__base" / "DONE").touch()
+    (stage.dir / "eval" / "DONE_TEST").touch()
+    cfg = Iteration(
+        run_dir=run_dir, initial_model="/m0", game="negotiation", num_iterations=1, trainer="grpo", league_size=2,
+        warm=Warm(policy="none"), league=LeagueSettings(scripted=(0.3,)), crossplay=False,
+        servers=ServerSettings(urls=("http://127.0.0.1:9",)), tools=Tools(python=sys.executable, gen=("false",)),
+    )  # fmt: skip
+    run = Run(cfg)
+    run.advance("/m0", "base", run_dir / "base")
+    run.save_trained(stage, [Export("iter_1", str(model), stage.dir / "eval")])
+    assert run.main() == str(model)
+    out = capsys.readouterr().out
+    assert f"iteration 1: trained already ({stage.dir / TRAINED_FILE}): on to its evaluation" in out
+    assert "promotion: promoted iter_1" in out and "main_ppo" not in out
+    league = League.load(stage.dir / competition.LEAGUE_FILE)
+    expected = League.of([Member("base", path="/m0"), *competition.scripted_pool(run.game_cls, (0.3,))])
+    expected = expected.record_file(games, ("base", "scripted@0.3"))
+    # the training games' results, then the promotion match's (iter_1 against base)
+    assert league.wins["base"]["scripted@0.3"] == expected.wins["base"]["scripted@0.3"] > 0
+    assert league.wins["scripted@0.3"] == expected.wins["scripted@0.3"]
+    # a model trained from another one, or without its weights, trains again; the league needs its games
+    run.learn(run.kept)
+    (stage.dir / TRAINED_FILE).write_text(json.dumps({"trained_from": "/m9", "exports": []}))
+    assert run.trained(stage) == []
+    run.save_trained(stage, [Export("iter_1", str(tmp_path / "adapter_alone"), stage.dir / "eval")])
+    run.learn(run.kept)
+    assert run.trained(stage) == [] and "no weights in" in capsys.readouterr().out
+    games.unlink()
+    with pytest.raises(FileNotFoundError, match=r"scripted_0.3/games.jsonl: missing, and .*opponents.json says"):
+        competition.Competition(run).replay(stage)
+
+
 # --- competitive DPO pairs and progress ------------------------------------------------------------
 
 

@@ -845,7 +845,8 @@ def iterate_command(**o: Any) -> None:
     iteration play games with the current model on new instances, convert, train and merge; every
     model is evaluated with the server that plays its games; checkpoints of a competitive game
     cross-play. Stages live under RUN_DIR (base/, warm/, iter_NNN/, crossplay/), each skipped once its
-    DONE marker exists, so a stopped run resumes. RUN_DIR/report/<set> has every model's evaluation
+    DONE marker exists, so a stopped run resumes (an iteration whose model was trained and merged, its
+    trained.json, at that model's evaluation). RUN_DIR/report/<set> has every model's evaluation
     rows, RUN_DIR/summary.md each stage's games, reward and wall time (per step, start-up apart).
     OVERRIDES go to verl as Hydra overrides."""
     stop_on_signals()

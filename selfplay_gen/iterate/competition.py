@@ -172,6 +172,30 @@ class Competition:
                 break
         run.slots.release(1)
 
+    def replay(self, stage: Stage) -> None:
+        """The league as the stage's training games left it, for a run that resumes the stage after its
+        training: each round's games recorded again from their files, in the order `play_round` recorded them
+        (its opponents.json names the player and the opponents in that order)."""
+        gen = stage.dir / "gen"
+        later = sorted(gen.glob("round_*"), key=lambda out: int(out.name.split("_")[-1]))
+        for out in [gen, *later]:
+            chosen_file = out / OPPONENTS_FILE
+            if not chosen_file.exists():
+                continue
+            try:
+                chosen = json.loads(chosen_file.read_text())
+                player, opponents = chosen["player"], list(chosen["games"])
+            except (ValueError, KeyError, TypeError) as error:
+                raise ValueError(f"{chosen_file}: no player or games, the opponents drawn ({error})") from None
+            for name in opponents:
+                path = out / "vs" / safe_name(name) / "games.jsonl"
+                if not path.exists():
+                    raise FileNotFoundError(
+                        f"{path}: missing, and {chosen_file} says {player} played {name} there: the league "
+                        "cannot be rebuilt without the stage's training games"
+                    )
+                self.league = self.league.record_file(path, (player, name))
+
     def trained_seats(self) -> list[str]:
         """The convert options for the seats a league's games train: seat 0, or with LEAGUE_SELF_PLAY_SEATS=both
         every seat the player's weights played (both seats of the games against its frozen copy)."""

@@ -1,5 +1,5 @@
 """The self-play loop as stages under RUN_DIR, each skipped once its DONE marker exists, so a stopped
-run resumes where it stopped:
+run resumes where it stopped (an iteration stopped after its training, at its models' evaluation):
 
   base/      the initial model evaluated
   warm/      the warm start on the game's teacher games (when `wants_warm_start`)
@@ -42,6 +42,9 @@ ITERATION_SEEDS = 1_000_000  # iteration i plays seeds i x 10**6 on
 # a training stage's file naming the model it trained from: a run carried to another machine as LoRA
 # adapters alone folds each adapter onto that model (`gpu_learning.sh restore`), not onto the stage before
 TRAINED_FROM_FILE = "trained_from"
+# a training stage's models (`Export`s), written once merged: a run stopped after its iteration's training (or
+# carried to another machine and restored) resumes at the evaluation instead of training again
+TRAINED_FILE = "trained.json"
 
 
 @dataclass(frozen=True)
@@ -129,8 +132,17 @@ class Run:
                     with self.running(stage):
                         if self.competition is not None:
                             self.competition.start(i)
-                        self.trains_from(stage)
-                        exports = self.trainer.train(self, stage)
+                        exports = self.trained(stage)
+                        if exports:
+                            self.shell.echo(
+                                f"iteration {i}: trained already ({stage.dir / TRAINED_FILE}): on to its evaluation"
+                            )
+                            if self.competition is not None:
+                                self.competition.replay(stage)
+                        else:
+                            self.trains_from(stage)
+                            exports = self.trainer.train(self, stage)
+                            self.save_trained(stage, exports)
                         for export in exports[:-1]:
                             self.evaluate(export.model, export.label, export.eval_dir)
                         self.retention(stage, exports[-1].model)
@@ -198,6 +210,33 @@ class Run:
         """Inside `running(stage)`, which made its directory."""
         if not self.cfg.dry_run:
             write_atomic(stage.dir / TRAINED_FROM_FILE, self.model + "\n")
+
+    def save_trained(self, stage: Stage, exports: list[Export]) -> None:
+        if self.cfg.dry_run:
+            return
+        listed = [{"label": e.label, "model": e.model, "eval_dir": str(e.eval_dir)} for e in exports]
+        write_atomic(stage.dir / TRAINED_FILE, json.dumps({"trained_from": self.model, "exports": listed}, indent=1))
+
+    def trained(self, stage: Stage) -> list[Export]:
+        """The models an unfinished stage trained from the current model already (its TRAINED_FILE), when
+        each holds its weights; else none, and the stage trains."""
+        path = stage.dir / TRAINED_FILE
+        if self.cfg.dry_run or not path.exists():
+            return []
+        try:
+            saved = json.loads(path.read_text())
+            exports = [Export(e["label"], e["model"], Path(e["eval_dir"])) for e in saved["exports"]]
+            trained_from = saved["trained_from"]
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{path}: not a list of trained models, field exports or trained_from ({error})") from None
+        if trained_from != self.model:
+            self.shell.echo(f"{path}: trained from {trained_from}, not {self.model}: {stage.name} trains again")
+            return []
+        missing = [e.model for e in exports if not _has_weights(Path(e.model))]
+        if missing:
+            self.shell.echo(f"{path}: no weights in {', '.join(missing)}: {stage.name} trains again")
+            return []
+        return exports
 
     @contextlib.contextmanager
     def running(self, stage: Stage) -> Iterator[None]:
@@ -620,3 +659,8 @@ def _embedded_model() -> str:
 
 def _read(path: Path) -> str:
     return path.read_text() if path.exists() else ""
+
+
+def _has_weights(model: Path) -> bool:
+    """A model directory a server can load: its config and weights (an adapter alone is not one)."""
+    return (model / "config.json").exists() and any(model.glob("*.safetensors"))
