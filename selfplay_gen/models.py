@@ -16,7 +16,9 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -73,13 +75,22 @@ def _adapter_digest() -> str:
     return hashlib.sha256((WARM_START_ADAPTER / "adapter_model.safetensors").read_bytes()).hexdigest()
 
 
-def fold_adapter(model_dir: Path, adapter_dir: Path, out_dir: Path) -> None:
+@dataclass(frozen=True)
+class FoldTimes:
+    """Where a fold's time went, in seconds: reading the first model, then each link's fold and write (a
+    restore of a run's chains on a GPU machine waits on them)."""
+
+    read_s: float
+    links: list[tuple[float, float]]  # (fold_s, write_s) of each adapter, in order
+
+
+def fold_adapter(model_dir: Path, adapter_dir: Path, out_dir: Path) -> FoldTimes:
     """Write to out_dir the model of model_dir with the LoRA adapter of adapter_dir folded into its
     weights (and the tokenizer), so that any engine serves it as a plain model."""
-    fold_adapters(model_dir, [(adapter_dir, out_dir)])
+    return fold_adapters(model_dir, [(adapter_dir, out_dir)])
 
 
-def fold_adapters(model_dir: Path, chain: Sequence[tuple[Path, Path]]) -> None:
+def fold_adapters(model_dir: Path, chain: Sequence[tuple[Path, Path]]) -> FoldTimes:
     """Fold a chain of LoRA adapters, each trained on the model the ones before it made: for each (adapter,
     out_dir) in order, the model so far with that adapter folded in (and model_dir's tokenizer) goes to out_dir.
     The model stays in memory between links, in its stored dtype, so each link writes its weights once and reads
@@ -87,12 +98,18 @@ def fold_adapters(model_dir: Path, chain: Sequence[tuple[Path, Path]]) -> None:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    started = time.monotonic()
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    read_s, links = time.monotonic() - started, []
     for adapter_dir, out_dir in chain:
+        started = time.monotonic()
         model = PeftModel.from_pretrained(model, adapter_dir).merge_and_unload()
+        folded = time.monotonic()
         model.save_pretrained(out_dir)
         tokenizer.save_pretrained(out_dir)
+        links.append((folded - started, time.monotonic() - folded))
+    return FoldTimes(read_s, links)
 
 
 def _materialize_raw(target: Path) -> None:

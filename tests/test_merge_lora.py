@@ -1,6 +1,7 @@
 """Folding a LoRA run's adapter into the directory verl's merger writes (base weights + lora_adapter/)
 gives the model that peft computes with the adapter, and refuses a directory without one."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -67,6 +68,10 @@ def test_a_chain_folded_in_one_process_gives_each_stage_the_weights_of_folding_o
         previous = one_at_a_time / stage
     result = CliRunner().invoke(main, ["--onto", str(local_model_dir), str(chain / "s1"), str(chain / "s2")])
     assert result.exit_code == 0, result.output
+    # where a restore's time goes: the first model read once, then each stage's fold and write
+    assert re.search(rf"read {re.escape(str(local_model_dir))} in \d+\.\d s", result.output)
+    for stage in ("s1", "s2"):
+        assert re.search(rf"into {re.escape(str(chain / stage))} \(fold \d+\.\d s, write \d+\.\d s\)", result.output)
     for stage in ("s1", "s2"):
         want = AutoModelForCausalLM.from_pretrained(one_at_a_time / stage).state_dict()
         got = AutoModelForCausalLM.from_pretrained(chain / stage).state_dict()

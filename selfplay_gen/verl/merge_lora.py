@@ -37,11 +37,11 @@ def _folding(hf_dir: Path) -> Path:
     return folded
 
 
-def _swap_in(hf_dir: Path, folded: Path) -> None:
+def _swap_in(hf_dir: Path, folded: Path, fold_s: float, write_s: float) -> None:
     shutil.copytree(hf_dir / ADAPTER_DIR, folded / ADAPTER_DIR)
     shutil.rmtree(hf_dir)
     folded.rename(hf_dir)
-    click.echo(f"folded {hf_dir / ADAPTER_DIR} into {hf_dir}")
+    click.echo(f"folded {hf_dir / ADAPTER_DIR} into {hf_dir} (fold {fold_s:.1f} s, write {write_s:.1f} s)")
 
 
 @click.command()
@@ -57,13 +57,15 @@ def main(hf_dirs: tuple[Path, ...], onto: Path | None) -> None:
     if onto is None:
         for hf_dir, adapter in zip(hf_dirs, adapters, strict=True):
             folded = _folding(hf_dir)
-            fold_adapter(hf_dir, adapter, folded)
-            _swap_in(hf_dir, folded)
+            times = fold_adapter(hf_dir, adapter, folded)
+            click.echo(f"read {hf_dir} in {times.read_s:.1f} s")
+            _swap_in(hf_dir, folded, *times.links[0])
         return
     folds = [_folding(hf_dir) for hf_dir in hf_dirs]
-    fold_adapters(onto, list(zip(adapters, folds, strict=True)))
-    for hf_dir, folded in zip(hf_dirs, folds, strict=True):
-        _swap_in(hf_dir, folded)
+    times = fold_adapters(onto, list(zip(adapters, folds, strict=True)))
+    click.echo(f"read {onto} in {times.read_s:.1f} s")
+    for hf_dir, folded, link in zip(hf_dirs, folds, times.links, strict=True):
+        _swap_in(hf_dir, folded, *link)
 
 
 if __name__ == "__main__":
