@@ -342,6 +342,32 @@ def test_a_resumed_run_follows_each_finished_iterations_decision(tmp_path, learn
         competition.read_promotion(run_dir / "iter_002")
 
 
+def test_the_partner_server_of_the_training_games_serves_the_promotion_match_after_training(tmp_path):
+    """The league games' partner server releases its memory for training like the player's and takes it back
+    for the promotion match, with the weights of the checkpoint the match meets: no second start."""
+    run_dir = tmp_path / "run"
+    for done in ("base/DONE", "base/eval/DONE", "iter_001/DONE", "iter_001/eval/DONE"):
+        (run_dir / done).parent.mkdir(parents=True, exist_ok=True)
+        (run_dir / done).touch()
+    (run_dir / "iter_001" / competition.PROMOTION_FILE).write_text(json.dumps({"promoted": True}))
+    iter_1 = f"{run_dir}/iter_001/train/hf"
+    league = League.of([Member("base", path="/m0"), Member("iter_1", path=iter_1)])
+    league.save(run_dir / "iter_001" / competition.LEAGUE_FILE)
+    lines = dry_iterate(
+        tmp_path, "--trainer", "grpo", "--league-size", "2", "--num-iterations", "2", "--warm-start", "none",
+        "--crossplay", "0",
+    )  # fmt: skip
+    partner = [line for line in lines if "30001" in line and not line.startswith("+ gen")]
+    assert partner == [
+        partner[0],  # base, the opponent iteration 2's games drew
+        "+ wait for http://127.0.0.1:30001/health (up to 900s)",
+        "+ POST http://127.0.0.1:30001/release_memory_occupation",  # verl trains
+        "+ POST http://127.0.0.1:30001/resume_memory_occupation",
+        f"+ POST http://127.0.0.1:30001/update_weights_from_disk model_path={iter_1}",  # the match meets iter_1
+    ]
+    assert "-m sglang.launch_server --model-path /m0 --host 127.0.0.1 --port 30001" in partner[0]
+
+
 def test_a_run_stopped_after_an_iterations_training_resumes_at_its_promotion(tmp_path, capsys):
     """A league run stopped after iteration 1 trained and evaluated: a new run (whose commands, `false`,
     must never be needed) neither plays nor trains, rebuilds the league from the iteration's training

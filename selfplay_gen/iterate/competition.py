@@ -170,7 +170,6 @@ class Competition:
                 concatenate(played, gen / "games.jsonl")
             if not run.convert(i, gen, [*convert_args, *self.trained_seats()], wanted, round_, rounds):
                 break
-        run.slots.release(1)
 
     def replay(self, stage: Stage) -> None:
         """The league as the stage's training games left it, for a run that resumes the stage after its
