@@ -9,6 +9,7 @@ import json
 import re
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -292,6 +293,44 @@ def test_a_learner_kept_out_before_is_judged_against_the_checkpoint_kept(tmp_pat
     decision = json.loads((stage_dir / competition.PROMOTION_FILE).read_text())
     assert decision["previous"] == "base" and decision["reason"].startswith("promoted iter_2: it wins")
     assert comp.league.names == ["base", "scripted@0.3", "iter_2"]
+
+
+@pytest.mark.parametrize("past_learners", [False, True])
+def test_past_learners_join_the_pool_promoted_or_not_and_are_rated_by_the_players_games(tmp_path, past_learners):
+    from selfplay_gen.iterate.loop import Checkpoint
+
+    run = league_run(tmp_path, num_iterations=3)
+    run.cfg = replace(run.cfg, league=replace(run.cfg.league, past_learners=past_learners))
+    run.advance("/m0", "base", run.run_dir / "base")
+    for stage in ("iter_001", "iter_002"):  # finished, neither promoted: the learner went on from each
+        (run.run_dir / stage).mkdir(parents=True)
+        (run.run_dir / stage / "DONE").touch()
+    League.of([Member("base", path="/m0"), *competition.scripted_pool(run.game_cls, (0.3,))]).save(
+        run.run_dir / "iter_002" / competition.LEAGUE_FILE
+    )
+    run.learn(Checkpoint(f"{run.run_dir}/iter_002/train/hf", "iter_2", run.run_dir / "iter_002"))
+    # from the command line: without promotion iter_1 is the learner's past, never a promoted opponent
+    lines = dry_iterate(
+        tmp_path / "dry", "--trainer", "grpo", "--league-size", "2", "--num-iterations", "3", "--warm-start", "none",
+        "--promotion", "off", "--league-past-learners", "on" if past_learners else "off",
+    )  # fmt: skip
+    drawn = next(line for line in lines if line.startswith("iteration 3: seat 0 (iter_2, trained) plays"))
+    assert (" iter_1 " in drawn) is past_learners
+    comp = competition.Competition(run)
+    comp.start(3)
+    if not past_learners:
+        assert comp.league.names == ["base", "scripted@0.3"] and comp.candidates("iter_2") == ["base", "scripted@0.3"]
+        return
+    assert comp.league.names == ["base", "scripted@0.3", "iter_1", "iter_2"]
+    assert comp.league.member("iter_1").path == f"{run.run_dir}/iter_001/train/hf"
+    assert comp.candidates("iter_2") == ["base", "iter_1", "scripted@0.3"]  # the player itself is no opponent
+    # the player is a member now, so its games rate it and the past learner it met
+    games = tmp_path / "games.jsonl"
+    args = ["play", "--game", "negotiation", "--backend", "scripted", "--scripted-strength", "1", "-q"]
+    args += ["--partner-scripted-strength", "0.3", "-n", "16", "-k", "4", "--out", str(games)]
+    assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
+    ratings = comp.league.record_file(games, ("iter_2", "iter_1")).ratings()
+    assert ratings["iter_2"] is not None and ratings["iter_2"] > ratings["iter_1"]
 
 
 @pytest.mark.parametrize("learner", ["promoted", "latest"])

@@ -686,6 +686,15 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     help="How strongly opponents rated near the player are preferred (0: uniform draws).",
 )
 @opt(
+    "--league-past-learners",
+    "LEAGUE_PAST_LEARNERS",
+    type=click.Choice(["on", "off"]),
+    default="on" if LG.past_learners else "off",
+    help="League: on: every earlier iteration's checkpoint is an opponent, promoted or not, so a learner that "
+    "trains on from kept-out checkpoints (PROMOTION_LEARNER=latest) meets its own greedier and more yielding "
+    "versions; off: the pool holds promoted checkpoints only.",
+)
+@opt(
     "--league-self-play-seats",
     "LEAGUE_SELF_PLAY_SEATS",
     type=click.Choice(config.SELF_PLAY_SEATS),
@@ -867,7 +876,8 @@ def iterate(o: dict[str, Any]) -> str:
         league=config.League(o.pop("league_scripted"), o.pop("league_sharpness"), o.pop("promotion"),
                              o.pop("baseline"), o.pop("skill_levels"), o.pop("league_eval_strength"),
                              o.pop("promotion_cooperation") == "on", o.pop("league_self_play"),
-                             o.pop("promotion_learner"), o.pop("league_self_play_seats")),
+                             o.pop("promotion_learner"), o.pop("league_self_play_seats"),
+                             o.pop("league_past_learners") == "on"),
         time_budget_min=o.pop("time_budget_min"),
         warm=Warm(o.pop("warm_start"), o.pop("warm_start_below"), o.pop("warm_games"), o.pop("teacher_plan"),
                   o.pop("warm_epochs"), o.pop("warm_lora_rank"), o.pop("warm_lr")),

@@ -116,16 +116,29 @@ class Competition:
 
     def start(self, iteration: int) -> None:
         """The league as the last finished iteration before `iteration` left it, else the current model
-        (the warm start, or the initial model) and the scripted negotiators."""
+        (the warm start, or the initial model) and the scripted negotiators; with past learners, every
+        earlier iteration's checkpoint joins it (a dry run's, which finish nothing, too)."""
+        self.league = self.saved(iteration)
+        if not self.run.cfg.league.past_learners:
+            return
+        from .loop import Stage
+
+        for earlier in range(1, iteration):
+            stage = Stage.iteration(self.run.run_dir, earlier)
+            if stage.label not in self.league.names and (stage.done or self.run.cfg.dry_run):
+                self.league = self.league.add(Member(stage.label, "checkpoint", path=str(stage.dir / "train" / "hf")))
+
+    def saved(self, iteration: int) -> League:
+        """The league the last finished iteration before `iteration` saved, else this process's, else a new
+        one of the checkpoint kept and the scripted negotiators."""
         for earlier in range(iteration - 1, 0, -1):
             path = self.run.run_dir / f"iter_{earlier:03d}" / LEAGUE_FILE
             if path.exists():
-                self.league = League.load(path)
-                return
+                return League.load(path)
         if self.league.members:  # the league of this process's last iteration (a dry run saves none)
-            return
+            return self.league
         kept = self.run.kept
-        self.league = League.of([Member(kept.label, "checkpoint", path=kept.model), *self.scripted])
+        return League.of([Member(kept.label, "checkpoint", path=kept.model), *self.scripted])
 
     def save(self, stage: Stage) -> None:
         if self.run.cfg.dry_run:
@@ -212,7 +225,7 @@ class Competition:
         first instance after them."""
         run, cfg = self.run, self.run.cfg
         ratings = self.league.ratings()
-        if player not in ratings:  # a learner that was not promoted: as strong as the checkpoint it must beat
+        if ratings.get(player) is None:  # a learner not promoted (or not rated yet): as strong as the one kept
             ratings[player] = ratings.get(run.kept.label)
         share = cfg.league.self_play
         batches = decisions.league_batches(

@@ -312,7 +312,11 @@ class League:
     - `learner`: what the next iteration trains after a checkpoint is not promoted: `promoted`, the last
       promoted checkpoint again; `latest`, the checkpoint that was not (AlphaGo Zero's learner goes on
       while its evaluator keeps the best player), so gains too small for one promotion match add up.
-      Either way the pool and the run's output hold promoted checkpoints only."""
+      Either way the run's output holds promoted checkpoints only;
+    - `past_learners`: every earlier iteration's checkpoint joins the opponent pool, promoted or not, as
+      AlphaStar's league keeps every past player. A learner that trains on from kept-out checkpoints then
+      meets its own greedier and more yielding versions, not only the promoted ones and its frozen copy;
+      without it the pool holds promoted checkpoints only."""
 
     scripted: tuple[float, ...] = (0.3, 0.6, 1.0)
     sharpness: float = 1.0
@@ -324,6 +328,7 @@ class League:
     self_play: float = 0.0
     learner: str = "promoted"
     self_play_seats: str = "seat0"
+    past_learners: bool = False
 
     def __post_init__(self):
         one_of("learner", self.learner, LEARNER_POLICIES)

@@ -58,6 +58,11 @@ class Stage:
     def done(self) -> bool:
         return (self.dir / "DONE").exists()
 
+    @classmethod
+    def iteration(cls, run_dir: Path, i: int) -> Stage:
+        """Iteration i's stage: iter_NNN, its model labelled iter_i, its games on seeds from i x 10**6."""
+        return cls(f"iter_{i:03d}", f"iter_{i}", run_dir / f"iter_{i:03d}", i * ITERATION_SEEDS)
+
 
 @dataclass(frozen=True)
 class Checkpoint:
@@ -115,7 +120,7 @@ class Run:
                         self.warm_start(warm)
                 self.advance(str(warm.dir / "train" / "hf"), "warm", warm.dir)
             for i in range(1, cfg.num_iterations + 1):
-                stage = Stage(f"iter_{i:03d}", f"iter_{i}", self.run_dir / f"iter_{i:03d}", i * ITERATION_SEEDS)
+                stage = Stage.iteration(self.run_dir, i)
                 promoted = True
                 if not stage.done:
                     if not decisions.within_budget(self.run_dir, cfg.time_budget_min):
