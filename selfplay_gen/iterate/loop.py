@@ -217,6 +217,8 @@ class Run:
             write_atomic(stage.dir / TRAINED_FROM_FILE, self.model + "\n")
 
     def save_trained(self, stage: Stage, exports: list[Export]) -> None:
+        """Record the stage's merged models and the model they were trained from (TRAINED_FILE), so a run
+        stopped before the stage ends goes on from them (`trained`)."""
         if self.cfg.dry_run:
             return
         listed = [{"label": e.label, "model": e.model, "eval_dir": str(e.eval_dir)} for e in exports]
