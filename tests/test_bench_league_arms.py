@@ -60,8 +60,14 @@ def test_each_arm_gets_its_match_and_its_training_in_one_row(tmp_path):
     assert "| 512 | 15 / 40 | 10 + 2 | 2 | 0.0200 → 0.0100 | 0.0030 | 250 + 150 | 500 |" in rows[2]
 
 
-def test_a_missing_match_names_its_file(tmp_path):
-    arm(tmp_path, "a", 1.0)
-    (tmp_path / "a" / "crossplay_iter_1__warm" / "metrics.json").unlink()
-    result = run(str(tmp_path), "a")
-    assert result.returncode == 1 and "crossplay_iter_1__warm/metrics.json" in result.stderr
+def test_a_match_whose_games_did_not_come_back_shows_its_decisions_win_share_and_names_the_file(tmp_path):
+    strong = arm(tmp_path, "strong", 1.0)
+    (tmp_path / "strong" / "crossplay_iter_1__warm" / "metrics.json").unlink()
+    result = run(str(tmp_path), "strong")
+    assert result.returncode == 0 and "crossplay_iter_1__warm/metrics.json" in result.stderr
+    (both,) = [c["both"]["decided_win_share"] for c in strong["cross_play"]]
+    decision = json.loads((tmp_path / "strong" / "iter_001" / "promotion.json").read_text())
+    row = next(line for line in result.stdout.splitlines() if line.startswith("| `strong` | – |"))
+    low, high = decision["ci"]
+    assert f"**{100 * decision['win_share']:.1f} [{100 * low:.1f}, {100 * high:.1f}]**" in row
+    assert abs(decision["win_share"] - both["mean"]) < 1e-9 and row.endswith("| promoted |")

@@ -6,13 +6,15 @@ seat order) and what it trained on (groups that differ, rows, optimizer steps, e
 
 RESULTS/ARM is one run's folder as `bench/results/negotiation/` keeps it: crossplay_iter_N__PREVIOUS/
 metrics.json (the promotion match), iter_00N/{promotion.json, convert_summary.json, train_metrics.json,
-timings.json}. Markdown tables go to stdout.
+timings.json}. A match whose metrics did not come back shows its decision's win share alone (stderr names the
+file). Markdown tables go to stdout.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -32,15 +34,20 @@ def match_row(arm: Path, n: int) -> str:
     """The promotion match of iteration `n`'s candidate: cooperation of both, paired, and win shares."""
     decision = read(arm / f"iter_{n:03d}" / "promotion.json")
     candidate, previous = decision["candidate"], decision["previous"]
-    metrics = read(arm / f"crossplay_{candidate}__{previous}" / "metrics.json")
-    ours, theirs = metrics["models"][candidate], metrics["models"][previous]
-    (paired,) = [p for p in metrics["paired_self_play"] if p["models"] == [candidate, previous]]
-    (match,) = [c for c in metrics["cross_play"] if c["models"] == [candidate, previous]]
-    win = [span(match[order]["decided_win_share"]) for order in ("seat0", "seat1", "both")]
     if decision["promoted"]:
         verdict = "promoted"
     else:
         verdict = "kept out: cooperation" if decision["ci"] and decision["ci"][0] > 0.5 else "kept out: win share"
+    match_metrics = arm / f"crossplay_{candidate}__{previous}" / "metrics.json"
+    if not match_metrics.exists():  # the match's games did not come back: its decision holds the win share
+        print(f"{match_metrics}: missing; the row shows {candidate}'s decision alone", file=sys.stderr)
+        both = span({"mean": decision["win_share"], "ci": decision["ci"]})
+        return f"| `{arm.name}` | – | – | – | – | – | – | **{both}** | {verdict} |"
+    metrics = read(match_metrics)
+    ours, theirs = metrics["models"][candidate], metrics["models"][previous]
+    (paired,) = [p for p in metrics["paired_self_play"] if p["models"] == [candidate, previous]]
+    (match,) = [c for c in metrics["cross_play"] if c["models"] == [candidate, previous]]
+    win = [span(match[order]["decided_win_share"]) for order in ("seat0", "seat1", "both")]
     agreement = f"{100 * ours['agreement_rate']['mean']:.1f} / {100 * theirs['agreement_rate']['mean']:.1f}"
     return (
         f"| `{arm.name}` | {span(ours['joint_share'])} | {span(theirs['joint_share'])} | "
