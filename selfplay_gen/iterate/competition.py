@@ -67,6 +67,16 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^\w.+-]+", "_", name)
 
 
+def round_dir(gen: Path, round_: int) -> Path:
+    """Where a stage's round of league games goes: gen/ for the first, gen/round_R/ for round R."""
+    return gen if round_ == 1 else gen / f"round_{round_}"
+
+
+def games_file(out: Path, opponent: str) -> Path:
+    """A round's games against `opponent`: out/vs/<opponent>/games.jsonl."""
+    return out / "vs" / safe_name(opponent) / "games.jsonl"
+
+
 def concatenate(parts: Sequence[Path], out: Path) -> None:
     """One JSONL file of games from several (each opponent's games), written whole or not at all."""
     tmp = temporary(out)
@@ -131,8 +141,10 @@ class Competition:
     def saved(self, iteration: int) -> League:
         """The league the last finished iteration before `iteration` saved, else this process's, else a new
         one of the checkpoint kept and the scripted negotiators."""
+        from .loop import Stage
+
         for earlier in range(iteration - 1, 0, -1):
-            path = self.run.run_dir / f"iter_{earlier:03d}" / LEAGUE_FILE
+            path = Stage.iteration(self.run.run_dir, earlier).dir / LEAGUE_FILE
             if path.exists():
                 return League.load(path)
         if self.league.members:  # the league of this process's last iteration (a dry run saves none)
@@ -175,7 +187,7 @@ class Competition:
         first = stage.seed
         wanted = num_games // cfg.games_per_instance  # seat 0's groups
         for round_ in range(1, rounds + 1):
-            out = gen if round_ == 1 else gen / f"round_{round_}"
+            out = round_dir(gen, round_)
             first = self.play_round(i, out, player, candidates, num_games, first, server, played)
             if cfg.dry_run:
                 run.shell.echo(f"+ cat {' '.join(str(path) for path in played)} > {gen / 'games.jsonl'}")
@@ -186,27 +198,29 @@ class Competition:
 
     def replay(self, stage: Stage) -> None:
         """The league as the stage's training games left it, for a run that resumes the stage after its
-        training: each round's games recorded again from their files, in the order `play_round` recorded them
-        (its opponents.json names the player and the opponents in that order)."""
-        gen = stage.dir / "gen"
-        later = sorted(gen.glob("round_*"), key=lambda out: int(out.name.split("_")[-1]))
-        for out in [gen, *later]:
-            chosen_file = out / OPPONENTS_FILE
-            if not chosen_file.exists():
-                continue
+        training: each round's games recorded again (`record`, as `play_round` did), in the order its
+        opponents.json names the opponents."""
+        round_ = 1
+        while (chosen_file := round_dir(stage.dir / "gen", round_) / OPPONENTS_FILE).exists():
             try:
                 chosen = json.loads(chosen_file.read_text())
                 player, opponents = chosen["player"], list(chosen["games"])
             except (ValueError, KeyError, TypeError) as error:
                 raise ValueError(f"{chosen_file}: no player or games, the opponents drawn ({error})") from None
+            out = chosen_file.parent
             for name in opponents:
-                path = out / "vs" / safe_name(name) / "games.jsonl"
-                if not path.exists():
+                if not (path := games_file(out, name)).exists():
                     raise FileNotFoundError(
                         f"{path}: missing, and {chosen_file} says {player} played {name} there: the league "
                         "cannot be rebuilt without the stage's training games"
                     )
-                self.league = self.league.record_file(path, (player, name))
+            self.record(out, player, opponents)
+            round_ += 1
+
+    def record(self, out: Path, player: str, opponents: Sequence[str]) -> None:
+        """The league with a round's games (in `out`) against each of `opponents` recorded, in that order."""
+        for name in opponents:
+            self.league = self.league.record_file(games_file(out, name), (player, name))
 
     def trained_seats(self) -> list[str]:
         """The convert options for the seats a league's games train: seat 0, or with LEAGUE_SELF_PLAY_SEATS=both
@@ -243,7 +257,7 @@ class Competition:
         run.shell.echo(f"iteration {i}: seat 0 ({player}, trained) plays, {way}: {drawn} games")
         plan = {}  # opponent: (games, first instance, games file), in the order the batches were drawn
         for name, games in batches:
-            plan[name] = (games, first, out / "vs" / safe_name(name) / "games.jsonl")
+            plan[name] = (games, first, games_file(out, name))
             first += games // cfg.games_per_instance
         for wave in self.waves(list(plan), player):
             startup = server.startup_s if not played else 0.0
@@ -268,8 +282,7 @@ class Competition:
                 run.shell.run_together(steps)
             played.extend(plan[name][2] for name in wave)
         if not cfg.dry_run:
-            for name, (_, _, path) in plan.items():
-                self.league = self.league.record_file(path, (player, name))
+            self.record(out, player, list(plan))
         return first
 
     def waves(self, opponents: list[str], player: str) -> list[list[str]]:
