@@ -5,8 +5,11 @@ CALL_MIB=${CALL_MIB:-64}
 
 # MiB of the repository's tracked files, which travel with every call (0 outside a git checkout)
 tree_mib() {
-  (cd "$(dirname "${BASH_SOURCE[0]}")/.." && git ls-files -z 2> /dev/null | du -cm --files0-from=- 2> /dev/null \
-    | tail -1 | cut -f1) || echo 0
+  # du skips a tracked file deleted from the work tree (and says so on stderr); the total still counts
+  local mib
+  mib=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && { git ls-files -z 2> /dev/null | du -cm --files0-from=- 2> /dev/null || true; } \
+    | tail -1 | cut -f1)
+  echo "${mib:-0}"
 }
 
 # MiB a call leaves for one part beside the tracked files, less 4 MiB for files the tree gains meanwhile

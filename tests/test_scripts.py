@@ -1197,6 +1197,35 @@ def test_gpu_lease_parts_leave_room_for_the_repository_in_a_call(tmp_path):
     assert len(sizes) >= 2 and max(sizes) + int(on_disk) <= 61 << 20
 
 
+def test_call_room_counts_the_tracked_files_there_are(tmp_path):
+    """A tracked file deleted from the work tree (results taken out before a lease) leaves the room a number
+    under the sourcing scripts' pipefail: du's complaint about the missing file must not end the script or add
+    a second line to the count."""
+    repo = tmp_path / "repo"
+    (repo / "offline_gpu").mkdir(parents=True)
+    shutil.copy(REPO / "offline_gpu/call_room.sh", repo / "offline_gpu/call_room.sh")
+    (repo / "big.bin").write_bytes(os.urandom(5 << 20))
+    (repo / "gone.bin").write_bytes(os.urandom(1 << 20))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "."], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "tree"], cwd=repo, check=True)
+
+    def room() -> list[str]:
+        shown = subprocess.run(
+            ["bash", "-c", "set -euo pipefail; source offline_gpu/call_room.sh; tree_mib; call_room_mib"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return shown.stdout.split()
+
+    assert room() == ["7", "53"]  # du counts each file in whole MiB: 5 + 1 + the script's 1
+    (repo / "gone.bin").unlink()
+    assert room() == ["6", "54"]
+
+
 def test_gpu_lease_dist_builds_once_and_parts_carry_no_build_caches(tmp_path):
     """`dist` lays out what gpu_setup.sh unpacks (both bundles, the GGUF's parts, the install scripts) with
     shared/gpu's scripts, keeps what is there on a second run, and `parts` leaves the download caches home."""
