@@ -136,7 +136,7 @@ class Competition:
         for earlier in range(1, iteration):
             stage = Stage.iteration(self.run.run_dir, earlier)
             if stage.label not in self.league.names and (stage.done or self.run.cfg.dry_run):
-                self.league = self.league.add(Member(stage.label, "checkpoint", path=str(stage.dir / "train" / "hf")))
+                self.league = self.league.add(Member(stage.label, "checkpoint", path=str(stage.model_dir)))
 
     def saved(self, iteration: int) -> League:
         """The league the last finished iteration before `iteration` saved, else this process's, else a new

@@ -58,6 +58,11 @@ class Stage:
     def done(self) -> bool:
         return (self.dir / "DONE").exists()
 
+    @property
+    def model_dir(self) -> Path:
+        """Where the stage's trained model goes, merged: the checkpoint that serves and that later stages name."""
+        return self.dir / "train" / "hf"
+
     @classmethod
     def iteration(cls, run_dir: Path, i: int) -> Stage:
         """Iteration i's stage: iter_NNN, its model labelled iter_i, its games on seeds from i x 10**6."""
@@ -118,7 +123,7 @@ class Run:
                     with self.running(warm):
                         self.trains_from(warm)
                         self.warm_start(warm)
-                self.advance(str(warm.dir / "train" / "hf"), "warm", warm.dir)
+                self.advance(str(warm.model_dir), "warm", warm.dir)
             for i in range(1, cfg.num_iterations + 1):
                 stage = Stage.iteration(self.run_dir, i)
                 promoted = True
@@ -160,10 +165,10 @@ class Run:
                     decision = competition.read_promotion(stage.dir) if cfg.promotes() else None
                     promoted = decision is None or bool(decision["promoted"])
                 if promoted:
-                    self.advance(str(stage.dir / "train" / "hf"), stage.label, stage.dir)
+                    self.advance(str(stage.model_dir), stage.label, stage.dir)
                     continue
                 if cfg.league.learner == "latest":
-                    self.learn(Checkpoint(str(stage.dir / "train" / "hf"), stage.label, stage.dir))
+                    self.learn(Checkpoint(str(stage.model_dir), stage.label, stage.dir))
                 if i == cfg.num_iterations:
                     continue
                 if self.model != self.kept.model:
@@ -490,7 +495,7 @@ class Run:
             epochs=cfg.warm.epochs, lora_rank=cfg.warm.lora_rank, overrides=cfg.overrides,
         )  # fmt: skip
         self.train(stage, job)
-        self.retention(stage, str(stage.dir / "train" / "hf"))
+        self.retention(stage, str(stage.model_dir))
 
     def crossplay_pair(self, a: str, model: str, b: str, partner: str | None) -> Path:
         """`a` (served `model`) against `b` in both seat orders on held-out instances, with both

@@ -157,7 +157,7 @@ class OfflineGRPO(Trainer):
         run.play(stage, self.settings.games_per_iter, [*run.limits(), *baseline], rounds=rounds)
         job = self.job(stage, "offline", run.model, val_files=run.val_file(stage.dir / "gen"))
         run.train(stage, job, self.loss())
-        return [Export(stage.label, str(stage.dir / "train" / "hf"), stage.dir / "eval")]
+        return [Export(stage.label, str(stage.model_dir), stage.dir / "eval")]
 
 
 @register("filtered-bc")
@@ -173,7 +173,7 @@ class FilteredBC(Trainer):
         run.play(stage, self.settings.games_per_iter, convert)
         job = self.job(stage, "sft", run.model, val_files=run.val_file(stage.dir / "gen"))
         run.train(stage, job)
-        return [Export(stage.label, str(stage.dir / "train" / "hf"), stage.dir / "eval")]
+        return [Export(stage.label, str(stage.model_dir), stage.dir / "eval")]
 
 
 @register("grpo-online")
@@ -217,7 +217,7 @@ class DPO(Trainer):
     def train(self, run: Run, stage: Stage) -> list[Export]:
         pairs = ["--dpo-pairs", self.cfg.dpo_pairs_by(), "--dpo-pairs-per-group", str(self.cfg.dpo_pairs_per_group)]
         run.play(stage, self.settings.games_per_iter, ["--format", "dpo", *pairs, *run.limits()])
-        out = stage.dir / "train" / "hf"
+        out = stage.model_dir
         s = self.settings
         run.shell.run(
             f"{stage.name}: train (dpo)",
