@@ -22,7 +22,8 @@ from .players import LLMPlayer
 from .token_context import token_context
 
 BACKENDS = ("llamacpp", "local", "sglang", "openai", "scripted")
-SCRIPTED_POLICIES = ("share", "teacher")
+SCRIPTED_POLICIES = ("share", "teacher", "random")
+RANDOM = {"policy": "random"}  # the knobs of any game's random legal player (`Game.random_player`)
 IN_PROCESS = ("llamacpp", "local")  # backends that run the model here, from a local directory
 
 
@@ -142,7 +143,8 @@ def generation_options(f):
             help="Scripted players of a game with policies: 'share' tells the partner part of what it "
             "sees (see --scripted-share) and proposes the best plan it knows; 'teacher' plays the game's "
             "demonstrations for warm starts (its teacher knobs, e.g. everything it sees stated exactly "
-            "as shown, then a proposal planned as --teacher-plan says).",
+            "as shown, then a proposal planned as --teacher-plan says); 'random' plays random legal moves "
+            "of any game, its grammar without strategy (the games of a format warm start).",
         ),
         click.option(
             "--teacher-plan",
@@ -288,7 +290,10 @@ def _scripted_seat(knobs: dict, seed: int):
     """The game's own scripted player, seeded by the run's seed, the game and the seat."""
 
     def make(spec, seat, game, start):
-        return game.scripted_player(seat, seed=(seed, zlib.crc32(spec.game_id.encode()), seat), **knobs)
+        seeds = (seed, zlib.crc32(spec.game_id.encode()), seat)
+        return (
+            game.random_player(seat, seed=seeds) if knobs == RANDOM else game.scripted_player(seat, seed=seeds, **knobs)
+        )
 
     return make
 
@@ -317,6 +322,8 @@ def _scripted_knobs(opts, prefix: str = "") -> dict:
     seat 1's, where a partner option exists and is given); `--scripted-policy teacher` is the
     game's own teacher (`Game.teacher`), whatever the other knobs say but `--teacher-plan`."""
     game = games.get(opts.get("game", games.UNNAMED))
+    if opts.get("scripted_policy") == "random":
+        return dict(RANDOM)
     if opts.get("scripted_policy") == "teacher":
         return {**game.teacher, **({"plan": opts["teacher_plan"]} if opts.get("teacher_plan") else {})}
     return {
