@@ -5,7 +5,7 @@ its own measured defaults.
     @register("my-trainer")
     class MyTrainer(Trainer):
         defaults = TrainerDefaults(...)
-        def train(self, it): ...
+        def train(self, run: Run, stage: Stage) -> list[Export]: ...
 """
 
 from __future__ import annotations

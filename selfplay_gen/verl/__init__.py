@@ -1,10 +1,13 @@
 """The verl plugin: two agent loops for verl 0.9.1's agent-loop rollout (and, in `worker_setup`,
 what its training processes set up: chunked log-probs, the attention backend choice).
 
-- `selfplay_replay` (`replay_loop.ReplayAgentLoop`): trains on games already played, replaying
-  one seat's stored tokens from a row written by `selfplay-convert`. Run with `rollout.n=1`.
+- `selfplay_replay` (`replay_loop.ReplayAgentLoop`): trains on games already played: a row written by
+  `selfplay-convert --format grpo` is one GRPO group, the K games of one instance from one seat, and
+  trajectory j replays game j's stored tokens. Run with `rollout.n=K` (`rollout_n` in
+  `convert_summary.json`).
 - `selfplay_online` (`selfplay_loop.SelfPlayAgentLoop`): plays fresh games with the policy being
-  trained in both seats, from rows written by `selfplay-gen init`. Run with `rollout.n>1`.
+  trained in both seats, from rows written by `selfplay-gen init`. Run with `rollout.n>1`: the n
+  games of one (instance, seat) row form a group.
 
 verl finds them through the registration file `agent_loops.yaml` (entries `{name, _target_}`)
 and picks one per row by the row's `agent_name` column. The Hydra overrides that wire it in:
