@@ -172,9 +172,3 @@ def summary_row(stage: str, games: Mapping[str, Any] | None, seconds: float) -> 
         return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4f}"
 
     return (stage, str(games.get("games", "")), rate("agreement_rate"), rate("mean_reward"), str(round(seconds)))
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
