@@ -115,14 +115,14 @@ def generation_options(f):
         click.option(
             "--max-moves",
             type=click.IntRange(min=1),
-            default=30,
+            default=Limits.max_moves,
             show_default=True,
             help="Valid moves per game, both players together.",
         ),
         click.option(
             "--max-invalid",
             type=click.IntRange(min=1),
-            default=3,
+            default=Limits.max_invalid,
             show_default=True,
             help="Consecutive invalid moves by one player that end the game.",
         ),
