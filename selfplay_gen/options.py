@@ -15,15 +15,15 @@ from pathlib import Path
 import click
 
 from . import games, gguf_export
-from .backends.base import BackendOptions, SamplingParams, backend_class
+from .backends.base import IN_PROCESS, MODULES, BackendOptions, SamplingParams, backend_class
 from .games import GameConfig
 from .games.base import GameInstance, Limits
 from .players import LLMPlayer
 from .token_context import token_context
 
-BACKENDS = ("llamacpp", "local", "sglang", "openai", "scripted")
+SCRIPTED = "scripted"  # the game's scripted players in a seat: no model, no backend
+BACKENDS = (*MODULES, SCRIPTED)  # what --backend takes: every registered backend, or scripted players
 SCRIPTED_POLICIES = ("share", "teacher")
-IN_PROCESS = ("llamacpp", "local")  # backends that run the model here, from a local directory
 
 
 class FiniteRange(click.FloatRange):
@@ -393,10 +393,10 @@ async def open_seats(**opts):
             # a scripted seat plays by rule: no model, so `selfplay-convert --seats-of` never trains it
             settings[f"seat{seat}"] = {
                 "backend": name,
-                "model": None if name == "scripted" else model,
+                "model": None if name == SCRIPTED else model,
                 "base_urls": list(urls),
             }
-            if name == "scripted":
+            if name == SCRIPTED:
                 knobs = _scripted_knobs(opts, prefix)
                 seats.append(_scripted_seat(knobs, opts["seed"]))
                 settings[f"seat{seat}"].update(knobs)
