@@ -42,6 +42,23 @@ def _teacher_plans() -> list[str]:
     return sorted({plan for name in games.names() for plan in games.get(name).teacher_plans})
 
 
+def teacher_plan_help() -> str:
+    """`--teacher-plan`'s help wherever it is taken (`play`, `iterate`): each registered game's teacher
+    plans, what each does (`Game.teacher_plans`) and the new tokens a turn long moves need
+    (`Game.teacher_new_tokens`)."""
+    plans = []
+    for name in games.names():
+        game = games.get(name)
+        for plan, what in game.teacher_plans.items():
+            tokens = game.teacher_new_tokens.get(plan)
+            plans.append(f"{plan} ({what}{f'; its moves need {tokens} new tokens a turn' if tokens else ''})")
+    return (
+        "The teacher's plan, for a game whose teacher has several (default: the game's own teacher plan): "
+        + " | ".join(plans)
+        + "."
+    )
+
+
 def _seat_options(prefix: str, who: str):
     """--backend/--base-url/--model for seat 0, or --partner-* for seat 1 (defaulting to seat 0's)."""
     same = " (default: same as seat 0)" if prefix else ""
@@ -148,11 +165,7 @@ def generation_options(f):
             "--teacher-plan",
             type=click.Choice(_teacher_plans()),
             default=None,
-            help="The teacher's plan, for a game whose teacher has several (default: the game's own "
-            "teacher plan): e.g. 'by-reviewer' (row by row the best free column known, about 0.82), "
-            "'by-reviewer-records' (the same picks, each line naming the running maximum's records, one "
-            "comparison at a time, which a 135M model learns) or 'by-score' (every known "
-            "cell from the highest down, taking those still free: about 0.88, a sort that larger models learn).",
+            help=teacher_plan_help(),
         ),
         click.option(
             "--scripted-share",
