@@ -454,14 +454,14 @@ def test_a_slot_loads_a_like_checkpoint_into_its_running_server(tmp_path, local_
 
 @pytest.mark.slow
 async def test_the_swap_command_gives_a_running_server_a_like_checkpoint(tokenizer, local_model_dir, tmp_path):
-    """`python -m selfplay_gen.iterate.server swap` (offline_gpu/gpu_rl.sh between checkpoints)."""
+    """`python -m selfplay_gen.serving swap` (offline_gpu/gpu_rl.sh between checkpoints)."""
     import asyncio
 
     from click.testing import CliRunner
     from fake_sglang import FakeSGLang
 
     from selfplay_gen import models
-    from selfplay_gen.iterate.server import main as server_main
+    from selfplay_gen.serving import main as server_main
 
     warm = models.resolve(models.DEFAULT_MODEL)
     other = checkpoint_like(local_model_dir, tmp_path / "other", num_hidden_layers=2)
@@ -563,7 +563,7 @@ async def test_a_server_without_the_memory_saver_is_stopped_rather_than_kept(tok
 
     from fake_sglang import FakeSGLang
 
-    from selfplay_gen.iterate.server import release_memory
+    from selfplay_gen.serving import release_memory
 
     async with FakeSGLang(tokenizer, local_model_dir) as plain:
         why = await asyncio.to_thread(release_memory, plain.url, 30)
@@ -593,7 +593,7 @@ def _stages(settings: ServerSettings) -> str:
 
 
 def test_swap_blocker_names_what_differs(tmp_path, local_model_dir):
-    from selfplay_gen.iterate.server import swap_blocker
+    from selfplay_gen.serving import swap_blocker
 
     same = checkpoint_like(local_model_dir, tmp_path / "same", _name_or_path="elsewhere")
     assert swap_blocker(local_model_dir, same) is None  # only the note of where it came from differs
