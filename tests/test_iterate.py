@@ -50,12 +50,12 @@ def test_warm_start_policy_must_be_known():
         decisions.wants_warm_start("sometimes", 0.1, 0.5)
 
 
-def test_heldout_agreement_reads_the_evaluation_and_names_a_bad_file(tmp_path):
+def test_dev_agreement_reads_the_evaluation_and_names_a_bad_file(tmp_path):
     metrics = tmp_path / "metrics.json"
     metrics.write_text(json.dumps({"models": {"base": {"agreement_rate": {"mean": 0.25}}}}))
-    assert decisions.heldout_agreement(metrics, "base") == 0.25
+    assert decisions.dev_agreement(metrics, "base") == 0.25
     with pytest.raises(ValueError, match=r"metrics.json: no models.warm.agreement_rate.mean"):
-        decisions.heldout_agreement(metrics, "warm")
+        decisions.dev_agreement(metrics, "warm")
 
 
 LABELS = ["base", "warm", "iter_1", "iter_2"]
@@ -655,18 +655,11 @@ def test_online_grpo_plays_inside_verl_for_many_steps_and_validates_every_n(tmp_
     )
 
 
-def test_retention_and_the_test_split_run_where_installed(tmp_path):
-    from selfplay_gen.iterate.plays import has_test_split
-
+def test_retention_and_the_test_split_run(tmp_path):
     out = dry_iterate(tmp_path, "--num-iterations", "1", "--warm-start", "none", "--retention")
-    import importlib.util
-
-    if importlib.util.find_spec("selfplay_gen.evaluation.retention") is None:
-        assert "base: capability retention skipped" in out
-    else:
-        assert f"gen retention --model /m0 --out {tmp_path}/run/base/retention.json" in out
+    assert f"gen retention --model /m0 --out {tmp_path}/run/base/retention.json" in out
     tested = [line for line in out.splitlines() if "--instances test " in line]
-    assert len(tested) == (1 if has_test_split() else 0)  # the final model only
+    assert len(tested) == 1  # the final model only
     assert all("--label iter_1" in line for line in tested)
 
 

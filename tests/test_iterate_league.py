@@ -557,8 +557,6 @@ def test_the_summary_shows_each_promotion_skill_match_and_the_progress(tmp_path)
 
 
 def test_a_judged_candidate_kept_as_the_final_model_is_evaluated_on_the_test_split_once(tmp_path, capsys):
-    from selfplay_gen.iterate.plays import has_test_split
-
     cfg = Iteration(
         run_dir=tmp_path / "run", initial_model="/m0", game="negotiation", num_iterations=0,
         league=LeagueSettings(promotion="on"), servers=ServerSettings(urls=("http://127.0.0.1:9",)),
@@ -573,6 +571,6 @@ def test_a_judged_candidate_kept_as_the_final_model_is_evaluated_on_the_test_spl
     assert "+ true eval" not in capsys.readouterr().out  # done: not again
     run.evaluate("/m1", "iter_1", stage_dir, final=True)
     commands = [line for line in capsys.readouterr().out.splitlines() if line.startswith("+ true eval")]
-    assert [" --instances test " in line for line in commands] == ([True] if has_test_split() else [])
+    assert [" --instances test " in line for line in commands] == [True]
     run.evaluate("/m1", "iter_1", stage_dir, final=True)
     assert "+ true eval" not in capsys.readouterr().out and (stage_dir / "eval" / "DONE_TEST").exists()

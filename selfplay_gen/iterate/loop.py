@@ -13,7 +13,6 @@ into its stage's eval/ and the run-level reports RUN_DIR/report/<set>."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import time
 from collections.abc import Iterator
@@ -29,7 +28,7 @@ from . import competition, decisions, report
 from .competition import Competition
 from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl
 from .gpu_usage import GpuUsage
-from .plays import TEST_SET, Plays, default_game, game_args, partner_args
+from .plays import DEV_SET, TEST_SET, Plays, default_game, game_args, partner_args
 from .server import Slots, Started
 from .shell import Shell, StepFailed
 from .stages import Checkpoint, Export, Stage
@@ -153,7 +152,7 @@ class Run:
             self.learn(self.kept)  # the run's output: its last promoted checkpoint
             self.evaluate_current(final=True)
             self.slots.release()
-            shown = [self.reports / "heldout" / "report.md"]
+            shown = [self.reports / DEV_SET / "report.md"]
             if self.crossplay:
                 shown += self.cross_play()
         if not cfg.dry_run:
@@ -417,11 +416,6 @@ class Run:
         """`selfplay-gen retention` on the stage's model into RUN_DIR/<stage>/retention.json."""
         if not self.cfg.evaluation.retention:
             return
-        if importlib.util.find_spec("selfplay_gen.evaluation.retention") is None:
-            self.shell.echo(
-                f"{stage.name}: capability retention skipped (selfplay_gen.evaluation.retention is not installed)"
-            )
-            return
         out = stage.dir / report.RETENTION_FILE
         if out.exists():
             return
@@ -431,10 +425,11 @@ class Run:
             )
 
     def base_agreement(self) -> float | None:
-        """The initial model's held-out agreement; None where not measured (a dry run) or not needed."""
+        """The initial model's agreement on development instances; None where not measured (a dry run) or
+        not needed."""
         if self.cfg.dry_run or self.cfg.warm.policy != "auto":
             return None
-        agreement = decisions.heldout_agreement(self.run_dir / "base" / "eval" / "heldout" / "metrics.json", "base")
+        agreement = decisions.dev_agreement(self.run_dir / "base" / "eval" / DEV_SET / "metrics.json", "base")
         click.echo(f"initial model: held-out agreement {agreement:.3f}", err=True)
         return agreement
 
