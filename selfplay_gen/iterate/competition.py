@@ -49,6 +49,7 @@ from typing import Any, Protocol
 
 from .. import games as game_registry
 from ..atomic import temporary, write_atomic
+from ..evaluation.splits import SKILL
 from ..games.base import Game
 from ..league import League, Member, Promotion, opponent_weights, promote, scripted_member
 from ..league.progress import progress, progress_table
@@ -62,7 +63,7 @@ from .stages import Checkpoint, Stage
 
 LEAGUE_FILE = "league.json"
 OPPONENTS_FILE = "opponents.json"
-SKILL_SEED = 1_500_000_000  # the skill match's instances, apart from training, held-out and test seeds
+SKILL_SEED = SKILL.start  # the skill match's instances: a range of their own, apart from training and the splits
 
 
 def safe_name(name: str) -> str:
