@@ -119,7 +119,7 @@ def test_a_trainer_is_one_class_and_one_registry_line():
     class Constant(trainers.Trainer):
         defaults = trainers.TrainerDefaults(games_per_iter=1, epochs=1, lr="1e-4", batch_size=1, lora_rank=0)
 
-        def train(self, run, stage):
+        def train(self, ctx):
             return []
 
     try:
@@ -130,6 +130,41 @@ def test_a_trainer_is_one_class_and_one_registry_line():
         trainers._TRAINERS.pop("test-only")
     with pytest.raises(ValueError, match="known trainers: dpo, filtered-bc, grpo, grpo-online"):
         trainers.get("ppo")
+
+
+def test_a_trainer_gets_its_stage_context_and_runs_through_it(tmp_path, capsys):
+    """A trainer sees one stage's Context (paths, the model it trains from, the game's arguments, the
+    limits, a shell, the loop's two steps), not the run: what it asks through them is what the run does."""
+    from selfplay_gen.iterate.config import Tools
+    from selfplay_gen.iterate.loop import Run
+
+    seen = []
+
+    class Recording(trainers.Trainer):
+        defaults = trainers.TrainerDefaults(games_per_iter=64, epochs=1, lr="1e-4", batch_size=4, lora_rank=0)
+
+        def train(self, ctx):
+            seen.append(ctx)
+            ctx.play(self.settings.games_per_iter, ["--format", "sft", *ctx.limits])
+            ctx.shell.run("own step", ["echo", "trainer", ctx.model])
+            return ctx.train(self.job(ctx, "sft"))
+
+    cfg = Iteration(
+        run_dir=tmp_path / "run", initial_model="/m0", num_iterations=1, warm=Warm(policy="none"), dry_run=True,
+        servers=ServerSettings(urls=("http://127.0.0.1:9",)), tools=Tools(python=sys.executable, gen=("gen",),
+        convert=("conv",)), verl=Verl(python=sys.executable),
+    )  # fmt: skip
+    run = Run(cfg)
+    run.trainer = Recording(cfg)
+    assert run.main() == f"{tmp_path}/run/iter_001/train/hf"
+    (ctx,) = seen
+    gen = tmp_path / "run" / "iter_001" / "gen"
+    assert (ctx.stage.name, ctx.model, ctx.gen) == ("iter_001", "/m0", gen)
+    assert ctx.limits == run.limits() and ctx.shell is run.shell
+    out = capsys.readouterr().out
+    assert f"conv {gen}/games.jsonl --out-dir {gen} --overwrite --format sft --max-prompt-tokens" in out
+    assert "+ echo trainer /m0" in out
+    assert f"data.train_files={gen}/train.parquet" in out and f"data.val_files={gen}/val.parquet" in out
 
 
 def verl_config():
