@@ -23,7 +23,8 @@ from pathlib import Path
 from benchmark import RESULTS, write
 
 from selfplay_gen import gguf_export
-from selfplay_gen.backends.llamacpp import TOKENS_PER_STEP, TYPICAL_CONTEXT, import_llama_cpp
+from selfplay_gen.backends.llama_binding import import_llama_cpp
+from selfplay_gen.backends.llamacpp import TOKENS_PER_STEP, TYPICAL_CONTEXT
 
 PRECISIONS = gguf_export.DTYPES
 

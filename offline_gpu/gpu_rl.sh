@@ -168,7 +168,7 @@ unserve() {
 # it serves (seconds instead of a restart's minute or more); fails, saying why, otherwise.
 swap() {
   [[ $DRY_RUN -eq 0 && -f $SERVER.model ]] || return 1
-  "$PY" -m selfplay_gen.iterate.server swap "http://127.0.0.1:$PORT" "$(cat "$SERVER.model")" "$1" || return 1
+  "$PY" -m selfplay_gen.serving swap "http://127.0.0.1:$PORT" "$(cat "$SERVER.model")" "$1" || return 1
   echo "$1" > "$SERVER.model"
 }
 

@@ -137,7 +137,7 @@ fold_adapter(Path(sys.argv[1]), WARM_START_ADAPTER, Path(sys.argv[2]))' "$MODEL_
     echo "$how: server up in $((SECONDS - start)) s" | tee -a "$OUT/swap.md"
     if [[ $how == swapped ]]; then
       start=$SECONDS
-      python3 -m selfplay_gen.iterate.server swap "http://127.0.0.1:$port" "$MODEL_DIR" "$folded" | tee -a "$OUT/swap.md"
+      python3 -m selfplay_gen.serving swap "http://127.0.0.1:$port" "$MODEL_DIR" "$folded" | tee -a "$OUT/swap.md"
       echo "swapped: weights loaded in place in $((SECONDS - start)) s" | tee -a "$OUT/swap.md"
     fi
     python3 -m selfplay_gen.cli eval --backend sglang --base-url "http://127.0.0.1:$port" --model "$folded" \

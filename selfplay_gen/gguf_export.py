@@ -65,7 +65,7 @@ def gguf_for(model: str | None, dtype: str = "f32") -> Path:
 
 def quantized(f32: Path, dtype: str) -> Path:
     """`f32` (a float32 export) quantized to `dtype` by llama.cpp, once, cached beside it."""
-    from .backends.llamacpp import import_llama_cpp
+    from .backends.llama_binding import import_llama_cpp
 
     target = f32.with_name(f32.name.removesuffix(".f32.gguf") + f".{dtype}.gguf")
     if not target.exists():

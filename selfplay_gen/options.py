@@ -15,16 +15,16 @@ from pathlib import Path
 import click
 
 from . import games, gguf_export
-from .backends.base import BackendOptions, SamplingParams, backend_class
+from .backends.base import IN_PROCESS, MODULES, BackendOptions, SamplingParams, backend_class
 from .games import GameConfig
 from .games.base import GameInstance, Limits
 from .players import LLMPlayer
 from .token_context import token_context
 
-BACKENDS = ("llamacpp", "local", "sglang", "openai", "scripted")
+SCRIPTED = "scripted"  # the game's scripted players in a seat: no model, no backend
+BACKENDS = (*MODULES, SCRIPTED)  # what --backend takes: every registered backend, or scripted players
 SCRIPTED_POLICIES = ("share", "teacher", "random")
 RANDOM = {"policy": "random"}  # the knobs of any game's random legal player (`Game.random_player`)
-IN_PROCESS = ("llamacpp", "local")  # backends that run the model here, from a local directory
 
 
 class FiniteRange(click.FloatRange):
@@ -41,6 +41,23 @@ class FiniteRange(click.FloatRange):
 def _teacher_plans() -> list[str]:
     """The plans any registered game's teacher has (`Game.teacher_plans`)."""
     return sorted({plan for name in games.names() for plan in games.get(name).teacher_plans})
+
+
+def teacher_plan_help() -> str:
+    """`--teacher-plan`'s help wherever it is taken (`play`, `iterate`): each registered game's teacher
+    plans, what each does (`Game.teacher_plans`) and the new tokens a turn long moves need
+    (`Game.teacher_new_tokens`)."""
+    plans = []
+    for name in games.names():
+        game = games.get(name)
+        for plan, what in game.teacher_plans.items():
+            tokens = game.teacher_new_tokens.get(plan)
+            plans.append(f"{plan} ({what}{f'; its moves need {tokens} new tokens a turn' if tokens else ''})")
+    return (
+        "The teacher's plan, for a game whose teacher has several (default: the game's own teacher plan): "
+        + " | ".join(plans)
+        + "."
+    )
 
 
 def _seat_options(prefix: str, who: str):
@@ -116,14 +133,14 @@ def generation_options(f):
         click.option(
             "--max-moves",
             type=click.IntRange(min=1),
-            default=30,
+            default=Limits.max_moves,
             show_default=True,
             help="Valid moves per game, both players together.",
         ),
         click.option(
             "--max-invalid",
             type=click.IntRange(min=1),
-            default=3,
+            default=Limits.max_invalid,
             show_default=True,
             help="Consecutive invalid moves by one player that end the game.",
         ),
@@ -150,11 +167,7 @@ def generation_options(f):
             "--teacher-plan",
             type=click.Choice(_teacher_plans()),
             default=None,
-            help="The teacher's plan, for a game whose teacher has several (default: the game's own "
-            "teacher plan): e.g. 'by-reviewer' (row by row the best free column known, about 0.82), "
-            "'by-reviewer-records' (the same picks, each line naming the running maximum's records, one "
-            "comparison at a time, which a 135M model learns) or 'by-score' (every known "
-            "cell from the highest down, taking those still free: about 0.88, a sort that larger models learn).",
+            help=teacher_plan_help(),
         ),
         click.option(
             "--scripted-share",
@@ -400,10 +413,10 @@ async def open_seats(**opts):
             # a scripted seat plays by rule: no model, so `selfplay-convert --seats-of` never trains it
             settings[f"seat{seat}"] = {
                 "backend": name,
-                "model": None if name == "scripted" else model,
+                "model": None if name == SCRIPTED else model,
                 "base_urls": list(urls),
             }
-            if name == "scripted":
+            if name == SCRIPTED:
                 knobs = _scripted_knobs(opts, prefix)
                 seats.append(_scripted_seat(knobs, opts["seed"]))
                 settings[f"seat{seat}"].update(knobs)

@@ -1,4 +1,7 @@
-"""How to start SGLang fast on the install at hand: SGLang's own defaults (CUDA graphs, its choice of
+"""An SGLang server from the outside, apart from generating (`backends/sglang.py`) and from the
+processes of a run's servers (`iterate/server.py`): its launch and router command lines, a running
+server's weights swapped in place and GPU memory released and resumed, and below, how to start
+SGLang fast on the install at hand: SGLang's own defaults (CUDA graphs, its choice of
 attention and sampling kernels, its grammar backend), and a fallback only for a part the install lacks.
 
 The fallbacks, each said in the log with its reason:
@@ -18,6 +21,7 @@ The probe runs in the Python that will run SGLang (`--python`), which may not be
 
     python -m selfplay_gen.serving sglang-args --python /opt/sglang/bin/python --model /models/qwen
     python -m selfplay_gen.serving verl-overrides --no-cuda-graphs
+    python -m selfplay_gen.serving swap http://127.0.0.1:30000 /ckpt/iter_1 /ckpt/iter_2
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,6 +164,128 @@ def probe(python: str = sys.executable) -> dict[str, bool]:
     return json.loads(done.stdout)
 
 
+# -- launching -------------------------------------------------------------------------------------
+
+
+def launch_command(python: str, model: str, port: int, tp: int, args: Sequence[str] = ()) -> list[str]:
+    """One SGLang server of `model` on 127.0.0.1:`port` over `tp` GPUs, with launch arguments `args`."""
+    where = ["--model-path", model, "--host", "127.0.0.1", "--port", str(port), "--tp", str(tp)]
+    return [python, "-m", "sglang.launch_server", *where, *args]
+
+
+def router_command(python: str, port: int, workers: Sequence[str], metrics_port: int) -> list[str]:
+    """An sglang_router on 127.0.0.1:`port` in front of the servers at `workers`; its Prometheus metrics
+    on `metrics_port` (the router's own default lets only one router run on a machine)."""
+    router = [python, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(port)]
+    router += ["--worker-urls", *workers]
+    return router + ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port)]
+
+
+# what SGLang logs when it found too little free GPU memory for its KV cache at start
+NOT_ENOUGH_MEMORY = "Not enough memory"
+
+# -- a running server's weights and memory ---------------------------------------------------------
+
+# What a server keeps of the model it started with when it loads another's weights: the
+# architecture and dtype (config.json), the generation defaults and the tokenizer. Two checkpoints
+# whose files agree here can share a server.
+SAME_CONFIG = ("config.json", "generation_config.json")
+SAME_BYTES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt")
+CONFIG_NOTES = ("_name_or_path", "transformers_version")  # differ between equal checkpoints
+
+
+def swap_blocker(served: str, wanted: str) -> str | None:
+    """Why a server of the checkpoint `served` cannot take `wanted`'s weights in place, or None when
+    it can: both are directories whose config, generation defaults and tokenizer files agree. A
+    config that is not JSON raises ValueError, naming the file."""
+    old, new = Path(served), Path(wanted)
+    for path in (old, new):
+        if not (path / "config.json").is_file():
+            return f"{path} has no config.json"
+    for name in SAME_CONFIG + SAME_BYTES:
+        a, b = old / name, new / name
+        if a.is_file() != b.is_file():
+            return f"{name} is in only one of {old} and {new}"
+        if not a.is_file():
+            continue
+        if name in SAME_CONFIG:
+            differ = _config(a) != _config(b)
+        else:
+            differ = a.read_bytes() != b.read_bytes()
+        if differ:
+            return f"their {name} differ"
+    return None
+
+
+def _config(path: Path) -> dict:
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: not readable as JSON ({err})") from err
+    return {key: value for key, value in config.items() if key not in CONFIG_NOTES}
+
+
+def _json(url: str, body: dict | None, timeout: float) -> dict:
+    """GET `url` (or POST `body` as JSON) and read its JSON answer; an HTTP error's JSON body too."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            body = json.loads(answer.read() or b"{}")
+            return body if isinstance(body, dict) else {}  # SGLang's admin routes answer `null`
+    except urllib.error.HTTPError as err:
+        text = err.read().decode(errors="replace")
+        try:
+            answer = json.loads(text)
+        except ValueError:
+            answer = {"message": text.strip()}
+        return {"success": False, "status": err.code, **(answer if isinstance(answer, dict) else {})}
+
+
+def _refused(answer: dict) -> str | None:
+    """Why an SGLang admin answer is a refusal (an HTTP error, `success: false`), or None."""
+    if answer.get("success") is False or "error" in answer:
+        error = answer.get("error")
+        return (error.get("message") if isinstance(error, dict) else None) or answer.get("message") or str(answer)
+    return None
+
+
+def release_memory(url: str, timeout_s: float) -> str | None:
+    """Have the SGLang server at `url` release its GPU memory: None once it did, else why not. A
+    server started without --enable-memory-saver answers the request but keeps its memory, so
+    /get_server_info must say the saver is on."""
+    try:
+        if not _json(f"{url}/get_server_info", None, 30).get("enable_memory_saver"):
+            return "it was started without --enable-memory-saver"
+        return _refused(_json(f"{url}/release_memory_occupation", {}, timeout_s))
+    except (OSError, ValueError) as err:
+        return str(err)
+
+
+def resume_memory(url: str, timeout_s: float) -> str | None:
+    """Have the SGLang server at `url` take back the GPU memory it released: None once it did, else why not."""
+    try:
+        return _refused(_json(f"{url}/resume_memory_occupation", {}, timeout_s))
+    except (OSError, ValueError) as err:
+        return str(err)
+
+
+def load_weights(url: str, model: str, timeout_s: float) -> str | None:
+    """Have the SGLang server at `url` load `model`'s weights in place (/update_weights_from_disk,
+    which also flushes its prefix cache): None once /get_model_info names `model`, else why not."""
+    try:
+        answer = _json(f"{url}/update_weights_from_disk", {"model_path": model}, timeout_s)
+        if not answer.get("success"):
+            return answer.get("message") or f"answer {answer}"
+        served = _json(f"{url}/get_model_info", None, 30).get("model_path")
+    except (OSError, ValueError) as err:
+        return str(err)
+    return None if served == model else f"it reports model_path {served!r}"
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
 def _options(command):
     command = click.option("--python", default=sys.executable, show_default=True, help="The Python that runs SGLang.")(
         command
@@ -209,6 +337,23 @@ def sglang_args(python: str, cuda_graphs: bool, model: str | None, priority_sche
 @_options
 def verl_overrides(python: str, cuda_graphs: bool) -> None:
     _print_choice(python, cuda_graphs, "verl rollout", ServerChoice.verl_overrides)
+
+
+@main.command("swap")
+@click.argument("url")
+@click.argument("served")
+@click.argument("model")
+@click.option("--timeout", type=float, default=900.0, show_default=True, help="Seconds the load may take.")
+def swap_command(url: str, served: str, model: str, timeout: float) -> None:
+    """Have the server at URL, serving the checkpoint SERVED, load MODEL's weights in place; exit 1,
+    saying why, when it cannot (another architecture or tokenizer, or the server refused)."""
+    try:
+        why = swap_blocker(served, model) or load_weights(url, model, timeout)
+    except ValueError as err:
+        why = str(err)
+    if why is not None:
+        raise click.ClickException(f"{url} keeps {served}: {why}")
+    click.echo(f"{url} serves {model}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from selfplay_gen import gguf_export, models
 from selfplay_gen.backends.base import BackendError, BackendOptions, SamplingParams, backend_class
-from selfplay_gen.backends.llamacpp import import_llama_cpp, native_weights, sample
+from selfplay_gen.backends.llama_binding import import_llama_cpp
+from selfplay_gen.backends.llamacpp import native_weights, sample
 from selfplay_gen.cli import main
 
 try:

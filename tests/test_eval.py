@@ -16,14 +16,14 @@ from click.testing import CliRunner
 
 from selfplay_gen.cli import main
 from selfplay_gen.evaluation.cli import generate_games
-from selfplay_gen.evaluation.metrics import distinct_n, mean_interval, paired_difference, repeated_share
-from selfplay_gen.evaluation.ratings import bradley_terry, rate
 from selfplay_gen.games import GameConfig
 from selfplay_gen.games.base import Limits
 from selfplay_gen.games.matching.instance import Instance
 from selfplay_gen.games.matching.metrics import game_table, human_table, summarize
 from selfplay_gen.games.matching.scripted import ScriptedPlayer
 from selfplay_gen.records import read_games
+from selfplay_gen.stats.metrics import distinct_n, mean_interval, paired_difference, repeated_share
+from selfplay_gen.stats.ratings import bradley_terry, rate
 
 PNG = b"\x89PNG\r\n\x1a\n"
 TABLE = [[(r * 8 + p) % 100 for p in range(8)] for r in range(8)]

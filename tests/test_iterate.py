@@ -51,12 +51,12 @@ def test_warm_start_policy_must_be_known():
         decisions.wants_warm_start("sometimes", 0.1, 0.5)
 
 
-def test_heldout_agreement_reads_the_evaluation_and_names_a_bad_file(tmp_path):
+def test_dev_agreement_reads_the_evaluation_and_names_a_bad_file(tmp_path):
     metrics = tmp_path / "metrics.json"
     metrics.write_text(json.dumps({"models": {"base": {"agreement_rate": {"mean": 0.25}}}}))
-    assert decisions.heldout_agreement(metrics, "base") == 0.25
+    assert decisions.dev_agreement(metrics, "base") == 0.25
     with pytest.raises(ValueError, match=r"metrics.json: no models.warm.agreement_rate.mean"):
-        decisions.heldout_agreement(metrics, "warm")
+        decisions.dev_agreement(metrics, "warm")
 
 
 LABELS = ["base", "warm", "iter_1", "iter_2"]
@@ -120,7 +120,7 @@ def test_a_trainer_is_one_class_and_one_registry_line():
     class Constant(trainers.Trainer):
         defaults = trainers.TrainerDefaults(games_per_iter=1, epochs=1, lr="1e-4", batch_size=1, lora_rank=0)
 
-        def train(self, run, stage):
+        def train(self, ctx):
             return []
 
     try:
@@ -131,6 +131,41 @@ def test_a_trainer_is_one_class_and_one_registry_line():
         trainers._TRAINERS.pop("test-only")
     with pytest.raises(ValueError, match="known trainers: dpo, filtered-bc, grpo, grpo-online"):
         trainers.get("ppo")
+
+
+def test_a_trainer_gets_its_stage_context_and_runs_through_it(tmp_path, capsys):
+    """A trainer sees one stage's Context (paths, the model it trains from, the game's arguments, the
+    limits, a shell, the loop's two steps), not the run: what it asks through them is what the run does."""
+    from selfplay_gen.iterate.config import Tools
+    from selfplay_gen.iterate.loop import Run
+
+    seen = []
+
+    class Recording(trainers.Trainer):
+        defaults = trainers.TrainerDefaults(games_per_iter=64, epochs=1, lr="1e-4", batch_size=4, lora_rank=0)
+
+        def train(self, ctx):
+            seen.append(ctx)
+            ctx.play(self.settings.games_per_iter, ["--format", "sft", *ctx.limits])
+            ctx.shell.run("own step", ["echo", "trainer", ctx.model])
+            return ctx.train(self.job(ctx, "sft"))
+
+    cfg = Iteration(
+        run_dir=tmp_path / "run", initial_model="/m0", num_iterations=1, warm=Warm(policy="none"), dry_run=True,
+        servers=ServerSettings(urls=("http://127.0.0.1:9",)), tools=Tools(python=sys.executable, gen=("gen",),
+        convert=("conv",)), verl=Verl(python=sys.executable),
+    )  # fmt: skip
+    run = Run(cfg)
+    run.trainer = Recording(cfg)
+    assert run.main() == f"{tmp_path}/run/iter_001/train/hf"
+    (ctx,) = seen
+    gen = tmp_path / "run" / "iter_001" / "gen"
+    assert (ctx.stage.name, ctx.model, ctx.gen) == ("iter_001", "/m0", gen)
+    assert ctx.limits == run.limits() and ctx.shell is run.shell
+    out = capsys.readouterr().out
+    assert f"conv {gen}/games.jsonl --out-dir {gen} --overwrite --format sft --max-prompt-tokens" in out
+    assert "+ echo trainer /m0" in out
+    assert f"data.train_files={gen}/train.parquet" in out and f"data.val_files={gen}/val.parquet" in out
 
 
 def verl_config():
@@ -462,14 +497,14 @@ def test_a_slot_loads_a_like_checkpoint_into_its_running_server(tmp_path, local_
 
 @pytest.mark.slow
 async def test_the_swap_command_gives_a_running_server_a_like_checkpoint(tokenizer, local_model_dir, tmp_path):
-    """`python -m selfplay_gen.iterate.server swap` (offline_gpu/gpu_rl.sh between checkpoints)."""
+    """`python -m selfplay_gen.serving swap` (offline_gpu/gpu_rl.sh between checkpoints)."""
     import asyncio
 
     from click.testing import CliRunner
     from fake_sglang import FakeSGLang
 
     from selfplay_gen import models
-    from selfplay_gen.iterate.server import main as server_main
+    from selfplay_gen.serving import main as server_main
 
     warm = models.resolve(models.DEFAULT_MODEL)
     other = checkpoint_like(local_model_dir, tmp_path / "other", num_hidden_layers=2)
@@ -571,7 +606,7 @@ async def test_a_server_without_the_memory_saver_is_stopped_rather_than_kept(tok
 
     from fake_sglang import FakeSGLang
 
-    from selfplay_gen.iterate.server import release_memory
+    from selfplay_gen.serving import release_memory
 
     async with FakeSGLang(tokenizer, local_model_dir) as plain:
         why = await asyncio.to_thread(release_memory, plain.url, 30)
@@ -601,7 +636,7 @@ def _stages(settings: ServerSettings) -> str:
 
 
 def test_swap_blocker_names_what_differs(tmp_path, local_model_dir):
-    from selfplay_gen.iterate.server import swap_blocker
+    from selfplay_gen.serving import swap_blocker
 
     same = checkpoint_like(local_model_dir, tmp_path / "same", _name_or_path="elsewhere")
     assert swap_blocker(local_model_dir, same) is None  # only the note of where it came from differs
@@ -663,18 +698,11 @@ def test_online_grpo_plays_inside_verl_for_many_steps_and_validates_every_n(tmp_
     )
 
 
-def test_retention_and_the_test_split_run_where_installed(tmp_path):
-    from selfplay_gen.iterate.plays import has_test_split
-
+def test_retention_and_the_test_split_run(tmp_path):
     out = dry_iterate(tmp_path, "--num-iterations", "1", "--warm-start", "none", "--retention")
-    import importlib.util
-
-    if importlib.util.find_spec("selfplay_gen.evaluation.retention") is None:
-        assert "base: capability retention skipped" in out
-    else:
-        assert f"gen retention --model /m0 --out {tmp_path}/run/base/retention.json" in out
+    assert f"gen retention --model /m0 --out {tmp_path}/run/base/retention.json" in out
     tested = [line for line in out.splitlines() if "--instances test " in line]
-    assert len(tested) == (1 if has_test_split() else 0)  # the final model only
+    assert len(tested) == 1  # the final model only
     assert all("--label iter_1" in line for line in tested)
 
 

@@ -244,7 +244,7 @@ def test_the_candidate_is_kept_only_when_it_beats_the_previous_checkpoint(tmp_pa
     stage_dir = run.run_dir / "iter_001"
     (stage_dir / "eval").mkdir(parents=True)
     (stage_dir / "eval" / "DONE").touch()  # evaluated already
-    from selfplay_gen.iterate.loop import Stage
+    from selfplay_gen.iterate.stages import Stage
 
     stage = Stage("iter_001", "iter_1", stage_dir, 1_000_000)
     comp = competition.Competition(run)
@@ -274,7 +274,7 @@ def test_games_against_the_frozen_copy_train_both_seats_only_when_asked(tmp_path
 
 
 def test_a_learner_kept_out_before_is_judged_against_the_checkpoint_kept(tmp_path):
-    from selfplay_gen.iterate.loop import Checkpoint, Stage
+    from selfplay_gen.iterate.stages import Checkpoint, Stage
 
     run = league_run(tmp_path, num_iterations=2)
     run.advance("/m0", "base", run.run_dir / "base")
@@ -297,7 +297,7 @@ def test_a_learner_kept_out_before_is_judged_against_the_checkpoint_kept(tmp_pat
 
 @pytest.mark.parametrize("past_learners", [False, True])
 def test_past_learners_join_the_pool_promoted_or_not_and_are_rated_by_the_players_games(tmp_path, past_learners):
-    from selfplay_gen.iterate.loop import Checkpoint
+    from selfplay_gen.iterate.stages import Checkpoint
 
     run = league_run(tmp_path, num_iterations=3)
     run.cfg = replace(run.cfg, league=replace(run.cfg.league, past_learners=past_learners))
@@ -411,8 +411,8 @@ def test_a_run_stopped_after_an_iterations_training_resumes_at_its_promotion(tmp
     """A league run stopped after iteration 1 trained and evaluated: a new run (whose commands, `false`,
     must never be needed) neither plays nor trains, rebuilds the league from the iteration's training
     games and judges the trained model by its promotion match."""
-    from selfplay_gen.iterate.loop import TRAINED_FILE, Stage
-    from selfplay_gen.iterate.trainers import Export
+    from selfplay_gen.iterate.loop import TRAINED_FILE
+    from selfplay_gen.iterate.stages import Export, Stage
 
     run_dir = tmp_path / "run"
     for done in ("base/DONE", "base/eval/DONE", "base/eval/DONE_TEST", "iter_001/eval/DONE"):
@@ -557,8 +557,6 @@ def test_the_summary_shows_each_promotion_skill_match_and_the_progress(tmp_path)
 
 
 def test_a_judged_candidate_kept_as_the_final_model_is_evaluated_on_the_test_split_once(tmp_path, capsys):
-    from selfplay_gen.iterate.plays import has_test_split
-
     cfg = Iteration(
         run_dir=tmp_path / "run", initial_model="/m0", game="negotiation", num_iterations=0,
         league=LeagueSettings(promotion="on"), servers=ServerSettings(urls=("http://127.0.0.1:9",)),
@@ -573,6 +571,6 @@ def test_a_judged_candidate_kept_as_the_final_model_is_evaluated_on_the_test_spl
     assert "+ true eval" not in capsys.readouterr().out  # done: not again
     run.evaluate("/m1", "iter_1", stage_dir, final=True)
     commands = [line for line in capsys.readouterr().out.splitlines() if line.startswith("+ true eval")]
-    assert [" --instances test " in line for line in commands] == ([True] if has_test_split() else [])
+    assert [" --instances test " in line for line in commands] == [True]
     run.evaluate("/m1", "iter_1", stage_dir, final=True)
     assert "+ true eval" not in capsys.readouterr().out and (stage_dir / "eval" / "DONE_TEST").exists()

@@ -16,8 +16,9 @@ import pytest
 from selfplay_gen.iterate import decisions
 from selfplay_gen.iterate.config import Iteration, ServerSettings, Tools, Verl, Warm
 from selfplay_gen.iterate.config import League as LeagueSettings
-from selfplay_gen.iterate.loop import Run, Stage
+from selfplay_gen.iterate.loop import Run
 from selfplay_gen.iterate.shell import StepFailed
+from selfplay_gen.iterate.stages import Stage
 from selfplay_gen.records import read_games
 
 N, K = 8, 4  # games a round, games an instance: two instances a round

@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from selfplay_gen.evaluation.metrics import mean_interval
 from selfplay_gen.records import read_games
+from selfplay_gen.stats.metrics import mean_interval
 
 RESAMPLES = 2000
 

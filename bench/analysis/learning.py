@@ -30,8 +30,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from selfplay_gen.evaluation.metrics import paired_difference
 from selfplay_gen.games.negotiation.evaluation import cross_play_table, ratings_table
+from selfplay_gen.stats.metrics import paired_difference
 
 RUNS = {"grpo": "GRPO", "fbc": "filtered BC"}  # names of gpu_learning.sh's runs; others are shown as named
 SETS = ("heldout", "human")

@@ -24,10 +24,10 @@ import pandas as pd
 from exploration import labelled_runs
 from scipy.stats import kendalltau, spearmanr
 
-from selfplay_gen.evaluation.metrics import mean_interval
 from selfplay_gen.games.matching.instance import REVIEWERS, Instance
 from selfplay_gen.games.matching.scripted import known_cells
 from selfplay_gen.records import read_games
+from selfplay_gen.stats.metrics import mean_interval
 
 RESAMPLES = 2000
 

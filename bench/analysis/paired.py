@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from selfplay_gen.evaluation.metrics import paired_difference
+from selfplay_gen.stats.metrics import paired_difference
 
 RESAMPLES = 2000
 

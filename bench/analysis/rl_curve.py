@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from selfplay_gen.evaluation.metrics import paired_difference
 from selfplay_gen.iterate.report import console_metrics, plot_curves
+from selfplay_gen.stats.metrics import paired_difference
 
 RESAMPLES, SEED = 2000, 0
 FIELDS = ("trainer", "gpu_minutes", "split", "model", "instances", "games", "reward", "ci_low", "ci_high")

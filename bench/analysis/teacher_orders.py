@@ -25,10 +25,10 @@ from typing import cast
 
 import numpy as np
 
-from selfplay_gen.evaluation.metrics import mean_interval
 from selfplay_gen.games.matching.game import MatchingGame
 from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance, score
 from selfplay_gen.games.matching.scripted import TeacherPlayer, completed, known_cells, ranked_order
+from selfplay_gen.stats.metrics import mean_interval
 
 DEV_SEED = 10**9
 RESAMPLES = 2000

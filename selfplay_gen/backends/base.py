@@ -105,6 +105,7 @@ _REGISTRY: dict[str, type[Backend]] = {}
 # name -> the module that registers it, imported only when that backend is used: `local` needs
 # torch and transformers, the server backends need neither
 MODULES = {"llamacpp": "llamacpp", "local": "local", "sglang": "sglang", "openai": "openai"}
+IN_PROCESS = ("llamacpp", "local")  # backends that run the model here, from a local directory
 
 
 def register(name: str):

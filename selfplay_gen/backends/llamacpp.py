@@ -36,6 +36,7 @@ import numpy as np
 from .. import gguf_export, models
 from ..token_context import common_prefix, token_context
 from .base import Backend, BackendError, BackendOptions, BackendStats, Generation, SamplingParams, register
+from .llama_binding import import_llama_cpp
 
 CONTEXT_PER_SEQUENCE = 4096  # tokens of KV cache per seat: the longest shipped game's context fits
 SHARE_AT_LEAST = 64  # prompt ids another sequence must hold beyond a seat's own to copy its cache
@@ -55,25 +56,6 @@ TYPICAL_GAME = {"prompt_tokens": 155, "output_tokens": 633}
 # the client's own work on the same cores, which the short measurement does not: the whole of
 # `selfplay-gen --num-games 200` over what the measurement at its start predicted (bench/results/cpu_engines/run200.md)
 RUN_OVER_MEASURED = 1.22
-
-
-def import_llama_cpp():
-    """The `llama_cpp` module, or an error that says how to get it."""
-    # OpenMP threads that wait by spinning starve each other on shared cores: with other work on
-    # 2 cores, 2 spinning threads sampled 3.6 tokens/s where 1 thread sampled 19 (bench/results/cpu_engines/)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    try:
-        import llama_cpp
-    except ImportError as err:
-        raise BackendError(
-            "the llamacpp backend needs llama-cpp-python (it builds llama.cpp from source, a few minutes): "
-            'CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TOOLS=OFF" pip install llama-cpp-python; '
-            f"or play with --backend local (transformers, slower) [{err}]"
-        ) from None
-    from llama_cpp import _logger
-
-    _logger.set_verbose(False)  # llama.cpp logs every tensor it loads otherwise
-    return llama_cpp
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Evaluation of self-play models (`selfplay-gen eval`): playing self-play and cross-play games,
-and what every game's evaluation shares (bootstrap intervals over instances, paired differences,
-wording measures, Bradley–Terry ratings, report tables and plots). Each game's own metrics and
-report live in its package (`Game.evaluation`, found through `protocol`)."""
+"""The `selfplay-gen eval` command, above the games: playing self-play and cross-play games on the
+development, test or human instances (`splits`), finding each game's own evaluation through
+`protocol` (`Game.evaluation`, in the game's package; `generic` for a game that brings none), and
+`selfplay-gen retention`. The statistics those evaluations share are `selfplay_gen.stats`."""

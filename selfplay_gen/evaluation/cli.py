@@ -35,8 +35,6 @@ from ..runner import SeatFactory, SettingsChanged, plan_games, run_games, until_
 from .protocol import Evaluation, evaluation_of
 from .splits import ALIASES, DEFAULT_INSTANCES, DEV, SPLITS, TEST, EvaluationSeedError, split_name, split_seeds
 
-HELDOUT_SEED = DEV.start  # the development split's first seed, by its old name
-
 
 def evaluation(game: str) -> Evaluation:
     """The evaluation of the game registered as `game`; a game without one is a usage error."""

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..atomic import write_atomic
 from ..records import UNNAMED_GAME, Record
-from .metrics import (
+from ..stats.metrics import (
     distinct_n,
     endings,
     mean_interval,
@@ -25,7 +25,15 @@ from .metrics import (
     repeated_share,
     valid_move_rate,
 )
-from .report import BOOTSTRAP_NOTE, add_run_row, format_interval, format_number, markdown_table, only_model, report_head
+from ..stats.report import (
+    BOOTSTRAP_NOTE,
+    add_run_row,
+    format_interval,
+    format_number,
+    markdown_table,
+    only_model,
+    report_head,
+)
 
 SCHEMA = "selfplay-gen-eval-generic/1"
 NOTE = (

@@ -1,16 +1,16 @@
-"""Which instances each purpose may use, by seed: training, development, test.
+"""Which instances each purpose may use, by seed: training, development, test, the skill match.
 
-A random instance is fully determined by its seed, so the three purposes are disjoint seed
-ranges:
+A random instance is fully determined by its seed, so the purposes are disjoint seed ranges:
 
 - training: seeds below 10**9 (iteration N of a run plays its games on seeds N x 10**6 on);
 - development (`dev`, formerly `heldout`): seeds from 10**9, for every choice (learning rates,
   games per iteration, temperature, which trainer);
-- test: seeds from 2 x 10**9, played only to report final models, never to pick a setting.
+- test: seeds from 2 x 10**9, played only to report final models, never to pick a setting;
+- the skill match (a skill-conditioned run's highest level against its lowest): seeds from 3 x 10**9.
 
 A score measured on instances a setting was chosen on overstates what the setting does on new
 ones; a model trained on evaluation instances could learn them by heart. So training data is
-refused when its instances lie in either evaluation range (`check_training_seeds`), and the
+refused when its instances lie in any evaluation range (`check_training_seeds`), and the
 evaluation ranges are apart from each other (`split_seeds`). A game's human instances (those
 people played, `Game.human_games`) are a further report of their own, not a range here.
 """
@@ -41,7 +41,8 @@ class SeedRange:
 
 DEV = SeedRange("development", 10**9, 2 * 10**9)
 TEST = SeedRange("test", 2 * 10**9, 3 * 10**9)
-EVALUATION_RANGES = (DEV, TEST)
+SKILL = SeedRange("skill match", 3 * 10**9, 4 * 10**9)  # below 2**32, the largest seed some generators take
+EVALUATION_RANGES = (DEV, TEST, SKILL)
 TRAINING_STOP = DEV.start  # training seeds are below it
 
 # `--instances` values for evaluation on seeded instances, and the names kept for old commands
@@ -56,7 +57,8 @@ ITERATION_SEEDS = 10**6
 
 
 class EvaluationSeedError(ValueError):
-    """Training that would use development or test instances, or an evaluation past its range."""
+    """Training that would use evaluation (development, test, skill-match) instances, or an evaluation past
+    its range."""
 
 
 def split_name(name: str) -> str:
@@ -89,7 +91,7 @@ def evaluation_range(seed: int) -> SeedRange | None:
 
 def check_training_seeds(start: int, count: int, what: str = "training instances") -> range:
     """The seeds [start, start + count) of `what`, refused with `EvaluationSeedError` when any of
-    them is a development or test seed."""
+    them is an evaluation seed (development, test or skill match)."""
     seeds = range(start, start + count)
     hit = [r for r in EVALUATION_RANGES if r.overlaps(seeds.start, seeds.stop)]
     if hit:

@@ -185,7 +185,7 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
     record: ClassVar[Any]  # a TypedDict of its record's own parts (instance, outcome, events)
     scripted_knobs: ClassVar[Mapping[str, Any]]  # the scripted player's knobs and their defaults
     teacher: ClassVar[Mapping[str, Any]]  # the scripted player's knobs whose games a warm start imitates
-    teacher_plans: ClassVar[tuple[str, ...]] = ()  # the values of the teacher's `plan` knob, if it has one
+    teacher_plans: ClassVar[Mapping[str, str]] = {}  # the values of the teacher's `plan` knob, if any: what each does
     teacher_new_tokens: ClassVar[Mapping[str, int]] = {}  # new tokens a turn a teacher plan's moves need, if more
     human_games: ClassVar[int] = 0  # how many instances people played this game has (`human_instances`)
     crossplay_by_default: ClassVar[bool] = False  # competitive: iterations measure checkpoints against each other

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from .. import games, serving
+from ..options import teacher_plan_help
 from . import competition, config, decisions, report, trainers
 from .config import Evaluation, Iteration, PolicyLoss, Sampling, ServerSettings, Tools, TrainJob, Verl, Warm
 from .loop import Run, train
@@ -805,15 +806,7 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     "--teacher-plan",
     "TEACHER_PLAN",
     default=None,
-    help="The teacher's plan, for a game whose teacher has several [default: the game's own teacher plan]: e.g. "
-    "by-reviewer (about 0.82) | by-reviewer-records (the same picks, written as the running maximum's records; "
-    "MAX_NEW_TOKENS at least 640) | shuffled-records (the records plan with the reviewers in a random order per "
-    "game: a choice left for RL) | ranked-records (the reviewers ranked by their best known value with noise: "
-    "about 0.86, a choice left for RL) | sorted-records (the same ranking without noise, worked out in writing "
-    "before the picks: about 0.85; MAX_NEW_TOKENS at least 896) | chained-records (the same picks, the order "
-    "worked out one place at a time: about 0.85; MAX_NEW_TOKENS at least 896) | by-score (about 0.88; "
-    "MAX_NEW_TOKENS at least 768) | sampled-by-score "
-    "(by-score with noise on the values: about 0.88, a choice left for RL; MAX_NEW_TOKENS at least 768).",
+    help=teacher_plan_help(),
 )
 @opt("--warm-epochs", "WARM_EPOCHS", type=click.IntRange(min=1), default=W.epochs, help="Warm-start epochs.")
 @opt(

@@ -42,24 +42,28 @@ import json
 import re
 import shutil
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from .. import games as game_registry
 from ..atomic import temporary, write_atomic
+from ..evaluation.splits import SKILL
+from ..games.base import Game
 from ..league import League, Member, Promotion, opponent_weights, promote, scripted_member
 from ..league.progress import progress, progress_table
 from . import decisions, plays
+from .config import Iteration
+from .plays import Plays
 from .report import PROGRESS_FILE, PROMOTION_FILE, SKILL_FILE
-
-if TYPE_CHECKING:
-    from .loop import Run, Stage
-    from .server import Started
+from .server import Started
+from .shell import Shell
+from .stages import Checkpoint, Stage
 
 LEAGUE_FILE = "league.json"
 OPPONENTS_FILE = "opponents.json"
-SKILL_SEED = 1_500_000_000  # the skill match's instances, apart from training, held-out and test seeds
+SKILL_SEED = SKILL.start  # the skill match's instances: a range of their own, apart from training and the splits
 
 
 def safe_name(name: str) -> str:
@@ -114,10 +118,44 @@ def read_promotion(stage_dir: Path) -> dict | None:
     return decision
 
 
+class LeagueRun(Protocol):
+    """What the league needs of the run it is part of (`loop.Run`): its settings and checkpoints, and
+    the steps it shares with every stage (serving, playing, converting, evaluating, timing)."""
+
+    @property
+    def cfg(self) -> Iteration: ...
+    @property
+    def shell(self) -> Shell: ...
+    @property
+    def plays(self) -> Plays: ...
+    @property
+    def game_cls(self) -> type[Game[Any, Any]]: ...
+    @property
+    def game_args(self) -> tuple[str, ...]: ...
+    @property
+    def run_dir(self) -> Path: ...
+    @property
+    def kept(self) -> Checkpoint: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+
+    def serve(self, slot: int, model: str, shared: bool = False) -> Started: ...
+    def timed(self, step: str, startup_s: float = 0.0) -> AbstractContextManager[None]: ...
+    def play(
+        self, stage: Stage, num_games: int, convert_args: list[str], league: bool = True, rounds: int = 1
+    ) -> None: ...
+    def convert(self, iteration: int, gen: Path, args: list[str], wanted: int, played: int, rounds: int) -> bool: ...
+    def evaluate(self, model: str, label: str, eval_for: Path, final: bool = False, shared: bool = False) -> None: ...
+    def evaluate_current(self, final: bool = False, shared: bool = False) -> None: ...
+    def crossplay_pair(self, a: str, model: str, b: str, partner: str | None) -> Path: ...
+
+
 class Competition:
     """The run's league: its state after the last finished iteration, and the steps that use it."""
 
-    def __init__(self, run: Run):
+    def __init__(self, run: LeagueRun):
         self.run = run
         self.scripted = scripted_pool(run.game_cls, run.cfg.league.scripted)
         self.league: League = League()
@@ -131,8 +169,6 @@ class Competition:
         self.league = self.saved(iteration)
         if not self.run.cfg.league.past_learners:
             return
-        from .loop import Stage
-
         for earlier in range(1, iteration):
             stage = Stage.iteration(self.run.run_dir, earlier)
             if stage.label not in self.league.names and (stage.done or self.run.cfg.dry_run):
@@ -141,8 +177,6 @@ class Competition:
     def saved(self, iteration: int) -> League:
         """The league the last finished iteration before `iteration` saved, else this process's, else a new
         one of the checkpoint kept and the scripted negotiators."""
-        from .loop import Stage
-
         for earlier in range(iteration - 1, 0, -1):
             path = Stage.iteration(self.run.run_dir, earlier).dir / LEAGUE_FILE
             if path.exists():

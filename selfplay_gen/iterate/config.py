@@ -19,6 +19,8 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..games.base import Limits
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -26,7 +28,7 @@ class Sampling:
 
     temperature: float = 0.7
     top_p: float = 1.0
-    max_moves: int = 30
+    max_moves: int = Limits.max_moves
     max_new_tokens: int = 512
     max_response_tokens: int | None = None  # a seat's budget past its first prompt; None: no limit
 

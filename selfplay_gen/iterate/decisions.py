@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import one_of
+from .plays import DEV_SET
 
 WARM_START_POLICIES = ("auto", "teacher", "format", "none")
 
@@ -26,7 +27,7 @@ def wants_warm_start(policy: str, agreement: float | None, below: float) -> bool
     return agreement is None or agreement < below
 
 
-def heldout_agreement(metrics: Path, label: str) -> float:
+def dev_agreement(metrics: Path, label: str) -> float:
     """`label`'s mean agreement in an evaluation's metrics.json."""
     try:
         return float(json.loads(metrics.read_text())["models"][label]["agreement_rate"]["mean"])
@@ -147,9 +148,9 @@ def crossplay_inputs(labels: Sequence[str], pairs: Sequence[tuple[int, int]], pl
 
 
 def evaluation_sets(game_cls: type) -> tuple[str, ...]:
-    """The instance sets every model of this game is evaluated on: held-out random instances, and the
-    instances people played when the game has them (`human_games` on the game class)."""
-    return ("heldout", "human") if getattr(game_cls, "human_games", 0) else ("heldout",)
+    """The instance sets every model of this game is evaluated on: development instances (`plays.DEV_SET`),
+    and the instances people played when the game has them (`human_games` on the game class)."""
+    return (DEV_SET, "human") if getattr(game_cls, "human_games", 0) else (DEV_SET,)
 
 
 def crossplays_by_default(game_cls: type) -> bool:
@@ -172,9 +173,3 @@ def summary_row(stage: str, games: Mapping[str, Any] | None, seconds: float) -> 
         return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4f}"
 
     return (stage, str(games.get("games", "")), rate("agreement_rate"), rate("mean_reward"), str(round(seconds)))
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"

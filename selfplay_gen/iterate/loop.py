@@ -13,11 +13,9 @@ into its stage's eval/ and the run-level reports RUN_DIR/report/<set>."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -30,50 +28,21 @@ from . import competition, decisions, report
 from .competition import Competition
 from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl
 from .gpu_usage import GpuUsage
-from .plays import TEST_SET, Plays, default_game, game_args, partner_args
+from .plays import DEV_SET, TEST_SET, Plays, default_game, game_args, partner_args
 from .server import Slots, Started
 from .shell import Shell, StepFailed
-from .trainers import Export, Trainer, get, rollout_n
+from .stages import Checkpoint, Export, Stage
+from .trainers import Context, Trainer, get, rollout_n, val_file
 from .verl_jobs import merge, ppo_command, saved_steps, sft_command
 
 EMBEDDED_MODEL_DIR = "EMBEDDED_MODEL_DIR"  # a dry run does not convert the embedded model
 WARM_SEED = 500_000_000  # the warm start's teacher games, apart from every iteration's instances
-ITERATION_SEEDS = 1_000_000  # iteration i plays seeds i x 10**6 on
 # a training stage's file naming the model it trained from: a run carried to another machine as LoRA
 # adapters alone folds each adapter onto that model (`gpu_learning.sh restore`), not onto the stage before
 TRAINED_FROM_FILE = "trained_from"
 # a training stage's models (`Export`s), written once merged: a run stopped after its iteration's training (or
 # carried to another machine and restored) resumes at the evaluation instead of training again
 TRAINED_FILE = "trained.json"
-
-
-@dataclass(frozen=True)
-class Stage:
-    name: str  # its directory's name: base, warm, iter_001
-    label: str  # its model's label in the reports: base, warm, iter_1
-    dir: Path
-    seed: int = 0
-
-    @property
-    def done(self) -> bool:
-        return (self.dir / "DONE").exists()
-
-    @property
-    def model_dir(self) -> Path:
-        """Where the stage's trained model goes, merged: the checkpoint that serves and that later stages name."""
-        return self.dir / "train" / "hf"
-
-    @classmethod
-    def iteration(cls, run_dir: Path, i: int) -> Stage:
-        """Iteration i's stage: iter_NNN, its model labelled iter_i, its games on seeds from i x 10**6."""
-        return cls(f"iter_{i:03d}", f"iter_{i}", run_dir / f"iter_{i:03d}", i * ITERATION_SEEDS)
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    model: str  # its model directory (or the initial model's name)
-    label: str  # base, warm, iter_1
-    made_by: Path  # the stage that made it, where its evaluation lives
 
 
 class Run:
@@ -151,7 +120,9 @@ class Run:
                                 self.competition.replay(stage)
                         else:
                             self.trains_from(stage)
-                            exports = self.trainer.train(self, stage)
+                            if not self.trainer.plays_games:
+                                self.evaluate_current()
+                            exports = self.trainer.train(self.context(stage))
                             self.save_trained(stage, exports)
                         for export in exports[:-1]:
                             self.evaluate(export.model, export.label, export.eval_dir)
@@ -181,7 +152,7 @@ class Run:
             self.learn(self.kept)  # the run's output: its last promoted checkpoint
             self.evaluate_current(final=True)
             self.slots.release()
-            shown = [self.reports / "heldout" / "report.md"]
+            shown = [self.reports / DEV_SET / "report.md"]
             if self.crossplay:
                 shown += self.cross_play()
         if not cfg.dry_run:
@@ -398,18 +369,20 @@ class Run:
         self.shell.echo(f"iteration {iteration}: round {played}: {kept} of {wanted} groups differ in reward: {verdict}")
         return more
 
+    def context(self, stage: Stage) -> Context:
+        """What the trainer gets for `stage`: its paths, the current model and this run's steps it needs."""
+
+        def play(num_games: int, convert_args: list[str], *, rounds: int = 1) -> None:
+            self.play(stage, num_games, convert_args, rounds=rounds)
+
+        def train(job: TrainJob, loss: PolicyLoss | None = None, *, every_checkpoint: bool = False) -> list[Export]:
+            return self.train(stage, job, loss, every_checkpoint)
+
+        return Context(stage, self.model, self.game_args, self.limits(), self.shell, play, train)
+
     def limits(self) -> list[str]:
         v = self.cfg.verl
         return ["--max-prompt-tokens", str(v.max_prompt_length), "--max-response-tokens", str(v.max_response_length)]
-
-    def val_file(self, gen: Path) -> str:
-        """gen/val.parquet, or gen/train.parquet when the split left no validation rows."""
-        import pyarrow.parquet as pq
-
-        val = gen / "val.parquet"
-        if self.cfg.dry_run or (val.exists() and pq.ParquetFile(val).metadata.num_rows > 0):
-            return str(val)
-        return str(gen / "train.parquet")
 
     def train(
         self, stage: Stage, job: TrainJob, loss: PolicyLoss | None = None, every_checkpoint: bool = False
@@ -443,11 +416,6 @@ class Run:
         """`selfplay-gen retention` on the stage's model into RUN_DIR/<stage>/retention.json."""
         if not self.cfg.evaluation.retention:
             return
-        if importlib.util.find_spec("selfplay_gen.evaluation.retention") is None:
-            self.shell.echo(
-                f"{stage.name}: capability retention skipped (selfplay_gen.evaluation.retention is not installed)"
-            )
-            return
         out = stage.dir / report.RETENTION_FILE
         if out.exists():
             return
@@ -457,10 +425,11 @@ class Run:
             )
 
     def base_agreement(self) -> float | None:
-        """The initial model's held-out agreement; None where not measured (a dry run) or not needed."""
+        """The initial model's agreement on development instances; None where not measured (a dry run) or
+        not needed."""
         if self.cfg.dry_run or self.cfg.warm.policy != "auto":
             return None
-        agreement = decisions.heldout_agreement(self.run_dir / "base" / "eval" / "heldout" / "metrics.json", "base")
+        agreement = decisions.dev_agreement(self.run_dir / "base" / "eval" / DEV_SET / "metrics.json", "base")
         click.echo(f"initial model: held-out agreement {agreement:.3f}", err=True)
         return agreement
 
@@ -494,8 +463,9 @@ class Run:
                 ),
             )
         job = TrainJob(
-            mode="sft", model=self.model, train_files=str(gen / "train.parquet"), val_files=self.val_file(gen),
-            out_dir=stage.dir / "train", experiment=stage.name, lr=cfg.warm.learning_rate, batch_size=32,
+            mode="sft", model=self.model, train_files=str(gen / "train.parquet"),
+            val_files=val_file(gen, cfg.dry_run), out_dir=stage.dir / "train", experiment=stage.name,
+            lr=cfg.warm.learning_rate, batch_size=32,
             epochs=cfg.warm.epochs, lora_rank=cfg.warm.lora_rank, overrides=cfg.overrides,
         )  # fmt: skip
         self.train(stage, job)

@@ -1,6 +1,6 @@
 """The `selfplay-gen` command lines a stage plays with: training games against a served model,
-their conversion, the model's evaluations (held-out, the game's other instance sets, the test
-split) and cross-play against a partner. One place builds them, so generation, evaluation and every
+their conversion, the model's evaluations (development instances, the game's other instance sets,
+the test split) and cross-play against a partner. One place builds them, so generation, evaluation and every
 trainer sample alike."""
 
 from __future__ import annotations
@@ -12,6 +12,10 @@ from pathlib import Path
 from .config import Evaluation, Sampling, Tools
 from .server import Started
 
+# The development instances (`evaluation.splits.DEV`) as a run names them: its `eval --instances` value
+# (the split's former name, which eval still takes) and its evaluations' directories (RUN_DIR/<stage>/eval/
+# heldout, RUN_DIR/report/heldout), kept so that every run directory made before resumes and reads alike.
+DEV_SET = "heldout"
 TEST_SET = "test"
 
 
@@ -29,22 +33,13 @@ def game_args(game: str, reward_mode: str | None) -> tuple[str, ...]:
     return out + (("--reward-mode", reward_mode) if reward_mode else ())
 
 
-@functools.cache
-def has_test_split() -> bool:
-    """Whether `selfplay-gen eval --instances` offers the test split (seeds from 2 * 10**9)."""
-    from ..evaluation.cli import eval_command
-
-    choices = next((getattr(p.type, "choices", ()) for p in eval_command.params if p.name == "instances"), ())
-    return TEST_SET in choices
-
-
 @dataclass(frozen=True)
 class Plays:
     tools: Tools
     game: tuple[str, ...]  # game_args()
     sampling: Sampling
     evaluation: Evaluation
-    sets: tuple[str, ...]  # the evaluation's instance sets (heldout first)
+    sets: tuple[str, ...]  # the evaluation's instance sets (DEV_SET first)
 
     def sampling_args(self, server: Started, model: str | None) -> list[str]:
         return [
@@ -79,10 +74,10 @@ class Plays:
     ) -> list[tuple[str, list[str]]]:
         """(set, command) for every evaluation set; `final` adds the test split where it exists."""
         e = self.evaluation
-        sets = [*self.sets, *([TEST_SET] if final and e.test_split and has_test_split() else [])]
+        sets = [*self.sets, *([TEST_SET] if final and e.test_split else [])]
         out = []
         for name in sets:
-            if name == "heldout":
+            if name == DEV_SET:
                 size = ["--num-instances", str(e.instances), "-k", str(e.games_per_instance)]
             elif name == TEST_SET:
                 size = ["--num-instances", str(e.test_instances), "-k", str(e.test_games_per_instance)]
@@ -101,7 +96,7 @@ class Plays:
     ) -> list[str]:
         e = self.evaluation
         return [
-            *self.tools.gen, "eval", *self.game, *self.sampling_args(server, model), *partner, "--instances", "heldout",
+            *self.tools.gen, "eval", *self.game, *self.sampling_args(server, model), *partner, "--instances", DEV_SET,
             "--num-instances", str(e.instances), "-k", str(e.games_per_instance), "--label", label,
             "--partner-label", partner_label, "--out", str(out), "--resume", "--quiet",
         ]  # fmt: skip

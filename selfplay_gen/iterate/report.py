@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json_atomic
-from .decisions import SUMMARY_HEADER, markdown_table
+from ..stats.report import markdown_table
+from .decisions import SUMMARY_HEADER
 
 ROW_FILE = "summary_row.json"
 TIMINGS_FILE = "timings.json"
@@ -74,7 +75,7 @@ def write_summary(run_dir: Path) -> str:
         return names.get(stage.name, stage.name)
 
     tsv = "\n".join("\t".join(r) for r in [SUMMARY_HEADER, *rows]) + "\n"
-    parts = [markdown_table(SUMMARY_HEADER, rows)]
+    parts = [markdown_table(SUMMARY_HEADER, rows) + "\n"]
     steps = [(name(p), t) for p in stages for t in timings(p)]
     if steps:
         parts.append("\n## Wall time per step\n\n")
@@ -83,6 +84,7 @@ def write_summary(run_dir: Path) -> str:
                 ("stage", "step", "start-up (s)", "work (s)", "GPU utilization while working (%)"),
                 [(stage, t.step, _whole(t.startup_s), _whole(t.work_s), _whole(t.gpu_percent)) for stage, t in steps],
             )
+            + "\n"
         )
     retention = [
         (name(p), json.loads((p / RETENTION_FILE).read_text())) for p in stages if (p / RETENTION_FILE).exists()
@@ -90,7 +92,9 @@ def write_summary(run_dir: Path) -> str:
     if retention:
         keys = sorted({k for _, r in retention for k, v in r.items() if isinstance(v, (int, float, bool))})
         parts.append("\n## Capability retention\n\n")
-        parts.append(markdown_table(("stage", *keys), [(s, *(_cell(r.get(k)) for k in keys)) for s, r in retention]))
+        parts.append(
+            markdown_table(("stage", *keys), [(s, *(_cell(r.get(k)) for k in keys)) for s, r in retention]) + "\n"
+        )
     parts += league_sections(run_dir, stages, name)
     plots = sorted(run_dir.glob("*/train/curves.png"), key=lambda p: stage_order(p.parent.parent.name))
     if plots:
@@ -123,7 +127,7 @@ def league_sections(run_dir: Path, stages: list[Path], name: Any) -> list[str]:
             kept = "promoted" if d["promoted"] else f"kept {d.get('previous', '')}"
             rows.append((stage, kept, share, str(d.get("games", "")), str(d.get("reason", ""))))
         parts.append("\n## Promotion (decided-game win share against the previous checkpoint, 95% interval)\n\n")
-        parts.append(markdown_table(("stage", "decision", "win share", "games", "why"), rows))
+        parts.append(markdown_table(("stage", "decision", "win share", "games", "why"), rows) + "\n")
     skills = [
         (name(p), json.loads((p / "eval" / SKILL_FILE).read_text()))
         for p in stages
@@ -137,7 +141,7 @@ def league_sections(run_dir: Path, stages: list[Path], name: Any) -> list[str]:
             cell = "" if mean is None else f"{mean:.1%}" + (f" [{ci[0]:.1%}, {ci[1]:.1%}]" if ci else "")
             rows.append((stage, cell, str(result.get("meets_target", "")), str(result.get("follows", ""))))
         parts.append("\n## Skill levels (highest against lowest, decided games; target 65%)\n\n")
-        parts.append(markdown_table(("model", "win share", "meets target", "levels followed"), rows))
+        parts.append(markdown_table(("model", "win share", "meets target", "levels followed"), rows) + "\n")
     progress = run_dir / "report" / PROGRESS_FILE
     if progress.exists():
         parts.append("\n" + progress.read_text())

@@ -10,7 +10,6 @@ start-up and CUDA-graph capture); where that is refused, a new server starts. Wi
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import signal
@@ -27,62 +26,6 @@ import click
 from .. import serving
 from .config import ServerSettings
 from .shell import Shell, StepFailed
-
-NOT_ENOUGH_MEMORY = "Not enough memory"
-
-# What a server keeps of the model it started with when it loads another's weights: the
-# architecture and dtype (config.json), the generation defaults and the tokenizer. Two checkpoints
-# whose files agree here can share a server.
-SAME_CONFIG = ("config.json", "generation_config.json")
-SAME_BYTES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt")
-CONFIG_NOTES = ("_name_or_path", "transformers_version")  # differ between equal checkpoints
-
-
-def swap_blocker(served: str, wanted: str) -> str | None:
-    """Why a server of the checkpoint `served` cannot take `wanted`'s weights in place, or None when
-    it can: both are directories whose config, generation defaults and tokenizer files agree."""
-    old, new = Path(served), Path(wanted)
-    for path in (old, new):
-        if not (path / "config.json").is_file():
-            return f"{path} has no config.json"
-    for name in SAME_CONFIG + SAME_BYTES:
-        a, b = old / name, new / name
-        if a.is_file() != b.is_file():
-            return f"{name} is in only one of {old} and {new}"
-        if not a.is_file():
-            continue
-        if name in SAME_CONFIG:
-            differ = _config(a) != _config(b)
-        else:
-            differ = a.read_bytes() != b.read_bytes()
-        if differ:
-            return f"their {name} differ"
-    return None
-
-
-def _config(path: Path) -> dict:
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise StepFailed("swap-weights", 1, f"{path}: not readable as JSON ({err})") from err
-    return {key: value for key, value in config.items() if key not in CONFIG_NOTES}
-
-
-def _json(url: str, body: dict | None, timeout: float) -> dict:
-    """GET `url` (or POST `body` as JSON) and read its JSON answer; an HTTP error's JSON body too."""
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
-            body = json.loads(answer.read() or b"{}")
-            return body if isinstance(body, dict) else {}  # SGLang's admin routes answer `null`
-    except urllib.error.HTTPError as err:
-        text = err.read().decode(errors="replace")
-        try:
-            answer = json.loads(text)
-        except ValueError:
-            answer = {"message": text.strip()}
-        return {"success": False, "status": err.code, **(answer if isinstance(answer, dict) else {})}
 
 
 @dataclass
@@ -156,8 +99,7 @@ class SGLangServer:
             extra += ["--enable-memory-saver"]
 
         def server(port: int, gpu: list[str]) -> list[str]:
-            where = ["--model-path", self.model, "--host", "127.0.0.1", "--port", str(port), "--tp", str(s.tp)]
-            return [s.python, "-m", "sglang.launch_server", *where, *gpu, *extra]
+            return serving.launch_command(s.python, self.model, port, s.tp, [*gpu, *extra])
 
         if s.dp <= 1:
             return [[Launch(server(self.port, []), self.log, self.url)]]
@@ -166,10 +108,8 @@ class SGLangServer:
             port = self.port + WORKER_PORT_STEP * (i + 1)
             log = self.log.with_name(f"{self.log.stem}.worker{i}{self.log.suffix}")
             workers.append(Launch(server(port, ["--base-gpu-id", str(i * s.tp)]), log, f"http://127.0.0.1:{port}"))
-        router = [s.python, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(self.port)]
-        router += ["--worker-urls", *(w.url for w in workers)]
         metrics = self.port + WORKER_PORT_STEP * (s.dp + 1)
-        router += ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics)]
+        router = serving.router_command(s.python, self.port, [w.url for w in workers], metrics)
         return [workers, [Launch(router, self.log, self.url)]]
 
     def worker_urls(self) -> list[str]:
@@ -192,7 +132,7 @@ class SGLangServer:
                 return Started(self.url, self.model, time.monotonic() - started)
             self._stop()
             logs = (launch.log.read_text(errors="replace") for launch in launches if launch.log.exists())
-            if attempt < self.settings.start_tries and any(NOT_ENOUGH_MEMORY in text for text in logs):
+            if attempt < self.settings.start_tries and any(serving.NOT_ENOUGH_MEMORY in text for text in logs):
                 click.echo(
                     f"the SGLang server found too little free GPU memory (try {attempt} of "
                     f"{self.settings.start_tries}); again in {self.settings.retry_wait_s:g}s",
@@ -274,7 +214,7 @@ class SGLangServer:
         None, said why, when the server should be restarted for `model` instead."""
         started, timeout = time.monotonic(), self.settings.timeout_s
         refused = self._on_each_worker(
-            f"update_weights_from_disk model_path={model}", lambda url: load_weights(url, model, timeout)
+            f"update_weights_from_disk model_path={model}", lambda url: serving.load_weights(url, model, timeout)
         )
         if refused is not None:
             click.echo(f"the server on port {self.port} did not take {model}'s weights ({refused})", err=True)
@@ -290,7 +230,7 @@ class SGLangServer:
         """Release every worker's GPU memory (weights, KV cache, CUDA graphs) while the process stays
         up; False, said why, when a worker did not, and the server should be stopped instead."""
         timeout = self.settings.timeout_s
-        refused = self._on_each_worker("release_memory_occupation", lambda url: release_memory(url, timeout))
+        refused = self._on_each_worker("release_memory_occupation", lambda url: serving.release_memory(url, timeout))
         if refused is not None:
             click.echo(f"the server on port {self.port} keeps its GPU memory ({refused}); stopping it", err=True)
             return False
@@ -302,7 +242,7 @@ class SGLangServer:
         """Take the released memory back and load `model`'s weights (the released ones are gone):
         the seconds it took, or None, said why, when the server should be restarted instead."""
         started, timeout = time.monotonic(), self.settings.timeout_s
-        refused = self._on_each_worker("resume_memory_occupation", lambda url: resume_memory(url, timeout))
+        refused = self._on_each_worker("resume_memory_occupation", lambda url: serving.resume_memory(url, timeout))
         if refused is not None:
             click.echo(f"the server on port {self.port} did not resume ({refused})", err=True)
             return None
@@ -310,51 +250,10 @@ class SGLangServer:
         return None if took is None else time.monotonic() - started
 
 
-def _refused(answer: dict) -> str | None:
-    """Why an SGLang admin answer is a refusal (an HTTP error, `success: false`), or None."""
-    if answer.get("success") is False or "error" in answer:
-        error = answer.get("error")
-        return (error.get("message") if isinstance(error, dict) else None) or answer.get("message") or str(answer)
-    return None
-
-
-def release_memory(url: str, timeout_s: float) -> str | None:
-    """Have the SGLang server at `url` release its GPU memory: None once it did, else why not. A
-    server started without --enable-memory-saver answers the request but keeps its memory, so
-    /get_server_info must say the saver is on."""
-    try:
-        if not _json(f"{url}/get_server_info", None, 30).get("enable_memory_saver"):
-            return "it was started without --enable-memory-saver"
-        return _refused(_json(f"{url}/release_memory_occupation", {}, timeout_s))
-    except (OSError, ValueError) as err:
-        return str(err)
-
-
-def resume_memory(url: str, timeout_s: float) -> str | None:
-    """Have the SGLang server at `url` take back the GPU memory it released: None once it did, else why not."""
-    try:
-        return _refused(_json(f"{url}/resume_memory_occupation", {}, timeout_s))
-    except (OSError, ValueError) as err:
-        return str(err)
-
-
-def load_weights(url: str, model: str, timeout_s: float) -> str | None:
-    """Have the SGLang server at `url` load `model`'s weights in place (/update_weights_from_disk,
-    which also flushes its prefix cache): None once /get_model_info names `model`, else why not."""
-    try:
-        answer = _json(f"{url}/update_weights_from_disk", {"model_path": model}, timeout_s)
-        if not answer.get("success"):
-            return answer.get("message") or f"answer {answer}"
-        served = _json(f"{url}/get_model_info", None, 30).get("model_path")
-    except (OSError, ValueError) as err:
-        return str(err)
-    return None if served == model else f"it reports model_path {served!r}"
-
-
 class Slots:
     """Servers by port slot (0: the model being played or evaluated, 1: its partner). A slot asked
     for the model it already serves, with the same memory share, keeps its server; asked for another
-    checkpoint that `swap_blocker` allows, with the same memory share, it swaps the server's weights
+    checkpoint that `serving.swap_blocker` allows, with the same memory share, it swaps the server's weights
     (with `settings.swap_weights`; behind a router, each worker's). A slot whose server released its
     memory for training (`free_gpu`) takes it back on its next use, with that use's weights."""
 
@@ -392,7 +291,10 @@ class Slots:
             return False
         if self.shell.dry_run:  # the checkpoints do not exist yet; a run swaps where they agree
             return True
-        blocker = swap_blocker(served, model)
+        try:
+            blocker = serving.swap_blocker(served, model)
+        except ValueError as err:
+            raise StepFailed("swap-weights", 1, str(err)) from err
         if blocker is not None:
             click.echo(f"a new server for {model}: {blocker}", err=True)
         return blocker is None
@@ -421,26 +323,3 @@ class Slots:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-
-@click.group()
-def main() -> None:
-    """SGLang servers of a run, from a shell (offline_gpu/gpu_rl.sh)."""
-
-
-@main.command("swap")
-@click.argument("url")
-@click.argument("served")
-@click.argument("model")
-@click.option("--timeout", type=float, default=900.0, show_default=True, help="Seconds the load may take.")
-def swap_command(url: str, served: str, model: str, timeout: float) -> None:
-    """Have the server at URL, serving the checkpoint SERVED, load MODEL's weights in place; exit 1,
-    saying why, when it cannot (another architecture or tokenizer, or the server refused)."""
-    why = swap_blocker(served, model) or load_weights(url, model, timeout)
-    if why is not None:
-        raise click.ClickException(f"{url} keeps {served}: {why}")
-    click.echo(f"{url} serves {model}")
-
-
-if __name__ == "__main__":
-    main()

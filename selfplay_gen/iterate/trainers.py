@@ -1,11 +1,15 @@
 """Trainers by name, as verl registers agent loops: a trainer is one class and one registry line.
 Each says how an iteration gets its training data and trains the current model on it, and brings
-its own measured defaults.
+its own measured defaults. A trainer sees the run's settings and one stage's `Context`: its paths,
+the model it trains from, a shell for its own commands, and the loop's two steps it is built from
+(games played and converted; a verl job run and merged). It never sees the run itself.
 
     @register("my-trainer")
     class MyTrainer(Trainer):
         defaults = TrainerDefaults(...)
-        def train(self, run: Run, stage: Stage) -> list[Export]: ...
+        def train(self, ctx: Context) -> list[Export]:
+            ctx.play(self.settings.games_per_iter, ["--format", "sft", *ctx.limits])
+            return ctx.train(self.job(ctx, "sft"))
 """
 
 from __future__ import annotations
@@ -16,13 +20,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol
 
 from .config import Iteration, PolicyLoss, TrainJob, number
+from .shell import Shell
+from .stages import Export, Stage
 from .verl_jobs import ROLLOUT_N_UNKNOWN
-
-if TYPE_CHECKING:
-    from .loop import Run, Stage
 
 
 @dataclass(frozen=True)
@@ -49,13 +52,39 @@ class TrainerSettings:
     lora_rank: int
 
 
-@dataclass(frozen=True)
-class Export:
-    """A trained model to evaluate: its label in the reports, its directory, its evaluation's directory."""
+class PlayGames(Protocol):
+    def __call__(self, num_games: int, convert_args: list[str], *, rounds: int = 1) -> None:
+        """The current model plays `num_games` training games on the stage's instances (self-play, or
+        in a league against opponents drawn by rating), converted into stage.dir/gen with `convert_args`;
+        with `rounds` > 1, more rounds while too few groups differ in reward."""
 
-    label: str
-    model: str
-    eval_dir: Path
+
+class RunJob(Protocol):
+    def __call__(
+        self, job: TrainJob, loss: PolicyLoss | None = None, *, every_checkpoint: bool = False
+    ) -> list[Export]:
+        """Free the GPU, run the verl job, merge its last checkpoint (with `every_checkpoint`, each one)
+        and return the merged models, the last one the stage's."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a trainer gets for one stage: where it lives, the model it trains from, the conversion's
+    token limits, a shell for its own commands, and the loop's steps of playing games and of running a
+    verl training job."""
+
+    stage: Stage
+    model: str  # the current model, which the stage trains from
+    game_args: tuple[str, ...]  # `--game ...` of every command line that plays or reads the run's game
+    limits: list[str]  # convert's --max-prompt-tokens and --max-response-tokens, as verl's job takes them
+    shell: Shell
+    play: PlayGames
+    train: RunJob
+
+    @property
+    def gen(self) -> Path:
+        """The stage's training data: its games and what they were converted into."""
+        return self.stage.dir / "gen"
 
 
 _TRAINERS: dict[str, type[Trainer]] = {}
@@ -87,6 +116,9 @@ def get(name: str) -> type[Trainer]:
 class Trainer(abc.ABC):
     name: ClassVar[str]
     defaults: ClassVar[TrainerDefaults]
+    # whether its data is games the current model plays (`Context.play`), whose server evaluates that
+    # model alongside; for a trainer that plays none the loop evaluates the model before it trains
+    plays_games: ClassVar[bool] = True
 
     def __init__(self, cfg: Iteration):
         self.cfg = cfg
@@ -98,21 +130,21 @@ class Trainer(abc.ABC):
         return self.cfg.loss if rank == 0 else _with_lora(self.cfg.loss, rank)
 
     @abc.abstractmethod
-    def train(self, run: Run, stage: Stage) -> list[Export]:
-        """Make the training data of `stage` with `run.model` (the current model), train on it into
+    def train(self, ctx: Context) -> list[Export]:
+        """Make the training data of `ctx.stage` with `ctx.model` (the current model), train on it into
         stage.dir/train, and return the trained models to evaluate, the iteration's model last
         (its evaluation comes with the next iteration's games, on the same server)."""
 
-    def job(self, stage: Stage, mode: str, model: str, **changes) -> TrainJob:
+    def job(self, ctx: Context, mode: str, **changes) -> TrainJob:
+        """The verl job of `mode` on the stage's converted games (validation: `val_file`), with this
+        trainer's settings; `changes` replace fields."""
         s = self.settings
-        gen = stage.dir / "gen"
         fields = dict(
             mode=mode,
-            model=model,
-            train_files=str(gen / "train.parquet"),
-            val_files=str(gen / "val.parquet"),
-            out_dir=stage.dir / "train",
-            experiment=stage.dir.name,
+            model=ctx.model,
+            train_files=str(ctx.gen / "train.parquet"),
+            out_dir=ctx.stage.dir / "train",
+            experiment=ctx.stage.dir.name,
             lr=s.lr,
             batch_size=s.batch_size,
             mini_batch_size=s.mini_batch_size,
@@ -121,6 +153,8 @@ class Trainer(abc.ABC):
             overrides=self.cfg.overrides,
         )
         fields.update(changes)
+        if "val_files" not in fields:
+            fields["val_files"] = val_file(ctx.gen, ctx.shell.dry_run)
         return TrainJob(**fields)  # type: ignore[arg-type]
 
 
@@ -151,13 +185,12 @@ class OfflineGRPO(Trainer):
 
     defaults = TrainerDefaults(games_per_iter=1024, epochs=1, lr="1e-5", batch_size=16, lora_rank=0, mini_batch=half)
 
-    def train(self, run: Run, stage: Stage) -> list[Export]:
+    def train(self, ctx: Context) -> list[Export]:
         baseline = ["--baseline", self.cfg.league.baseline] if self.cfg.league.baseline != "group" else []
         rounds = max(1, self.cfg.verl.filter_groups)
-        run.play(stage, self.settings.games_per_iter, [*run.limits(), *baseline], rounds=rounds)
-        job = self.job(stage, "offline", run.model, val_files=run.val_file(stage.dir / "gen"))
-        run.train(stage, job, self.loss())
-        return [Export(stage.label, str(stage.model_dir), stage.dir / "eval")]
+        ctx.play(self.settings.games_per_iter, [*ctx.limits, *baseline], rounds=rounds)
+        ctx.train(self.job(ctx, "offline"), self.loss())
+        return [Export(ctx.stage.label, str(ctx.stage.model_dir), ctx.stage.dir / "eval")]
 
 
 @register("filtered-bc")
@@ -168,12 +201,11 @@ class FilteredBC(Trainer):
 
     defaults = TrainerDefaults(games_per_iter=4096, epochs=2, lr="1e-3", batch_size=32, lora_rank=16)
 
-    def train(self, run: Run, stage: Stage) -> list[Export]:
-        convert = ["--format", "sft", "--top-fraction", number(self.cfg.top_fraction), *run.limits()]
-        run.play(stage, self.settings.games_per_iter, convert)
-        job = self.job(stage, "sft", run.model, val_files=run.val_file(stage.dir / "gen"))
-        run.train(stage, job)
-        return [Export(stage.label, str(stage.model_dir), stage.dir / "eval")]
+    def train(self, ctx: Context) -> list[Export]:
+        convert = ["--format", "sft", "--top-fraction", number(self.cfg.top_fraction), *ctx.limits]
+        ctx.play(self.settings.games_per_iter, convert)
+        ctx.train(self.job(ctx, "sft"))
+        return [Export(ctx.stage.label, str(ctx.stage.model_dir), ctx.stage.dir / "eval")]
 
 
 @register("grpo-online")
@@ -184,25 +216,25 @@ class OnlineGRPO(Trainer):
     steps, and every checkpoint it saves (SAVE_FREQ) is merged and evaluated as any other stage's model."""
 
     defaults = TrainerDefaults(games_per_iter=0, epochs=1, lr="1e-5", batch_size=16, lora_rank=0, mini_batch=half)
+    plays_games = False
 
-    def train(self, run: Run, stage: Stage) -> list[Export]:
-        run.evaluate_current()
+    def train(self, ctx: Context) -> list[Export]:
         steps, batch = self.cfg.online_steps, self.settings.batch_size
-        gen = stage.dir / "gen"
+        gen = ctx.gen
         # two rows (one per seat) an instance; filtered groups draw new rows, up to FILTER_GROUPS batches a step
         instances = math.ceil(steps * batch * max(1, self.cfg.verl.filter_groups) / 2)
-        run.shell.run(
+        ctx.shell.run(
             "online: init data",
-            [*run.cfg.tools.gen, "init", *run.game_args, "--num-train", str(instances),
-             "--num-test", str(self.cfg.online_test_instances), "--seed", str(stage.seed), "--out-dir", str(gen),
+            [*self.cfg.tools.gen, "init", *ctx.game_args, "--num-train", str(instances),
+             "--num-test", str(self.cfg.online_test_instances), "--seed", str(ctx.stage.seed), "--out-dir", str(gen),
              "--overwrite"],
         )  # fmt: skip
         overrides = (f"trainer.test_freq={self.cfg.online_test_freq}", *self.cfg.overrides)
         job = self.job(
-            stage, "online", run.model, train_files=str(gen / "train.parquet"), val_files=str(gen / "test.parquet"),
-            total_steps=steps, rollout_n=self.cfg.games_per_instance, overrides=overrides,
+            ctx, "online", val_files=str(gen / "test.parquet"), total_steps=steps,
+            rollout_n=self.cfg.games_per_instance, overrides=overrides,
         )  # fmt: skip
-        return run.train(stage, job, self.loss(), every_checkpoint=True)
+        return ctx.train(job, self.loss(), every_checkpoint=True)
 
 
 @register("dpo")
@@ -214,23 +246,33 @@ class DPO(Trainer):
 
     defaults = TrainerDefaults(games_per_iter=4096, epochs=1, lr="5e-6", batch_size=4, lora_rank=16)
 
-    def train(self, run: Run, stage: Stage) -> list[Export]:
+    def train(self, ctx: Context) -> list[Export]:
         pairs = ["--dpo-pairs", self.cfg.dpo_pairs_by(), "--dpo-pairs-per-group", str(self.cfg.dpo_pairs_per_group)]
-        run.play(stage, self.settings.games_per_iter, ["--format", "dpo", *pairs, *run.limits()])
-        out = stage.model_dir
+        ctx.play(self.settings.games_per_iter, ["--format", "dpo", *pairs, *ctx.limits])
+        out = ctx.stage.model_dir
         s = self.settings
-        run.shell.run(
-            f"{stage.name}: train (dpo)",
-            [run.cfg.tools.trl_python, "-m", "selfplay_gen.train.dpo", "--model", run.model,
-             "--pairs", str(stage.dir / "gen" / "train.parquet"), "--out", str(out), "--lora-rank", str(s.lora_rank),
+        ctx.shell.run(
+            f"{ctx.stage.name}: train (dpo)",
+            [self.cfg.tools.trl_python, "-m", "selfplay_gen.train.dpo", "--model", ctx.model,
+             "--pairs", str(ctx.gen / "train.parquet"), "--out", str(out), "--lora-rank", str(s.lora_rank),
              "--lr", s.lr, "--epochs", str(s.epochs), "--batch-size", str(s.batch_size)],
         )  # fmt: skip
-        return [Export(stage.label, str(out), stage.dir / "eval")]
+        return [Export(ctx.stage.label, str(out), ctx.stage.dir / "eval")]
 
 
 def _with_lora(loss: PolicyLoss, rank: int) -> PolicyLoss:
     """GRPO with a LoRA adapter of `rank` (RL_LORA_RANK) on the actor."""
     return replace(loss, lora_rank=rank)
+
+
+def val_file(gen: Path, dry_run: bool) -> str:
+    """gen/val.parquet, or gen/train.parquet when the split left no validation rows."""
+    import pyarrow.parquet as pq
+
+    val = gen / "val.parquet"
+    if dry_run or (val.exists() and pq.ParquetFile(val).metadata.num_rows > 0):
+        return str(val)
+    return str(gen / "train.parquet")
 
 
 def rollout_n(summary: Path, dry_run: bool) -> str:

@@ -1,7 +1,7 @@
 """The opponent pool: checkpoints and scripted negotiators of several strengths, with the games
 each pair has won against the other, and ratings fit to those wins.
 
-Ratings are the evaluation's Bradley–Terry fit (`evaluation.ratings.bradley_terry`, Elo scale)
+Ratings are the evaluation's Bradley–Terry fit (`stats.ratings.bradley_terry`, Elo scale)
 to every cross-play game the pool has seen, so the league and the evaluation report agree on one
 scale. Wins accumulate over iterations: a rating is as good as all games played so far, not the
 last batch. A game is won by the seat with more points (ties as halves), as in the evaluation.
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..atomic import write_atomic
-from ..evaluation.ratings import ELO, bradley_terry
+from ..stats.ratings import ELO, bradley_terry
 
 SCRIPTED_PREFIX = "scripted@"
 KINDS = ("checkpoint", "scripted")

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..evaluation.report import format_interval, markdown_table
-from .promotion import ORDERS, decided_share
+from ..stats.metrics import ORDERS, decided_share
+from ..stats.report import format_interval, markdown_table
 
 DIVERSITY = ("distinct_2_seat0", "distinct_2_seat1", "distinct_proposal_share")
 

@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-ORDERS = ("both", "seat0", "seat1")
+from ..stats.metrics import decided_share
+
 COOPERATION = "joint_share"  # a model's self-play measure of how well two copies of it work together
 
 
@@ -40,31 +41,6 @@ class Promotion:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def decided_share(metrics: Mapping[str, Any], model: str, other: str, order: str = "both") -> tuple[dict, int]:
-    """`model`'s share of the decided games against `other` ({"mean", "ci"}) and the number of games,
-    from a competitive game's evaluation metrics (`selfplay-gen eval --game GAME`, its metrics.json),
-    whichever of the two was listed first there. `order`: both seat orders pooled, or `model` in
-    seat 0 / seat 1."""
-    if order not in ORDERS:
-        raise ValueError(f"order {order!r} is not one of {', '.join(ORDERS)}")
-    for entry in metrics.get("cross_play", []):
-        first, second = entry["models"]
-        if {first, second} != {model, other}:
-            continue
-        flipped = first != model
-        seat = {"seat0": "seat1", "seat1": "seat0"}.get(order, order) if flipped else order
-        result = entry[seat]
-        if result is None:
-            return {"mean": None, "ci": None}, 0
-        share = result["decided_win_share"]
-        if share["mean"] is None or not flipped:
-            return share, int(result["games"])
-        lo, hi = share["ci"]
-        return {"mean": 1 - share["mean"], "ci": [1 - hi, 1 - lo]}, int(result["games"])
-    met = [tuple(e["models"]) for e in metrics.get("cross_play", [])]
-    raise ValueError(f"no cross-play of {model!r} against {other!r} in the metrics; pairs there: {met}")
 
 
 def paired_joint_share(metrics: Mapping[str, Any], candidate: str, previous: str) -> dict | None:

@@ -1,5 +1,5 @@
 """The matching game's metrics: a flat row per game record (and per human game), and the
-summary of a set of games, with bootstrap intervals over instances (`evaluation.metrics`).
+summary of a set of games, with bootstrap intervals over instances (`stats.metrics`).
 
 A learning claim needs a floor: the random-matching baseline of an instance is the expected
 normalized reward of a uniformly random perfect matching. Each cell lies in exactly 1/8 of the
@@ -16,7 +16,8 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from ...evaluation.metrics import (
+from ...records import UNNAMED_GAME, Record
+from ...stats.metrics import (
     distinct_n,
     endings,
     mean_interval,
@@ -26,8 +27,7 @@ from ...evaluation.metrics import (
     sampled_surprisal,
     valid_move_rate,
 )
-from ...evaluation.metrics import per_instance as _per_instance
-from ...records import UNNAMED_GAME, Record
+from ...stats.metrics import per_instance as _per_instance
 from .grounding import count_grounded, grounding
 from .instance import HUMAN_GAMES, Instance
 from .record import MatchingOutcome

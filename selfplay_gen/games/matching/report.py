@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 from ...atomic import write_atomic
-from ...evaluation.metrics import mean_interval, paired_difference
-from ...evaluation.ratings import rate
-from ...evaluation.report import (
+from ...stats.metrics import mean_interval, paired_difference
+from ...stats.ratings import rate
+from ...stats.report import (
     BOOTSTRAP_NOTE,
     add_run_row,
     format_interval,

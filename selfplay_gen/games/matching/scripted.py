@@ -173,16 +173,17 @@ class TeacherPlayer(Player):
       `SCORE_NOISE` drawn per game from `rng` (a Plackett-Luce draw of the cells' order): about
       by-score's mean, but one instance's games end in different plans whose best is well above it."""
 
-    PLANS = (
-        "by-reviewer",
-        "by-reviewer-records",
-        "shuffled-records",
-        "ranked-records",
-        "sorted-records",
-        "chained-records",
-        "by-score",
-        "sampled-by-score",
-    )
+    # each plan in a line of `--teacher-plan`'s help (held-out means)
+    PLANS = {
+        "by-reviewer": "row by row the best free paper known, about 0.82",
+        "by-reviewer-records": "the same picks, written as the running maximum's records, which a 135M model learns",
+        "shuffled-records": "the records plan with the reviewers in a random order per game: a choice left for RL",
+        "ranked-records": "the reviewers ranked by their best known value with noise: about 0.86, a choice left for RL",
+        "sorted-records": "the same ranking without noise, worked out in writing before the picks: about 0.85",
+        "chained-records": "the same picks, the order worked out one place at a time: about 0.85",
+        "by-score": "every known cell from the highest down, taking those still free: about 0.88",
+        "sampled-by-score": "by-score with noise on the values: about 0.88, a choice left for RL",
+    }
     # the plans whose picks are made in an order of their own, which the proposal keeps
     ORDERED_PLANS = ("shuffled-records", "ranked-records", "sorted-records", "chained-records")
     DEFAULT_PLAN = "by-reviewer-records"

@@ -8,7 +8,7 @@ models trained under different modes on one scale. Cross-play of models A and B 
 win, tie and loss rates in each seat order and pooled, and A's share of the decided games
 (wins / (wins + losses)), whose interval excluding 0.5 says one model is the stronger. Ratings
 are Bradley–Terry fits to the cross-play wins (ties as halves). Intervals resample instances,
-as in every report (`evaluation.metrics`), since games of one instance are correlated.
+as in every report (`stats.metrics`), since games of one instance are correlated.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from ...atomic import write_atomic
-from ...evaluation.metrics import (
+from ...records import UNNAMED_GAME, Record
+from ...stats.metrics import (
     distinct_n,
     endings,
     mean_interval,
@@ -31,8 +32,8 @@ from ...evaluation.metrics import (
     repeated_share,
     valid_move_rate,
 )
-from ...evaluation.ratings import rate_wins
-from ...evaluation.report import (
+from ...stats.ratings import rate_wins
+from ...stats.report import (
     BOOTSTRAP_NOTE,
     add_run_row,
     format_interval,
@@ -41,7 +42,6 @@ from ...evaluation.report import (
     plot_series,
     report_head,
 )
-from ...records import UNNAMED_GAME, Record
 
 GAME = "negotiation"
 SCHEMA = "selfplay-gen-eval-negotiation/1"

@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...evaluation.metrics import mean_interval, per_instance
-from ...league.promotion import ORDERS, decided_share
+from ...stats.metrics import ORDERS, decided_share, mean_interval, per_instance
 from .evaluation import cross_play, results_of
 from .prompts import SKILL_STRENGTHS
 

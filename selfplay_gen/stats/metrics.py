@@ -1,5 +1,6 @@
 """Metrics any game's evaluation uses: bootstrap intervals over instances, paired differences,
-and the wording measures of dialogue (distinct n-grams, repeated messages). A game's own rows and
+the wording measures of dialogue (distinct n-grams, repeated messages), and a model's share of the
+decided games in a competitive game's cross-play (`decided_share`). A game's own rows and
 summaries live in its package (`Game.evaluation`); these functions know nothing of a game.
 
 Games played from one instance are correlated (same setup, same hidden information), so intervals
@@ -11,11 +12,14 @@ weighs every instance equally whatever its number of games.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 LEVEL = 0.95
+ORDERS = ("both", "seat0", "seat1")  # a cross-play result's seat orders: pooled, or the first model in seat 0 / 1
 
 
 def bootstrap_counts(n_instances: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -90,6 +94,31 @@ def endings(games: pd.DataFrame) -> dict[str, dict]:
     """How the games ended: games and share per termination reason."""
     counts = games["termination"].value_counts()
     return {str(k): {"games": int(v), "share": float(v / len(games))} for k, v in counts.items()}
+
+
+def decided_share(metrics: Mapping[str, Any], model: str, other: str, order: str = "both") -> tuple[dict, int]:
+    """`model`'s share of the decided games against `other` ({"mean", "ci"}) and the number of games,
+    from a competitive game's evaluation metrics (`selfplay-gen eval --game GAME`, its metrics.json),
+    whichever of the two was listed first there. `order`: both seat orders pooled, or `model` in
+    seat 0 / seat 1."""
+    if order not in ORDERS:
+        raise ValueError(f"order {order!r} is not one of {', '.join(ORDERS)}")
+    for entry in metrics.get("cross_play", []):
+        first, second = entry["models"]
+        if {first, second} != {model, other}:
+            continue
+        flipped = first != model
+        seat = {"seat0": "seat1", "seat1": "seat0"}.get(order, order) if flipped else order
+        result = entry[seat]
+        if result is None:
+            return {"mean": None, "ci": None}, 0
+        share = result["decided_win_share"]
+        if share["mean"] is None or not flipped:
+            return share, int(result["games"])
+        lo, hi = share["ci"]
+        return {"mean": 1 - share["mean"], "ci": [1 - hi, 1 - lo]}, int(result["games"])
+    met = [tuple(e["models"]) for e in metrics.get("cross_play", [])]
+    raise ValueError(f"no cross-play of {model!r} against {other!r} in the metrics; pairs there: {met}")
 
 
 def sampled_surprisal(record) -> tuple[float, int]:

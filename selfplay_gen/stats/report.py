@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +121,8 @@ def format_number(value, digits: int = 3, percent: bool = False) -> str:
     return f"{100 * value:.1f}%" if percent else f"{value:.{digits}f}"
 
 
-def markdown_table(head: list[str], rows: list[list[str]]) -> str:
+def markdown_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A markdown table of `rows` under `head` (no line break after its last row)."""
     return "\n".join(
         ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(row) + " |" for row in rows]
     )
