@@ -12,9 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import one_of
-
-WARM_START_POLICIES = ("auto", "teacher", "none")
+from .config import WARM_START_POLICIES, one_of
 
 
 def wants_warm_start(policy: str, agreement: float | None, below: float) -> bool:
