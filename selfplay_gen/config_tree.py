@@ -40,8 +40,9 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Alias:
     """A variable a run_selfplay_*.sh script documents for a knob. `spelling`: a boolean's
-    (true, false) as this variable has always been written (e.g. ("on", "off")); other values are
-    converted by the knob's type."""
+    (true, false) as this variable has always been written (e.g. ("on", "off")); a boolean without
+    one reads as a click flag's variable always did (1/0, true/false, yes/no, on/off); other values
+    are converted by the knob's type."""
 
     name: str
     spelling: tuple[str, str] | None = None
@@ -340,6 +341,11 @@ def env_value(k: Knob, environ: Mapping[str, str], aliases: bool) -> tuple[str, 
             if raw not in alias.spelling:
                 raise ConfigError(f"environment variable {alias.name}={raw!r}: give {' or '.join(alias.spelling)}")
             return alias.name, raw == alias.spelling[0]
+        if isinstance(k.type, Bool):
+            try:
+                return alias.name, click.BOOL.convert(raw, None, None)
+            except click.BadParameter as error:
+                raise ConfigError(f"environment variable {alias.name}={raw!r}: {error.format_message()}") from None
         return alias.name, k.convert(raw, f"environment variable {alias.name}")
     return None
 

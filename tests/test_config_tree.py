@@ -111,6 +111,8 @@ def test_no_generic_variable_is_read_without_the_scripts(tmp_path, monkeypatch):
     assert over.servers.port == 34000
     # a boolean script variable keeps the spelling the script documented
     assert not read_back(invoke(["--script-env"], {"PROMOTION_COOPERATION": "off"}), tmp_path).league.cooperation
+    # a flag's variable reads as click read it (TEST_SPLIT=0)
+    assert not read_back(invoke(["--script-env"], {"TEST_SPLIT": "0"}), tmp_path).evaluation.test_split
     refused = CliRunner().invoke(iterate_command, ["--print-config", "--script-env"], env={"CROSSPLAY": "yes"})
     assert refused.exit_code == 2 and "CROSSPLAY='yes': give 1 or 0" in refused.output
 
