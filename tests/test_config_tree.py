@@ -153,6 +153,10 @@ def test_a_run_writes_its_configuration_and_reads_it_back(tmp_path):
         iterate_command, ["--config", str(run / "config.yaml"), "--print-config", "trainer=dpo"]
     )
     assert read_back(changed.output, tmp_path).trainer == "dpo"
+    # started again with another setting: the run says what changed
+    again = CliRunner().invoke(iterate_command, [*args[:-3], "trainers.grpo.lr=3e-5"])
+    assert "changes since the run last started: trainers.grpo.lr: '2e-5' -> '3e-5'" in again.output
+    assert "sampling.temperature" in again.output  # back to its default
 
 
 def test_a_bad_config_file_names_its_line_the_knob_and_the_value(tmp_path):

@@ -196,8 +196,25 @@ def iterate(o: dict[str, Any]) -> str | None:
     run = replace(cfg, servers=with_servers(cfg.servers), verl=with_verl(cfg.verl), tools=cfg.tools.resolved())
     if not cfg.dry_run:
         cfg.run_dir.mkdir(parents=True, exist_ok=True)
+        note_changes(cfg.run_dir / CONFIG_FILE, cfg)
         write_atomic(cfg.run_dir / CONFIG_FILE, config_tree.to_yaml(cfg))
     return Run(run).main()
+
+
+def note_changes(path: Path, cfg: Iteration) -> None:
+    """A run started again in its RUN_DIR with other settings says which (its stages already done keep theirs)."""
+    if not path.exists():
+        return
+    known = {k.path: k for k in config_tree.knobs(Iteration)}
+    try:
+        before = config_tree.flat(config_tree.build(Iteration, config_tree.read(path, known)))
+    except click.UsageError as error:
+        click.echo(f"note: the run's earlier configuration is unreadable ({error.format_message()})", err=True)
+        return
+    now = config_tree.flat(cfg)
+    changed = [f"{name}: {before[name]!r} -> {now[name]!r}" for name in now if before.get(name) != now[name]]
+    if changed:
+        click.echo(f"note: {path} changes since the run last started: {'; '.join(changed)}", err=True)
 
 
 @click.command("generate", context_settings=SETTINGS)
