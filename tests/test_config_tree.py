@@ -14,13 +14,13 @@ import pytest
 from click.testing import CliRunner
 
 from selfplay_gen import config_tree
+from selfplay_gen.iterate import config as run_config
 from selfplay_gen.iterate import trainers
 from selfplay_gen.iterate.cli import generate_command, iterate_command, train_command
 from selfplay_gen.iterate.config import Generation, Iteration, Training
 from selfplay_gen.verl import attention
 
 TREES = (Iteration, Generation, Training)
-GENERIC = {"PORT", "LR", "MODE", "SEED", "TP", "DP", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "EPOCHS", "GAME"}
 
 
 def declared_defaults(cls: type) -> dict[str, list[str]]:
@@ -63,7 +63,6 @@ def test_every_knob_has_one_default_one_name_and_one_boolean_spelling(tree):
             owners.setdefault(alias.name, set()).add(
                 k.path.split(".")[-1] if k.path.startswith("trainers.") else k.path
             )
-            assert alias.name not in GENERIC or alias.name != k.env  # generic names are never a knob's own variable
     assert all(len(paths) == 1 for paths in owners.values()), {a: p for a, p in owners.items() if len(p) > 1}
     # the prefix's other variables (the scripts' Python, the model cache, the training processes' attention)
     # are no knob's
@@ -72,8 +71,10 @@ def test_every_knob_has_one_default_one_name_and_one_boolean_spelling(tree):
     # one default: a knob's default is declared by one class (a trainer's section by itself or its base only)
     for path, classes in declared_defaults(tree).items():
         assert len(classes) <= 2, (path, classes)
-        if len(classes) == 2:  # a trainer section redeclaring its base's knob: the base declares no help then
+        if len(classes) == 2:  # a trainer's section with its own default for a knob its base declares
             assert path.startswith("trainers.") and classes[-1] == "TrainerSettings", (path, classes)
+            own = {f.name: f for f in dataclasses.fields(getattr(run_config, classes[0]))}[path.split(".")[-1]]
+            assert not own.metadata.get("help") and not own.metadata.get("aliases"), path  # said once, by the base
 
 
 def test_a_knob_shared_by_two_commands_is_the_same_knob():
