@@ -2,10 +2,12 @@
 # Self-play iterations of any game: evaluate the initial model, warm-start it if it cannot play, then per
 # iteration generate with the current model on new instances, convert, train and merge; every model is
 # evaluated; checkpoints of a competitive game play each other (cross-play). The loop is
-# `selfplay-gen iterate` (selfplay_gen/iterate/); this script runs it with the settings in its environment,
-# each variable named in --help beside the option it sets (TRAINER=filtered-bc NUM_ITERATIONS=2 ...).
-# Extra arguments go to verl (Hydra overrides); --dry-run prints every command instead of running it.
+# `selfplay-gen iterate` (selfplay_gen/iterate/); this script runs it with the settings in its environment:
+# the variables --help names beside each setting (TRAINER=filtered-bc NUM_ITERATIONS=2 ..., or
+# SELFPLAY_NUM_ITERATIONS=2), a config file (--config RUN_DIR/config.yaml) and dotted overrides
+# (trainers.grpo.lr=1e-5); other arguments go to verl (Hydra overrides); --dry-run prints every command
+# instead of running it.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
-exec "${SELFPLAY_PYTHON:-python3}" -m selfplay_gen.cli iterate "$@"
+exec "${SELFPLAY_PYTHON:-python3}" -m selfplay_gen.cli iterate --script-env "$@"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # verl training (GRPO with the selfplay_gen plugin: MODE=offline replays games, MODE=online plays them; or
 # MODE=sft), then the last checkpoint merged into a Hugging Face directory. The work is `selfplay-gen train`
-# (selfplay_gen/iterate/); this script runs it with the settings in its environment, each variable named in
-# --help beside the option it sets (MODE=sft MODEL_PATH=... ...). Extra arguments go to verl as Hydra
-# overrides (last, so they win); --dry-run prints the commands instead.
+# (selfplay_gen/iterate/); this script runs it with the settings in its environment: the variables --help
+# names beside each setting (MODE=sft MODEL_PATH=... ..., or SELFPLAY_MODE=sft), a config file (--config FILE)
+# and dotted overrides (lr=1e-5). Other arguments go to verl as Hydra overrides (last, so they win);
+# --dry-run prints the commands instead.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
-exec "${SELFPLAY_PYTHON:-python3}" -m selfplay_gen.cli train "$@"
+exec "${SELFPLAY_PYTHON:-python3}" -m selfplay_gen.cli train --script-env "$@"

@@ -16,7 +16,7 @@ SmolLM2-135M-Instruct), each trainer gets BUDGET_MIN (12) minutes of GPU time fr
            on which every trainer's last model is read too: the curves' point at minute 0. WARM_MODEL, a
            model directory (another warm start, e.g. a `gpu_learning.sh` run's ROOT/NAME/warm/train/hf),
            takes the embedded one's place; MAX_NEW_TOKENS (512) a turn in every game and rollout, more for
-           a warm start on a teacher plan with long turns (selfplay-gen iterate --help, --teacher-plan)
+           a warm start on a teacher plan with long turns (selfplay-gen iterate --help, warm.teacher_plan)
   online   online GRPO (verl's self-play loop, `selfplay-gen train --mode online`), LoRA rank RL_LORA_RANK
            (32) at RL_LR (1e-4), ONLINE_INSTANCES (16) instances x 2 seats x 8 games a step in two updates,
            clip-higher 0.28; verl validates on the dev instances every ONLINE_TEST_FREQ (4) steps

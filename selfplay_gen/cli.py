@@ -32,6 +32,7 @@ from .runner import (
     run_games,
     until_signalled,
 )
+from .sampling import GROUP_SIZE
 
 
 class DefaultGroup(click.Group):
@@ -102,7 +103,7 @@ def main():
     "--games-per-instance",
     "-k",
     type=click.IntRange(min=1),
-    default=8,
+    default=GROUP_SIZE,
     show_default=True,
     help="Games per instance: one GRPO group. GRPO needs K >= 2 for any signal. A K given must divide --num-games.",
 )

@@ -1,7 +1,7 @@
 """Options shared by every command that plays games (`play`, `eval`): what sits in each seat,
-sampling, limits, and which instances; `game_options` adds the choice of game. `open_seats` turns
-them into seat factories for the runner, so `--backend` and `--partner-*` mean the same thing
-everywhere.
+sampling (with the defaults of every run: `selfplay_gen.sampling`), limits, and which instances;
+`game_options` adds the choice of game. `open_seats` turns them into seat factories for the runner, so
+`--backend` and `--partner-*` mean the same thing everywhere.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from .backends.base import IN_PROCESS, MODULES, BackendOptions, SamplingParams, 
 from .games import GameConfig
 from .games.base import GameInstance, Limits
 from .players import LLMPlayer
+from .sampling import Sampling
 from .token_context import token_context
 
 SCRIPTED = "scripted"  # the game's scripted players in a seat: no model, no backend
@@ -103,21 +104,21 @@ def generation_options(f):
         click.option(
             "--temperature",
             type=FiniteRange(min=0),
-            default=1.0,
+            default=Sampling.temperature,
             show_default=True,
             help="Sampling temperature (0: greedy).",
         ),
         click.option(
             "--top-p",
             type=FiniteRange(0, 1, min_open=True),
-            default=1.0,
+            default=Sampling.top_p,
             show_default=True,
             help="Nucleus sampling: keep the smallest set of tokens with this much probability.",
         ),
         click.option(
             "--max-new-tokens",
             type=click.IntRange(min=1),
-            default=512,
+            default=Sampling.max_new_tokens,
             show_default=True,
             help="Tokens per turn; a turn that does not end within it ends the game (max_new_tokens).",
         ),

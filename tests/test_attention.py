@@ -33,12 +33,12 @@ def test_a_worker_turns_cudnn_attention_off_only_when_the_job_says_so():
 @pytest.mark.parametrize("mode", ["sft", "online"])
 def test_the_job_carries_the_choice_in_its_environment(mode):
     def command(*args: str) -> list[str]:
-        common = ["--dry-run", "--mode", mode, "--model-path", "/m", "--verl-python", sys.executable]
+        common = ["--dry-run", "--mode", mode, "--model_path", "/m", "--verl.python", sys.executable]
         result = CliRunner().invoke(train_command, [*common, *args])
         assert result.exit_code == 0, result.output
         (line,) = [line for line in result.output.splitlines() if "sft_trainer" in line or "main_ppo" in line]
         return line.split()
 
-    assert not any(attention.ENV in word for word in command("--cudnn-attention", "True"))
-    for off in (command(), command("--cudnn-attention", "False")):  # off by default
+    assert not any(attention.ENV in word for word in command("--verl.cudnn_attention", "true"))
+    for off in (command(), command("--verl.cudnn_attention", "false")):  # off by default
         assert off[1:3] == ["env", f"{attention.ENV}={attention.OFF}"]  # after the shell's "+" prompt

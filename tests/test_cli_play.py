@@ -208,7 +208,7 @@ def test_an_output_that_is_not_a_regular_file_is_refused_before_playing(tmp_path
     "option, value, says",
     [
         ("--max-moves", "5", "limits.max_moves=30 (now 5)"),
-        ("--temperature", "0.5", "sampling.temperature=1.0 (now 0.5)"),
+        ("--temperature", "0.5", "sampling.temperature=0.7 (now 0.5)"),
         ("--scripted-share", "0.2", "seat0.share=0.5 (now 0.2)"),
         ("--scripted-policy", "teacher", "seat0.policy='share' (now 'teacher')"),
         ("--max-response-tokens", "64", "sampling.max_response_tokens=None (now 64)"),

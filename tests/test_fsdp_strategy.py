@@ -19,7 +19,7 @@ ADAPTED = 7  # its linear layers a layer, each with LoRA's A and B under all-lin
 
 
 def dry_train(mode: str, *args: str) -> list[str]:
-    common = ["--dry-run", "--mode", mode, "--model-path", "/m", "--verl-python", sys.executable, "--lora-rank", "16"]
+    common = ["--dry-run", "--mode", mode, "--model_path", "/m", "--verl.python", sys.executable, "--lora_rank", "16"]
     result = CliRunner().invoke(train_command, [*common, *args])
     assert result.exit_code == 0, result.output
     (line,) = [line for line in result.output.splitlines() if "sft_trainer" in line or "main_ppo" in line]
@@ -30,26 +30,27 @@ def dry_train(mode: str, *args: str) -> list[str]:
 def test_the_strategy_reaches_the_engine_config_of_sft_and_of_the_grpo_actor(strategy):
     from verl.utils.config import omega_conf_to_dataclass
 
-    sft = [w for w in dry_train("sft", "--fsdp-strategy", strategy) if w.startswith("engine.")]
+    sft = [w for w in dry_train("sft", "--verl.fsdp_strategy", strategy) if w.startswith("engine.")]
     with initialize_config_module("verl.trainer.config", version_base=None):
         assert compose("sft_trainer_engine", overrides=sft).engine.strategy == strategy
-    ppo = [w for w in dry_train("online", "--fsdp-strategy", strategy) if w.startswith("actor_rollout_ref.actor.")]
+    ppo = [w for w in dry_train("online", "--verl.fsdp_strategy", strategy) if w.startswith("actor_rollout_ref.actor.")]
     with initialize_config_module("verl.trainer.config", version_base=None):
         actor = compose("ppo_trainer", overrides=ppo).actor_rollout_ref.actor
     # verl's actor config hands its strategy to the engine config its workers build the engine from
     assert omega_conf_to_dataclass(actor).engine.strategy == strategy
 
 
-@pytest.mark.parametrize("recompute", ["False", "True"])
+@pytest.mark.parametrize("recompute", ["false", "true"])
 def test_gradient_checkpointing_reaches_the_model_config_of_sft_and_of_the_grpo_actor(recompute):
     """One setting for both trainers (verl's default differs between them: off for SFT, on for PPO)."""
-    sft = [w for w in dry_train("sft", "--gradient-checkpointing", recompute) if w.startswith("model.")]
+    sft = [w for w in dry_train("sft", "--verl.gradient_checkpointing", recompute) if w.startswith("model.")]
     with initialize_config_module("verl.trainer.config", version_base=None):
-        assert compose("sft_trainer_engine", overrides=sft).model.enable_gradient_checkpointing is (recompute == "True")
-    ppo = [w for w in dry_train("online", "--gradient-checkpointing", recompute) if w.startswith("actor_rollout_ref.")]
+        assert compose("sft_trainer_engine", overrides=sft).model.enable_gradient_checkpointing is (recompute == "true")
+    ppo = dry_train("online", "--verl.gradient_checkpointing", recompute)
+    ppo = [w for w in ppo if w.startswith("actor_rollout_ref.")]
     with initialize_config_module("verl.trainer.config", version_base=None):
         model = compose("ppo_trainer", overrides=ppo).actor_rollout_ref.model
-    assert model.enable_gradient_checkpointing is (recompute == "True")
+    assert model.enable_gradient_checkpointing is (recompute == "true")
 
 
 def test_training_defaults_to_fsdp2_and_an_sft_step_in_few_micro_batches():

@@ -103,22 +103,33 @@ def test_summary_rows_count_games_and_leave_unmeasured_cells_empty():
     [
         ("grpo", {}, (1024, 1, "1e-5", 16, 8, 0)),
         ("filtered-bc", {}, (4096, 2, "1e-3", 32, 32, 16)),
-        ("grpo-online", {}, (0, 1, "1e-5", 16, 8, 0)),
+        ("grpo-online", {}, (100, 0, 1, "1e-5", 16, 8, 0)),
         ("dpo", {}, (4096, 1, "5e-6", 4, 4, 16)),
         ("grpo", {"batch_size": 9, "lora_rank": 8}, (1024, 1, "1e-5", 9, 5, 8)),
         ("filtered-bc", {"lr": "5e-4", "mini_batch_size": 4, "lora_rank": 0}, (4096, 2, "5e-4", 32, 4, 0)),
     ],
 )
 def test_each_trainer_has_its_measured_defaults_and_the_users_settings_win(name, given, expected):
-    trainer = trainers.get(name)(Iteration(**given))
+    from dataclasses import replace
+
+    from selfplay_gen.iterate.config import Trainers
+
+    section = trainers.get(name).section
+    own = replace(getattr(Trainers(), section), **given)
+    trainer = trainers.get(name)(Iteration(trainers=replace(Trainers(), **{section: own})))
     s = trainer.settings
-    assert (s.games_per_iter, s.epochs, s.lr, s.batch_size, s.mini_batch_size, s.lora_rank) == expected
+    got = (s.games_per_iter, s.epochs, s.lr, s.batch_size, s.mini_batch_size, s.lora_rank)
+    if name == "grpo-online":
+        got = (trainer.own.steps, *got)
+    assert got == expected
 
 
 def test_a_trainer_is_one_class_and_one_registry_line():
+    from selfplay_gen.iterate.config import Trainers
+
     @trainers.register("test-only")
     class Constant(trainers.Trainer):
-        defaults = trainers.TrainerDefaults(games_per_iter=1, epochs=1, lr="1e-4", batch_size=1, lora_rank=0)
+        section = "grpo"
 
         def train(self, ctx):
             return []
@@ -131,6 +142,9 @@ def test_a_trainer_is_one_class_and_one_registry_line():
         trainers._TRAINERS.pop("test-only")
     with pytest.raises(ValueError, match="known trainers: dpo, filtered-bc, grpo, grpo-online"):
         trainers.get("ppo")
+    # every registered trainer has its own section of the configuration, named after it
+    sections = {trainers.get(name).section for name in trainers.names()}
+    assert sections == {name.replace("-", "_") for name in trainers.names()} == set(vars(Trainers()))
 
 
 def test_a_trainer_gets_its_stage_context_and_runs_through_it(tmp_path, capsys):
@@ -142,7 +156,7 @@ def test_a_trainer_gets_its_stage_context_and_runs_through_it(tmp_path, capsys):
     seen = []
 
     class Recording(trainers.Trainer):
-        defaults = trainers.TrainerDefaults(games_per_iter=64, epochs=1, lr="1e-4", batch_size=4, lora_rank=0)
+        section = "filtered_bc"
 
         def train(self, ctx):
             seen.append(ctx)
@@ -199,7 +213,7 @@ def test_grpo_micro_batches_are_token_budgets_that_verl_applies_to_updates_and_l
         with initialize_config_module("verl.trainer.config", version_base=None):
             return compose("ppo_trainer", overrides=overrides)
 
-    cfg = composed(actor_overrides(dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1")))
+    cfg = composed(actor_overrides(dry_iterate(tmp_path, "--trainer", "grpo-online", "--num_iterations", "1")))
     # the default: 16,384 tokens a micro-batch; verl's worker asserts that the rollout's log-prob
     # batching follows the actor's
     assert cfg.actor_rollout_ref.rollout.log_prob_use_dynamic_bsz is True
@@ -207,11 +221,11 @@ def test_grpo_micro_batches_are_token_budgets_that_verl_applies_to_updates_and_l
     actor = cfg.actor_rollout_ref.actor
     assert actor.use_dynamic_bsz is True and actor.ppo_max_token_len_per_gpu == 16384
     # limits longer than the default budget raise it to one whole sequence
-    longer = dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1", MAX_RESPONSE_LENGTH="20000")
+    longer = dry_iterate(tmp_path, "--trainer", "grpo-online", "--num_iterations", "1", MAX_RESPONSE_LENGTH="20000")
     assert "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=21024" in actor_overrides(longer)
     # 0: a fixed number of sequences a micro-batch
     fixed = actor_overrides(
-        dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1", PPO_MICRO_TOKENS="0")
+        dry_iterate(tmp_path, "--trainer", "grpo-online", "--num_iterations", "1", PPO_MICRO_TOKENS="0")
     )
     assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4" in fixed
     assert composed(fixed).actor_rollout_ref.actor.use_dynamic_bsz is False
@@ -219,7 +233,7 @@ def test_grpo_micro_batches_are_token_budgets_that_verl_applies_to_updates_and_l
 
     from selfplay_gen.iterate.cli import iterate_command
 
-    result = CliRunner().invoke(iterate_command, ["--dry-run", "--ppo-micro-tokens", "2048"])
+    result = CliRunner().invoke(iterate_command, ["--dry-run", "--verl.ppo_micro_tokens", "2048"])
     assert result.exit_code == 2 and "2048 tokens cannot hold one sequence of up to 4096" in result.output
 
 
@@ -238,7 +252,7 @@ def test_grpo_workers_install_chunked_logprobs_when_they_build_their_model_confi
 
     (train,) = [
         line
-        for line in dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1").splitlines()
+        for line in dry_iterate(tmp_path, "--trainer", "grpo-online", "--num_iterations", "1").splitlines()
         if "-m verl.trainer.main_ppo" in line
     ]
     assert "setup_hook" not in train
@@ -260,10 +274,10 @@ def test_online_grpo_can_answer_with_a_greedy_partner_through_the_agent_loops_se
         (train,) = [line for line in out.splitlines() if "-m verl.trainer.main_ppo" in line]
         return train
 
-    default = ppo_line(dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1"))
+    default = ppo_line(dry_iterate(tmp_path, "--trainer", "grpo-online", "--num_iterations", "1"))
     assert "partner_temperature" not in default
     greedy = ppo_line(
-        dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1", ROLLOUT_PARTNER_TEMPERATURE="0")
+        dry_iterate(tmp_path, "--trainer", "grpo-online", "--num_iterations", "1", ROLLOUT_PARTNER_TEMPERATURE="0")
     )
     assert "+selfplay.partner_temperature=0.0" in greedy.split()
 
@@ -277,7 +291,9 @@ def test_online_grpo_can_replace_groups_of_one_reward_through_verls_dapo_samplin
     from verl.utils.config import omega_conf_to_dataclass
 
     def run(**env: str) -> list[str]:
-        out = dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1", "--online-steps", "10", **env)
+        out = dry_iterate(
+            tmp_path, "--trainer", "grpo-online", "--num_iterations", "1", "--trainers.grpo_online.steps", "10", **env
+        )
         (train,) = [line for line in out.splitlines() if "-m verl.trainer.main_ppo" in line]
         (init,) = [line for line in out.splitlines() if " init " in line]
         return [*train.split(), *init.split()]
@@ -293,13 +309,13 @@ def test_online_grpo_can_replace_groups_of_one_reward_through_verls_dapo_samplin
     chosen = omega_conf_to_dataclass(cfg.algorithm.filter_groups, dataclass_type=FilterGroupsConfig)
     assert (chosen.enable, chosen.metric, chosen.max_inflight_gen_batches) == (True, "reward", 4)
     assert cfg.reward.reward_model.enable is False  # verl's v1 trainer refuses filtering with a colocated one
-    offline = dry_iterate(tmp_path, "--trainer", "grpo", "--num-iterations", "1", FILTER_GROUPS="4")
+    offline = dry_iterate(tmp_path, "--trainer", "grpo", "--num_iterations", "1", FILTER_GROUPS="4")
     # converted groups of one reward are dropped already
     assert not any(word.startswith("algorithm.filter_groups") for word in offline.split())
 
 
 def test_a_format_warm_start_imitates_random_legal_play_not_the_teacher(tmp_path):
-    out = dry_iterate(tmp_path, "--num-iterations", "0", "--warm-start", "format", "--teacher-plan", "by-score")
+    out = dry_iterate(tmp_path, "--num_iterations", "0", "--warm.policy", "format", "--warm.teacher_plan", "by-score")
     (games,) = [line for line in out.splitlines() if "--backend scripted" in line]
     assert "--scripted-policy random" in games and "teacher" not in games  # no teacher plan reaches it
     assert "sft_trainer" in out
@@ -310,7 +326,7 @@ def test_verls_hydra_run_directory_is_each_jobs_own(tmp_path):
     directory they start in unless hydra.run.dir says where: each job puts it beside its checkpoints."""
     from hydra import compose, initialize_config_module
 
-    out = dry_iterate(tmp_path, "--trainer", "grpo-online", "--num-iterations", "1", "--warm-start", "teacher")
+    out = dry_iterate(tmp_path, "--trainer", "grpo-online", "--num_iterations", "1", "--warm.policy", "teacher")
     run = tmp_path / "run"
     jobs = (("verl.sft_trainer", "sft_trainer_engine", "warm"), ("trainer.main_ppo", "ppo_trainer", "iter_001"))
     for module, config, stage in jobs:
@@ -655,8 +671,8 @@ def dry_iterate(tmp_path, *args, **env):
 
     from selfplay_gen.iterate.cli import iterate_command
 
-    common = ["--dry-run", "--initial-model", "/m0", "--run-dir", str(tmp_path / "run"), "--selfplay-gen", "gen"]
-    common += ["--selfplay-convert", "conv", "--verl-python", sys.executable]
+    common = ["--dry-run", "--initial_model", "/m0", "--run_dir", str(tmp_path / "run"), "--tools.gen", "gen"]
+    common += ["--tools.convert", "conv", "--verl.python", sys.executable, "--script-env"]
     result = CliRunner().invoke(iterate_command, [*common, *args], env=env)
     assert result.exit_code == 0, result.output
     return result.output
@@ -664,9 +680,10 @@ def dry_iterate(tmp_path, *args, **env):
 
 def test_online_grpo_plays_inside_verl_for_many_steps_and_validates_every_n(tmp_path):
     out = dry_iterate(
-        tmp_path, "--trainer", "grpo-online", "--num-iterations", "1", "--warm-start", "none", "--online-steps", "40",
-        "--lora-rank", "16", "--clip-ratio-high", "0.28", "--logger", "console,tensorboard",
-        "--online-test-instances", "64",
+        tmp_path, "--trainer", "grpo-online", "--num_iterations", "1", "--warm.policy", "none",
+        "--trainers.grpo_online.steps", "40", "--trainers.grpo_online.lora_rank", "16",
+        "--loss.clip_ratio_high", "0.28", "--verl.logger", "console,tensorboard",
+        "--trainers.grpo_online.test_instances", "64",
     )  # fmt: skip
     run = tmp_path / "run"
     init = f"+ gen init --num-train 320 --num-test 64 --seed 1000000 --out-dir {run}/iter_001/gen --overwrite"
@@ -699,7 +716,7 @@ def test_online_grpo_plays_inside_verl_for_many_steps_and_validates_every_n(tmp_
 
 
 def test_retention_and_the_test_split_run(tmp_path):
-    out = dry_iterate(tmp_path, "--num-iterations", "1", "--warm-start", "none", "--retention")
+    out = dry_iterate(tmp_path, "--num_iterations", "1", "--warm.policy", "none", "--evaluation.retention", "true")
     assert f"gen retention --model /m0 --out {tmp_path}/run/base/retention.json" in out
     tested = [line for line in out.splitlines() if "--instances test " in line]
     assert len(tested) == 1  # the final model only
@@ -711,8 +728,11 @@ def test_an_unknown_logger_is_refused(tmp_path):
 
     from selfplay_gen.iterate.cli import iterate_command
 
-    result = CliRunner().invoke(iterate_command, ["--dry-run", "--logger", "console,tensorbored"])
-    assert result.exit_code == 2 and "unknown logger 'tensorbored'" in result.output
+    result = CliRunner().invoke(iterate_command, ["--dry-run", "--verl.logger", "console,tensorbored"])
+    assert result.exit_code == 2 and "'tensorbored' is not one of 'console', 'tensorboard'" in result.output
+    # from a variable too, named
+    result = CliRunner().invoke(iterate_command, ["--dry-run"], env={"SELFPLAY_VERL__LOGGER": "wandb,tensorbored"})
+    assert result.exit_code == 2 and "environment variable SELFPLAY_VERL__LOGGER: verl.logger=" in result.output
 
 
 def test_a_step_logs_its_output_times_its_start_up_and_names_itself_when_it_fails(tmp_path, capsys):
@@ -818,7 +838,7 @@ def test_metrics_come_from_tensorboard_events_when_verl_logged_there(tmp_path):
 
 
 def test_dpo_trains_on_each_groups_best_game_against_its_worst(tmp_path):
-    out = dry_iterate(tmp_path, "--trainer", "dpo", "--num-iterations", "1", "--warm-start", "none")
+    out = dry_iterate(tmp_path, "--trainer", "dpo", "--num_iterations", "1", "--warm.policy", "none")
     run = tmp_path / "run"
     lines = out.splitlines()
     (convert,) = [line for line in lines if line.startswith(f"+ conv {run}/iter_001/gen/games.jsonl")]
@@ -827,7 +847,7 @@ def test_dpo_trains_on_each_groups_best_game_against_its_worst(tmp_path):
     assert f"--model /m0 --pairs {run}/iter_001/gen/train.parquet --out {run}/iter_001/train/hf" in train
     assert "--lora-rank 16 --lr 5e-6 --epochs 1 --batch-size 4" in train
     assert train.startswith(f"+ {sys.executable} -m selfplay_gen.train.dpo")  # TRL_PYTHON: SELFPLAY_PYTHON's
-    trl = dry_iterate(tmp_path, "--trainer", "dpo", "--num-iterations", "1", "--warm-start", "none",
+    trl = dry_iterate(tmp_path, "--trainer", "dpo", "--num_iterations", "1", "--warm.policy", "none",
                       TRL_PYTHON="/opt/trl/bin/python")  # fmt: skip
     (train,) = [line for line in trl.splitlines() if "-m selfplay_gen.train.dpo" in line]
     assert train.startswith("+ /opt/trl/bin/python -m selfplay_gen.train.dpo")
@@ -839,7 +859,7 @@ def test_out_of_memory_advice_for_grpo_names_the_actors_micro_batches_and_the_ro
     from selfplay_gen.iterate.loop import memory_advice
 
     job = TrainJob("online", "/m", "", "", out_dir=tmp_path, experiment="x", lr="1e-6")
-    advice = memory_advice(job, Verl(gradient_checkpointing=True), tmp_path / "verl.log")
-    assert "lower PPO_MICRO_TOKENS (now 16384)" in advice
-    assert "lower GPU_MEMORY_UTILIZATION, the rollout engine's share (now 0.4)" in advice
-    assert "GRADIENT_CHECKPOINTING" not in advice  # already on
+    advice = memory_advice(job, Verl(gradient_checkpointing=True, ppo_micro_tokens=16384), tmp_path / "verl.log")
+    assert "lower verl.ppo_micro_tokens (now 16384)" in advice
+    assert "lower verl.gpu_memory_utilization, the rollout engine's share (now 0.4)" in advice
+    assert "gradient_checkpointing" not in advice  # already on

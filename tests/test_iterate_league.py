@@ -88,8 +88,8 @@ def test_the_time_budget_starts_an_iteration_only_if_one_like_the_last_fits_and_
 def dry_iterate(tmp_path, *args):
     from selfplay_gen.iterate.cli import iterate_command
 
-    common = ["--dry-run", "--initial-model", "/m0", "--run-dir", str(tmp_path / "run"), "--selfplay-gen", "gen"]
-    common += ["--selfplay-convert", "conv", "--verl-python", sys.executable, "--game", "negotiation"]
+    common = ["--dry-run", "--initial_model", "/m0", "--run_dir", str(tmp_path / "run"), "--tools.gen", "gen"]
+    common += ["--tools.convert", "conv", "--verl.python", sys.executable, "--game", "negotiation"]
     result = CliRunner().invoke(iterate_command, [*common, *args])
     assert result.exit_code == 0, result.output
     return result.output.splitlines()
@@ -98,8 +98,8 @@ def dry_iterate(tmp_path, *args):
 def test_a_dpo_league_plays_each_drawn_opponent_in_turn_and_pairs_wins_with_losses(tmp_path):
     run = tmp_path / "run"
     lines = dry_iterate(
-        tmp_path, "--trainer", "dpo", "--league-size", "2", "--num-iterations", "2", "--games-per-iter", "64",
-        "--warm-start", "teacher", "--league-scripted", "0.3,1", "--dpo-pairs-per-group", "8",
+        tmp_path, "--trainer", "dpo", "--league_size", "2", "--num_iterations", "2", "--trainers.dpo.games_per_iter",
+        "64", "--warm.policy", "teacher", "--league.scripted", "0.3,1", "--trainers.dpo.pairs_per_group", "8",
     )  # fmt: skip
     # iteration 1: the pool is the scripted negotiators (warm is the player), unrated: drawn as equals
     expected = decisions.league_batches(
@@ -120,8 +120,8 @@ def test_a_dpo_league_plays_each_drawn_opponent_in_turn_and_pairs_wins_with_loss
     assert "--format dpo --dpo-pairs reward --dpo-pairs-per-group 8" in convert and convert.endswith("--seat 0")
     # DPO_PAIRS=outcome ranks a league's games as the rules judge them (a win above a tie above a loss)
     by_outcome = dry_iterate(
-        tmp_path, "--trainer", "dpo", "--league-size", "2", "--num-iterations", "1", "--games-per-iter", "64",
-        "--warm-start", "teacher", "--dpo-pairs", "outcome", "--promotion-cooperation", "off",
+        tmp_path, "--trainer", "dpo", "--league_size", "2", "--num_iterations", "1", "--trainers.dpo.games_per_iter",
+        "64", "--warm.policy", "teacher", "--trainers.dpo.pairs", "outcome", "--league.cooperation", "false",
     )  # fmt: skip
     (convert,) = [line for line in by_outcome if line.startswith(f"+ conv {run}/iter_001/gen/games.jsonl")]
     assert "--format dpo --dpo-pairs outcome --dpo-pairs-per-group 1" in convert and convert.endswith("--seat 0")
@@ -145,8 +145,8 @@ def test_a_dpo_league_plays_each_drawn_opponent_in_turn_and_pairs_wins_with_loss
 
 
 def test_grpo_takes_a_per_seat_baseline_and_the_time_budget_stops_new_iterations(tmp_path):
-    per_seat = ["--trainer", "grpo", "--league-size", "1", "--num-iterations", "1", "--baseline", "per-seat"]
-    lines = dry_iterate(tmp_path, *per_seat, "--adv-estimator", "reinforce_plus_plus_baseline")
+    per_seat = ["--trainer", "grpo", "--league_size", "1", "--num_iterations", "1", "--league.baseline", "per-seat"]
+    lines = dry_iterate(tmp_path, *per_seat, "--loss.adv_estimator", "reinforce_plus_plus_baseline")
     (convert,) = [line for line in lines if line.startswith("+ conv ") and "/iter_001/" in line]
     assert "--baseline per-seat" in convert and convert.endswith("--seat 0")
     (train,) = [line for line in lines if "-m verl.trainer.main_ppo" in line]
@@ -154,13 +154,14 @@ def test_grpo_takes_a_per_seat_baseline_and_the_time_budget_stops_new_iterations
     from selfplay_gen.iterate.cli import iterate_command
 
     cancelled = CliRunner().invoke(iterate_command, ["--dry-run", *per_seat])  # grpo's group centering
-    assert cancelled.exit_code == 2 and "BASELINE=per-seat" in cancelled.output and "ADV_ESTIMATOR" in cancelled.output
+    assert cancelled.exit_code == 2 and "league.baseline=per-seat" in cancelled.output
+    assert "loss.adv_estimator" in cancelled.output
     run = tmp_path / "run"
     for stage in ("base", "iter_001"):
         (run / stage).mkdir(parents=True)
         (run / stage / "summary_row.json").write_text(json.dumps({"row": [stage, "", "", "", "600"]}))
         (run / stage / "DONE").touch()
-    stopped = dry_iterate(tmp_path, "--num-iterations", "3", "--time-budget-min", "5", "--warm-start", "none")
+    stopped = dry_iterate(tmp_path, "--num_iterations", "3", "--time_budget_min", "5", "--warm.policy", "none")
     assert (
         "time budget of 5 min: 10.0 min spent, and an iteration as long as the last (10.0 min) would end past it: "
         "no iteration from 2 on"
@@ -171,8 +172,8 @@ def test_grpo_takes_a_per_seat_baseline_and_the_time_budget_stops_new_iterations
 def test_skill_levels_teach_each_level_and_measure_the_highest_against_the_lowest(tmp_path):
     run = tmp_path / "run"
     lines = dry_iterate(
-        tmp_path, "--skill-levels", "novice,expert", "--warm-start", "teacher", "--warm-games", "100",
-        "--num-iterations", "1", "--league-size", "1", "--league-scripted", "1",
+        tmp_path, "--league.skill_levels", "novice,expert", "--warm.policy", "teacher", "--warm.games", "100",
+        "--num_iterations", "1", "--league_size", "1", "--league.scripted", "1",
     )  # fmt: skip
     teacher = [line for line in lines if "--backend scripted" in line and "/warm/gen/levels/" in line]
     assert len(teacher) == 2
@@ -191,9 +192,13 @@ def test_skill_levels_teach_each_level_and_measure_the_highest_against_the_lowes
     from selfplay_gen.iterate.cli import iterate_command
 
     for bad in ("expert,novice", "novice,master", "expert"):
-        result = CliRunner().invoke(iterate_command, ["--dry-run", "--game", "negotiation", "--skill-levels", bad])
-        assert result.exit_code == 2 and "SKILL_LEVELS" in result.output and bad in result.output, bad
-    result = CliRunner().invoke(iterate_command, ["--dry-run", "--game", "matching", "--skill-levels", "novice,expert"])
+        result = CliRunner().invoke(
+            iterate_command, ["--dry-run", "--game", "negotiation", "--league.skill_levels", bad]
+        )
+        assert result.exit_code == 2 and "league.skill_levels" in result.output and bad in result.output, bad
+    result = CliRunner().invoke(
+        iterate_command, ["--dry-run", "--game", "matching", "--league.skill_levels", "novice,expert"]
+    )
     assert result.exit_code == 2 and "the matching game takes no skill levels" in result.output
 
 
@@ -211,11 +216,14 @@ def crossplay(out: Path, strong: float, weak: float, labels: tuple[str, str], in
     return out
 
 
-def test_dpo_pairs_rank_by_reward_in_a_league_too_unless_outcome_is_named():
-    assert Iteration().dpo_pairs_by() == "reward" and Iteration(league_size=2).dpo_pairs_by() == "reward"
-    assert Iteration(league_size=2, dpo_pairs="outcome").dpo_pairs_by() == "outcome"
-    with pytest.raises(ValueError, match=r"dpo pairs must be one of reward, outcome, not 'margin'"):
-        Iteration(dpo_pairs="margin").dpo_pairs_by()
+def test_dpo_pairs_rank_by_reward_in_a_league_too_unless_outcome_is_named(tmp_path):
+    from click.testing import CliRunner
+
+    from selfplay_gen.iterate.cli import iterate_command
+
+    assert Iteration().trainers.dpo.pairs == "reward" and Iteration(league_size=2).trainers.dpo.pairs == "reward"
+    result = CliRunner().invoke(iterate_command, ["--dry-run", "--trainers.dpo.pairs", "margin"])
+    assert result.exit_code == 2 and "'margin' is not one of 'reward', 'outcome'" in result.output
     with pytest.raises(ValueError, match=r"learner must be one of promoted, latest, not 'newest'"):
         LeagueSettings(learner="newest")
     with pytest.raises(ValueError, match=r"self-play seats must be one of seat0, both, not 'seat1'"):
@@ -265,8 +273,8 @@ def test_the_candidate_is_kept_only_when_it_beats_the_previous_checkpoint(tmp_pa
 @pytest.mark.parametrize("seats", ["seat0", "both"])
 def test_games_against_the_frozen_copy_train_both_seats_only_when_asked(tmp_path, seats):
     lines = dry_iterate(
-        tmp_path, "--trainer", "grpo", "--league-size", "2", "--num-iterations", "1", "--warm-start", "none",
-        "--league-self-play", "0.35", "--league-self-play-seats", seats,
+        tmp_path, "--trainer", "grpo", "--league_size", "2", "--num_iterations", "1", "--warm.policy", "none",
+        "--league.self_play", "0.35", "--league.self_play_seats", seats,
     )  # fmt: skip
     (convert,) = [line for line in lines if line.startswith("+ conv ") and "/iter_001/gen/" in line]
     # every seat the player's weights played (seat 1 of its frozen copy's games too), or seat 0 alone
@@ -311,8 +319,8 @@ def test_past_learners_join_the_pool_promoted_or_not_and_are_rated_by_the_player
     run.learn(Checkpoint(f"{run.run_dir}/iter_002/train/hf", "iter_2", run.run_dir / "iter_002"))
     # from the command line: without promotion iter_1 is the learner's past, never a promoted opponent
     lines = dry_iterate(
-        tmp_path / "dry", "--trainer", "grpo", "--league-size", "2", "--num-iterations", "3", "--warm-start", "none",
-        "--promotion", "off", "--league-past-learners", "on" if past_learners else "off",
+        tmp_path / "dry", "--trainer", "grpo", "--league_size", "2", "--num_iterations", "3", "--warm.policy", "none",
+        "--league.promotion", "off", "--league.past_learners", "true" if past_learners else "false",
     )  # fmt: skip
     drawn = next(line for line in lines if line.startswith("iteration 3: seat 0 (iter_2, trained) plays"))
     assert (" iter_1 " in drawn) is past_learners
@@ -350,8 +358,8 @@ def test_a_resumed_run_follows_each_finished_iterations_decision(tmp_path, learn
         run_dir / "iter_002" / competition.LEAGUE_FILE
     )
     lines = dry_iterate(
-        tmp_path, "--trainer", "grpo", "--league-size", "2", "--num-iterations", "3", "--warm-start", "none",
-        "--promotion-learner", learner,
+        tmp_path, "--trainer", "grpo", "--league_size", "2", "--num_iterations", "3", "--warm.policy", "none",
+        "--league.learner", learner,
     )  # fmt: skip
     drawn = next(line for line in lines if line.startswith("iteration 3: seat 0"))
     (train,) = [line for line in lines if "/iter_003/" in line and "-m verl.trainer.main_ppo" in line]
@@ -371,8 +379,8 @@ def test_a_resumed_run_follows_each_finished_iterations_decision(tmp_path, learn
     assert judged.startswith("promotion: iter_3 replaces iter_1 only if")
     # a run whose last iteration was kept out ends with the checkpoint kept, whatever trained last
     lines = dry_iterate(
-        tmp_path, "--trainer", "grpo", "--league-size", "2", "--num-iterations", "2", "--warm-start", "none",
-        "--promotion-learner", learner,
+        tmp_path, "--trainer", "grpo", "--league_size", "2", "--num_iterations", "2", "--warm.policy", "none",
+        "--league.learner", learner,
     )  # fmt: skip
     assert not any(line.startswith("iteration 3 ") for line in lines)
     assert lines[-1] == f"final model: {run_dir}/iter_001/train/hf"
@@ -393,8 +401,8 @@ def test_the_partner_server_of_the_training_games_serves_the_promotion_match_aft
     league = League.of([Member("base", path="/m0"), Member("iter_1", path=iter_1)])
     league.save(run_dir / "iter_001" / competition.LEAGUE_FILE)
     lines = dry_iterate(
-        tmp_path, "--trainer", "grpo", "--league-size", "2", "--num-iterations", "2", "--warm-start", "none",
-        "--crossplay", "0",
+        tmp_path, "--trainer", "grpo", "--league_size", "2", "--num_iterations", "2", "--warm.policy", "none",
+        "--crossplay", "false",
     )  # fmt: skip
     partner = [line for line in lines if "30001" in line and not line.startswith("+ gen")]
     assert partner == [

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from selfplay_gen.iterate import decisions
-from selfplay_gen.iterate.config import Iteration, ServerSettings, Tools, Verl, Warm
+from selfplay_gen.iterate.config import GRPOSettings, Iteration, ServerSettings, Tools, Trainers, Verl, Warm
 from selfplay_gen.iterate.config import League as LeagueSettings
 from selfplay_gen.iterate.loop import Run
 from selfplay_gen.iterate.shell import StepFailed
@@ -81,7 +81,8 @@ def rounds_run(
 ) -> tuple[Run, Stage]:
     cfg = Iteration(
         run_dir=tmp_path / "run", initial_model="/m0", game="negotiation", num_iterations=1, trainer="grpo",
-        games_per_iter=N, games_per_instance=K, league_size=league_size, warm=Warm(policy="none"),
+        trainers=Trainers(grpo=GRPOSettings(games_per_iter=N)), games_per_instance=K, league_size=league_size,
+        warm=Warm(policy="none"),
         league=LeagueSettings(scripted=(0.3,), self_play=self_play), servers=ServerSettings(urls=("http://127.0.0.1:9",)),
         verl=Verl(filter_groups=filter_groups),
         tools=Tools(python=sys.executable, gen=(scripted_gen(tmp_path),), convert=convert),
@@ -160,9 +161,9 @@ def test_a_dry_run_shows_the_rounds_it_may_play(tmp_path):
 
     from selfplay_gen.iterate.cli import iterate_command
 
-    args = ["--dry-run", "--initial-model", "/m0", "--run-dir", str(tmp_path / "run"), "--selfplay-gen", "gen"]
-    args += ["--selfplay-convert", "conv", "--verl-python", sys.executable, "--trainer", "grpo"]
-    args += ["--num-iterations", "1", "--games-per-iter", "64", "--filter-groups", "3"]
+    args = ["--dry-run", "--initial_model", "/m0", "--run_dir", str(tmp_path / "run"), "--tools.gen", "gen"]
+    args += ["--tools.convert", "conv", "--verl.python", sys.executable, "--trainer", "grpo"]
+    args += ["--num_iterations", "1", "--trainers.grpo.games_per_iter", "64", "--verl.filter_groups", "3"]
     result = CliRunner().invoke(iterate_command, args)
     assert result.exit_code == 0, result.output
     assert "iteration 1: up to 2 more rounds of games while fewer than 16 groups differ in reward" in result.output

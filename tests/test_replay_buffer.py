@@ -34,7 +34,7 @@ SETTINGS = (
 def job_config(*args: str):
     """verl's config as its task runner resolves it, composed from a dry-run GRPO job's overrides (those
     that name files aside)."""
-    common = ["--dry-run", "--model-path", "/m", "--verl-python", sys.executable, "--train-batch-size", "16"]
+    common = ["--dry-run", "--model_path", "/m", "--verl.python", sys.executable, "--batch_size", "16"]
     result = CliRunner().invoke(train_command, [*common, *args])
     assert result.exit_code == 0, result.output
     (line,) = [line for line in result.output.splitlines() if "main_ppo" in line]
@@ -54,7 +54,7 @@ def built_by_verl(config):
     return PPOTrainer._build_replay_buffer(trainer)
 
 
-@pytest.mark.parametrize("args", [["--mode", "offline"], ["--mode", "online", "--filter-groups", "3"]])
+@pytest.mark.parametrize("args", [["--mode", "offline"], ["--mode", "online", "--verl.filter_groups", "3"]])
 def test_verl_builds_the_quick_sampler_with_the_settings_of_its_own(args):
     config = job_config(*args)
     ours = built_by_verl(config)
@@ -63,7 +63,7 @@ def test_verl_builds_the_quick_sampler_with_the_settings_of_its_own(args):
     assert type(ours) is QuickPollReplayBuffer and type(theirs) is ReplayBuffer
     assert {s: getattr(ours, s) for s in SETTINGS} == {s: getattr(theirs, s) for s in SETTINGS}
     assert (ours.poll_interval, theirs.poll_interval) == (0.1, 2.0)
-    if "--filter-groups" in args:
+    if "--verl.filter_groups" in args:
         assert (ours.filter_groups_metric, ours.max_inflight_gen_batches, ours.gen_batch_size) == ("reward", 3, 1)
     else:
         assert (ours.filter_groups_metric, ours.gen_batch_size) == (None, 16)

@@ -252,7 +252,7 @@ def test_training_that_runs_out_of_gpu_memory_says_which_settings_to_lower(tmp_p
     message = " ".join(result.stderr.split())
     assert result.returncode != 0
     assert f"the GPU ran out of memory (see {tmp_path / 'out' / 'verl.log'})" in message
-    assert "lower SFT_MICRO_TOKENS (now 32768), or set GRADIENT_CHECKPOINTING=True" in message
+    assert "lower verl.sft_micro_tokens (now 32768), or set verl.gradient_checkpointing=true" in message
     assert "CUDA out of memory" in (tmp_path / "out" / "verl.log").read_text()
     # another failure of the same job (appended to the same log) is not taken for one of memory
     verl.write_text("#!/bin/sh\necho 'ValueError: something else'\nexit 1\n")

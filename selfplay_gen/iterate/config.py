@@ -1,12 +1,9 @@
-"""Typed settings of a self-play run, with ONE set of defaults for every stage: generation,
-evaluation and every trainer read the same `Sampling`, so a game played for training, for an
-evaluation or inside verl's rollout is sampled alike.
+"""The typed settings of a self-play run: ONE tree (`Iteration`, written to RUN_DIR/config.yaml) with
+one default for every knob, so generation, evaluation and every trainer read the same `Sampling`, and a
+game played for training, for an evaluation or inside verl's rollout is sampled alike. Flags, environment
+variables and config files are generated from the tree (`selfplay_gen.config_tree`): a knob is one line.
 
-The defaults, and why:
-- temperature 0.7: the warm start plays 0.679 at 0.7 and 0.658 at 1.0 on held-out instances
-  (bench/results/learning/), and offline GRPO replays games at the temperature they were played at;
-- max_new_tokens 512 per turn, in generation, evaluation and verl's online rollout alike (a
-  by-score teacher plan needs 768, see `Iteration.sampling_for`);
+The defaults, and why (the sampling's: `selfplay_gen.sampling`):
 - max_response_length 3072 tokens per seat: games whose seat outgrows the training limit score 0 at
   generation time, so nothing is cut off at training time.
 """
@@ -16,99 +13,134 @@ from __future__ import annotations
 import shlex
 import shutil
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..games.base import Limits
+import click
+
+from .. import games
+from ..config_tree import Alias, ListOf, Number, knob, outside, section
+from ..options import teacher_plan_help
+from ..sampling import GROUP_SIZE, POSITIVE, Sampling, number
+
+ON_OFF = ("on", "off")
+TRUE_FALSE = ("True", "False")
+COUNT = click.IntRange(min=0)
+SHARE = click.FloatRange(0, 1)
 
 
-@dataclass(frozen=True)
-class Sampling:
-    """How every game of a run is sampled and limited."""
+class Command(click.ParamType):
+    """A command line as the shell splits it ('python -m selfplay_gen.cli'); a YAML list as it is."""
 
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_moves: int = Limits.max_moves
-    max_new_tokens: int = 512
-    max_response_tokens: int | None = None  # a seat's budget past its first prompt; None: no limit
+    name = "command"
 
-    def args(self) -> list[str]:
-        """The sampling options of `selfplay-gen` and `selfplay-gen eval`."""
-        out = ["--temperature", number(self.temperature), "--max-moves", str(self.max_moves)]
-        out += ["--max-new-tokens", str(self.max_new_tokens)]
-        if self.max_response_tokens is not None:
-            out += ["--max-response-tokens", str(self.max_response_tokens)]
-        return out
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple | list):
+            return tuple(str(v) for v in value)
+        return tuple(shlex.split(str(value)))
 
 
 @dataclass(frozen=True)
 class ServerSettings:
     """SGLang servers: how they are started, where, and for how long one may take to come up."""
 
-    python: str = "python3"
-    port: int = 30000
-    tp: int = 1
-    dp: int = 1  # > 1: that many servers, GPUs apart, behind sglang_router
-    # None: SGLang's own defaults (CUDA graphs on), with a fallback only for what the install lacks
-    # (`selfplay_gen.serving`, probed in `python` when the settings are read)
-    extra_args: str | None = None
-    timeout_s: float = 900.0
-    start_tries: int = 3  # starts of a server that stopped on "Not enough memory"
-    retry_wait_s: float = 30.0
-    partner_mem_fraction: float = 0.4  # each of two servers sharing the GPU takes this share
-    urls: tuple[str, ...] = ()  # running servers to use instead of starting one
-    # a running server takes a new checkpoint of the same architecture and tokenizer through
-    # /update_weights_from_disk instead of being restarted (`server.Slots`)
-    swap_weights: bool = True
-    # while verl trains, a server stays up with its GPU memory released (started with SGLang's
-    # --enable-memory-saver) instead of being stopped and started again (`server.Slots.free_gpu`): a run
-    # then starts its server once (bench/results/kept_iteration_h100_2026-11-26/)
-    keep_servers: bool = True
+    python: str = knob("python3", "Python with sglang.", alias="SGLANG_PYTHON")
+    port: int = knob(30000, "Server port; a partner's server takes port + 1.", alias="PORT")
+    tp: int = knob(1, "Tensor-parallel size per server.", type=POSITIVE, alias="TP")
+    dp: int = knob(
+        1, "Data-parallel: this many servers (tp GPUs each, GPUs apart) behind sglang_router on port, their "
+        "workers on port + 1000, port + 2000, ...", type=POSITIVE, alias="DP",
+    )  # fmt: skip
+    extra_args: str | None = knob(
+        None, "Server arguments [null: SGLang's own (CUDA graphs on), with a fallback only for a kernel or "
+        "backend the install lacks, said on stderr: python -m selfplay_gen.serving sglang-args]; add "
+        "--disable-cuda-graph to turn CUDA graphs off.", alias="EXTRA_SGLANG_ARGS",
+    )  # fmt: skip
+    timeout_s: float = knob(900.0, "Seconds to wait for /health.", alias="SERVER_TIMEOUT")
+    start_tries: int = knob(
+        3, "Starts of a server that stopped on 'Not enough memory' (a GPU another process allocated on while it "
+        "started).", type=POSITIVE, alias="SERVER_START_TRIES",
+    )  # fmt: skip
+    retry_wait_s: float = knob(30.0, "Seconds between those starts.", alias="SERVER_RETRY_WAIT")
+    partner_mem_fraction: float = knob(
+        0.4, "GPU memory share of each of two servers (--mem-fraction-static).", alias="PARTNER_MEM_FRACTION"
+    )
+    urls: tuple[str, ...] = knob(
+        (), "Use these running servers (or a router) instead of starting one.", alias="SGLANG_URL"
+    )
+    swap_weights: bool = knob(
+        True, "A running server takes the next checkpoint of the same architecture and tokenizer through "
+        "SGLang's /update_weights_from_disk (seconds) instead of a restart (minutes); false restarts it.",
+        alias=Alias("SWAP_WEIGHTS", TRUE_FALSE),
+    )  # fmt: skip
+    keep_servers: bool = knob(
+        True, "While verl trains, the SGLang servers stay up with their GPU memory released (started with "
+        "--enable-memory-saver; /release_memory_occupation, then /resume_memory_occupation and the new "
+        "checkpoint's weights) instead of stopping and starting again with a new CUDA-graph capture, so a run "
+        "starts its server once (bench/results/kept_iteration_h100_2026-11-26/). A server that cannot release "
+        "its memory is stopped as with false.", alias=Alias("KEEP_SERVERS", TRUE_FALSE),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Tools:
-    """The commands the stages run, as they are spelled on this machine."""
+    """The commands the stages run, as they are spelled on this machine (`resolved` fills in the defaults)."""
 
-    python: str = "python3"  # with selfplay_gen importable
-    gen: tuple[str, ...] = ()
-    convert: tuple[str, ...] = ()
-    # TRL's DPO trainer runs here (selfplay_gen importable, trl installed). verl 0.9.1 stops at start-up in
-    # a Python where trl 1.16 imports, so TRL gets a Python of its own whose path its children do not inherit
-    trl_python: str = "python3"
+    python: str | None = knob(None, "Python with selfplay_gen importable [null: this one].", alias="SELFPLAY_PYTHON")
+    gen: tuple[str, ...] = knob(
+        (), "The selfplay-gen command [empty: selfplay-gen if on PATH, else tools.python -m selfplay_gen.cli].",
+        type=Command(), alias="SELFPLAY_GEN",
+    )  # fmt: skip
+    convert: tuple[str, ...] = knob(
+        (), "The selfplay-convert command [empty: likewise].", type=Command(), alias="SELFPLAY_CONVERT"
+    )
+    # verl 0.9.1 stops at start-up in a Python where trl 1.16 imports, so TRL gets a Python of its own
+    trl_python: str | None = knob(
+        None, "Python with trl and selfplay_gen that runs the dpo trainer [null: tools.python]. verl 0.9.1 stops "
+        "at start-up where trl 1.16 imports, so on a machine where verl trains, keep trl in this Python only.",
+        alias="TRL_PYTHON",
+    )  # fmt: skip
 
-    @classmethod
-    def find(
-        cls, python: str | None = None, gen: str | None = None, convert: str | None = None, trl: str | None = None
-    ) -> Tools:
-        """The installed commands, else the modules run by `python` (SELFPLAY_PYTHON); TRL by `trl`
-        (TRL_PYTHON), else by `python`."""
-        python = python or sys.executable
+    def resolved(self) -> Tools:
+        """The installed commands, else the modules run by `python`; TRL by `trl_python`, else by `python`."""
+        python = self.python or sys.executable
 
-        def command(given: str | None, script: str, module: str) -> tuple[str, ...]:
+        def command(given: tuple[str, ...], script: str, module: str) -> tuple[str, ...]:
             if given:
-                return tuple(shlex.split(given))
+                return given
             return (script,) if shutil.which(script) else (python, "-m", module)
 
-        return cls(
+        return Tools(
             python=python,
-            gen=command(gen, "selfplay-gen", "selfplay_gen.cli"),
-            convert=command(convert, "selfplay-convert", "convert.cli"),
-            trl_python=trl or python,
+            gen=command(self.gen, "selfplay-gen", "selfplay_gen.cli"),
+            convert=command(self.convert, "selfplay-convert", "convert.cli"),
+            trl_python=self.trl_python or python,
         )
+
+    def trl(self) -> str:
+        """The Python that runs TRL."""
+        return self.trl_python or self.python or sys.executable
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Held-out evaluation size (also of each cross-play pairing); human instances get 2 games each."""
+    """Held-out evaluation size (also of each cross-play pairing)."""
 
-    instances: int = 64
-    games_per_instance: int = 8
-    human_games_per_instance: int = 2
-    test_instances: int = 256  # the test split: reported for final models only, never tuned on
-    test_games_per_instance: int = 4
-    test_split: bool = True  # the final model also on the test split, where `eval --instances test` exists
-    retention: bool = False  # `selfplay-gen retention` on every stage's model
+    instances: int = knob(
+        64, "Held-out instances per evaluation (seeds from 10**9, never trained on).", type=POSITIVE,
+        alias="EVAL_INSTANCES",
+    )  # fmt: skip
+    games_per_instance: int = knob(8, "Games per held-out instance.", type=POSITIVE, alias="EVAL_GAMES_PER_INSTANCE")
+    human_games_per_instance: int = knob(2, "Games per human instance.", type=POSITIVE)
+    test_instances: int = knob(256, "Instances of the test split (final models only, never tuned on).", type=POSITIVE)
+    test_games_per_instance: int = knob(4, "Games per test instance.", type=POSITIVE)
+    test_split: bool = knob(
+        True, "Evaluate the final model on the test split too (where `eval --instances test` exists).",
+        alias="TEST_SPLIT",
+    )  # fmt: skip
+    retention: bool = knob(
+        False, "Run `selfplay-gen retention` on every stage's model (where installed).", alias="RETENTION"
+    )
 
 
 # How a LoRA actor's weights reach SGLang: merged into the base weights, as a full weight update.
@@ -135,18 +167,24 @@ class PolicyLoss:
     - `entropy_coeff`: an entropy bonus;
     - `lora_rank`/`lora_alpha`/`target_modules`: LoRA RL, so small steps are not rounded away in the
       bf16 weights of full fine-tuning (0: full fine-tuning). The adapter is merged into the base
-      weights for each sync to the rollout engine (`model.lora.merge`, see `LORA_SYNC`).
+      weights for each sync to the rollout engine (`model.lora.merge`, see `LORA_SYNC`). The rank is
+      the trainer's (`trainers.<name>.lora_rank`, or `selfplay-gen train`'s `lora_rank`).
     """
 
-    adv_estimator: str = "grpo"
-    clip_ratio_low: float = 0.2
-    clip_ratio_high: float = 0.2
-    use_kl_loss: bool = False
-    kl_loss_coef: float = 0.001
-    entropy_coeff: float = 0.0
-    lora_rank: int = 0
-    lora_alpha: int | None = None  # None: 2 x lora_rank
-    target_modules: str = "all-linear"
+    adv_estimator: str = knob(
+        "grpo", "GRPO's advantage estimator (grpo; reinforce_plus_plus_baseline or rloo for one baseline per batch).",
+        alias="ADV_ESTIMATOR",
+    )  # fmt: skip
+    clip_ratio_low: float = knob(0.2, "PPO clip below 1.", alias="CLIP_RATIO_LOW")
+    clip_ratio_high: float = knob(
+        0.2, "PPO clip above 1; clip-higher (0.28) lets rare tokens gain probability.", alias="CLIP_RATIO_HIGH"
+    )
+    use_kl_loss: bool = knob(False, "A KL loss to the reference policy.", alias=Alias("USE_KL_LOSS", TRUE_FALSE))
+    kl_loss_coef: float = knob(0.001, "Its coefficient.", alias="KL_LOSS_COEF")
+    entropy_coeff: float = knob(0.0, "Entropy bonus.", alias="ENTROPY_COEFF")
+    lora_rank: int = outside(0)
+    lora_alpha: int | None = knob(None, "LoRA alpha [null: 2 x rank].", alias="LORA_ALPHA")
+    target_modules: str = knob("all-linear", "LoRA's target modules in GRPO.", alias="TARGET_MODULES")
 
     def overrides(self) -> list[str]:
         out = [
@@ -176,63 +214,109 @@ LOGGERS = ("console", "tensorboard", "wandb", "mlflow", "swanlab")
 class Verl:
     """How verl runs here: resources, lengths, and engine settings of every training job."""
 
-    python: str = "python3"
-    n_gpus: int = 1
-    nnodes: int = 1
-    node_rank: int | None = None  # sft on several nodes: this node's rank
-    master_addr: str | None = None
-    master_port: int = 29500
-    micro_batch_size: int = 4
-    max_prompt_length: int = 1024
-    max_response_length: int = 3072
-    max_length: int | None = None  # sft: tokens per chat (prompt + response limits)
-    # sft: tokens per micro-batch (verl's max_token_len_per_gpu). A small model's step costs about the
-    # same per micro-batch whatever it holds, so the warm start's steps go in 2 micro-batches on one GPU
-    # and 1 a GPU on two; lower it for a larger model (bench/results/fsdp2_h200x2_2026-11-26/)
-    sft_micro_tokens: int = 32768
-    # GRPO: tokens per micro-batch (verl's use_dynamic_bsz) for updates and log-probs; 0 keeps
-    # micro_batch_size sequences a micro-batch. A few large micro-batches keep a small model's GPU busy
-    # (bench/results/rl_online_tokens_h100_2026-11-25/)
-    ppo_micro_tokens: int = 16384
-    # online GRPO: the untrained seat's sampling temperature in each game (selfplay_loop's
-    # +selfplay.partner_temperature; 0: greedy, so a group's differences come from the trained seat);
-    # None: the rollout's
-    rollout_partner_temperature: float | None = None
-    # GRPO: DAPO's dynamic sampling: a group whose games all got one reward has no advantage to learn
-    # from, so it is replaced by new games. Online (verl's algorithm.filter_groups): up to this many
-    # batches of games in flight at once (the rollout is bound by its longest games, so a few batches
-    # play in about the time of one). Offline: up to this many rounds of games on new instances while
-    # the converted groups (constant ones dropped) are fewer than the games' groups, of which it keeps
-    # that many, the earliest rounds' (DAPO's batch), so the update costs what any iteration's does. 0: off.
-    filter_groups: int = 0
-    sft_args: str = ""
-    rollout_tp: int = 1
-    gpu_memory_utilization: float = 0.4
-    save_freq: int = 50
-    test_freq: int = -1
-    attn_impl: str = "sdpa"  # verl's default needs flash-attn
-    # verl's FSDP version for every training job (SFT's engine.strategy, GRPO's actor_rollout_ref.actor
-    # .strategy). FSDP1's wrap policy with LoRA makes each adapter matrix its own FSDP unit, each running
-    # FSDP's hooks on every micro-batch; FSDP2 wraps the decoder layers and the root, and ran the warm
-    # start's SFT step faster (bench/results/fsdp2_h200x2_2026-11-26/)
-    fsdp_strategy: str = "fsdp2"
-    # recompute activations in the backward pass instead of keeping them (verl's
-    # model.enable_gradient_checkpointing, SFT and the GRPO actor): memory for about a third more time a
-    # step; a small model fits without it, a larger one may not
-    gradient_checkpointing: bool = False
-    # SDPA's cuDNN backend in the training processes (PyTorch's first choice on Hopper), which builds a
-    # plan for each new shape of a padded micro-batch; False, the faster SFT step side by side
+    python: str = knob("python3", "Python with verl; this repository must be importable there.", alias="VERL_PYTHON")
+    n_gpus: int = knob(1, "GPUs per node.", type=POSITIVE, alias="N_GPUS")
+    nnodes: int = knob(
+        1, "Nodes. offline/online run once, on a Ray cluster's head; sft once per node with verl.node_rank and "
+        "verl.master_addr.", type=POSITIVE, alias="NNODES",
+    )  # fmt: skip
+    node_rank: int | None = knob(None, "sft on several nodes: this node's rank (0 on the first).", alias="NODE_RANK")
+    master_addr: str | None = knob(None, "sft on several nodes: the first node's address.", alias="MASTER_ADDR")
+    master_port: int = knob(29500, "sft on several nodes: its port.", alias="MASTER_PORT")
+    micro_batch_size: int = knob(
+        4, "Micro-batch per GPU for updates and log-probs.", type=POSITIVE, alias="MICRO_BATCH_SIZE"
+    )
+    max_prompt_length: int = knob(
+        1024, "data.max_prompt_length (and conversion's prompt limit).", type=POSITIVE, alias="MAX_PROMPT_LENGTH"
+    )
+    max_response_length: int = knob(
+        3072, "data.max_response_length (and a seat's budget in generation).", type=POSITIVE,
+        alias="MAX_RESPONSE_LENGTH",
+    )  # fmt: skip
+    max_length: int | None = knob(
+        None, "sft: tokens per chat [null: prompt + response limits].", type=POSITIVE, alias="MAX_LENGTH"
+    )
+    # a small model's step costs about the same per micro-batch whatever it holds, so the warm start's steps
+    # go in 2 micro-batches on one GPU and 1 a GPU on two (bench/results/fsdp2_h200x2_2026-11-26/)
+    sft_micro_tokens: int = knob(
+        32768, "sft: tokens per micro-batch a GPU (verl's data.max_token_len_per_gpu); fewer, larger micro-batches "
+        "make a small model's step faster. Lower it if a larger model runs out of memory.", type=POSITIVE,
+        alias="SFT_MICRO_TOKENS",
+    )  # fmt: skip
+    # a few large micro-batches keep a small model's GPU busy (bench/results/rl_online_tokens_h100_2026-11-25/)
+    ppo_micro_tokens: int | None = knob(
+        None, "GRPO: tokens per micro-batch for updates and log-probs (verl's use_dynamic_bsz; at least "
+        "prompt + response limits); 0: verl.micro_batch_size sequences a micro-batch. Many small micro-batches "
+        "leave a small model's GPU mostly idle.", type=COUNT, alias="PPO_MICRO_TOKENS",
+        show_default="16384, or the prompt + response limits if longer",
+    )  # fmt: skip
+    # online GRPO: the untrained seat's sampling temperature (selfplay_loop's +selfplay.partner_temperature)
+    rollout_partner_temperature: float | None = knob(
+        None, "Online GRPO: the temperature of the seat that is not trained in each game (at most the rollout's). "
+        "0: the partner answers greedily, so the rewards of a group's games differ by the trained seat's moves "
+        "alone [null: the rollout's temperature].", type=click.FloatRange(min=0), alias="ROLLOUT_PARTNER_TEMPERATURE",
+    )  # fmt: skip
+    # DAPO's dynamic sampling. Online (verl's algorithm.filter_groups): up to this many batches of games in
+    # flight at once (the rollout is bound by its longest games, so a few batches play in about the time of
+    # one). Offline: up to this many rounds of games on new instances while the converted groups (constant
+    # ones dropped) are fewer than the games' groups, of which it keeps that many, the earliest rounds'
+    # (DAPO's batch), so the update costs what any iteration's does
+    filter_groups: int = knob(
+        0, "GRPO: replace the groups whose games all got one reward (no advantage to learn from) by new games, "
+        "DAPO's dynamic sampling. Online: verl's algorithm.filter_groups, with up to N batches of games in flight "
+        "at once. Offline: up to N rounds of the iteration's games, each on new instances, while the converted "
+        "groups are fewer than the games' groups (conversion drops constant ones), then as many groups as the "
+        "games have, the earliest rounds'. 0: off.", type=COUNT, alias="FILTER_GROUPS",
+    )  # fmt: skip
+    sft_args: str = knob("", "sft: extra Hydra overrides for verl's SFT trainer.", alias="SFT_ARGS")
+    rollout_tp: int = knob(1, "Rollout tensor-parallel size.", type=POSITIVE, alias="ROLLOUT_TP")
+    gpu_memory_utilization: float = knob(0.4, "Rollout KV-cache share of GPU memory.", alias="GPU_MEMORY_UTILIZATION")
+    save_freq: int = knob(50, "Checkpoint every N steps; the last step is always saved.", alias="SAVE_FREQ")
+    test_freq: int = knob(-1, "Validate every N steps, -1: never.", alias="TEST_FREQ")
+    attn_impl: str = knob(
+        "sdpa", "Training attention implementation (verl's default needs flash-attn).", alias="ATTN_IMPL"
+    )
+    # FSDP1's wrap policy with LoRA makes each adapter matrix its own FSDP unit, each running FSDP's hooks on
+    # every micro-batch; FSDP2 wraps the decoder layers and the root, and ran the warm start's SFT step
+    # faster (bench/results/fsdp2_h200x2_2026-11-26/)
+    fsdp_strategy: str = knob(
+        "fsdp2", "verl's FSDP version for training (sft: engine.strategy; GRPO: actor_rollout_ref.actor.strategy). "
+        "fsdp2 wraps the decoder layers only; fsdp with LoRA wraps every adapter matrix apart, whose per-module "
+        "hooks make a small model's step about twice as long.", type=click.Choice(["fsdp", "fsdp2"]),
+        alias="FSDP_STRATEGY",
+    )  # fmt: skip
+    gradient_checkpointing: bool = knob(
+        False, "Recompute activations in the backward pass (sft and the GRPO actor): less memory, about a third "
+        "more time a step. A 1.5B model may need it.", alias=Alias("GRADIENT_CHECKPOINTING", TRUE_FALSE),
+    )  # fmt: skip
+    # cuDNN builds a plan for each new shape of a padded micro-batch; false, the faster SFT step side by side
     # (bench/results/grpo_batch_h200x2_2026-11-26/), leaves flash / memory-efficient attention
     # (`selfplay_gen.verl.attention`)
-    cudnn_attention: bool = False
-    use_remove_padding: bool = False
-    enforce_eager: bool = False  # the rollout engine keeps SGLang's CUDA graphs
-    # None: SGLang's own choices, with a fallback only for what verl's Python lacks (`selfplay_gen.serving`)
-    sglang_engine_kwargs: str | None = None
-    rollout_is: str = "token"
-    rollout_is_threshold: float = 2.0
-    logger: tuple[str, ...] = ("console",)
-    project: str = "selfplay"
+    cudnn_attention: bool = knob(
+        False, "Let training's attention (PyTorch SDPA) run on cuDNN, PyTorch's first choice on Hopper GPUs. cuDNN "
+        "builds a plan for each new micro-batch shape, which made an SFT step slower; false uses PyTorch's flash "
+        "or memory-efficient kernels.", alias=Alias("CUDNN_ATTENTION", TRUE_FALSE),
+    )  # fmt: skip
+    use_remove_padding: bool = knob(
+        False, "actor_rollout_ref.model.use_remove_padding.", alias=Alias("USE_REMOVE_PADDING", TRUE_FALSE)
+    )
+    enforce_eager: bool = knob(False, "Rollout without CUDA graphs.", alias=Alias("ENFORCE_EAGER", TRUE_FALSE))
+    sglang_engine_kwargs: str | None = knob(
+        None, "Engine options of verl's SGLang rollout [null: SGLang's own, with a fallback only for what "
+        "verl's Python lacks: python -m selfplay_gen.serving verl-overrides].", alias="SGLANG_ENGINE_KWARGS",
+    )  # fmt: skip
+    rollout_is: str = knob(
+        "token", "offline: truncated importance sampling per token or sequence.",
+        type=click.Choice(["token", "sequence"]), alias="ROLLOUT_IS",
+    )  # fmt: skip
+    rollout_is_threshold: float = knob(
+        2.0, "offline: upper bound of the importance weights.", alias="ROLLOUT_IS_THRESHOLD"
+    )
+    logger: tuple[str, ...] = knob(
+        ("console",), f"verl's loggers, comma-separated ({', '.join(LOGGERS)}); the run report plots from console "
+        "lines.", type=ListOf(click.Choice(LOGGERS)), alias="LOGGER",
+    )  # fmt: skip
+    project: str = knob("selfplay", "trainer.project_name.")
 
     def logger_override(self) -> str:
         return "trainer.logger=[" + ",".join(f'"{name}"' for name in self.logger) + "]"
@@ -259,17 +343,27 @@ class TrainJob:
     overrides: tuple[str, ...] = ()
 
 
+WARM_START_POLICIES = ("auto", "teacher", "format", "none")
+
+
 @dataclass(frozen=True)
 class Warm:
     """The warm start on the game's teacher games, or (`format`) on its random legal play."""
 
-    policy: str = "auto"  # auto | teacher | format | none
-    below: float = 0.5  # auto: warm-start when held-out agreement is below this
-    games: int = 4096
-    teacher_plan: str | None = None
-    epochs: int = 2
-    lora_rank: int = 16
-    lr: str | None = None  # None: 1e-3 with LoRA, 1e-4 without
+    policy: str = knob(
+        "auto", "auto: warm-start on the game's teacher games when the initial model agrees in fewer than "
+        "warm.below of its held-out games; teacher: always; format: always, on random legal play (the grammar of "
+        "the moves and no strategy: RL then learns the strategy from the rules alone); none: never.",
+        type=click.Choice(WARM_START_POLICIES), alias="WARM_START",
+    )  # fmt: skip
+    below: float = knob(0.5, "Agreement below which auto warm-starts.", alias="WARM_START_BELOW")
+    games: int = knob(4096, "Teacher games of the warm start.", type=POSITIVE, alias="WARM_GAMES")
+    teacher_plan: str | None = knob(None, teacher_plan_help(), alias="TEACHER_PLAN")
+    epochs: int = knob(2, "Warm-start epochs.", type=POSITIVE, alias="WARM_EPOCHS")
+    lora_rank: int = knob(16, "Warm-start LoRA rank; 0: full fine-tuning.", type=COUNT, alias="WARM_LORA_RANK")
+    lr: str | None = knob(
+        None, "Warm-start learning rate [null: LoRA 1e-3, full 1e-4].", type=Number(), alias="WARM_LR"
+    )
 
     @property
     def learning_rate(self) -> str:
@@ -320,17 +414,63 @@ class League:
       meets its own greedier and more yielding versions, not only the promoted ones and its frozen copy;
       without it the pool holds promoted checkpoints only."""
 
-    scripted: tuple[float, ...] = (0.3, 0.6, 1.0)
-    sharpness: float = 1.0
-    promotion: str = "auto"
-    baseline: str = "group"
-    skill_levels: tuple[str, ...] = ()
-    eval_strength: float | None = 1.0
-    cooperation: bool = True
-    self_play: float = 0.0
-    learner: str = "promoted"
-    self_play_seats: str = "seat0"
-    past_learners: bool = False
+    scripted: tuple[float, ...] = knob(
+        (0.3, 0.6, 1.0), "Strengths of the scripted negotiators in the league's pool, comma-separated; empty: none.",
+        type=ListOf(SHARE), alias="LEAGUE_SCRIPTED",
+    )  # fmt: skip
+    sharpness: float = knob(
+        1.0, "How strongly opponents rated near the player are preferred (0: uniform draws).",
+        type=click.FloatRange(min=0), alias="LEAGUE_SHARPNESS",
+    )  # fmt: skip
+    promotion: str = knob(
+        "auto", "auto: on in a league; on: an iteration's checkpoint is kept (the next iteration's model, the "
+        "pool's newest) only when its cross-play win share against the previous one has a 95% interval above 50%; "
+        "off: always kept.", type=click.Choice(PROMOTION_POLICIES), alias="PROMOTION",
+    )  # fmt: skip
+    baseline: str = knob(
+        "group", "grpo: per-seat subtracts each seat's mean training reward over the iteration's games (a per-role "
+        "baseline; with loss.adv_estimator=reinforce_plus_plus_baseline or rloo, which compare across a batch).",
+        type=click.Choice(["group", "per-seat"]), alias="BASELINE",
+    )  # fmt: skip
+    skill_levels: tuple[str, ...] = knob(
+        (), "For a game whose prompts take a skill level, e.g. novice,intermediate,expert (lowest first): the warm "
+        "start imitates the scripted player at each level's strength with the level in the prompt, the trained "
+        "seat plays at the highest level, and every model plays its highest level against its lowest (skill.json; "
+        "target 65% of decided games).", alias="SKILL_LEVELS",
+    )  # fmt: skip
+    eval_strength: float | None = knob(
+        1.0, "League: every checkpoint also cross-plays the scripted negotiator of this strength at the end.",
+        type=SHARE, alias="LEAGUE_EVAL_STRENGTH",
+    )  # fmt: skip
+    cooperation: bool = knob(
+        True, "true: a checkpoint that wins but whose self-play joint share of the best deal falls is not promoted "
+        "(it wins by refusing deals): paired by instance, the drop's 95% interval lies below zero and its mean "
+        "below the previous checkpoint's interval; false: winning is enough.",
+        alias=Alias("PROMOTION_COOPERATION", ON_OFF),
+    )  # fmt: skip
+    self_play: float = knob(
+        0.0, "League: the share of seat 0's instances played against a frozen copy of itself (the model the "
+        "iteration started from, on its own server) instead of an opponent drawn by rating. Against scripted "
+        "negotiators alone, asking for more always pays, and a model trained so can stop agreeing with its equals; "
+        "AlphaStar's main agents play 0.35 against themselves.", type=SHARE, alias="LEAGUE_SELF_PLAY",
+    )  # fmt: skip
+    learner: str = knob(
+        "promoted", "What the next iteration trains after a checkpoint is not promoted. promoted: the last promoted "
+        "checkpoint again (the candidate is dropped); latest: the candidate, so small gains add up until one wins "
+        "its match (AlphaGo Zero's learner). The opponent pool, the promotion match and the run's output keep "
+        "promoted checkpoints only.", type=click.Choice(LEARNER_POLICIES), alias="PROMOTION_LEARNER",
+    )  # fmt: skip
+    self_play_seats: str = knob(
+        "seat0", "League: the seats that the games against the player's frozen copy train. seat0: the trained "
+        "seat, as in every other game; both: its copy's seat too, played by the same weights (`selfplay-convert "
+        "--seats-of`), so the learner also learns what answering its own demands pays.",
+        type=click.Choice(SELF_PLAY_SEATS), alias="LEAGUE_SELF_PLAY_SEATS",
+    )  # fmt: skip
+    past_learners: bool = knob(
+        False, "League: true: every earlier iteration's checkpoint is an opponent, promoted or not, so a learner "
+        "that trains on from kept-out checkpoints (league.learner=latest) meets its own greedier and more yielding "
+        "versions; false: the pool holds promoted checkpoints only.", alias=Alias("LEAGUE_PAST_LEARNERS", ON_OFF),
+    )  # fmt: skip
 
     def __post_init__(self):
         one_of("learner", self.learner, LEARNER_POLICIES)
@@ -338,60 +478,183 @@ class League:
 
 
 @dataclass(frozen=True)
-class Iteration:
-    """Everything `selfplay-gen iterate` reads."""
+class TrainerSettings:
+    """What every trainer's section holds; each trainer's section (below) gives its own measured defaults.
+    The script variables (GAMES_PER_ITER, RL_LR, ...) set the section of the trainer that runs."""
 
-    run_dir: Path = Path("data/iterations")
-    initial_model: str | None = None
-    game: str | None = None  # None: the game `selfplay-gen` plays when told none
-    reward_mode: str | None = None
-    num_iterations: int = 3
-    trainer: str = "filtered-bc"
-    games_per_iter: int | None = None  # None: the trainer's default
-    games_per_instance: int = 8
-    epochs_per_iter: int | None = None
-    lr: str | None = None
-    batch_size: int | None = None
-    mini_batch_size: int | None = None
-    lora_rank: int | None = None
-    top_fraction: float = 0.125
-    dpo_pairs_per_group: int = 1  # dpo: the most preference pairs of one (group, seat) (selfplay-convert's)
-    dpo_pairs: str = "reward"  # dpo: how a group's games are ranked (`--dpo-pairs`)
-    online_steps: int = 100  # grpo-online: verl steps per iteration
-    online_test_freq: int = 10  # grpo-online: validate every N steps
-    online_test_instances: int = 16  # grpo-online: validation instances (the first development ones)
-    crossplay: bool | None = None  # None: the game decides
-    league_size: int = 0
-    league: League = field(default_factory=League)
-    time_budget_min: float | None = None  # no iteration starts that, as long as the last, would end past it
-    warm: Warm = field(default_factory=Warm)
-    sampling: Sampling = field(default_factory=Sampling)
-    servers: ServerSettings = field(default_factory=ServerSettings)
-    evaluation: Evaluation = field(default_factory=Evaluation)
-    verl: Verl = field(default_factory=Verl)
-    loss: PolicyLoss = field(default_factory=PolicyLoss)
-    tools: Tools = field(default_factory=Tools)
-    overrides: tuple[str, ...] = ()
-    dry_run: bool = False
+    games_per_iter: int = knob(0, "Games per iteration.", type=COUNT, alias="GAMES_PER_ITER")
+    epochs: int = knob(1, "Training epochs per iteration.", type=POSITIVE, alias="EPOCHS_PER_ITER")
+    lr: str = knob("1e-5", "Learning rate of the iterations.", type=Number(), alias="RL_LR")
+    batch_size: int = knob(
+        16, "Rows per step. With verl.n_gpus > 1, give online GRPO 64 or more: a step of 16 rows is bound by its "
+        "longest games and gains little from a second GPU (bench/results/grpo_batch_h200x2_2026-11-26/).",
+        type=POSITIVE, alias="RL_BATCH_SIZE",
+    )  # fmt: skip
+    mini_batch_size: int | None = knob(
+        None, "GRPO rows per PPO update [null: the trainer's: GRPO half a step, so the second update is clipped; "
+        "else all].", type=POSITIVE, alias="RL_MINI_BATCH_SIZE",
+    )  # fmt: skip
+    lora_rank: int = knob(
+        0, "LoRA rank of the iterations' training; 0: full fine-tuning.", type=COUNT, alias="RL_LORA_RANK"
+    )
+
+
+@dataclass(frozen=True)
+class FilteredBCSettings(TrainerSettings):
+    """filtered-bc: lr 1e-3 on the best of 8 games of 4,096 gained +0.042 on held-out instances in 3
+    iterations (2,048: +0.034; 2e-3 or 5e-4: less)."""
+
+    games_per_iter: int = knob(4096)
+    epochs: int = knob(2)
+    lr: str = knob("1e-3")
+    batch_size: int = knob(32)
+    lora_rank: int = knob(16)
+    top_fraction: float = knob(
+        0.125, "Share of each group's games imitated.", type=click.FloatRange(0, 1, min_open=True),
+        alias="TOP_FRACTION",
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GRPOSettings(TrainerSettings):
+    """grpo: full fine-tuning needs lr 1e-5 or more: the merged model is bf16 and smaller steps round away
+    (bench/results/learning/)."""
+
+    games_per_iter: int = knob(1024)
+
+
+@dataclass(frozen=True)
+class OnlineGRPOSettings(TrainerSettings):
+    """grpo-online: verl's online self-play loop, `steps` verl steps an iteration."""
+
+    steps: int = knob(
+        100, "verl steps per iteration (verl.save_freq: which are exported and evaluated).", type=POSITIVE,
+        alias="ONLINE_STEPS",
+    )  # fmt: skip
+    test_freq: int = knob(10, "Validate on development instances every N steps.", alias="ONLINE_TEST_FREQ")
+    test_instances: int = knob(
+        16, "Development instances each validation plays (from seed 10**9).", type=POSITIVE,
+        alias="ONLINE_TEST_INSTANCES",
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DPOSettings(TrainerSettings):
+    """dpo: TRL's DPOTrainer on each group's best game against its worst."""
+
+    games_per_iter: int = knob(4096)
+    lr: str = knob("5e-6")
+    batch_size: int = knob(4)
+    lora_rank: int = knob(16)
+    pairs_per_group: int = knob(
+        1, "The most preference pairs of one (group, seat), the widest gap first; above 1, every win against "
+        "every loss of a group (a league's group of games against one opponent is often all won or lost).",
+        type=POSITIVE, alias="DPO_PAIRS_PER_GROUP",
+    )  # fmt: skip
+    pairs: str = knob(
+        "reward", "How a seat's games of a group are ranked into pairs. 'reward': by the seat's own reward (no "
+        "deal ranks below any deal); 'outcome': as the rules judge a competitive game, a win above a tie above a "
+        "loss (a game without a deal is a tie, so a walked-away game is preferred to a deal lost by a point, and "
+        "DPO on many such pairs learns to walk away).", type=click.Choice(DPO_PAIR_POLICIES), alias="DPO_PAIRS",
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Trainers:
+    """One section per trainer (`trainers.get(name).section` names its own); `Iteration.trainer` picks
+    the one that runs."""
+
+    filtered_bc: FilteredBCSettings = section(FilteredBCSettings)
+    grpo: GRPOSettings = section(GRPOSettings)
+    grpo_online: OnlineGRPOSettings = section(OnlineGRPOSettings)
+    dpo: DPOSettings = section(DPOSettings)
+
+
+def game_knob() -> str | None:
+    """The game of a run or of a generation: one declaration for both trees."""
+    return knob(
+        None, "The game [null: the one selfplay-gen plays when told none].", type=click.Choice(games.names()),
+        alias="GAME",
+    )  # fmt: skip
+
+
+def reward_mode_knob() -> str | None:
+    return knob(
+        None, "The game's reward mode, for a game with modes (e.g. cooperative | semi-competitive | competitive) "
+        "[null: the game's].", alias="REWARD_MODE",
+    )  # fmt: skip
+
+
+def games_per_instance_knob() -> int:
+    return knob(GROUP_SIZE, "Games per instance = GRPO group size.", type=POSITIVE, alias="GAMES_PER_INSTANCE")
+
+
+def verl_overrides_knob() -> tuple[str, ...]:
+    return knob(
+        (), "verl's own Hydra overrides for every training job (on the command line: the arguments that name no "
+        "setting here), last, so they win.", cli=False,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """Everything `selfplay-gen iterate` reads: the run's configuration tree (RUN_DIR/config.yaml)."""
+
+    run_dir: Path = knob(Path("data/iterations"), "Run directory (stages, reports, summary.md).", alias="RUN_DIR")
+    initial_model: str | None = knob(
+        None, "Hugging Face model directory to start from [null: the embedded SmolLM2-135M-Instruct, converted "
+        "once].", alias="INITIAL_MODEL",
+    )  # fmt: skip
+    game: str | None = game_knob()
+    reward_mode: str | None = reward_mode_knob()
+    num_iterations: int = knob(3, "RL iterations.", type=COUNT, alias="NUM_ITERATIONS")
+    trainer: str = knob(
+        "filtered-bc", "filtered-bc: SFT on each group's best games (the default: at equal GPU time no GRPO beat it "
+        "by its interval, and an iteration costs less GPU time); grpo: offline GRPO on whole groups; grpo-online: "
+        "verl's online self-play loop, trainers.grpo_online.steps steps an iteration; dpo: DPO (TRL) on each "
+        "group's best game against its worst. Each trainer's settings: trainers.<name>.", alias="TRAINER",
+    )  # fmt: skip
+    trainers: Trainers = section(Trainers)
+    games_per_instance: int = games_per_instance_knob()
+    crossplay: bool | None = knob(
+        None, "true: checkpoints play each other after the iterations [null: the game's crossplay_by_default].",
+        alias=Alias("CROSSPLAY", ("1", "0")),
+    )  # fmt: skip
+    league_size: int = knob(
+        0, "0: self-play; N: a league: seat 0 (the only one trained) meets, per instance, an opponent drawn by "
+        "rating closeness from the last N promoted checkpoints and the scripted negotiators at league.scripted, "
+        "one partner server at a time; a checkpoint is kept only when it beats the previous one "
+        "(league.promotion).", type=COUNT, alias="LEAGUE_SIZE",
+    )  # fmt: skip
+    league: League = section(League)
+    time_budget_min: float | None = knob(
+        None, "Minutes of training for the run: an iteration starts only while one as long as the last finished "
+        "one would end within them (equal-time comparisons from one warm start: each iteration's generation, "
+        "conversion, training and merge count; the base evaluation and the warm start do not).",
+        type=click.FloatRange(min=0, min_open=True), alias="TIME_BUDGET_MIN",
+    )  # fmt: skip
+    warm: Warm = section(Warm)
+    sampling: Sampling = section(Sampling)
+    servers: ServerSettings = section(ServerSettings)
+    evaluation: Evaluation = section(Evaluation)
+    verl: Verl = section(Verl)
+    loss: PolicyLoss = section(PolicyLoss)
+    tools: Tools = section(Tools)
+    overrides: tuple[str, ...] = verl_overrides_knob()
+    dry_run: bool = outside(False)
 
     def promotes(self) -> bool:
         """Whether each iteration's checkpoint must beat the previous one to be kept."""
         policy = one_of("promotion", self.league.promotion, PROMOTION_POLICIES)
         return policy == "on" or (policy == "auto" and self.league_size > 0)
 
-    def dpo_pairs_by(self) -> str:
-        """How DPO ranks a group's games into pairs (`selfplay-convert --dpo-pairs`). By the seat's own
-        reward unless told otherwise: ranked by outcome, a game without a deal is a tie and beats a deal
-        lost by a point, so DPO on many such pairs learns to walk away and self-play cooperation collapses."""
-        return one_of("dpo pairs", self.dpo_pairs, DPO_PAIR_POLICIES)
-
     def sampling_for_run(self) -> Sampling:
-        """The run's sampling: a seat's budget is the training response limit (longer games score 0),
-        and a teacher plan whose moves are long gets the new tokens a turn its game says it needs
+        """The run's sampling: a seat's budget is the training response limit unless set (longer games score
+        0), and a teacher plan whose moves are long gets the new tokens a turn its game says it needs
         (`Game.teacher_new_tokens`: a by-score plan's proposals, some 650 tokens, need 768)."""
-        from .. import games
-
-        sampling = replace(self.sampling, max_response_tokens=self.verl.max_response_length)
+        sampling = self.sampling
+        if sampling.max_response_tokens is None:
+            sampling = replace(sampling, max_response_tokens=self.verl.max_response_length)
         game = games.get(self.game or games.UNNAMED)
         plan = self.warm.teacher_plan or game.teacher.get("plan", "")
         needed = game.teacher_new_tokens.get(plan, 0)
@@ -400,6 +663,87 @@ class Iteration:
         return sampling
 
 
-def number(value: float) -> str:
-    """A number as a user writes it: 1.0 -> 1.0, 0.7 -> 0.7, 1e-05 -> 1e-05."""
-    return repr(float(value)) if not float(value).is_integer() else f"{float(value):.1f}"
+@dataclass(frozen=True)
+class Generation:
+    """Everything `selfplay-gen generate` reads: one served model's games, their conversion and its evaluation."""
+
+    model: str | None = knob(
+        None, "Model directory to serve and tokenize with (required unless servers.urls is set).", alias="MODEL_NAME"
+    )
+    num_games: int = knob(256, "Games to play; 0: evaluate only.", type=COUNT, alias="NUM_GAMES")
+    games_per_instance: int = games_per_instance_knob()
+    seed: int = knob(0, "Seed of the first instance; instances are seed, seed+1, ...", alias="SEED")
+    out_dir: Path = knob(Path("data/selfplay"), "Games, parquet and server logs.", alias="OUT_DIR")
+    gen_args: str = knob("", "Extra arguments of the generation command.", alias="GEN_ARGS")
+    convert_args: str = knob("", "Extra arguments of the conversion command.", alias="CONVERT_ARGS")
+    eval_dir: Path | None = knob(
+        None, "Evaluate the served model into eval_dir/<set> (held-out; and the game's other sets) [null: no "
+        "evaluation].", alias="EVAL_DIR",
+    )  # fmt: skip
+    eval_label: str | None = knob(
+        None, "The model's label in the reports [null: its directory's name].", alias="EVAL_LABEL"
+    )
+    eval_append_to: Path | None = knob(
+        None, "Run-level reports: eval_append_to/<set> gets this model as its next row.", alias="EVAL_APPEND_TO"
+    )
+    partner_model: str | None = knob(
+        None, "A second model for seat 1 of the training games, served on servers.port + 1 (the evaluation stays "
+        "self-play).", alias="PARTNER_MODEL",
+    )  # fmt: skip
+    partner_label: str | None = knob(None, "The partner's label [null: its directory's name].", alias="PARTNER_LABEL")
+    crossplay_dir: Path | None = knob(
+        None, "Cross-play of the model and partner_model on held-out instances, both seat orders, into this "
+        "directory.", alias="CROSSPLAY_DIR",
+    )  # fmt: skip
+    game: str | None = game_knob()
+    reward_mode: str | None = reward_mode_knob()
+    sampling: Sampling = section(Sampling)
+    servers: ServerSettings = section(ServerSettings)
+    evaluation: Evaluation = section(Evaluation)
+    tools: Tools = section(Tools)
+
+
+TRAIN_MODES = ("offline", "online", "sft")
+
+
+@dataclass(frozen=True)
+class Training:
+    """Everything `selfplay-gen train` reads: one verl training job and its merge."""
+
+    mode: str = knob(
+        "offline", "offline: GRPO on replayed games (selfplay-convert parquet); online: GRPO on games verl's rollout "
+        "plays (selfplay-gen init parquet); sft: supervised fine-tuning on chats (selfplay-convert --format sft).",
+        type=click.Choice(TRAIN_MODES), alias="MODE",
+    )  # fmt: skip
+    model_path: str | None = knob(None, "Hugging Face model directory to train (required).", alias="MODEL_PATH")
+    train_files: str | None = knob(
+        None, "Training parquet [null: data/selfplay/train.parquet; sft: data/sft/...; online: data/online/...].",
+        alias="TRAIN_FILES",
+    )  # fmt: skip
+    val_files: str | None = knob(
+        None, "Validation parquet [null: beside it, val.parquet; online: test.parquet].", alias="VAL_FILES"
+    )
+    out_dir: Path = knob(Path("data/train"), "checkpoints/ and the merged model hf/ go here.", alias="OUT_DIR")
+    batch_size: int = knob(64, "Rows per step.", type=POSITIVE, alias="TRAIN_BATCH_SIZE")
+    mini_batch_size: int | None = knob(
+        None, "PPO mini-batch [null: batch_size].", type=POSITIVE, alias="MINI_BATCH_SIZE"
+    )
+    epochs: int = knob(1, "Passes over train_files.", type=POSITIVE, alias="EPOCHS")
+    total_steps: int | None = knob(
+        None, "Stop after this many steps [null: epochs decide].", type=POSITIVE, alias="TOTAL_STEPS"
+    )
+    lr: str | None = knob(None, "Learning rate [null: GRPO 1e-6, sft 1e-4].", type=Number(), alias="LR")
+    lora_rank: int = knob(
+        0, "LoRA rank (sft: model.lora_rank; GRPO: actor_rollout_ref.model.lora_rank); 0: full fine-tuning.",
+        type=COUNT, alias="LORA_RANK",
+    )  # fmt: skip
+    rollout_n: int | None = knob(
+        None, f"Games per row [null: online {GROUP_SIZE}; offline: rollout_n of convert_summary.json beside "
+        "train_files].",
+        type=POSITIVE, alias="ROLLOUT_N",
+    )  # fmt: skip
+    experiment: str | None = knob(None, "trainer.experiment_name [null: selfplay-MODE].", alias="EXPERIMENT")
+    sampling: Sampling = section(Sampling)
+    verl: Verl = section(Verl)
+    loss: PolicyLoss = section(PolicyLoss)
+    overrides: tuple[str, ...] = verl_overrides_knob()

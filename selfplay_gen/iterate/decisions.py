@@ -12,10 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import one_of
+from .config import WARM_START_POLICIES, one_of
 from .plays import DEV_SET
-
-WARM_START_POLICIES = ("auto", "teacher", "format", "none")
 
 
 def wants_warm_start(policy: str, agreement: float | None, below: float) -> bool:

@@ -575,14 +575,14 @@ def ran_out_of_memory(log: Path, since: int) -> bool:
 def memory_advice(job: TrainJob, verl: Verl, log: Path) -> str:
     """What to change when verl ran out of GPU memory, with the settings the job ran with."""
     if job.mode == "sft":
-        fixes = [f"lower SFT_MICRO_TOKENS (now {verl.sft_micro_tokens})"]
+        fixes = [f"lower verl.sft_micro_tokens (now {verl.sft_micro_tokens})"]
     else:
         fixes = [
-            f"lower PPO_MICRO_TOKENS (now {verl.ppo_micro_tokens})",
-            f"lower GPU_MEMORY_UTILIZATION, the rollout engine's share (now {verl.gpu_memory_utilization})",
+            f"lower verl.ppo_micro_tokens (now {verl.ppo_micro_tokens})",
+            f"lower verl.gpu_memory_utilization, the rollout engine's share (now {verl.gpu_memory_utilization})",
         ]
     if not verl.gradient_checkpointing:
-        fixes.append("set GRADIENT_CHECKPOINTING=True")
+        fixes.append("set verl.gradient_checkpointing=true")
     return f"the GPU ran out of memory (see {log}): " + ", or ".join(fixes)
 
 

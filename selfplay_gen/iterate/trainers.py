@@ -1,12 +1,13 @@
 """Trainers by name, as verl registers agent loops: a trainer is one class and one registry line.
-Each says how an iteration gets its training data and trains the current model on it, and brings
-its own measured defaults. A trainer sees the run's settings and one stage's `Context`: its paths,
-the model it trains from, a shell for its own commands, and the loop's two steps it is built from
-(games played and converted; a verl job run and merged). It never sees the run itself.
+Each says how an iteration gets its training data and trains the current model on it; its settings,
+with their measured defaults, are its own section of the run's configuration (`config.Trainers`). A
+trainer sees the run's settings and one stage's `Context`: its paths, the model it trains from, a shell
+for its own commands, and the loop's two steps it is built from (games played and converted; a verl job
+run and merged). It never sees the run itself.
 
     @register("my-trainer")
     class MyTrainer(Trainer):
-        defaults = TrainerDefaults(...)
+        section = "my_trainer"  # a field of config.Trainers
         def train(self, ctx: Context) -> list[Export]:
             ctx.play(self.settings.games_per_iter, ["--format", "sft", *ctx.limits])
             return ctx.train(self.job(ctx, "sft"))
@@ -22,27 +23,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from .config import Iteration, PolicyLoss, TrainJob, number
+from .config import Iteration, PolicyLoss, TrainerSettings, TrainJob, number
 from .shell import Shell
 from .stages import Export, Stage
 from .verl_jobs import ROLLOUT_N_UNKNOWN
 
 
 @dataclass(frozen=True)
-class TrainerDefaults:
-    """A trainer's settings where the user set none."""
-
-    games_per_iter: int
-    epochs: int
-    lr: str
-    batch_size: int
-    lora_rank: int
-    mini_batch: Callable[[int], int] | None = None  # rows per PPO update from rows per step; None: all
-
-
-@dataclass(frozen=True)
-class TrainerSettings:
-    """A trainer's settings for one run: the user's where given, else the trainer's defaults."""
+class Resolved:
+    """A trainer's settings for one run: its section of the configuration (`trainers.<section>`), with
+    the rows of a PPO update worked out where the section leaves them to the trainer."""
 
     games_per_iter: int
     epochs: int
@@ -115,17 +105,22 @@ def get(name: str) -> type[Trainer]:
 
 class Trainer(abc.ABC):
     name: ClassVar[str]
-    defaults: ClassVar[TrainerDefaults]
+    section: ClassVar[str]  # its settings: this field of config.Trainers
     # whether its data is games the current model plays (`Context.play`), whose server evaluates that
     # model alongside; for a trainer that plays none the loop evaluates the model before it trains
     plays_games: ClassVar[bool] = True
 
     def __init__(self, cfg: Iteration):
         self.cfg = cfg
-        self.settings = resolve(type(self).defaults, cfg)
+        self.own = getattr(cfg.trainers, type(self).section)
+        self.settings = resolve(self.own, self.mini_batch)
+
+    def mini_batch(self, batch: int) -> int:
+        """Rows per PPO update where the section sets none, from rows per step: all of them."""
+        return batch
 
     def loss(self) -> PolicyLoss:
-        """The run's GRPO settings, with the trainer's LoRA rank (RL_LORA_RANK) on the actor."""
+        """The run's GRPO settings, with the trainer's LoRA rank (its section's lora_rank) on the actor."""
         rank = self.settings.lora_rank
         return self.cfg.loss if rank == 0 else _with_lora(self.cfg.loss, rank)
 
@@ -158,17 +153,16 @@ class Trainer(abc.ABC):
         return TrainJob(**fields)  # type: ignore[arg-type]
 
 
-def resolve(defaults: TrainerDefaults, cfg: Iteration) -> TrainerSettings:
-    """The user's settings (cfg) where given, else the trainer's."""
-    batch = cfg.batch_size or defaults.batch_size
-    mini = cfg.mini_batch_size or (defaults.mini_batch(batch) if defaults.mini_batch else batch)
-    return TrainerSettings(
-        games_per_iter=cfg.games_per_iter or defaults.games_per_iter,
-        epochs=cfg.epochs_per_iter or defaults.epochs,
-        lr=cfg.lr or defaults.lr,
+def resolve(own: TrainerSettings, mini_batch: Callable[[int], int]) -> Resolved:
+    """A trainer's section, with the rows of a PPO update its own rule gives where the section sets none."""
+    batch = own.batch_size
+    return Resolved(
+        games_per_iter=own.games_per_iter,
+        epochs=own.epochs,
+        lr=own.lr,
         batch_size=batch,
-        mini_batch_size=mini,
-        lora_rank=defaults.lora_rank if cfg.lora_rank is None else cfg.lora_rank,
+        mini_batch_size=own.mini_batch_size or mini_batch(batch),
+        lora_rank=own.lora_rank,
     )
 
 
@@ -180,16 +174,20 @@ def half(batch: int) -> int:
 @register("grpo")
 class OfflineGRPO(Trainer):
     """Offline GRPO on whole groups: the current model's games, replayed by verl (agent
-    selfplay_replay), one row per group of GAMES_PER_INSTANCE games. Full fine-tuning needs lr 1e-5 or
+    selfplay_replay), one row per group of games_per_instance games. Full fine-tuning needs lr 1e-5 or
     more: the merged model is bf16 and smaller steps round away (bench/results/learning/)."""
 
-    defaults = TrainerDefaults(games_per_iter=1024, epochs=1, lr="1e-5", batch_size=16, lora_rank=0, mini_batch=half)
+    section = "grpo"
+
+    def mini_batch(self, batch: int) -> int:
+        return half(batch)
 
     def train(self, ctx: Context) -> list[Export]:
         baseline = ["--baseline", self.cfg.league.baseline] if self.cfg.league.baseline != "group" else []
         rounds = max(1, self.cfg.verl.filter_groups)
         ctx.play(self.settings.games_per_iter, [*ctx.limits, *baseline], rounds=rounds)
-        ctx.train(self.job(ctx, "offline"), self.loss())
+        # a row replays one group: the games_per_instance games of one instance and seat, so verl's group size
+        ctx.train(self.job(ctx, "offline", rollout_n=self.cfg.games_per_instance), self.loss())
         return [Export(ctx.stage.label, str(ctx.stage.model_dir), ctx.stage.dir / "eval")]
 
 
@@ -199,10 +197,10 @@ class FilteredBC(Trainer):
     games, a LoRA adapter folded in after each iteration. Measured: lr 1e-3 on the best of 8 games of
     4,096 gained +0.042 on held-out instances in 3 iterations (2,048: +0.034; 2e-3 or 5e-4: less)."""
 
-    defaults = TrainerDefaults(games_per_iter=4096, epochs=2, lr="1e-3", batch_size=32, lora_rank=16)
+    section = "filtered_bc"
 
     def train(self, ctx: Context) -> list[Export]:
-        convert = ["--format", "sft", "--top-fraction", number(self.cfg.top_fraction), *ctx.limits]
+        convert = ["--format", "sft", "--top-fraction", number(self.own.top_fraction), *ctx.limits]
         ctx.play(self.settings.games_per_iter, convert)
         ctx.train(self.job(ctx, "sft"))
         return [Export(ctx.stage.label, str(ctx.stage.model_dir), ctx.stage.dir / "eval")]
@@ -211,25 +209,28 @@ class FilteredBC(Trainer):
 @register("grpo-online")
 class OnlineGRPO(Trainer):
     """verl's online self-play loop (agent selfplay_online): games played inside verl by its rollout
-    engine, strictly on-policy, ONLINE_STEPS steps per iteration in one verl process. It validates
-    on the first ONLINE_TEST_INSTANCES development instances (seeds from 10**9) every ONLINE_TEST_FREQ
-    steps, and every checkpoint it saves (SAVE_FREQ) is merged and evaluated as any other stage's model."""
+    engine, strictly on-policy, `steps` steps per iteration in one verl process. It validates
+    on the first `test_instances` development instances (seeds from 10**9) every `test_freq`
+    steps, and every checkpoint it saves (verl.save_freq) is merged and evaluated as any other stage's model."""
 
-    defaults = TrainerDefaults(games_per_iter=0, epochs=1, lr="1e-5", batch_size=16, lora_rank=0, mini_batch=half)
+    section = "grpo_online"
     plays_games = False
 
+    def mini_batch(self, batch: int) -> int:
+        return half(batch)
+
     def train(self, ctx: Context) -> list[Export]:
-        steps, batch = self.cfg.online_steps, self.settings.batch_size
+        steps, batch = self.own.steps, self.settings.batch_size
         gen = ctx.gen
-        # two rows (one per seat) an instance; filtered groups draw new rows, up to FILTER_GROUPS batches a step
+        # two rows (one per seat) an instance; filtered groups draw new rows, up to verl.filter_groups batches a step
         instances = math.ceil(steps * batch * max(1, self.cfg.verl.filter_groups) / 2)
         ctx.shell.run(
             "online: init data",
             [*self.cfg.tools.gen, "init", *ctx.game_args, "--num-train", str(instances),
-             "--num-test", str(self.cfg.online_test_instances), "--seed", str(ctx.stage.seed), "--out-dir", str(gen),
+             "--num-test", str(self.own.test_instances), "--seed", str(ctx.stage.seed), "--out-dir", str(gen),
              "--overwrite"],
         )  # fmt: skip
-        overrides = (f"trainer.test_freq={self.cfg.online_test_freq}", *self.cfg.overrides)
+        overrides = (f"trainer.test_freq={self.own.test_freq}", *self.cfg.overrides)
         job = self.job(
             ctx, "online", val_files=str(gen / "test.parquet"), total_steps=steps,
             rollout_n=self.cfg.games_per_instance, overrides=overrides,
@@ -242,18 +243,18 @@ class DPO(Trainer):
     """Direct preference optimisation (TRL's DPOTrainer, `selfplay_gen.train.dpo`) on each (instance,
     seat) group's best game against its worst (`selfplay-convert --format dpo`); in a league only the
     trained seat's pairs (seat 0), a game it won against the group's opponent paired with one it lost.
-    A LoRA adapter of RL_LORA_RANK is folded in, as filtered BC does."""
+    A LoRA adapter of its lora_rank is folded in, as filtered BC does."""
 
-    defaults = TrainerDefaults(games_per_iter=4096, epochs=1, lr="5e-6", batch_size=4, lora_rank=16)
+    section = "dpo"
 
     def train(self, ctx: Context) -> list[Export]:
-        pairs = ["--dpo-pairs", self.cfg.dpo_pairs_by(), "--dpo-pairs-per-group", str(self.cfg.dpo_pairs_per_group)]
+        pairs = ["--dpo-pairs", self.own.pairs, "--dpo-pairs-per-group", str(self.own.pairs_per_group)]
         ctx.play(self.settings.games_per_iter, ["--format", "dpo", *pairs, *ctx.limits])
         out = ctx.stage.model_dir
         s = self.settings
         ctx.shell.run(
             f"{ctx.stage.name}: train (dpo)",
-            [self.cfg.tools.trl_python, "-m", "selfplay_gen.train.dpo", "--model", ctx.model,
+            [self.cfg.tools.trl(), "-m", "selfplay_gen.train.dpo", "--model", ctx.model,
              "--pairs", str(ctx.gen / "train.parquet"), "--out", str(out), "--lora-rank", str(s.lora_rank),
              "--lr", s.lr, "--epochs", str(s.epochs), "--batch-size", str(s.batch_size)],
         )  # fmt: skip
@@ -261,7 +262,7 @@ class DPO(Trainer):
 
 
 def _with_lora(loss: PolicyLoss, rank: int) -> PolicyLoss:
-    """GRPO with a LoRA adapter of `rank` (RL_LORA_RANK) on the actor."""
+    """GRPO with a LoRA adapter of `rank` (the trainer section's lora_rank) on the actor."""
     return replace(loss, lora_rank=rank)
 
 

@@ -17,7 +17,7 @@ and picks one per row by the row's `agent_name` column. The Hydra overrides that
     algorithm.adv_estimator=grpo
     actor_rollout_ref.rollout.n=K           # replay: one row holds a group of K games (convert_summary.json)
     actor_rollout_ref.rollout.n=8           # online: n games per (instance, seat) row form a group
-    +selfplay.max_moves=30 +selfplay.max_invalid=3 +selfplay.max_new_tokens=256   # online, optional
+    +selfplay.max_moves=30 +selfplay.max_invalid=3 +selfplay.max_new_tokens=512   # online, optional
 
 `data.return_raw_chat` is not needed: verl's dataset always hands `raw_prompt` to agent loops.
 This module imports nothing from verl, so the path helper works in any environment.

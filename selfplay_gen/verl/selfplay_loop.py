@@ -34,8 +34,8 @@ verl's GRPO cannot leave one session of a group out. The reward is `selfplay_gen
 reward, the same as offline (`+selfplay.invalid_move_penalty`, as `selfplay-convert`'s option).
 
 Game settings come from the optional trainer config group `selfplay` (Hydra
-`+selfplay.max_moves=30 +selfplay.max_invalid=3 +selfplay.max_new_tokens=256
-+selfplay.invalid_move_penalty=0`); sampling
+`+selfplay.max_moves=30 +selfplay.max_invalid=3 +selfplay.max_new_tokens=512
++selfplay.invalid_move_penalty=0`; unset, the defaults of every run: `selfplay_gen.sampling`); sampling
 (temperature, top_p, top_k, logprobs) is verl's, greedy during validation.
 
 `+selfplay.partner_temperature=T` samples the seat that is not trained at temperature T (at most
@@ -61,11 +61,10 @@ from ..players import LLMPlayer
 from ..records import Record
 from ..reward import training_reward
 from ..runner import GameSpec, play_game
+from ..sampling import Sampling
 from ..seat_tokens import sampled
 from ..token_context import token_context
 from .init_data import game_of, initial_messages
-
-DEFAULT_MAX_NEW_TOKENS = 256
 
 
 class ServerManagerBackend(Backend):
@@ -128,7 +127,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
         self.limits = Limits(
             int(settings.get("max_moves", Limits.max_moves)), int(settings.get("max_invalid", Limits.max_invalid))
         )
-        self.max_new_tokens = int(settings.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
+        self.max_new_tokens = int(settings.get("max_new_tokens", Sampling.max_new_tokens))
         self.invalid_move_penalty = float(settings.get("invalid_move_penalty", 0.0))  # as selfplay-convert's
         partner = settings.get("partner_temperature")
         self.partner_temperature = None if partner is None else float(partner)
