@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 from viewer_helpers import SCRIPTED_OPTS, Served, make_negotiation_file, make_run_dir
 
+from selfplay_gen import games
 from selfplay_gen.records import read_games
-from selfplay_gen.viewer.app import make_app
+from selfplay_gen.viewer.app import ARENA, make_app
 from selfplay_gen.viewer.play import HUMAN
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -245,3 +246,101 @@ def test_a_broken_games_file_names_the_line_and_the_page_keeps_working(browser, 
     css(browser, "main a")[0].click()  # back to the list: the page still works
     wait_for(lambda: css(browser, "#games-files, table.list"))
     no_page_error(browser)
+
+
+# ---------------------------------------------------------------- tried as an attacker would
+
+
+def test_a_page_under_the_folder_never_runs_as_the_viewer(browser, tmp_path, run_dir):
+    """A shared run folder may hold any file: an HTML page and its script are sent as downloads
+    (and sandboxed), never run on the viewer's origin, where they could read and start games."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    shutil.copy(run_dir / "iter_001/gen/games.jsonl", folder / "games.jsonl")
+    (folder / "evil.html").write_text('<html><body>report<script src="evil.js"></script></body></html>')
+    (folder / "evil.js").write_text(
+        'document.title = "pwned"; fetch("/api/play", {method: "POST", headers: {"Content-Type": '
+        '"application/json"}, body: JSON.stringify({game: "matching"})});'
+    )
+    with Served(make_app(folder, SCRIPTED_OPTS)) as server:
+        browser.get(f"{server.url}/#/")
+        wait_for(lambda: css(browser, "#files a"))
+        browser.get(f"{server.url}/files/evil.html")
+        time.sleep(1.5)
+        assert browser.title != "pwned"
+        assert server.app[ARENA].sessions == {}
+
+
+def test_another_site_cannot_start_games(browser, tmp_path, run_dir):
+    """A page on another origin posts a text/plain form and a no-cors fetch at the viewer: refused."""
+    from aiohttp import web
+
+    with Served(make_app(run_dir / "iter_001/gen/games.jsonl", SCRIPTED_OPTS)) as viewer:
+        target = f"{viewer.url}/api/play"
+        form = f"""<form id="f" method="POST" action="{target}" enctype="text/plain">
+<input name='{{"game": "matching", "x": "' value='"}}'></form>"""
+        script = f"""fetch("{target}", {{method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}},
+  body: '{{"game": "matching"}}'}})
+  .finally(() => {{ document.title = "sent"; document.getElementById("f").submit(); }});"""
+        page = f"<html><body>{form}<script>{script}</script></body></html>"
+
+        async def evil(request: web.Request) -> web.Response:
+            return web.Response(text=page, content_type="text/html")
+
+        site = web.Application()
+        site.router.add_get("/", evil)
+        with Served(site) as attacker:
+            browser.get(attacker.url.replace("127.0.0.1", "localhost") + "/")
+            wait_for(lambda: browser.title == "sent" or "api/play" in browser.current_url)
+            wait_for(lambda: "api/play" in browser.current_url)  # the form went out too
+            time.sleep(0.5)
+        assert viewer.app[ARENA].sessions == {}
+
+
+def test_play_shows_the_table_warns_of_invalid_moves_and_refuses_long_ones(browser, served, run_dir):
+    browser.get(f"{served.url}/#/play")
+    wait_for(lambda: by_id(browser, "play-start"))
+    by_id(browser, "play-seat").send_keys("seat 1")
+    by_id(browser, "play-seed").send_keys("31")
+    by_id(browser, "play-start").click()
+    box = wait_for(lambda: by_id(browser, "move"))
+    # this seat's private table, drawn as the replay draws it
+    mask = games.get("matching").instance_type.from_seed(31).masks[1]
+    assert len(css(browser, "#play-private table.grid tr")) == 1 + 8
+    assert len(css(browser, "#play-private td.hidden")) == 64 - sum(map(sum, mask))
+    assert not css(browser, "#invalid-warning")
+
+    browser.execute_script("arguments[0].value = '[message] ' + 'x'.repeat(5000)", box)
+    by_id(browser, "send").click()
+    alert = wait_for(lambda: by_id(browser, "alert").is_displayed() and by_id(browser, "alert").text)
+    assert "a move is at most 2,000 characters" in alert
+    assert by_id(browser, "send").is_enabled()  # the move stays, to be shortened
+
+    def send(text: str) -> None:
+        box = wait_for(lambda: by_id(browser, "move"))
+        box.clear()
+        box.send_keys(text)
+        by_id(browser, "send").click()
+        wait_for(lambda: stale(box))
+        wait_for(lambda: css(browser, "#move") or css(browser, "#play-outcome"))
+
+    send("[propose] nobody")
+    assert not css(browser, "#invalid-warning")
+    send("[propose] nobody")
+    assert "one more invalid move" in by_id(browser, "invalid-warning").text
+    send("[propose] nobody")
+    ended = wait_for(lambda: by_id(browser, "play-invalid")).text
+    assert "you (seat 1): 3" in ended and "you (seat 1) made too many invalid moves in a row" in ended
+
+
+def test_a_bad_link_in_the_folder_leaves_the_page_working(browser, tmp_path, run_dir):
+    folder = tmp_path / "links"
+    folder.mkdir()
+    shutil.copy(run_dir / "iter_001/gen/games.jsonl", folder / "games.jsonl")
+    (folder / "dangling.jsonl").symlink_to(folder / "gone.jsonl")
+    (folder / "out.jsonl").symlink_to(run_dir / "iter_001/gen/games.jsonl")
+    with Served(make_app(folder, SCRIPTED_OPTS)) as server:
+        browser.get(f"{server.url}/#/")
+        links = wait_for(lambda: css(browser, "#files a"))
+        assert [a.text for a in links] == ["games.jsonl"]
+        no_page_error(browser)
