@@ -195,6 +195,20 @@ async def test_another_address_needs_a_token_on_every_request(tmp_path, games_fi
         assert (await c.get("/api/library")).status == 403
 
 
+def test_the_command_warns_when_other_machines_can_reach_it(games_file, monkeypatch):
+    started = []
+    monkeypatch.setattr(viewer, "serve", lambda app, host, port: started.append(app))
+    args = ["view", str(games_file), "--backend", "scripted", "--port", "9999"]
+    result = CliRunner().invoke(main, [*args, "--host", "0.0.0.0", "--token", "tok-123"])
+    assert result.exit_code == 0, result.output
+    assert "warning: --host 0.0.0.0 exposes the viewer" in result.output
+    assert "http://localhost:9999/?token=tok-123" in result.output
+    assert started[-1][viewer.ACCESS] == viewer.Access(None, "tok-123", everywhere=True)
+    local = CliRunner().invoke(main, args)
+    assert local.exit_code == 0 and "warning" not in local.output and "token=" not in local.output
+    assert not started[-1][viewer.ACCESS].everywhere
+
+
 async def test_error_answers_carry_the_security_headers(tmp_path, games_file):
     async with page_client(make_app(games_file, SCRIPTED_OPTS)) as c:
         answers = [
