@@ -111,6 +111,25 @@ def shot(browser, name: str, height: int | None = None) -> None:
         browser.set_window_size(1280, 1000)
 
 
+def start_playing(browser, url: str, seed: int) -> None:
+    """Start a matching game in seat 1 against the scripted player, on the instance of `seed`."""
+    browser.get(f"{url}/#/play")
+    wait_for(lambda: by_id(browser, "play-start"))
+    by_id(browser, "play-seat").send_keys("seat 1")
+    by_id(browser, "play-seed").send_keys(str(seed))
+    by_id(browser, "play-start").click()
+
+
+def send_move(browser, text: str) -> None:
+    """Type a move and send it; back once the page is drawn anew (the partner has answered)."""
+    box = wait_for(lambda: by_id(browser, "move"))
+    box.clear()
+    box.send_keys(text)
+    by_id(browser, "send").click()
+    wait_for(lambda: stale(box))
+    wait_for(lambda: css(browser, "#move") or css(browser, "#play-outcome"))
+
+
 def no_page_error(browser) -> None:
     alert = by_id(browser, "alert")
     assert not alert.is_displayed(), alert.text
@@ -155,34 +174,25 @@ def test_negotiation_replay_shows_each_seats_values(browser, served, run_dir):
 
 
 def test_play_a_whole_matching_game_as_the_human_seat(browser, served, run_dir):
-    browser.get(f"{served.url}/#/play")
-    wait_for(lambda: by_id(browser, "play-start"))
-    by_id(browser, "play-seat").send_keys("seat 1")
-    by_id(browser, "play-seed").send_keys("21")
-    by_id(browser, "play-start").click()
+    start_playing(browser, served.url, 21)
     # the scripted partner in seat 0 has moved; the page shows what a model in seat 1 is given
     wait_for(lambda: by_id(browser, "move"))
     system = by_id(browser, "play-system").text
     assert system.startswith("You and your partner are area chairs") and "Your table:" in system
     assert css(browser, "#play-chat .msg pre")[-1].text.startswith("Partner: [message]")
 
-    def send(text: str) -> None:
-        box = wait_for(lambda: by_id(browser, "move"))
-        box.send_keys(text)
-        by_id(browser, "send").click()
-        wait_for(lambda: stale(box))  # the page is drawn anew once the partner has answered
-        wait_for(lambda: css(browser, "#move") or css(browser, "#play-outcome"))
-
-    send("[propose] everyone to BLEU")
+    send_move(browser, "[propose] everyone to BLEU")
     assert "Invalid move:" in css(browser, "#play-chat .msg pre")[-1].text  # the game's reason, and move again
-    send("[message] " + XSS)
+    send_move(browser, "[message] " + XSS)
     shot(browser, "play", height=1250)
     for _ in range(30):
         if css(browser, "#play-outcome"):
             break
         told = css(browser, "#play-chat .msg pre")[-1].text
         last = [line for line in told.splitlines() if line.startswith("Partner: ")][-1:]
-        send("[accept]" if last and last[0].startswith("Partner: [propose]") else "[message] Please go on.")
+        send_move(
+            browser, "[accept]" if last and last[0].startswith("Partner: [propose]") else "[message] Please go on."
+        )
     recorded = wait_for(lambda: by_id(browser, "play-recorded")).text
     game_id = recorded.split()[2]
     played = run_dir / "play/matching-human-vs-scripted.jsonl"
@@ -298,11 +308,7 @@ def test_another_site_cannot_start_games(browser, tmp_path, run_dir):
 
 
 def test_play_shows_the_table_warns_of_invalid_moves_and_refuses_long_ones(browser, served, run_dir):
-    browser.get(f"{served.url}/#/play")
-    wait_for(lambda: by_id(browser, "play-start"))
-    by_id(browser, "play-seat").send_keys("seat 1")
-    by_id(browser, "play-seed").send_keys("31")
-    by_id(browser, "play-start").click()
+    start_playing(browser, served.url, 31)
     box = wait_for(lambda: by_id(browser, "move"))
     # this seat's private table, drawn as the replay draws it
     mask = games.get("matching").instance_type.from_seed(31).masks[1]
@@ -316,19 +322,11 @@ def test_play_shows_the_table_warns_of_invalid_moves_and_refuses_long_ones(brows
     assert "a move is at most 2,000 characters" in alert
     assert by_id(browser, "send").is_enabled()  # the move stays, to be shortened
 
-    def send(text: str) -> None:
-        box = wait_for(lambda: by_id(browser, "move"))
-        box.clear()
-        box.send_keys(text)
-        by_id(browser, "send").click()
-        wait_for(lambda: stale(box))
-        wait_for(lambda: css(browser, "#move") or css(browser, "#play-outcome"))
-
-    send("[propose] nobody")
+    send_move(browser, "[propose] nobody")
     assert not css(browser, "#invalid-warning")
-    send("[propose] nobody")
+    send_move(browser, "[propose] nobody")
     assert "one more invalid move" in by_id(browser, "invalid-warning").text
-    send("[propose] nobody")
+    send_move(browser, "[propose] nobody")
     ended = wait_for(lambda: by_id(browser, "play-invalid")).text
     assert "you (seat 1): 3" in ended and "you (seat 1) made too many invalid moves in a row" in ended
 
