@@ -301,6 +301,20 @@ def test_the_replay_names_the_embedded_model_not_its_cache_path(games_file):
     assert seats[0]["model_path"] == cached
 
 
+async def test_the_play_page_names_the_partner_model(tmp_path):
+    cases = [
+        ({"backend": "scripted"}, "scripted"),
+        ({"backend": "llamacpp"}, "llamacpp SmolLM2-135M-Instruct-warm"),
+        (
+            {"backend": "local", "model": "/root/.cache/selfplay-gen/SmolLM2-135M-Instruct"},
+            "local SmolLM2-135M-Instruct",
+        ),
+    ]
+    for opts, shown in cases:
+        async with page_client(make_app(tmp_path, {**SCRIPTED_OPTS, **opts})) as c:
+            assert (await (await c.get("/api/play/setup")).json())["model"] == shown
+
+
 def test_view_help_says_what_backend_plays():
     result = CliRunner().invoke(main, ["view", "--help"], terminal_width=200)
     backend = result.output.split("\n  --backend")[1].split("\n  --")[0]

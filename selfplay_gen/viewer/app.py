@@ -44,6 +44,7 @@ from aiohttp import hdrs, web
 from markdown_it import MarkdownIt
 
 from .. import games
+from ..options import IN_PROCESS
 from ..records import RecordError
 from .library import GamesIndex, Library, OutsideRoot
 from .play import PARTNERS, Arena, PlayLimits, TooManyGames
@@ -336,7 +337,8 @@ def _game_options() -> dict[str, Any]:
 async def play_setup(request: web.Request) -> web.StreamResponse:
     arena = request.app[ARENA]
     opts = arena.opts
-    model = f"{opts['backend']} {model_name(opts.get('model'))}"
+    named = opts.get("model") or (None if opts["backend"] not in IN_PROCESS else "")  # "": the embedded model
+    model = opts["backend"] + (f" {model_name(named)}" if named is not None else "")
     if opts.get("base_url"):
         model += " at " + " ".join(opts["base_url"])
     return web.json_response(
