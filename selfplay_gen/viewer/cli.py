@@ -72,7 +72,8 @@ def _view_param(param: click.Parameter) -> click.Parameter:
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
     help="Folder for the games people play, one file per game and partner (GAME-human-vs-PARTNER.jsonl). "
-    "Default: play/ under PATH (beside PATH for a games file), so they show up in the viewer too.",
+    "Default: play/ under PATH, so they show up in the viewer too (for a games file: play/ beside it, which "
+    "the viewer of that one file does not show).",
 )
 def view_command(
     path: Path,
