@@ -389,3 +389,15 @@ def test_a_negotiation_file_of_models_is_still_self_play(tmp_path):
     run_cli("eval", "--game", "negotiation", "--from-games", f"m={path}", "--out", str(tmp_path / "e"), "-q")
     metrics = json.loads((tmp_path / "e/metrics.json").read_text())
     assert "m" in metrics["models"] and "people" not in metrics
+
+
+async def test_a_bad_symlink_in_a_reports_games_leaves_the_report_whole(tmp_path, games_file):
+    (tmp_path / "games").mkdir()
+    (tmp_path / "report.md").write_text("# R\n")
+    shutil.copy(games_file, tmp_path / "games/a.jsonl")
+    (tmp_path / "games/out.jsonl").symlink_to(games_file)
+    (tmp_path / "games/dangling.jsonl").symlink_to(tmp_path / "gone.jsonl")
+    async with page_client(make_app(tmp_path, SCRIPTED_OPTS)) as c:
+        response = await c.get("/api/report?dir=.")
+        assert response.status == 200, await response.text()
+        assert (await response.json())["games_files"] == ["games/a.jsonl"]

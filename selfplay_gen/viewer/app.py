@@ -288,7 +288,7 @@ async def report(request: web.Request) -> web.StreamResponse:
     if not (folder / "report.md").is_file():
         raise _error(web.HTTPNotFound, f"{_param(request, 'dir')!r} is not a report directory (no report.md)")
     name = lib.name(folder) or "."
-    own = sorted(lib.name(p) for p in folder.glob("games/*.jsonl"))
+    own = lib.games_in(folder)
     rows = []
     metrics = folder / "metrics.json"
     if metrics.is_file():
@@ -298,7 +298,7 @@ async def report(request: web.Request) -> web.StreamResponse:
             data = {"rows": [], "error": f"{name}/metrics.json: {err}"}
         for row in data.get("rows", []) if isinstance(data, dict) else []:
             source = lib.locate(str(row.get("source", "")), folder) if row.get("source") else None
-            files = sorted(lib.name(p) for p in source.glob("games/*.jsonl")) if source else []
+            files = lib.games_in(source) if source else []
             rows.append(
                 {
                     "iteration": row.get("iteration"),

@@ -156,6 +156,10 @@ class Library:
             return [self.name(self.single)]
         return [self.name(p) for p in self._walk() if p.name.endswith(GAMES_SUFFIX)]
 
+    def games_in(self, folder: Path) -> list[str]:
+        """The games files of a report directory's games/ folder that the viewer shows."""
+        return sorted(self.name(p) for p in folder.glob("games/*" + GAMES_SUFFIX) if self.serves(p.resolve()))
+
     def reports(self) -> list[str]:
         """Report directories under the root: those holding a `report.md` (evaluations, run reports),
         a run's own (RUN_DIR/report/...) first."""
