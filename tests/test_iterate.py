@@ -337,6 +337,40 @@ def test_verls_hydra_run_directory_is_each_jobs_own(tmp_path):
         assert cfg.hydra.run.dir == str(run / stage / "train" / "hydra")
 
 
+def test_grpo_reads_its_rows_in_the_trainers_process_so_teardown_kills_no_loader_worker(tmp_path):
+    """verl's GRPO returns from its last step with the train iterator still prefetching; Ray's teardown
+    then killed the dataloader's worker processes, and torch reported it as a crash of a finished run.
+    The job asks for no workers; with workers, killing them raises that error (or, when the loader
+    notices before the SIGCHLD handler does, its twin "exited unexpectedly")."""
+    import signal
+
+    import torch
+    from hydra import compose, initialize_config_module
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    for trainer in ("grpo", "grpo-online"):
+        out = dry_iterate(tmp_path, "--trainer", trainer, "--num-iterations", "1")
+        (train,) = [line for line in out.splitlines() if "-m verl.trainer.main_ppo" in line]
+        chosen = [w for w in train.split() if w.startswith("data.dataloader")]
+        assert chosen == ["data.dataloader_num_workers=0"], trainer
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        workers = compose("ppo_trainer", overrides=chosen).data.dataloader_num_workers
+    rows = list(range(64))
+    loader = iter(StatefulDataLoader(rows, batch_size=4, num_workers=workers))
+    next(loader)
+    assert not torch.multiprocessing.active_children()  # nothing for a teardown to kill
+    prefetching = iter(StatefulDataLoader(rows, batch_size=4, num_workers=2))
+    next(prefetching)
+    with pytest.raises(
+        RuntimeError, match=r"DataLoader worker \(pid.*(is killed by signal: Killed|exited unexpectedly)"
+    ):
+        for worker in prefetching._workers:  # what Ray's teardown does to them
+            os.kill(worker.pid, signal.SIGKILL)
+        for _ in prefetching:
+            pass
+    del prefetching
+
+
 def test_verl_loggers_are_selectable():
     assert Verl().logger_override() == 'trainer.logger=["console"]'
     assert Verl(logger=("console", "tensorboard")).logger_override() == 'trainer.logger=["console","tensorboard"]'

@@ -17,7 +17,7 @@ import pytest
 from aiohttp import ClientTimeout
 from aiohttp.test_utils import TestClient, TestServer
 from click.testing import CliRunner
-from viewer_helpers import SCRIPTED_OPTS, make_negotiation_file, make_run_dir, run_cli
+from viewer_helpers import SCRIPTED_OPTS, make_negotiation_file, make_run_dir, page_client, run_cli
 
 from selfplay_gen import games
 from selfplay_gen.cli import main
@@ -34,7 +34,7 @@ def run_dir(tmp_path_factory) -> Path:
 @pytest.fixture
 async def client(run_dir, tmp_path):
     app = make_app(run_dir, SCRIPTED_OPTS, play_out=run_dir / "play")
-    async with TestClient(TestServer(app)) as c:
+    async with page_client(app) as c:
         yield c
 
 
@@ -136,7 +136,7 @@ async def test_nothing_outside_the_given_path_is_served(tmp_path, path):
 async def test_a_file_under_the_root_is_served(client):
     response = await client.get("/files/report/heldout/reward_by_iteration.png")
     assert response.status == 200 and (await response.read()).startswith(b"\x89PNG")
-    assert "script-src 'self'" in response.headers["Content-Security-Policy"]
+    assert response.content_type == "image/png" and response.headers["Content-Security-Policy"].startswith("sandbox")
 
 
 async def test_bad_lines_are_named_and_the_rest_of_the_file_still_shows(tmp_path, run_dir):
@@ -226,18 +226,44 @@ async def test_a_person_plays_a_whole_matching_game_and_it_is_recorded_as_human(
     assert record["stats"]["invalid_moves"] >= 1 and record["outcome"]["termination"] == "accepted"
 
 
-async def test_played_games_are_evaluated_like_any_other(client, run_dir, tmp_path):
-    for seed in (3, 4):
-        state = await (await client.post("/api/play", json={"game": "matching", "seat": 0, "seed": seed})).json()
+async def test_played_games_are_evaluated_with_the_persons_seat_apart(client, run_dir, tmp_path):
+    """The person's figures are their own seat's, wherever they sat: valid moves, words and stated
+    cells of their moves only; the partner is reported beside them, not mixed in."""
+    for seed, seat in ((3, 0), (4, 1)):
+        state = await (await client.post("/api/play", json={"game": "matching", "seat": seat, "seed": seed})).json()
+        state = await move(client, state, "[propose] nobody")  # one invalid move each game
         while not state["done"]:
             state = await move(client, state, _human_turn(state["messages"][-1]["content"]))
     played = run_dir / "play/matching-human-vs-scripted.jsonl"
-    await asyncio.to_thread(
-        run_cli, "eval", "--from-games", f"human={played}", "--out", str(tmp_path / "eval"), "--bootstrap", "100", "-q"
-    )
-    human = json.loads((tmp_path / "eval/metrics.json").read_text())["models"]["human"]
-    assert human["games"] == len(list(read_games(played))) >= 2
-    assert human["agreement_rate"]["mean"] == 1.0
+    records = list(read_games(played))
+    seat_of = [next(s for s, p in enumerate(r["players"]) if p["kind"] == HUMAN) for r in records]
+
+    def own(kind: str, mine: bool) -> int:
+        """The moves (valid, or `invalid`) of the person's seat (`mine`) or of the partner's."""
+        return sum(
+            e["kind"] == kind if kind == "invalid" else e["kind"] not in ("invalid", "stop")
+            for r, s in zip(records, seat_of)
+            for e in r["events"]
+            if (e["player"] == s) == mine
+        )
+
+    for spec in (f"human={played}", f"human,scripted={played}"):
+        out = tmp_path / spec.split("=")[0]
+        await asyncio.to_thread(run_cli, "eval", "--from-games", spec, "--out", str(out), "--bootstrap", "100", "-q")
+        sides = json.loads((out / "metrics.json").read_text())["people"]["sides"]
+        assert list(sides) == ["human", "scripted"]
+        human, partner = sides["human"], sides["scripted"]
+        assert human["role"] == "person" and partner["role"] == "partner"
+        assert human["games"] == partner["games"] == len(records) >= 2
+        assert human["games_in_seat"] == [seat_of.count(0), seat_of.count(1)]
+        for side, mine in ((human, True), (partner, False)):
+            valid, invalid = own("valid", mine), own("invalid", mine)
+            assert side["valid_move_rate"]["mean"] == pytest.approx(valid / (valid + invalid))
+            assert side["invalid_moves"] == invalid
+        assert human["invalid_moves"] >= 2 and partner["invalid_moves"] == 0
+        assert "cells stated" in human["figures"]
+        report = (out / "report.md").read_text()
+        assert "human | human" not in report and "| human | person |" in report and "| scripted | partner |" in report
 
 
 async def test_two_people_on_one_instance_get_two_records(client, run_dir):
@@ -292,7 +318,7 @@ async def test_a_person_plays_against_the_embedded_model(tmp_path, local_model_d
     sampled tokens are recorded beside the human seat. Short limits keep the game to one turn each."""
     opts = {**SCRIPTED_OPTS, "backend": "local", "model": local_model_dir, "max_new_tokens": 16}
     opts.update(max_moves=2, max_invalid=1)
-    async with TestClient(TestServer(make_app(tmp_path, opts)), timeout=ClientTimeout(total=900)) as c:
+    async with page_client(make_app(tmp_path, opts), timeout=ClientTimeout(total=900)) as c:
         state = await (await c.post("/api/play", json={"game": "matching", "seat": 0, "partner": "model"})).json()
         assert state["your_turn"] and state["partner"] == "model"
         state = await move(c, state, "[message] Hello! Ava Li: GLUE 12.")

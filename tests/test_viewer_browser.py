@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 from viewer_helpers import SCRIPTED_OPTS, Served, make_negotiation_file, make_run_dir
 
+from selfplay_gen import games
 from selfplay_gen.records import read_games
-from selfplay_gen.viewer.app import make_app
+from selfplay_gen.viewer.app import ARENA, make_app
 from selfplay_gen.viewer.play import HUMAN
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -110,6 +111,25 @@ def shot(browser, name: str, height: int | None = None) -> None:
         browser.set_window_size(1280, 1000)
 
 
+def start_playing(browser, url: str, seed: int) -> None:
+    """Start a matching game in seat 1 against the scripted player, on the instance of `seed`."""
+    browser.get(f"{url}/#/play")
+    wait_for(lambda: by_id(browser, "play-start"))
+    by_id(browser, "play-seat").send_keys("seat 1")
+    by_id(browser, "play-seed").send_keys(str(seed))
+    by_id(browser, "play-start").click()
+
+
+def send_move(browser, text: str) -> None:
+    """Type a move and send it; back once the page is drawn anew (the partner has answered)."""
+    box = wait_for(lambda: by_id(browser, "move"))
+    box.clear()
+    box.send_keys(text)
+    by_id(browser, "send").click()
+    wait_for(lambda: stale(box))
+    wait_for(lambda: css(browser, "#move") or css(browser, "#play-outcome"))
+
+
 def no_page_error(browser) -> None:
     alert = by_id(browser, "alert")
     assert not alert.is_displayed(), alert.text
@@ -154,34 +174,25 @@ def test_negotiation_replay_shows_each_seats_values(browser, served, run_dir):
 
 
 def test_play_a_whole_matching_game_as_the_human_seat(browser, served, run_dir):
-    browser.get(f"{served.url}/#/play")
-    wait_for(lambda: by_id(browser, "play-start"))
-    by_id(browser, "play-seat").send_keys("seat 1")
-    by_id(browser, "play-seed").send_keys("21")
-    by_id(browser, "play-start").click()
+    start_playing(browser, served.url, 21)
     # the scripted partner in seat 0 has moved; the page shows what a model in seat 1 is given
     wait_for(lambda: by_id(browser, "move"))
     system = by_id(browser, "play-system").text
     assert system.startswith("You and your partner are area chairs") and "Your table:" in system
     assert css(browser, "#play-chat .msg pre")[-1].text.startswith("Partner: [message]")
 
-    def send(text: str) -> None:
-        box = wait_for(lambda: by_id(browser, "move"))
-        box.send_keys(text)
-        by_id(browser, "send").click()
-        wait_for(lambda: stale(box))  # the page is drawn anew once the partner has answered
-        wait_for(lambda: css(browser, "#move") or css(browser, "#play-outcome"))
-
-    send("[propose] everyone to BLEU")
+    send_move(browser, "[propose] everyone to BLEU")
     assert "Invalid move:" in css(browser, "#play-chat .msg pre")[-1].text  # the game's reason, and move again
-    send("[message] " + XSS)
+    send_move(browser, "[message] " + XSS)
     shot(browser, "play", height=1250)
     for _ in range(30):
         if css(browser, "#play-outcome"):
             break
         told = css(browser, "#play-chat .msg pre")[-1].text
         last = [line for line in told.splitlines() if line.startswith("Partner: ")][-1:]
-        send("[accept]" if last and last[0].startswith("Partner: [propose]") else "[message] Please go on.")
+        send_move(
+            browser, "[accept]" if last and last[0].startswith("Partner: [propose]") else "[message] Please go on."
+        )
     recorded = wait_for(lambda: by_id(browser, "play-recorded")).text
     game_id = recorded.split()[2]
     played = run_dir / "play/matching-human-vs-scripted.jsonl"
@@ -245,3 +256,89 @@ def test_a_broken_games_file_names_the_line_and_the_page_keeps_working(browser, 
     css(browser, "main a")[0].click()  # back to the list: the page still works
     wait_for(lambda: css(browser, "#games-files, table.list"))
     no_page_error(browser)
+
+
+# ---------------------------------------------------------------- tried as an attacker would
+
+
+def test_a_page_under_the_folder_never_runs_as_the_viewer(browser, tmp_path, run_dir):
+    """A shared run folder may hold any file: an HTML page and its script are sent as downloads
+    (and sandboxed), never run on the viewer's origin, where they could read and start games."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    shutil.copy(run_dir / "iter_001/gen/games.jsonl", folder / "games.jsonl")
+    (folder / "evil.html").write_text('<html><body>report<script src="evil.js"></script></body></html>')
+    (folder / "evil.js").write_text(
+        'document.title = "pwned"; fetch("/api/play", {method: "POST", headers: {"Content-Type": '
+        '"application/json"}, body: JSON.stringify({game: "matching"})});'
+    )
+    with Served(make_app(folder, SCRIPTED_OPTS)) as server:
+        browser.get(f"{server.url}/#/")
+        wait_for(lambda: css(browser, "#files a"))
+        browser.get(f"{server.url}/files/evil.html")
+        time.sleep(1.5)
+        assert browser.title != "pwned"
+        assert server.app[ARENA].sessions == {}
+
+
+def test_another_site_cannot_start_games(browser, tmp_path, run_dir):
+    """A page on another origin posts a text/plain form and a no-cors fetch at the viewer: refused."""
+    from aiohttp import web
+
+    with Served(make_app(run_dir / "iter_001/gen/games.jsonl", SCRIPTED_OPTS)) as viewer:
+        target = f"{viewer.url}/api/play"
+        form = f"""<form id="f" method="POST" action="{target}" enctype="text/plain">
+<input name='{{"game": "matching", "x": "' value='"}}'></form>"""
+        script = f"""fetch("{target}", {{method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}},
+  body: '{{"game": "matching"}}'}})
+  .finally(() => {{ document.title = "sent"; document.getElementById("f").submit(); }});"""
+        page = f"<html><body>{form}<script>{script}</script></body></html>"
+
+        async def evil(request: web.Request) -> web.Response:
+            return web.Response(text=page, content_type="text/html")
+
+        site = web.Application()
+        site.router.add_get("/", evil)
+        with Served(site) as attacker:
+            browser.get(attacker.url.replace("127.0.0.1", "localhost") + "/")
+            wait_for(lambda: browser.title == "sent" or "api/play" in browser.current_url)
+            wait_for(lambda: "api/play" in browser.current_url)  # the form went out too
+            time.sleep(0.5)
+        assert viewer.app[ARENA].sessions == {}
+
+
+def test_play_shows_the_table_warns_of_invalid_moves_and_refuses_long_ones(browser, served, run_dir):
+    start_playing(browser, served.url, 31)
+    box = wait_for(lambda: by_id(browser, "move"))
+    # this seat's private table, drawn as the replay draws it
+    mask = games.get("matching").instance_type.from_seed(31).masks[1]
+    assert len(css(browser, "#play-private table.grid tr")) == 1 + 8
+    assert len(css(browser, "#play-private td.hidden")) == 64 - sum(map(sum, mask))
+    assert not css(browser, "#invalid-warning")
+
+    browser.execute_script("arguments[0].value = '[message] ' + 'x'.repeat(5000)", box)
+    by_id(browser, "send").click()
+    alert = wait_for(lambda: by_id(browser, "alert").is_displayed() and by_id(browser, "alert").text)
+    assert "a move is at most 2,000 characters" in alert
+    assert by_id(browser, "send").is_enabled()  # the move stays, to be shortened
+
+    send_move(browser, "[propose] nobody")
+    assert not css(browser, "#invalid-warning")
+    send_move(browser, "[propose] nobody")
+    assert "one more invalid move" in by_id(browser, "invalid-warning").text
+    send_move(browser, "[propose] nobody")
+    ended = wait_for(lambda: by_id(browser, "play-invalid")).text
+    assert "you (seat 1): 3" in ended and "you (seat 1) made too many invalid moves in a row" in ended
+
+
+def test_a_bad_link_in_the_folder_leaves_the_page_working(browser, tmp_path, run_dir):
+    folder = tmp_path / "links"
+    folder.mkdir()
+    shutil.copy(run_dir / "iter_001/gen/games.jsonl", folder / "games.jsonl")
+    (folder / "dangling.jsonl").symlink_to(folder / "gone.jsonl")
+    (folder / "out.jsonl").symlink_to(run_dir / "iter_001/gen/games.jsonl")
+    with Served(make_app(folder, SCRIPTED_OPTS)) as server:
+        browser.get(f"{server.url}/#/")
+        links = wait_for(lambda: css(browser, "#files a"))
+        assert [a.text for a in links] == ["games.jsonl"]
+        no_page_error(browser)

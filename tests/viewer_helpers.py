@@ -4,11 +4,13 @@ players, and the viewer served from a thread (for the browser tests)."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
 from click.testing import CliRunner
 
 from selfplay_gen.cli import main
@@ -17,6 +19,22 @@ from selfplay_gen.viewer.cli import DEFAULTS, SEAT_PARAMS
 # play options as `selfplay-gen view --backend scripted` has them
 SCRIPTED_OPTS: dict[str, Any] = {**DEFAULTS, **{p.name: p.default for p in SEAT_PARAMS if p.name}}
 SCRIPTED_OPTS.update(backend="scripted", base_url=())
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def page_client(app: web.Application, **kwargs: Any) -> TestClient:
+    """A client that asks as the viewer's own page does: from its origin, with the token the page
+    was served with."""
+    from selfplay_gen.viewer.app import ACCESS
+
+    port = free_port()
+    headers = {"Origin": f"http://127.0.0.1:{port}", "X-Selfplay-Token": app[ACCESS].token}
+    return TestClient(TestServer(app, host="127.0.0.1", port=port), headers=headers, **kwargs)
 
 
 def run_cli(*args: str) -> None:

@@ -32,6 +32,7 @@ from ..games.base import GameInstance
 from ..options import game_from, game_options, generation_options, load_instances, open_seats
 from ..records import GameWriter, Record, RecordError, read_numbered_games
 from ..runner import SeatFactory, SettingsChanged, plan_games, run_games, until_signalled
+from . import people as people_games
 from .protocol import Evaluation, evaluation_of
 from .splits import ALIASES, DEFAULT_INSTANCES, DEV, SPLITS, TEST, EvaluationSeedError, split_name, split_seeds
 
@@ -224,7 +225,9 @@ async def play_pairings(
     metavar="[NAME=]FILE",
     help="Evaluate games already played instead of playing. Repeat for several models, in iteration "
     "order. NAME=FILE labels a model's self-play; A,B=FILE holds cross-play with A in seat 0 and "
-    "B in seat 1 (A and B need self-play files too). Default label: the file path.",
+    "B in seat 1 (A and B need self-play files too). Default label: the file path. Games people "
+    "played (selfplay-gen view) are reported apart, the person's seat beside the partner's: "
+    "NAME=FILE labels the person, NAME,PARTNER=FILE both.",
 )
 @click.option(
     "--out",
@@ -337,8 +340,49 @@ def eval_command(
             sys.exit(128 + caught.value)
         assert played is not None  # until_signalled returns the result unless a signal stopped the work
         inputs = played
+    people = [given for given in inputs if given.path.is_file() and people_games.holds_people(given.path)]
+    inputs = [given for given in inputs if given not in people]
+    written = evaluate_models(inputs, chosen_evaluation, out, append_to, resamples, opts["seed"]) if inputs else []
+    if people:
+        if append_to is not None and not inputs:
+            raise click.UsageError("--append-to adds a model's self-play to a run; games people played are not one")
+        metrics, described = read_people(people, game.name, resamples, opts["seed"])
+        written = people_games.write_report(out, metrics, described, written)
+        click.echo(people_games.summary_text(metrics))
+    click.echo("wrote " + ", ".join(str(p) for p in written) + (f"; appended to {append_to}" if append_to else ""))
+
+
+def read_people(inputs: list[GamesInput], game: str, resamples: int, seed: int) -> tuple[dict, list[dict]]:
+    """The figures of games people played, each side apart (`people`), and what each input held."""
+    tables, described = [], []
+    for given in inputs:
+        try:
+            records, failed = finished_games(given.path)
+            table = people_games.people_table(records, given.seats, game)
+        except RecordError as err:
+            raise click.UsageError(f"--from-games: {err}") from None
+        except ValueError as err:
+            raise click.UsageError(f"--from-games: {given.path}: {err}") from None
+        if table.empty:
+            raise click.UsageError(f"--from-games: {given.path} holds no games that did not fail")
+        tables.append(table)
+        left_out = sum(failed.values())
+        described.append({"file": str(given.path), "seats": list(given.seats), "games": len(table) // 2})
+        described[-1]["failed_left_out"] = left_out
+    return people_games.evaluate(tables, game, resamples, seed), described
+
+
+def evaluate_models(
+    inputs: list[GamesInput],
+    chosen_evaluation: Evaluation,
+    out: Path,
+    append_to: Path | None,
+    resamples: int,
+    seed: int,
+) -> list[Path]:
+    """Models' games: the game's own metrics and report (and the run's row with `append_to`)."""
     games, models, described = read_inputs(inputs, chosen_evaluation.table)
-    metrics = chosen_evaluation.evaluate(games, models, resamples, opts["seed"])
+    metrics = chosen_evaluation.evaluate(games, models, resamples, seed)
     for given in described:  # the failed games left out of the figures are still counted
         label, partner = given["seats"]
         if label == partner and "failed_games" in metrics["models"].get(label, {}):
@@ -350,4 +394,4 @@ def eval_command(
         except ValueError as err:
             raise click.UsageError(str(err)) from None
     click.echo(chosen_evaluation.summary(metrics))
-    click.echo("wrote " + ", ".join(str(p) for p in written) + (f"; appended to {append_to}" if append_to else ""))
+    return written

@@ -231,6 +231,13 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
         return None
 
     @classmethod
+    def seat_view(cls, instance: Any, seat: int) -> dict[str, Any] | None:
+        """What a page shows a person playing `seat` of `instance` beside its prompt: that seat's
+        private information only, in the form `record_view` gives it (e.g. its table, hidden
+        cells None). None: the prompt alone."""
+        return None
+
+    @classmethod
     def human_instances(cls, count: int) -> list[GameInstance]:
         """The first `count` of the `human_games` instances people played (none by default)."""
         raise ValueError(f"the {cls.name} game has random ones only")

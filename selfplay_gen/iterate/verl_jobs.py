@@ -13,6 +13,11 @@ import click
 from .config import PolicyLoss, Sampling, TrainJob, Verl, number
 from .shell import Shell, StepFailed
 
+# A GRPO row is a prompt or a group's game ids (no image, no tokenizing work), so verl's dataloader
+# reads them in the trainer's own process: with worker processes (verl's default, 8), the trainer's
+# last step returns with the train iterator still prefetching, and Ray's teardown kills those workers,
+# which printed "RuntimeError: DataLoader worker ... is killed by signal: Killed" after a finished run.
+DATALOADER_IN_PROCESS = "data.dataloader_num_workers=0"
 ROLLOUT_N_UNKNOWN = "K"  # a dry run before conversion: rollout_n of convert_summary.json
 # GRPO samples each step's groups through selfplay_gen.verl.replay_buffer (it looks for finished groups
 # every 0.1 s, verl's own every 2 s); verl builds such a sampler without the group-filtering settings,
@@ -118,7 +123,7 @@ def ppo_command(
         f"data.train_files={job.train_files}", f"data.val_files={job.val_files}",
         f"data.train_batch_size={job.batch_size}",
         f"data.max_prompt_length={verl.max_prompt_length}", f"data.max_response_length={verl.max_response_length}",
-        "data.filter_overlong_prompts=True", "data.truncation=error",
+        "data.filter_overlong_prompts=True", "data.truncation=error", DATALOADER_IN_PROCESS,
         f"actor_rollout_ref.model.path={job.model}", f"actor_rollout_ref.actor.strategy={verl.fsdp_strategy}",
         "actor_rollout_ref.model.external_lib=selfplay_gen.verl.worker_setup",
         f"+actor_rollout_ref.model.override_config.attn_implementation={verl.attn_impl}",

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import click
 
 from ..options import generation_options
+from .play import PlayLimits
 
 # The options of `play` that say what sits in a seat and how it samples; the partner's own
 # (--partner-*) and the run's (concurrency, seed) have no meaning for one person's games.
@@ -15,6 +17,21 @@ _PARAMS: list[click.Parameter] = generation_options(lambda: None).__click_params
 SEAT_PARAMS = [p for p in _PARAMS if p.name and not p.name.startswith("partner_") and p.name not in _UNUSED]
 DEFAULTS = {p.name: p.default for p in _PARAMS if p not in SEAT_PARAMS}
 DEFAULTS["partner_base_url"] = ()
+# here the seat options say what plays against the person, not what plays both seats
+_PARTNER_HELP = {
+    "backend": "What plays against you when you pick the model as your partner: the model in this process on "
+    "CPU through llama.cpp (llamacpp) or transformers (local), an SGLang server, an OpenAI-compatible server, "
+    "or scripted players (then both partners are scripted). A scripted partner needs none of these.",
+}
+
+
+def _view_param(param: click.Parameter) -> click.Parameter:
+    if param.name not in _PARTNER_HELP:
+        return param
+    param = copy.copy(param)
+    assert isinstance(param, click.Option)
+    param.help = _PARTNER_HELP[param.name]
+    return param
 
 
 @click.command("view")
@@ -23,8 +40,31 @@ DEFAULTS["partner_base_url"] = ()
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="Address to listen on. The default is this machine only; 0.0.0.0 lets anyone on the network see "
-    "the games and play against the model.",
+    help="Address to listen on. The default is this machine only (the page answers requests for "
+    "127.0.0.1:PORT and localhost:PORT). Any other address (0.0.0.0: every interface) lets other machines "
+    "see the games and play against the model: it needs --token, and the page opens at "
+    "http://HOST:PORT/?token=TOKEN.",
+)
+@click.option(
+    "--token",
+    default=None,
+    envvar="SELFPLAY_VIEW_TOKEN",
+    help="Secret that opens the viewer when --host is not this machine (also $SELFPLAY_VIEW_TOKEN). On this "
+    "machine a fresh one is made at every start and given to the page only.",
+)
+@click.option(
+    "--max-games",
+    type=click.IntRange(min=1),
+    default=PlayLimits.max_games,
+    show_default=True,
+    help="Games people may have in progress at once; more are refused until one ends or expires.",
+)
+@click.option(
+    "--idle-minutes",
+    type=click.FloatRange(min=0, min_open=True),
+    default=PlayLimits.idle_s / 60,
+    show_default=True,
+    help="A game nobody has moved in or looked at for this long expires, unrecorded.",
 )
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port (0: any free one).")
 @click.option(
@@ -32,9 +72,19 @@ DEFAULTS["partner_base_url"] = ()
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
     help="Folder for the games people play, one file per game and partner (GAME-human-vs-PARTNER.jsonl). "
-    "Default: play/ under PATH (beside PATH for a games file), so they show up in the viewer too.",
+    "Default: play/ under PATH, so they show up in the viewer too (for a games file: play/ beside it, which "
+    "the viewer of that one file does not show).",
 )
-def view_command(path: Path, host: str, port: int, play_out: Path | None, **seat: object) -> None:
+def view_command(
+    path: Path,
+    host: str,
+    port: int,
+    token: str | None,
+    max_games: int,
+    idle_minutes: float,
+    play_out: Path | None,
+    **seat: object,
+) -> None:
     """Watch recorded games and play a seat yourself, in the browser.
 
     PATH is a games file (games.jsonl), a report directory (from `selfplay-gen eval`) or a whole
@@ -47,20 +97,37 @@ def view_command(path: Path, host: str, port: int, play_out: Path | None, **seat
     PLAY: take either seat against a scripted partner or against the model that --backend,
     --base-url and --model name (default: the embedded model on CPU, loaded on the first game
     against it). You see exactly what a model in that seat is given, and type moves in the game's
-    grammar. Each game is recorded like any other, its seat marked "human", so
-    `selfplay-gen eval --from-games` reports it beside model games.
+    grammar (at most 2,000 characters a move). Each game is recorded like any other, its seat
+    marked "human", so `selfplay-gen eval --from-games` reports it beside model games. At most
+    --max-games games are in progress at once, and one left alone for --idle-minutes expires.
 
-    Only files under PATH are served, and only to this machine unless --host says otherwise.
+    SERVED: a games file alone when PATH is one, else the files under the folder PATH, never
+    hidden files or links that lead out of it. Files are served as data (images, plain text or
+    downloads), never as pages or scripts. Only this machine is answered, and only the page the
+    viewer served may start games, unless --host and --token say otherwise.
     """
-    from .app import make_app, serve
+    from .app import Access, is_loopback, make_app, serve
 
     if seat["backend"] in ("sglang", "openai") and not seat["base_url"]:
         raise click.UsageError(f"--backend {seat['backend']} needs --base-url (the server of the model to play)")
+    try:
+        access = Access.for_host(host, token)
+    except ValueError as err:
+        raise click.UsageError(str(err)) from None
     opts = {**DEFAULTS, **seat}
-    app = make_app(path, opts, play_out)
-    click.echo(f"selfplay-gen view: http://{host}:{port}/ (Ctrl-C stops)", err=True)
+    limits = PlayLimits(idle_s=idle_minutes * 60, max_games=max_games)
+    app = make_app(path, opts, play_out, access, limits)
+    shown = "localhost" if host in ("0.0.0.0", "::") else host
+    if not is_loopback(host):
+        click.echo(
+            f"warning: --host {host} exposes the viewer (games, reports, files under PATH, and games against "
+            "the model) to every machine that reaches this address; anyone with the token can use it",
+            err=True,
+        )
+    url = f"http://{shown}:{port}/" + (f"?token={access.token}" if access.everywhere else "")
+    click.echo(f"selfplay-gen view: {url} (Ctrl-C stops)", err=True)
     serve(app, host, port)
 
 
 for _param in reversed(SEAT_PARAMS):
-    view_command.params.append(_param)
+    view_command.params.append(_view_param(_param))

@@ -1,8 +1,9 @@
-"""What the viewer may show: the games files and report directories under the one path it was
-given, and nothing outside it.
+"""What the viewer may show: the one games file it was given, or the games files and report
+directories under the one folder it was given, and nothing else.
 
 Every path the page asks for is relative to that root and resolved here (`Library.resolve`), so
-`..`, absolute paths and symbolic links that lead out are refused in one place. Games files are
+`..`, absolute paths, hidden files and folders (`.ssh/`, lock files) and symbolic links that lead
+out are refused in one place; given a single file, that file is all there is. Games files are
 read through `records.parse`, the checked reader every other part uses: a malformed or truncated
 line becomes an error naming the file and line, listed beside the good games instead of ending
 the page. Each file is indexed once (byte offset and a short summary per line) and indexed again
@@ -21,6 +22,10 @@ from ..records import UNNAMED_GAME, Record, RecordError, parse
 GAMES_SUFFIX = ".jsonl"
 REPORT_FILE = "report.md"
 MIN_TAIL = 3
+
+
+def _hidden(relative: Path) -> bool:
+    return any(part.startswith(".") and part not in (".", "..") for part in relative.parts)
 
 
 class OutsideRoot(PermissionError):
@@ -114,24 +119,35 @@ class Library:
         self._indexes: dict[Path, GamesIndex] = {}
 
     def resolve(self, name: str) -> Path:
-        """The path `name` (relative to the root) names; `OutsideRoot` for anything that is not
-        under the root once resolved (`..`, absolute paths, links out) or does not exist."""
+        """The path `name` (relative to the root) names; `OutsideRoot` for anything the viewer does
+        not show: outside the root once resolved (`..`, absolute paths, links out), hidden (a part
+        of its name starts with a dot, before or after links are followed), absent, or, when the
+        viewer was given one file, any other path."""
         if not name or "\x00" in name:
             raise OutsideRoot(f"no such path {name!r}")
         path = (self.root / name).resolve()
-        if not path.is_relative_to(self.root) or not path.exists():
-            raise OutsideRoot(f"no such path under the viewed directory: {name!r}")
+        if not self.serves(path) or _hidden(Path(name)):
+            raise OutsideRoot(f"no such path under the viewed {'file' if self.single else 'directory'}: {name!r}")
         return path
+
+    def serves(self, path: Path) -> bool:
+        """Whether `path` (resolved) is one the viewer shows: the single file it was given, or an
+        existing path under its folder that is not hidden."""
+        if self.single is not None:
+            return path == self.single
+        return path.is_relative_to(self.root) and path.exists() and not _hidden(path.relative_to(self.root))
 
     def name(self, path: Path) -> str:
         return path.resolve().relative_to(self.root).as_posix()
 
     def _walk(self) -> list[Path]:
-        """Every visible file under the root (hidden files and folders, e.g. lock files, left out)."""
+        """Every file under the root the viewer shows: hidden files and folders (e.g. lock files)
+        and links that lead out of the root or nowhere are left out."""
         found: list[Path] = []
         for folder, dirs, files in os.walk(self.root):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            found.extend(Path(folder) / f for f in sorted(files) if not f.startswith("."))
+            paths = (Path(folder) / f for f in sorted(files) if not f.startswith("."))
+            found.extend(p for p in paths if self.serves(p.resolve()))
         return found
 
     def games_files(self) -> list[str]:
@@ -139,6 +155,10 @@ class Library:
         if self.single is not None:
             return [self.name(self.single)]
         return [self.name(p) for p in self._walk() if p.name.endswith(GAMES_SUFFIX)]
+
+    def games_in(self, folder: Path) -> list[str]:
+        """The games files of a report directory's games/ folder that the viewer shows."""
+        return sorted(self.name(p) for p in folder.glob("games/*" + GAMES_SUFFIX) if self.serves(p.resolve()))
 
     def reports(self) -> list[str]:
         """Report directories under the root: those holding a `report.md` (evaluations, run reports),

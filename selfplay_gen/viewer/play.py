@@ -6,6 +6,11 @@ for a turn, which the page supplies. The game is played by the runner's own `pla
 partner built as `play` and `eval` build seats (`options.open_seats`), so the record is the same
 record, written by `GameWriter`, with the human seat's `kind` "human" and its settings' backend
 "human". `selfplay-gen eval --from-games` then reads these files like any other.
+
+A viewer may be left running, so what people start is bounded (`PlayLimits`): a game nobody has
+asked about for `idle_s` expires (its task is cancelled and nothing is recorded), a finished game
+is forgotten after the same time (its record is in its file), at most `max_games` games are in
+progress at once (`TooManyGames` past it), and a move is at most `max_move_chars` characters.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ import asyncio
 import contextlib
 import itertools
 import secrets
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +32,30 @@ from ..games.base import ChatSeat, Game, Observation, StepResult
 from ..options import Seating, limits_from, open_seats
 from ..records import GameWriter, Record
 from ..runner import GameSpec, play_game
+from .replay import invalid_seat
 
 PARTNERS = ("scripted", "model")
 HUMAN = "human"
+
+
+@dataclass(frozen=True)
+class PlayLimits:
+    """What the games people play in one viewer may take."""
+
+    idle_s: float = 30 * 60.0  # a game nobody asked about for this long expires (finished: is forgotten)
+    max_games: int = 16  # games in progress at once
+    max_move_chars: int = 2000  # characters of one move
+
+    def __post_init__(self) -> None:
+        if self.idle_s <= 0 or self.max_games < 1 or self.max_move_chars < 1:
+            raise ValueError(f"play limits must be positive, got {self}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class TooManyGames(RuntimeError):
+    """As many games are in progress as the viewer plays at once."""
 
 
 class HumanSeat(ChatSeat):
@@ -77,12 +104,25 @@ class Session:
     record: Record | None = None
     error: str | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
+    seen: float = 0.0  # when a request last asked about it (the Arena's clock)
+
+    @property
+    def done(self) -> bool:
+        return self.record is not None or self.error is not None
+
+    def invalid_by_seat(self) -> list[int]:
+        """Invalid moves each seat made so far."""
+        events = self.game.events() if self.game is not None else []
+        return [sum(e["kind"] == "invalid" and e["player"] == s for e in events) for s in (0, 1)]
 
     def state(self) -> dict[str, Any]:
         """What the page shows: this seat's chat so far (what a model in it would have been
         given), what it has been told since its last turn, whose turn it is, and the end."""
         human, game = self.human, self.game
         outcome = game.outcome.to_dict() if game is not None and game.outcome is not None else None
+        your_turn = bool(human and human.asked) and self.record is None
+        invalid_left = game.limits.max_invalid - game.invalid_streak if game is not None and your_turn else None
+        private = games.get(self.game_name).seat_view(game.instance, self.human_seat) if game is not None else None
         return {
             "id": self.id,
             "game": self.game_name,
@@ -91,9 +131,13 @@ class Session:
             "partner": self.partner,
             "messages": human.messages if human else [],
             "inbox": human.inbox if human else [],
-            "your_turn": bool(human and human.asked) and self.record is None,
-            "done": self.record is not None or self.error is not None,
+            "your_turn": your_turn,
+            "invalid_left": invalid_left,  # invalid moves in a row this seat may still make
+            "private": private,  # this seat's private information, as the page draws it
+            "done": self.done,
             "outcome": outcome,
+            "invalid_by_seat": self.invalid_by_seat(),
+            "invalid_seat": invalid_seat(outcome, game.events()) if game is not None and outcome else None,
             "error": self.error,
             "out": self.out.name,
             "game_id": self.record["game_id"] if self.record else None,
@@ -116,9 +160,17 @@ class Arena:
     """Every game people play in one viewer: the partners it can seat (the model is opened on
     first use and kept), the writers of the played games' files, and the sessions."""
 
-    def __init__(self, out_dir: Path, opts: dict[str, Any]):
+    def __init__(
+        self,
+        out_dir: Path,
+        opts: dict[str, Any],
+        limits: PlayLimits | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.out_dir = out_dir
         self.opts = opts
+        self.limits = limits or PlayLimits()
+        self.clock = clock
         self.sessions: dict[str, Session] = {}
         self._writers: dict[Path, GameWriter] = {}
         self._stack = contextlib.AsyncExitStack()
@@ -136,6 +188,23 @@ class Arena:
         self._disk.shutdown(wait=True)
         for writer in self._writers.values():
             writer.close()
+
+    @property
+    def in_progress(self) -> int:
+        return sum(not s.ended.is_set() for s in self.sessions.values())
+
+    def sweep(self) -> None:
+        """Expire the games nobody has asked about for `limits.idle_s` (cancelled, not recorded)
+        and forget the finished ones as old, or the oldest of them past as many as `max_games`
+        (their records are in their files)."""
+        oldest = self.clock() - self.limits.idle_s
+        for session in [s for s in self.sessions.values() if s.seen < oldest]:
+            if session.task is not None and not session.task.done():
+                session.task.cancel()
+            del self.sessions[session.id]
+        finished = sorted((s for s in self.sessions.values() if s.ended.is_set()), key=lambda s: s.seen)
+        for session in finished[: len(finished) - self.limits.max_games]:
+            del self.sessions[session.id]
 
     def out_file(self, game: str, partner: str) -> Path:
         """One file per game and partner, so that `eval --from-games` reads one kind of game each."""
@@ -166,6 +235,12 @@ class Arena:
             raise ValueError(f"partner must be one of {', '.join(PARTNERS)}, got {partner!r}")
         if seat not in (0, 1):
             raise ValueError(f"seat must be 0 or 1, got {seat!r}")
+        self.sweep()
+        if self.in_progress >= self.limits.max_games:
+            raise TooManyGames(
+                f"{self.in_progress} games are in progress, the most this viewer plays at once: finish one, "
+                f"or wait until one left alone for {self.limits.idle_s / 60:g} minutes expires"
+            )
         config = GameConfig(game, limits_from(self.opts), options)
         seating = await self._seating(partner, game)
         if seed is None:
@@ -177,7 +252,7 @@ class Arena:
         index = next(k for k in itertools.count() if f"{instance.id}/human-{k}" not in taken)
         spec = GameSpec(f"{instance.id}/human-{index}", 0, index, instance)
         self._playing.add(spec.game_id)
-        session = Session(f"{next(self._counter)}-{secrets.token_hex(4)}", game, seat, partner, out)
+        session = Session(f"{next(self._counter)}-{secrets.token_hex(4)}", game, seat, partner, out, seen=self.clock())
 
         def human(spec_: GameSpec, s: int, game_: Game[Any, Any], start: Observation) -> HumanSeat:
             session.game = game_
@@ -209,6 +284,12 @@ class Arena:
         return session
 
     def get(self, session_id: str) -> Session:
+        """The game `session_id`, seen now (so it does not expire while someone plays it)."""
+        self.sweep()
         if session_id not in self.sessions:
-            raise KeyError(f"no game {session_id!r} in play")
-        return self.sessions[session_id]
+            raise KeyError(
+                f"no game {session_id!r} in play (a game left alone for {self.limits.idle_s / 60:g} minutes expires)"
+            )
+        session = self.sessions[session_id]
+        session.seen = self.clock()
+        return session

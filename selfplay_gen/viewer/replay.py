@@ -10,10 +10,28 @@ view of their own still show turns, chats and outcome.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 from .. import games
+from ..games.base import MAX_INVALID
+from ..models import DEFAULT_MODEL, RAW_MODEL
 from ..records import UNNAMED_GAME, Record
+
+# the embedded models' cached copies: cache_dir()/SmolLM2-135M-Instruct-warm-<adapter hash>
+_EMBEDDED_COPY = re.compile(rf"^({re.escape(DEFAULT_MODEL)}|{re.escape(RAW_MODEL)})(-[0-9a-f]{{12}})?$")
+
+
+def model_name(model: str | None) -> str:
+    """A model as a reader names it: the embedded model's name for its cached copy (records hold
+    the path a backend opened, under the cache directory), else the directory's name; the
+    default model when none was named."""
+    if not model:
+        return DEFAULT_MODEL
+    name = Path(str(model).rstrip("/")).name or str(model)
+    found = _EMBEDDED_COPY.match(name)
+    return found.group(1) if found else name
 
 
 def describe(record: Record) -> dict[str, Any]:
@@ -27,7 +45,8 @@ def describe(record: Record) -> dict[str, Any]:
             {
                 "kind": player["kind"],
                 "backend": who.get("backend"),
-                "model": who.get("model"),
+                "model": model_name(who["model"]) if who.get("model") else None,
+                "model_path": who.get("model"),
                 "messages": player["messages"],
                 "system": next((m["content"] for m in player["messages"] if m["role"] == "system"), ""),
             }
@@ -42,6 +61,10 @@ def describe(record: Record) -> dict[str, Any]:
             for e in record["events"]
         ],
         "outcome": record["outcome"],
+        "invalid_by_seat": [
+            sum(e["kind"] == "invalid" and e["player"] == s for e in record["events"]) for s in range(len(seats))
+        ],
+        "invalid_seat": invalid_seat(record["outcome"], record["events"]),
         "failure": record.get("failure"),
         "stats": record["stats"],
     }
@@ -49,3 +72,8 @@ def describe(record: Record) -> dict[str, Any]:
     if detail is not None:
         view["detail"] = detail
     return view
+
+
+def invalid_seat(outcome: Any, events: Any) -> int | None:
+    """The seat whose invalid moves in a row ended the game (its last event), if that ended it."""
+    return events[-1]["player"] if outcome["termination"] == MAX_INVALID and events else None

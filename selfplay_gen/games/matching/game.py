@@ -69,6 +69,12 @@ class MatchingGame(Game[Instance, Move]):
 
         return record_view(record, view)
 
+    @classmethod
+    def seat_view(cls, instance, seat):
+        from .view import seat_view
+
+        return seat_view(instance, seat)
+
     def _clear(self) -> None:
         super()._clear()
         self.pending: tuple[int, tuple[tuple[int, int], ...]] | None = None  # (proposer, pairs)

@@ -98,6 +98,14 @@ def game_row(record: Record, seats: tuple[str, str]) -> dict:
     }
 
 
+def seat_figures(record: Record, seat: int) -> dict[str, float]:
+    """What one seat did that the game row counts over both (a game people played reports each seat
+    apart): the table cells it stated in its messages, and how many of them its own view shows."""
+    said = [(seat, e["text"]) for e in record["events"] if e["kind"] == "message" and e["player"] == seat]
+    stated, grounded = count_grounded(Instance.from_dict(record["instance"]), said)
+    return {"cells stated": stated, "cells grounded": grounded}
+
+
 def per_instance(games: pd.DataFrame, column: str = REWARD) -> pd.Series:
     """The mean of `column` (the reward unless named) per instance."""
     return _per_instance(games, column)

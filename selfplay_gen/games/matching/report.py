@@ -34,6 +34,7 @@ from ...stats.report import (
 )
 from .metrics import GAME, human_games_on, per_instance, summarize
 from .metrics import game_table as game_table
+from .metrics import seat_figures as seat_figures
 
 SCHEMA = "selfplay-gen-eval/1"
 HUMANS = "humans"

@@ -41,3 +41,13 @@ def record_view(record: Any, view: dict[str, Any]) -> dict[str, Any]:
             ["random matching (this instance)", f"{baseline:.3f}"],
         ],
     }
+
+
+def seat_view(instance: Instance, seat: int) -> dict[str, Any]:
+    """What a person playing `seat` sees beside the prompt: that seat's scaled table, hidden cells None."""
+    return {
+        "reviewers": list(REVIEWERS),
+        "papers": list(PAPERS),
+        "view": instance.view(seat),
+        "scale": instance.scales[seat],
+    }

@@ -89,6 +89,13 @@ def game_row(record: Record, seats: tuple[str, str]) -> dict:
     }
 
 
+def seat_figures(record: Record, seat: int) -> dict[str, float]:
+    """One seat's own points (its reward depends on the reward mode; a game people played reports
+    each seat apart)."""
+    outcome: dict = dict(record["outcome"])
+    return {"points": float(outcome["points"][seat])}
+
+
 def game_table(records: Iterable[Record], seats: tuple[str, str]) -> pd.DataFrame:
     return pd.DataFrame([game_row(r, seats) for r in records])
 

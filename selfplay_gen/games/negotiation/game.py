@@ -74,6 +74,12 @@ class NegotiationGame(Game[Instance, Move]):
 
         return record_view(record, view)
 
+    @classmethod
+    def seat_view(cls, instance, seat):
+        from .view import seat_view
+
+        return seat_view(instance, seat)
+
     def __init__(
         self,
         limits: Limits | None = None,

@@ -49,3 +49,13 @@ def record_view(record: Any, view: dict[str, Any]) -> dict[str, Any]:
         "pareto_optimal": outcome.get("pareto_optimal"),
         "outcome_rows": rows,
     }
+
+
+def seat_view(instance: Instance, seat: int) -> dict[str, Any]:
+    """What a person playing `seat` sees beside the prompt: the pool and that seat's own values."""
+    return {
+        "items": list(ITEMS),
+        "plurals": list(PLURALS),
+        "counts": list(instance.counts),
+        "values": list(instance.values[seat]),
+    }

@@ -30,6 +30,9 @@ function alertBox(message) {
   box.hidden = !message;
 }
 
+// the token of this page: the server answers a request that changes something only with it
+const TOKEN = (document.querySelector('meta[name="selfplay-token"]') || {}).content || "";
+
 async function api(path, options) {
   const response = await fetch(path, options);
   let body;
@@ -238,6 +241,14 @@ function turnNode(view, turn, number) {
   );
 }
 
+function invalidText(outcome, bySeat, you) {
+  // who made the invalid moves, and whose ended the game
+  const name = (s) => (s === you ? `you (${seatName(s)})` : seatName(s));
+  const counts = bySeat.map((n, s) => `${name(s)}: ${n}`).join(" · ");
+  const ender = outcome && outcome.termination === "max_invalid" && outcome.invalid_seat !== undefined ? outcome.invalid_seat : null;
+  return ender === null ? counts : `${counts} — ${name(ender)} made too many invalid moves in a row, which ended the game`;
+}
+
 function outcomeNode(view) {
   const o = view.outcome;
   const d = view.detail;
@@ -246,6 +257,7 @@ function outcomeNode(view) {
     ["agreed", o.agreed ? "yes" : "no"],
     ["rewards", o.rewards.map((r) => fmt(r)).join(" / ")],
   ];
+  if (view.invalid_by_seat) rows.push(["invalid moves", invalidText({ ...o, invalid_seat: view.invalid_seat }, view.invalid_by_seat)]);
   if (d && d.outcome_rows) rows.push(...d.outcome_rows); // the game's own lines, as its view words them
   if (view.failure) rows.push(["failure", `${view.failure.reason}: ${view.failure.detail || ""}`]);
   return el(
@@ -279,7 +291,7 @@ function chatsNode(view) {
       el(
         "details",
         { class: "card chat" },
-        el("summary", {}, `${seatName(s)} (${seat.kind}${seat.model ? ", " + seat.model : ""}): everything it was given and said`),
+        el("summary", { title: seat.model_path || null }, `${seatName(s)} (${seat.kind}${seat.model ? ", " + seat.model : ""}): everything it was given and said`),
         seat.messages.map((m) => el("div", { class: `msg ${m.role}` }, el("span", { class: "role" }, m.role), el("pre", {}, m.content))),
       ),
     ),
@@ -440,7 +452,7 @@ async function showPlaySetup() {
     try {
       const state = await api("/api/play", {
         method: "POST",
-        headers: { "Content-Type": "application/json" },
+        headers: { "Content-Type": "application/json", "X-Selfplay-Token": TOKEN },
         body: JSON.stringify({ game: game.value, seat: Number(seat.value), partner: partner.value, seed: seed.value, options: chosen }),
       });
       location.hash = "#/play?" + new URLSearchParams({ id: state.id });
@@ -455,6 +467,28 @@ async function showPlaySetup() {
     el("p", {}, "You see exactly what a model in your seat is given: its system prompt (rules and your private view) and what the game tells it after each move. Type moves in the game's own grammar; an invalid move is explained and you move again. Every game is recorded like a model's, with your seat marked human."),
     form,
   );
+}
+
+function seatPrivate(d) {
+  // this seat's private information, drawn as the replay draws it
+  if (!d) return null;
+  if (d.view) {
+    return el("section", { class: "card view", id: "play-private" }, el("h3", {}, `Your table (scale ×${fmt(d.scale, 2)}; blank = hidden from you)`), hiddenGrid(d, d.view));
+  }
+  if (d.items) {
+    return el(
+      "section",
+      { class: "card view", id: "play-private" },
+      el("h3", {}, "The pool and your values (points per item)"),
+      el(
+        "table",
+        { class: "list" },
+        el("tr", {}, el("th", {}, "item"), el("th", {}, "count"), el("th", {}, "your value")),
+        d.items.map((item, i) => el("tr", {}, el("td", {}, item), el("td", { class: "num" }, d.counts[i]), el("td", { class: "num" }, d.values[i]))),
+      ),
+    );
+  }
+  return null;
 }
 
 function renderPlay(state) {
@@ -474,7 +508,7 @@ function renderPlay(state) {
     el(
       "div",
       { class: "play" },
-      el("section", { class: "card system" }, el("h3", {}, "Your system prompt"), el("pre", { id: "play-system" }, system)),
+      el("div", {}, seatPrivate(state.private), el("section", { class: "card system" }, el("h3", {}, "Your system prompt"), el("pre", { id: "play-system" }, system))),
       side,
     ),
   ];
@@ -486,6 +520,7 @@ function renderPlay(state) {
         { class: "card outcome", id: "play-outcome" },
         el("h3", {}, "Game over"),
         o ? el("p", {}, `ended: ${o.termination}; agreed: ${o.agreed ? "yes" : "no"}; rewards ${o.rewards.map((r) => fmt(r)).join(" / ")}`) : null,
+        o ? el("p", { id: "play-invalid" }, "Invalid moves: " + invalidText({ ...o, invalid_seat: state.invalid_seat }, state.invalid_by_seat, state.seat)) : null,
         state.error ? el("p", { class: "error" }, state.error) : null,
         state.game_id ? el("p", { id: "play-recorded" }, `Recorded as ${state.game_id} in `, state.out_path ? link("games", { file: state.out_path }, state.out_path) : `${state.out} (--play-out)`) : null,
         el("p", {}, el("a", { href: "#/play" }, "Play another game")),
@@ -494,13 +529,20 @@ function renderPlay(state) {
   } else if (state.your_turn) {
     const box = el("textarea", { id: "move", rows: "5", placeholder: "Your move (Ctrl+Enter sends)" });
     const send = el("button", { id: "send", type: "submit" }, "Send move");
-    const form = el("form", { class: "card move" }, el("div", { class: "muted" }, "Grammar: " + (state.grammar || "see the system prompt")), box, send);
+    const warning =
+      state.invalid_left === 1
+        ? el("div", { class: "error", id: "invalid-warning" }, "Careful: one more invalid move in a row ends the game, with no agreement.")
+        : null;
+    const form = el("form", { class: "card move" }, el("div", { class: "muted" }, "Grammar: " + (state.grammar || "see the system prompt")), warning, box, send);
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       send.disabled = true;
       send.textContent = "Waiting for your partner…";
       try {
-        renderPlay(await api(`/api/play/${state.id}/move`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ text: box.value }) }));
+        const headers = { "Content-Type": "application/json", "X-Selfplay-Token": TOKEN };
+        const next = await api(`/api/play/${state.id}/move`, { method: "POST", headers, body: JSON.stringify({ text: box.value }) });
+        alertBox("");
+        renderPlay(next);
       } catch (err) {
         alertBox(err.message);
         send.disabled = false;
