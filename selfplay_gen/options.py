@@ -22,7 +22,7 @@ from .players import LLMPlayer
 from .token_context import token_context
 
 BACKENDS = ("llamacpp", "local", "sglang", "openai", "scripted")
-SCRIPTED_POLICIES = ("share", "teacher")
+SCRIPTED_POLICIES = ("share", "teacher", "random", "minimax", "equilibrium")
 IN_PROCESS = ("llamacpp", "local")  # backends that run the model here, from a local directory
 
 
@@ -137,12 +137,19 @@ def generation_options(f):
         click.option(
             "--scripted-policy",
             type=click.Choice(SCRIPTED_POLICIES),
-            default="share",
-            show_default=True,
-            help="Scripted players of a game with policies: 'share' tells the partner part of what it "
-            "sees (see --scripted-share) and proposes the best plan it knows; 'teacher' plays the game's "
-            "demonstrations for warm starts (its teacher knobs, e.g. everything it sees stated exactly "
-            "as shown, then a proposal planned as --teacher-plan says).",
+            default=None,
+            help="Scripted players of a game with policies (default: the game's own): 'share' tells the "
+            "partner part of what it sees (see --scripted-share) and proposes the best plan it knows; "
+            "'teacher' plays the game's demonstrations for warm starts (its teacher knobs, e.g. everything "
+            "it sees stated exactly as shown, then a proposal planned as --teacher-plan says); 'random' "
+            "plays a legal move at random; 'minimax' and 'equilibrium' play a game's exact solution where "
+            "it has one (TicTacToe, Kuhn Poker).",
+        ),
+        click.option(
+            "--partner-scripted-policy",
+            type=click.Choice(SCRIPTED_POLICIES),
+            default=None,
+            help="Scripted players in seat 1 (e.g. minimax against random; default: --scripted-policy).",
         ),
         click.option(
             "--teacher-plan",
@@ -314,15 +321,19 @@ SCRIPTED_KNOBS = {"policy": "scripted_policy", "share": "scripted_share", "stren
 
 def _scripted_knobs(opts, prefix: str = "") -> dict:
     """The knobs the chosen game's scripted player has, from the options (`prefix` "partner_":
-    seat 1's, where a partner option exists and is given); `--scripted-policy teacher` is the
-    game's own teacher (`Game.teacher`), whatever the other knobs say but `--teacher-plan`."""
+    seat 1's, where a partner option exists and is given), the game's defaults for those not
+    given; the policy `teacher` is the game's own teacher (`Game.teacher`), whatever the other
+    knobs say but `--teacher-plan`."""
     game = games.get(opts.get("game", games.UNNAMED))
-    if opts.get("scripted_policy") == "teacher":
+    policy = opts.get(prefix + "scripted_policy") or opts.get("scripted_policy")
+    if policy == "teacher":
         return {**game.teacher, **({"plan": opts["teacher_plan"]} if opts.get("teacher_plan") else {})}
-    return {
-        k: opts[SCRIPTED_KNOBS[k]] if opts.get(prefix + SCRIPTED_KNOBS[k]) is None else opts[prefix + SCRIPTED_KNOBS[k]]
-        for k in game.scripted_knobs
-    }
+
+    def value(knob: str, default):
+        given = (opts.get(name) for name in (prefix + SCRIPTED_KNOBS[knob], SCRIPTED_KNOBS[knob]))
+        return next((v for v in given if v is not None), default)
+
+    return {k: value(k, default) for k, default in game.scripted_knobs.items()}
 
 
 @dataclass
