@@ -2,7 +2,8 @@
 what the environment shows that player, and the environment checks moves, keeps score and says
 when the game is over.
 
-The environment's code is used as shipped, with two things around it:
+The environment's code is used as shipped (`fixes.py` says what the adapter corrects in a few, and
+why), with two things around it:
 
 - Its own random draws (a shuffled deck, rolled dice) come from Python's global `random`, which
   `State` seeds at `reset`. Many games are in flight in one process, so each game keeps that
@@ -28,6 +29,7 @@ from typing import Annotated, Any, ClassVar, TypedDict
 from ...records import Event as RecordEvent
 from ...records import terminations
 from ..base import LIMIT_ENDS, STOPS, Game, InvalidMove, Limits, Observation, Outcome, Seed, StepResult
+from . import fixes
 
 FAMILY = "textarena"
 GAME_OVER, INVALID_MOVE = "game_over", "invalid_move"  # the environment's own ends
@@ -210,6 +212,7 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
         state = self.env.state
         errors = getattr(state, "error_count", 0)
         with self._own_random():
+            fixes.before_step(self.env, text)
             done, _ = self.env.step(action=text)
         state = self.env.state
         told = self._drain(mover=seat)
@@ -243,13 +246,14 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
             reason = " ".join(sorted(reasons)) or None
         else:
             rewards, reason = (0.0, 0.0), None
-        self._outcome = Outcome(termination, False, rewards, {"reason": reason})
+        self._outcome = Outcome(termination, False, rewards, {"reason": reason, **fixes.details(self.env)})
 
     def legal(self, text: str) -> bool:
         """Whether the environment would take `text` as the next move (tried on a copy)."""
         env = copy.deepcopy(self.env)
         mover, errors = env.state.current_player_id, getattr(env.state, "error_count", 0)
         with self._own_random(keep=False):
+            fixes.before_step(env, text)
             done, _ = env.step(action=text)
         if done:
             return not env.state.game_info[mover].get("invalid_move")
