@@ -31,8 +31,8 @@ SPIRAL = ("TicTacToe-v0", "KuhnPoker-v0", "SimpleNegotiation-v0")
 # out need what a run here cannot have (nltk's word lists downloaded at run time: Hangman,
 # WordChains, LetterAuction, DontSayIt; an OpenRouter key: Debate) or do not load on this Python
 # (Chess, Checkers: f-strings of Python 3.12), see `adapter.check_env`
-PLAYED = (*SPIRAL, "LiarsDice-v0", "SimpleTak-v0", "Othello-v0-tiny", "IteratedRockPaperScissors-v0")
-PLAYED += ("IndianPoker-v0-short", "TruthAndDeception-v0", "WildTicTacToe-v0")
+PLAYED = (*SPIRAL, "LiarsDice-v0", "ConnectFour-v0", "Nim-v0", "SimpleTak-v0", "Othello-v0-tiny")
+PLAYED += ("IteratedRockPaperScissors-v0", "IndianPoker-v0-short", "TruthAndDeception-v0")
 
 
 def run(*args: str) -> str:
@@ -294,3 +294,27 @@ def test_kuhn_equilibrium_is_worth_minus_one_eighteenth_to_the_first_to_act():
     mean = sum(won) / len(won)
     spread = (sum((w - mean) ** 2 for w in won) / (len(won) - 1)) ** 0.5
     assert len(won) == 6000 and abs(mean - -1 / 18) < 3 * spread / len(won) ** 0.5
+
+
+def test_spirals_recipe_is_planned_by_iterate(tmp_path):
+    """Online GRPO on TicTacToe from the rules alone: no warm start, every instance a row per seat
+    (GRPO's groups are then per instance and seat: a per-role baseline), each model evaluated."""
+    from selfplay_gen.iterate.cli import iterate_command
+
+    run_dir, name = tmp_path / "run", "textarena:TicTacToe-v0"
+    common = ["--dry-run", "--initial-model", "/m0", "--run-dir", str(run_dir), "--selfplay-gen", "gen"]
+    common += ["--selfplay-convert", "conv", "--verl-python", sys.executable]
+    recipe = ["--trainer", "grpo-online", "--num-iterations", "2", "--warm-start", "none", "--online-steps", "20"]
+    result = CliRunner().invoke(iterate_command, [*common, "--game", name, *recipe])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    init = f"+ gen init --game {name} --num-train 160 --num-test 16 --seed 1000000 --out-dir {run_dir}/iter_001/gen"
+    assert f"{init} --overwrite" in lines  # 20 steps x 16 rows, two rows (seats) an instance
+    trains = [line for line in lines if "-m verl.trainer.main_ppo" in line]
+    assert len(trains) == 2 and f"data.train_files={run_dir}/iter_001/gen/train.parquet" in trains[0]
+    evals = [line for line in lines if line.startswith("+ gen eval")]
+    assert evals and all(f"--game {name}" in line for line in evals)
+    assert not any("--scripted-policy teacher" in line for line in lines)  # from the rules alone
+
+    refused = CliRunner().invoke(iterate_command, [*common, "--game", "textarena:Sudoku-v0", *recipe])
+    assert refused.exit_code == 2 and "is not a two-player environment" in refused.output

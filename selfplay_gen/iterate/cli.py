@@ -36,6 +36,15 @@ def opt(name: str, envvar: str, **kwargs: Any) -> Callable:
     return click.option(name, envvar=envvar, show_envvar=True, **kwargs)
 
 
+def known_game(ctx: click.Context, param: click.Parameter, name: str) -> str:
+    """A game the registry has (one of a family, e.g. textarena:TicTacToe-v0, made to check it)."""
+    try:
+        games.get(name)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+    return name
+
+
 def options(*decorators: Callable) -> Callable:
     def apply(function: Callable) -> Callable:
         return functools.reduce(lambda f, d: d(f), reversed(decorators), function)
@@ -220,9 +229,10 @@ game_options = options(
     opt(
         "--game",
         "GAME",
-        type=click.Choice(games.names()),
         default=None,
-        help="The game [default: the one selfplay-gen plays when told none].",
+        callback=lambda ctx, param, name: name if name is None else known_game(ctx, param, name),
+        help=f"The game: {', '.join(games.names() + games.families())} [default: the one selfplay-gen plays "
+        "when told none].",
     ),
     opt(
         "--reward-mode",

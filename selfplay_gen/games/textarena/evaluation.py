@@ -25,6 +25,7 @@ from ...evaluation.report import format_interval, markdown_table, report_head
 
 SCHEMA = "selfplay-gen-eval-textarena/1"
 WIN_NOTE = (
+    "Agreement, in these games: played out by their rules (not ended by an invalid move or a limit). "
     "A game is won by the seat with the higher reward (the environment's; a game cut short by a limit is a "
     "draw). Rates are the first model's, with it in seat 0, in seat 1 and both pooled; decided: its wins / "
     "(wins + losses). Self-play rows are seat 0's. Ratings: Bradley–Terry on the Elo scale (first model 0) "

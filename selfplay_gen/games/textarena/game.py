@@ -135,7 +135,9 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
     the environment's rewards for that); a limit of this project (`Limits`, tokens, context) is
     a truncation scored 0 for both seats, as a game cut short says nothing of who would win. An
     invalid move the environment lets a player retry is refused (the player is told why) and
-    counts toward `Limits.max_invalid`."""
+    counts toward `Limits.max_invalid`. The seats of these games agree on nothing but to play:
+    `agreed` says that they played the game out by its rules (`game_over`), which is what the
+    iteration's automatic warm start asks of a model."""
 
     env_id: str = ""
     version = 1
@@ -145,7 +147,9 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
     ability = "game_play"
     record = TextArenaRecord
     scripted_knobs = {"policy": "random"}
-    teacher: ClassVar[Mapping[str, Any]] = {}  # self-play from the rules alone: nothing to imitate
+    # a warm start (when asked for) imitates random legal play: well-formed moves, no strategy;
+    # self-play from the rules alone, as SPIRAL trains, is `--warm-start none`
+    teacher: ClassVar[Mapping[str, Any]] = {"policy": "random"}
     crossplay_by_default = True  # competitive: checkpoints are measured against each other
     evaluation = "selfplay_gen.games.textarena.evaluation"
     move_grammar = "a move as the environment asks for it, e.g. [4] or [bet]"
@@ -246,7 +250,9 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
             reason = " ".join(sorted(reasons)) or None
         else:
             rewards, reason = (0.0, 0.0), None
-        self._outcome = Outcome(termination, False, rewards, {"reason": reason, **fixes.details(self.env)})
+        self._outcome = Outcome(
+            termination, termination == GAME_OVER, rewards, {"reason": reason, **fixes.details(self.env)}
+        )
 
     def legal(self, text: str) -> bool:
         """Whether the environment would take `text` as the next move (tried on a copy)."""

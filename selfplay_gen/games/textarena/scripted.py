@@ -48,18 +48,32 @@ class _Seat(ChatSeat):
 
 
 class RandomPlayer(_Seat):
-    """Uniform over the bracketed moves in the seat's newest messages that the environment
-    accepts (tried on a copy of it); if none, over those in everything it was told, the rules
-    included. An environment that lists no move it takes gets `[pass]`, which it judges."""
+    """Uniform over the legal moves (tried on a copy of the environment) among, first, the
+    bracketed moves in the seat's newest messages; else those in everything it was told, the rules
+    included; else those with each number or one-letter placeholder of such a move (`[col x]`,
+    `[1 3]`) replaced by 0 to 9 (two at most). An environment that names no move it takes gets
+    `[pass]`, which it judges."""
 
     async def respond(self) -> str:
-        newest = self.messages[-1]["content"]
-        everything = "\n".join(m["content"] for m in self.messages)
-        for text in (newest, everything):
-            moves = [m for m in dict.fromkeys(BRACKETED.findall(text)) if self.game.legal(m)]
+        newest = BRACKETED.findall(self.messages[-1]["content"])
+        told = BRACKETED.findall("\n".join(m["content"] for m in self.messages))
+        for candidates in (newest, told, [v for move in told for v in _variants(move)]):
+            moves = [m for m in dict.fromkeys(candidates) if self.game.legal(m)]
             if moves:
                 return str(moves[int(self.rng.integers(len(moves)))])
         return "[pass]"
+
+
+SLOT = re.compile(r"\b(?:\d+|[a-zA-Z])\b")  # a number, or a one-letter placeholder such as x
+
+
+def _variants(move: str) -> list[str]:
+    """`move` with its first two slots (`SLOT`) each filled with 0 to 9."""
+    slots = list(SLOT.finditer(move))[:2]
+    filled = [move]
+    for slot in reversed(slots):  # from the right, so earlier positions stay valid
+        filled = [f[: slot.start()] + str(d) + f[slot.end() :] for f in filled for d in range(10)]
+    return filled if slots else []
 
 
 class MinimaxPlayer(_Seat):
