@@ -336,6 +336,17 @@ def _scripted_knobs(opts, prefix: str = "") -> dict:
     return {k: value(k, default) for k, default in game.scripted_knobs.items()}
 
 
+def _check_scripted(opts, seat: int, knobs: dict, prefix: str) -> None:
+    """A scripted seat the game cannot make (a policy it has not) is a usage error before any
+    game is played, not a failure of every game."""
+    game = games.get(opts.get("game", games.UNNAMED))()
+    game.reset(game.instance_type.from_seed(0))
+    try:
+        game.scripted_player(seat, seed=0, **knobs)
+    except (ValueError, TypeError) as err:
+        raise click.BadParameter(str(err), param_hint=f"--{prefix.replace('_', '-')}scripted-policy") from None
+
+
 @dataclass
 class Seating:
     """What the runner needs from the generation options, and the open backends (for their stats)."""
@@ -409,6 +420,7 @@ async def open_seats(**opts):
             }
             if name == "scripted":
                 knobs = _scripted_knobs(opts, prefix)
+                _check_scripted(opts, seat, knobs, prefix)
                 seats.append(_scripted_seat(knobs, opts["seed"]))
                 settings[f"seat{seat}"].update(knobs)
                 continue

@@ -234,13 +234,11 @@ def test_without_textarena_the_extra_is_named(monkeypatch):
         adapter.make_env("TicTacToe-v0")
 
 
-def test_a_policy_the_game_has_not_is_refused():
-    game = games.get("textarena:KuhnPoker-v0")()
-    game.reset(game.instance_type.from_seed(0))
-    with pytest.raises(
-        ValueError, match="the minimax policy plays TextArena's TicTacToe environments, not KuhnPoker-v0"
-    ):
-        game.scripted_player(0, policy="minimax")
+def test_a_policy_the_game_has_not_is_refused(tmp_path):
+    args = ["--game", "textarena:KuhnPoker-v0", "--backend", "scripted", "--partner-scripted-policy", "minimax"]
+    result = CliRunner().invoke(main, [*args, "-n", "1", "--out", str(tmp_path / "g.jsonl")])
+    assert result.exit_code == 2
+    assert "--partner-scripted-policy: the minimax policy plays TextArena's TicTacToe environments" in result.output
 
 
 def test_minimax_never_loses_to_random_play():
