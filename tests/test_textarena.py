@@ -316,3 +316,20 @@ def test_spirals_recipe_is_planned_by_iterate(tmp_path):
 
     refused = CliRunner().invoke(iterate_command, [*common, "--game", "textarena:Sudoku-v0", *recipe])
     assert refused.exit_code == 2 and "is not a two-player environment" in refused.output
+
+
+def test_an_invalid_move_is_refused_with_the_environments_reason_then_lost():
+    """TicTacToe lets a player retry one invalid move (the mover is told why; the partner, as in
+    TextArena, sees the attempt, not the reason) and ends the game at the second with a loss for
+    the mover: TextArena's own rule."""
+    game = games.get("textarena:TicTacToe-v0")()
+    game.reset(game.instance_type.from_seed(0))
+    assert game.step(0, "[4]").valid
+    taken = game.step(1, "[4]")
+    assert not taken.valid and taken.error is not None and "cell 4 is already occupied" in taken.error
+    assert any("cell 4 is already occupied" in line for line in taken.told[1])
+    assert "[Player 1] [4]" in taken.told[0] and not any("occupied" in line for line in taken.told[0])
+    assert not game.done and game.to_move == 1
+    ended = game.step(1, "no move")
+    assert ended.done and game.outcome is not None and game.outcome.termination == adapter.INVALID_MOVE
+    assert game.outcome.terminated and game.outcome.rewards == (1.0, -1.0) and game.invalid_moves == 2

@@ -158,6 +158,7 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
         super().__init__(limits)
         self.env: Any = None
         self._random: Any = None
+        self._admin: list[str] = []
 
     # the environment's random draws, kept per game -----------------------------------------
     @contextlib.contextmanager
@@ -181,6 +182,7 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
 
         state = self.env.state
         told = []
+        self._admin = []  # what the environment said to the mover about its move (e.g. why it is invalid)
         for seat in range(2):
             queue, state.observations[seat] = state.observations[seat], []
             lines = []
@@ -189,6 +191,8 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
                     continue  # the system prompt, read at reset
                 if kind == ta.ObservationType.PLAYER_ACTION and sender == seat == mover:
                     continue  # the seat's own move: its assistant turn already
+                if kind == ta.ObservationType.GAME_ADMIN and seat == mover:
+                    self._admin.append(text)
                 name = "GAME" if sender == ta.GAME_ID else state.role_mapping.get(sender, f"Player {sender}")
                 lines.append(f"[{name}] {text}")
             told.append(tuple(lines))
@@ -228,7 +232,7 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
             self._end(INVALID_MOVE)
             return StepResult(seat, None, str(reason), told, True)
         if not done and getattr(state, "error_count", 0) > errors:
-            error = " ".join(told[seat]) or "invalid move"
+            error = " ".join(self._admin) or "invalid move"
             self._refuse(seat, text, InvalidMove(error))
             return StepResult(seat, None, error, told, self.done)
         move = Event(seat, "move", text)
