@@ -178,6 +178,8 @@ def test_spirals_games_play_convert_and_evaluate_through_the_cli(env_id, policie
         (pair,) = metrics["wins"]
         assert pair["models"] == [a, b] and pair["seat0"]["games"] == pair["seat1"]["games"] == 24
         assert set(metrics["ratings"]) == {a, b}
+        # Kuhn Poker's chips a hand, where its value is read (each record keeps the seats' chips)
+        assert ("chips_per_hand" in pair["both"]) == (env_id == "KuhnPoker-v0")
         if env_id == "TicTacToe-v0":
             assert pair["both"]["loss"]["mean"] == 0 and pair["both"]["win"]["mean"] > 0.5
             assert metrics["ratings"][a]["rating"] > metrics["ratings"][b]["rating"]

@@ -11,6 +11,7 @@ of the players and are left out of wins. Intervals resample instances, as in eve
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +19,11 @@ import pandas as pd
 
 from ...atomic import write_atomic
 from ...evaluation import generic
-from ...evaluation.generic import append_to_run, game_table, summary_text
+from ...evaluation.generic import append_to_run, summary_text
 from ...evaluation.metrics import mean_interval, per_instance, ratio_interval
 from ...evaluation.ratings import rate_wins
 from ...evaluation.report import format_interval, markdown_table, report_head
+from ...records import Record
 
 SCHEMA = "selfplay-gen-eval-textarena/1"
 WIN_NOTE = (
@@ -29,11 +31,25 @@ WIN_NOTE = (
     "A game is won by the seat with the higher reward (the environment's; a game cut short by a limit is a "
     "draw). Rates are the first model's, with it in seat 0, in seat 1 and both pooled; decided: its wins / "
     "(wins + losses). Self-play rows are seat 0's. Ratings: Bradley–Terry on the Elo scale (first model 0) "
-    "from cross-play wins, draws as halves."
+    "from cross-play wins, draws as halves. Chips a hand (Kuhn Poker): the first model's chips won a hand, "
+    "against Kuhn Poker's value of -1/18 for the first to act, 1/18 for the second, 0 over both seats."
 )
 ORDERS = {"seat0": "seat 0", "seat1": "seat 1", "both": "both"}
 
 __all__ = ["append_to_run", "evaluate", "game_table", "summary_text", "write_report"]
+
+
+def game_table(records: Iterable[Record], seats: tuple[str, str]) -> pd.DataFrame:
+    """The generic rows, with each seat's chips a hand where the environment keeps chips (Kuhn
+    Poker's `chips` and `hands`, `fixes.py`), else NaN."""
+    rows = []
+    for record in records:
+        row, outcome = generic.game_row(record, seats), record["outcome"]
+        chips, hands = outcome.get("chips"), outcome.get("hands")
+        for seat in range(2):
+            row[f"chips{seat}"] = chips[seat] / hands if chips and hands else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def results_of(games: pd.DataFrame, model: str) -> pd.DataFrame:
@@ -45,6 +61,7 @@ def results_of(games: pd.DataFrame, model: str) -> pd.DataFrame:
         {
             "instance_id": games["instance_id"],
             "reward": own,
+            "chips": games["chips0"].where(first, games["chips1"]),
             "win": (own > other).astype(float),
             "draw": (own == other).astype(float),
             "loss": (own < other).astype(float),
@@ -58,6 +75,8 @@ def wins(results: pd.DataFrame, resamples: int, rng: np.random.Generator) -> dic
         c: mean_interval(per_instance(results, c).to_numpy(float), resamples, rng)
         for c in ("win", "draw", "loss", "reward")
     }
+    if results["chips"].notna().all():  # a game of chips: what a seat wins a hand
+        rates["chips_per_hand"] = mean_interval(per_instance(results, "chips").to_numpy(float), resamples, rng)
     sums = results.groupby("instance_id")[["win", "loss"]].sum()
     return {
         "games": len(results),
@@ -128,6 +147,7 @@ def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) 
 
 def wins_table(metrics: dict) -> str:
     head = ["models", "first model sits in", "games", "win [95% CI]", "draw", "loss", "decided: win share", "reward"]
+    head += ["chips a hand"]
     rows = [
         [
             f"{e['models'][0]} vs {e['models'][1]}",
@@ -138,6 +158,7 @@ def wins_table(metrics: dict) -> str:
             format_interval(r["loss"], percent=True),
             format_interval(r["decided_win_share"], percent=True),
             format_interval(r["reward"], digits=2),
+            format_interval(r["chips_per_hand"], digits=3) if "chips_per_hand" in r else "–",
         ]
         for e in metrics["wins"]
         for order in ORDERS
@@ -147,6 +168,7 @@ def wins_table(metrics: dict) -> str:
         [f"{m} (self-play)", "seat 0", str(w["games"]), format_interval(w["win"], percent=True)]
         + [format_interval(w["draw"], percent=True), format_interval(w["loss"], percent=True)]
         + [format_interval(w["decided_win_share"], percent=True), format_interval(w["reward"], digits=2)]
+        + [format_interval(w["chips_per_hand"], digits=3) if "chips_per_hand" in w else "–"]
         for m, s in metrics["models"].items()
         if (w := s.get("seat0_wins")) is not None
     ]

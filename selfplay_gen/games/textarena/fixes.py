@@ -27,11 +27,12 @@ def _kuhn_bets_into_pot(env: Any, action: str) -> None:
 
 
 def _kuhn_chips(env: Any) -> dict[str, Any]:
-    """Each seat's chips after the hands played (KuhnPokerEnv antes for a hand after the last one
-    before it sees the game is over: that ante is given back)."""
+    """Each seat's chips after the hands played, and how many hands (KuhnPokerEnv antes for a hand
+    after the last one before it sees the game is over: that ante is given back)."""
     state = env.state.game_state
     after_last = state["current_round"] > env.max_rounds
-    return {"chips": [state["player_chips"][seat] + (env.ante if after_last else 0) for seat in range(2)]}
+    chips = [state["player_chips"][seat] + (env.ante if after_last else 0) for seat in range(2)]
+    return {"chips": chips, "hands": min(state["current_round"], env.max_rounds)}
 
 
 _BEFORE_STEP = {"KuhnPokerEnv": _kuhn_bets_into_pot}
