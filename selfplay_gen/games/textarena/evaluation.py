@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -44,7 +45,7 @@ def game_table(records: Iterable[Record], seats: tuple[str, str]) -> pd.DataFram
     Poker's `chips` and `hands`, `fixes.py`), else NaN."""
     rows = []
     for record in records:
-        row, outcome = generic.game_row(record, seats), record["outcome"]
+        row, outcome = generic.game_row(record, seats), cast(dict[str, Any], record["outcome"])
         chips, hands = outcome.get("chips"), outcome.get("hands")
         for seat in range(2):
             row[f"chips{seat}"] = chips[seat] / hands if chips and hands else np.nan
