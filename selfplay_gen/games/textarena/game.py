@@ -13,7 +13,8 @@ why), with two things around it:
   one string every turn, while a seat here keeps a chat that only grows, so each seat is told the
   new messages only, rendered as the wrapper renders them (`[GAME] ...`, `[Player 1] ...`). A
   seat's own move, which the environment echoes to both players, is its own assistant turn already
-  and is not told back to it.
+  and is not told back to it.  A first mover the environment tells nothing beyond its rules is told
+  `FIRST_MOVE`, so that its first turn answers a message.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ FAMILY = "textarena"
 GAME_OVER, INVALID_MOVE = "game_over", "invalid_move"  # the environment's own ends
 TERMINATIONS = (GAME_OVER, INVALID_MOVE, *LIMIT_ENDS, *STOPS)
 INSTALL = f'pip install "selfplay-gen[{FAMILY}]"'
+FIRST_MOVE = "[GAME] You move first."  # the adapter's words, where the environment says nothing before a first move
 
 
 class EnvUnavailable(ValueError):
@@ -213,7 +215,10 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
             for seat in range(2)
         )
         self._to_move = state.current_player_id
-        return Observation(self.system, self._drain())
+        told = list(self._drain())
+        if not told[self._to_move]:  # an environment that shows the first mover nothing but its rules
+            told[self._to_move] = (FIRST_MOVE,)
+        return Observation(self.system, tuple(told))
 
     def step(self, seat: int, text: str) -> StepResult[Event]:
         self._check_turn(seat)

@@ -49,19 +49,35 @@ class _Seat(ChatSeat):
 
 class RandomPlayer(_Seat):
     """Uniform over the legal moves (tried on a copy of the environment) among, first, the
-    bracketed moves in the seat's newest messages; else those in everything it was told, the rules
-    included; else those with each number or one-letter placeholder of such a move (`[col x]`,
-    `[1 3]`) replaced by 0 to 9 (two at most). An environment that names no move it takes gets
-    `[pass]`, which it judges."""
+    bracketed moves in what the game (not a player) said in the seat's newest messages; else in
+    everything the game told it, the rules included; else those with each number or one-letter
+    placeholder of such a move (`[col x]`, `[1 3]`) replaced by 0 to 9 (two at most). An
+    environment that names no move it takes gets `[pass]`, which it judges."""
 
     async def respond(self) -> str:
-        newest = BRACKETED.findall(self.messages[-1]["content"])
-        told = BRACKETED.findall("\n".join(m["content"] for m in self.messages))
+        players = {f"[{name}] " for pid, name in self.game.env.state.role_mapping.items() if pid >= 0}
+        games_words = [_game_words(m["content"], players) for m in self.messages]
+        newest = BRACKETED.findall(games_words[-1])
+        told = BRACKETED.findall("\n".join(games_words))
         for candidates in (newest, told, [v for move in told for v in _variants(move)]):
             moves = [m for m in dict.fromkeys(candidates) if self.game.legal(m)]
             if moves:
                 return str(moves[int(self.rng.integers(len(moves)))])
         return "[pass]"
+
+
+def _game_words(content: str, players: set[str]) -> str:
+    """The lines of a turn's messages that the game said (each message starts with its sender,
+    `[GAME] ` or a player's name, as `TextArenaGame` renders them), without the senders."""
+    kept, game = [], True
+    for line in content.splitlines():
+        if line.startswith("[GAME] "):
+            game, line = True, line.removeprefix("[GAME] ")
+        elif any(line.startswith(player) for player in players):
+            game = False
+        if game:
+            kept.append(line)
+    return "\n".join(kept)
 
 
 SLOT = re.compile(r"\b(?:\d+|[a-zA-Z])\b")  # a number, or a one-letter placeholder such as x
