@@ -89,18 +89,20 @@ class TextArenaRecord(TypedDict):
 
 
 def make_env(env_id: str) -> Any:
-    """A fresh, unwrapped environment of `env_id`; `EnvUnavailable` if TextArena is missing or
-    has no such environment."""
+    """A fresh, unwrapped environment of `env_id`; `EnvUnavailable` if TextArena is missing, has
+    no such environment or cannot load its code."""
     try:
         import textarena as ta
     except ImportError:
         raise EnvUnavailable(f"{FAMILY}:{env_id} needs TextArena, which is not installed: {INSTALL}") from None
-    try:
-        env = ta.make(env_id)
-    except ValueError:
+    from textarena.envs.registration import ENV_REGISTRY
+
+    if env_id not in ENV_REGISTRY:
         raise EnvUnavailable(
             f"TextArena {ta.__version__} has no environment {env_id!r} (ids look like TicTacToe-v0, KuhnPoker-v0)"
-        ) from None
+        )
+    try:
+        env = ta.make(env_id)
     except (ImportError, SyntaxError) as err:
         raise EnvUnavailable(f"TextArena's {env_id} does not load here: {err}") from None
     while isinstance(env, ta.Wrapper):
