@@ -271,10 +271,19 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
 
 
 def _refuse_evaluation_instance(games: Path, record: Record) -> None:
-    """Games on development or test instances never become training data: a model trained on
-    them would be scored on what it learned by heart."""
+    """Games on development, test or human instances never become training data: a model trained
+    on them would be scored on what it learned by heart. Training instances are drawn from seeds
+    below the evaluation ranges, so an instance without a seed (one people played, read from their
+    games) is refused as well."""
     seed = record["instance"].get("seed")
-    found = evaluation_range(seed) if isinstance(seed, int) else None
+    if not isinstance(seed, int):
+        source = record["instance"].get("source", "not drawn from a seed")
+        raise ConvertError(
+            f"{games}: game {record['game_id']}: instance.seed is {seed!r} (instance {source}): only instances "
+            f"drawn from training seeds (below {TRAINING_STOP:_}) are trained on, and human instances are a report "
+            "of their own"
+        )
+    found = evaluation_range(seed)
     if found is not None:
         raise ConvertError(
             f"{games}: game {record['game_id']}: instance.seed {seed} is one of the {found}, which are "

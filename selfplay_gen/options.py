@@ -23,6 +23,7 @@ from .token_context import token_context
 
 BACKENDS = ("llamacpp", "local", "sglang", "openai", "scripted")
 SCRIPTED_POLICIES = ("share", "teacher", "random", "minimax", "equilibrium")
+RANDOM = {"policy": "random"}  # the knobs of any game's random legal player (`Game.random_player`)
 IN_PROCESS = ("llamacpp", "local")  # backends that run the model here, from a local directory
 
 
@@ -142,8 +143,9 @@ def generation_options(f):
             "partner part of what it sees (see --scripted-share) and proposes the best plan it knows; "
             "'teacher' plays the game's demonstrations for warm starts (its teacher knobs, e.g. everything "
             "it sees stated exactly as shown, then a proposal planned as --teacher-plan says); 'random' "
-            "plays a legal move at random; 'minimax' and 'equilibrium' play a game's exact solution where "
-            "it has one (TicTacToe, Kuhn Poker).",
+            "plays random legal moves of any game, its grammar without strategy (the games of a format "
+            "warm start); 'minimax' and 'equilibrium' play a game's exact solution where it has one "
+            "(TicTacToe, Kuhn Poker).",
         ),
         click.option(
             "--partner-scripted-policy",
@@ -295,7 +297,10 @@ def _scripted_seat(knobs: dict, seed: int):
     """The game's own scripted player, seeded by the run's seed, the game and the seat."""
 
     def make(spec, seat, game, start):
-        return game.scripted_player(seat, seed=(seed, zlib.crc32(spec.game_id.encode()), seat), **knobs)
+        seeds = (seed, zlib.crc32(spec.game_id.encode()), seat)
+        return (
+            game.random_player(seat, seed=seeds) if knobs == RANDOM else game.scripted_player(seat, seed=seeds, **knobs)
+        )
 
     return make
 
@@ -326,6 +331,8 @@ def _scripted_knobs(opts, prefix: str = "") -> dict:
     knobs say but `--teacher-plan`."""
     game = games.get(opts.get("game", games.UNNAMED))
     policy = opts.get(prefix + "scripted_policy") or opts.get("scripted_policy")
+    if policy == "random":
+        return dict(RANDOM)
     if policy == "teacher":
         return {**game.teacher, **({"plan": opts["teacher_plan"]} if opts.get("teacher_plan") else {})}
 
@@ -342,7 +349,7 @@ def _check_scripted(opts, seat: int, knobs: dict, prefix: str) -> None:
     game = games.get(opts.get("game", games.UNNAMED))()
     game.reset(game.instance_type.from_seed(0))
     try:
-        game.scripted_player(seat, seed=0, **knobs)
+        game.random_player(seat, seed=0) if knobs == RANDOM else game.scripted_player(seat, seed=0, **knobs)
     except (ValueError, TypeError) as err:
         raise click.BadParameter(str(err), param_hint=f"--{prefix.replace('_', '-')}scripted-policy") from None
 

@@ -35,6 +35,7 @@ def test_commands_are_quoted_as_bash_quotes_them():
     "policy, agreement, wanted",
     [
         ("teacher", 0.9, True),
+        ("format", 0.9, True),  # a model that already agrees still starts from the grammar alone when told so
         ("none", 0.0, False),
         ("auto", 0.49, True),
         ("auto", 0.5, False),  # at the threshold the model plays well enough
@@ -46,7 +47,7 @@ def test_warm_start_decision(policy, agreement, wanted):
 
 
 def test_warm_start_policy_must_be_known():
-    with pytest.raises(ValueError, match="auto, teacher, none"):
+    with pytest.raises(ValueError, match="auto, teacher, format, none"):
         decisions.wants_warm_start("sometimes", 0.1, 0.5)
 
 
@@ -260,6 +261,13 @@ def test_online_grpo_can_replace_groups_of_one_reward_through_verls_dapo_samplin
     offline = dry_iterate(tmp_path, "--trainer", "grpo", "--num-iterations", "1", FILTER_GROUPS="4")
     # converted groups of one reward are dropped already
     assert not any(word.startswith("algorithm.filter_groups") for word in offline.split())
+
+
+def test_a_format_warm_start_imitates_random_legal_play_not_the_teacher(tmp_path):
+    out = dry_iterate(tmp_path, "--num-iterations", "0", "--warm-start", "format", "--teacher-plan", "by-score")
+    (games,) = [line for line in out.splitlines() if "--backend scripted" in line]
+    assert "--scripted-policy random" in games and "teacher" not in games  # no teacher plan reaches it
+    assert "sft_trainer" in out
 
 
 def test_verls_hydra_run_directory_is_each_jobs_own(tmp_path):

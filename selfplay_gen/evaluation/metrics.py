@@ -90,3 +90,16 @@ def endings(games: pd.DataFrame) -> dict[str, dict]:
     """How the games ended: games and share per termination reason."""
     counts = games["termination"].value_counts()
     return {str(k): {"games": int(v), "share": float(v / len(games))} for k, v in counts.items()}
+
+
+def sampled_surprisal(record) -> tuple[float, int]:
+    """(sum of -logprob, tokens) over the sampled tokens of a game's model seats that carry their
+    logprobs: per token, the policy's entropy as sampled, to follow a run's exploration (a policy
+    that has collapsed onto one game reads near 0). Scripted seats and turns without logprobs add nothing."""
+    total, tokens = 0.0, 0
+    for seat in record["players"]:
+        for turn in seat.get("turns", ()):
+            if turn.get("logprobs") and not turn.get("retokenized"):
+                total -= float(np.sum(turn["logprobs"]))
+                tokens += len(turn["logprobs"])
+    return total, tokens

@@ -76,18 +76,31 @@ def plot_series(
     labels: list[str], points: list[dict | None], ylabel: str, path: Path, xlabel: str = "iteration"
 ) -> None:
     """Means (or ratings) with their intervals, in iteration order."""
+    fig, ax = plt.subplots(figsize=(max(4.8, 0.9 * len(labels) + 2), 3.6))
+    _draw_series(ax, labels, points, ylabel, xlabel)
+    save_figure(fig, path)
+
+
+def plot_panels(labels: list[str], series: dict[str, list[dict | None]], path: Path, xlabel: str = "iteration") -> None:
+    """Several measures side by side, each as `plot_series` draws it: how a run's play changes as it learns."""
+    width = max(4.0, 0.6 * len(labels) + 2)
+    fig, axes = plt.subplots(1, len(series), figsize=(width * len(series), 3.6), squeeze=False)
+    for ax, (ylabel, points) in zip(axes[0], series.items()):
+        _draw_series(ax, labels, points, ylabel, xlabel)
+    save_figure(fig, path)
+
+
+def _draw_series(ax, labels: list[str], points: list[dict | None], ylabel: str, xlabel: str) -> None:
     shown = [(i, p) for i, p in enumerate(points) if p and p.get("mean", p.get("rating")) is not None]
     xs = [i for i, _ in shown]
     ys = np.array([p.get("mean", p.get("rating")) for _, p in shown], dtype=np.float64)
     ci = np.array([p["ci"] for _, p in shown], dtype=np.float64).reshape(-1, 2)
-    fig, ax = plt.subplots(figsize=(max(4.8, 0.9 * len(labels) + 2), 3.6))
     ax.errorbar(xs, ys, yerr=[ys - ci[:, 0], ci[:, 1] - ys], marker="o", capsize=4)
     tilt = len(labels) > 3
     ax.set_xticks(range(len(labels)), labels, rotation=20 if tilt else 0, ha="right" if tilt else "center")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    save_figure(fig, path)
 
 
 def format_interval(stat: dict | None, percent: bool = False, digits: int = 3) -> str:

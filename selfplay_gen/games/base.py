@@ -14,7 +14,8 @@ Modelled on Gymnasium's `Env` and verl's agent loops:
   The termination reason says which (`TRUNCATIONS`, `FAILURES`; every other reason is a game's own).
 - Instances are plain data: `from_seed`, `to_dict` / `from_dict`, an `id`.
 - `scripted_player(seat, seed=...)` builds the game's model-free player, deterministic per seed;
-  `teacher` names the knobs of the one whose games warm-start a model that cannot play yet.
+  `teacher` names the knobs of the one whose games warm-start a model that cannot play yet;
+  `random_player(seat, seed=...)` plays random legal moves (a format warm start's games).
 - Each game declares the parts of a game record it fills in its own way (`record`: instance,
   outcome details, events), which `records` checks on read.
 
@@ -300,6 +301,12 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
     @abc.abstractmethod
     def scripted_player(self, seat: int, *, seed: Seed = None, **knobs: Any) -> Player:
         """This game's model-free player for `seat` of the game just reset; same seed, same play."""
+
+    @abc.abstractmethod
+    def random_player(self, seat: int, *, seed: Seed = None) -> Player:
+        """Random legal play for `seat` of the game just reset: every kind of move in the grammar the
+        prompts teach, chosen at random, so that a model imitating it learns to move and nothing of
+        which moves win (a format warm start); same seed, same play."""
 
     @classmethod
     def upgrade_record(cls, record: dict[str, Any]) -> None:

@@ -798,8 +798,9 @@ def verl_from(o: dict) -> tuple[Verl, PolicyLoss]:
     type=click.Choice(decisions.WARM_START_POLICIES),
     default=W.policy,
     help=(
-        "auto: warm-start when the initial model agrees in fewer than WARM_START_BELOW of its held-out games; "
-        "teacher: always; none: never."
+        "auto: warm-start on the game's teacher games when the initial model agrees in fewer than "
+        "WARM_START_BELOW of its held-out games; teacher: always; format: always, on random legal play (the "
+        "grammar of the moves and no strategy: RL then learns the strategy from the rules alone); none: never."
     ),
 )
 @opt(

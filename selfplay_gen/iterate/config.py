@@ -259,9 +259,9 @@ class TrainJob:
 
 @dataclass(frozen=True)
 class Warm:
-    """The warm start on the game's teacher games."""
+    """The warm start on the game's teacher games, or (`format`) on its random legal play."""
 
-    policy: str = "auto"  # auto | teacher | none
+    policy: str = "auto"  # auto | teacher | format | none
     below: float = 0.5  # auto: warm-start when held-out agreement is below this
     games: int = 4096
     teacher_plan: str | None = None

@@ -14,15 +14,15 @@ from typing import Any
 
 from .config import one_of
 
-WARM_START_POLICIES = ("auto", "teacher", "none")
+WARM_START_POLICIES = ("auto", "teacher", "format", "none")
 
 
 def wants_warm_start(policy: str, agreement: float | None, below: float) -> bool:
-    """teacher: always; none: never; auto: when the initial model agrees in fewer than `below` of its
-    held-out games (a model that cannot finish a game gives GRPO groups of zeros). An auto run with
-    no measured agreement (a dry run) warm-starts, the cautious choice."""
+    """teacher and format: always; none: never; auto: when the initial model agrees in fewer than
+    `below` of its held-out games (a model that cannot finish a game gives GRPO groups of zeros). An
+    auto run with no measured agreement (a dry run) warm-starts, the cautious choice."""
     if one_of("warm-start policy", policy, WARM_START_POLICIES) != "auto":
-        return policy == "teacher"
+        return policy in ("teacher", "format")
     return agreement is None or agreement < below
 
 

@@ -467,20 +467,24 @@ class Run:
     # -- stages ----------------------------------------------------------------------------------
 
     def warm_start(self, stage: Stage) -> None:
-        """SFT on the game's teacher games (scripted players at full strength)."""
+        """SFT on the game's teacher games (scripted players at full strength), or, for a format warm
+        start, on its random legal players' games: the grammar of every move and no strategy."""
         cfg, gen = self.cfg, stage.dir / "gen"
-        teacher = ["--teacher-plan", cfg.warm.teacher_plan] if cfg.warm.teacher_plan else []
-        with self.timed("teacher games"):
-            if cfg.league.skill_levels and self.competition is not None:
-                for command in self.competition.warm_games(stage, teacher):
-                    self.shell.run("warm start: teacher games", command)
+        plan = ["--teacher-plan", cfg.warm.teacher_plan] if cfg.warm.teacher_plan else []
+        format_start = cfg.warm.policy == "format"
+        player = ["--scripted-policy", "random"] if format_start else ["--scripted-policy", "teacher", *plan]
+        what = "random games" if format_start else "teacher games"
+        with self.timed(what):
+            if cfg.league.skill_levels and self.competition is not None and not format_start:
+                for command in self.competition.warm_games(stage, plan):
+                    self.shell.run(f"warm start: {what}", command)
                 self.competition.join_warm_games(stage)
             else:
                 self.shell.run(
-                    "warm start: teacher games",
-                    [*cfg.tools.gen, *self.game_args, "--backend", "scripted", "--scripted-policy", "teacher",
-                     *teacher, "--seed", str(stage.seed), "--num-games", str(cfg.warm.games), "--games-per-instance",
-                     "1", "--out", str(gen / "games.jsonl"), "--resume", "--quiet"],
+                    f"warm start: {what}",
+                    [*cfg.tools.gen, *self.game_args, "--backend", "scripted", *player, "--seed", str(stage.seed),
+                     "--num-games", str(cfg.warm.games), "--games-per-instance", "1", "--out", str(gen / "games.jsonl"),
+                     "--resume", "--quiet"],
                 )  # fmt: skip
         with self.timed("convert"):
             self.shell.run(

@@ -139,6 +139,10 @@ class SumGame(Game[SumInstance, Move]):
         options = self._knobs(knobs)
         return ScriptedSummer(self._running(), seat, self.system[seat], float(options["strength"]) >= 0.5)
 
+    def random_player(self, seat: int, *, seed: Seed = None) -> RandomSummer:
+        """Seat 0 says a random digit, seat 1 answers a random sum."""
+        return RandomSummer(seat, self.system[seat], np.random.default_rng(seed))
+
 
 class ScriptedSummer(ChatSeat):
     def __init__(self, instance: SumInstance, seat: int, system: str, tell: bool):
@@ -156,3 +160,12 @@ class ScriptedSummer(ChatSeat):
         if self.seat == 0:
             return f"[say] {mine}" if self.tell else "[say] hello"
         return f"[answer] {mine + (5 if self.heard is None else self.heard)}"
+
+
+class RandomSummer(ChatSeat):
+    def __init__(self, seat: int, system: str, rng: np.random.Generator):
+        super().__init__(seat, system)
+        self.rng = rng
+
+    async def respond(self) -> str:
+        return f"[say] {self.rng.integers(10)}" if self.seat == 0 else f"[answer] {self.rng.integers(19)}"

@@ -21,7 +21,7 @@ from . import prompts
 from .instance import HUMAN_GAMES, Instance, score
 from .moves import Move, parse_move
 from .record import ACCEPTED, TERMINATIONS, MatchingRecord
-from .scripted import Player, ScriptedPlayer, TeacherPlayer
+from .scripted import Player, RandomPlayer, ScriptedPlayer, TeacherPlayer
 
 POLICIES = ("share", "teacher")
 
@@ -134,6 +134,9 @@ class MatchingGame(Game[Instance, Move]):
         if options["policy"] == "teacher":
             return TeacherPlayer(instance, seat, plan=options["plan"], rng=np.random.default_rng(seed))
         raise ValueError(f"unknown matching policy {options['policy']!r}; choose one of {', '.join(POLICIES)}")
+
+    def random_player(self, seat: int, *, seed: Seed = None) -> Player:
+        return RandomPlayer(self._running(), seat, np.random.default_rng(seed))
 
     @classmethod
     def human_instances(cls, count: int) -> list[GameInstance]:

@@ -23,6 +23,7 @@ from ...evaluation.metrics import (
     paired_difference,
     ratio_interval,
     repeated_share,
+    sampled_surprisal,
     valid_move_rate,
 )
 from ...evaluation.metrics import per_instance as _per_instance
@@ -43,6 +44,7 @@ INTERVAL_COLUMNS = (
     "messages",
     "words",
     "stated_cells",
+    "proposals",
 )
 
 
@@ -68,6 +70,7 @@ def game_row(record: Record, seats: tuple[str, str]) -> dict:
     responses = [m["content"] for p in record["players"] for m in p["messages"] if m["role"] == "assistant"]
     response_tokens = [len(t["output_ids"]) for p in record["players"] for t in p.get("turns", [])]
     stated, grounded = grounding(record)
+    surprisal, sampled = sampled_surprisal(record)
     return {
         "game_id": record["game_id"],
         "instance_id": record["instance_id"],
@@ -84,6 +87,9 @@ def game_row(record: Record, seats: tuple[str, str]) -> dict:
         "words": sum(len(m.split()) for m in messages),
         "stated_cells": stated,
         "grounded_cells": grounded,
+        "proposals": sum(e["kind"] == "propose" for e in record["events"]),
+        "surprisal": surprisal,
+        "sampled_tokens": sampled,
         "termination": outcome["termination"],
         "failed": record.get("failure") is not None,
         "message_texts": messages,
@@ -132,6 +138,9 @@ def human_table(path: Path = HUMAN_GAMES) -> pd.DataFrame:
                     "words": sum(len(m.split()) for m in messages),
                     "stated_cells": stated,
                     "grounded_cells": grounded,
+                    "proposals": sum(a["type"] == "proposal" for a in log),
+                    "surprisal": 0.0,
+                    "sampled_tokens": 0,
                     "termination": "accepted" if agreed else "none",
                     "failed": False,
                     "message_texts": messages,
@@ -172,7 +181,7 @@ def summarize(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> 
     intervals = {c: mean_interval(per_instance(games, c).to_numpy(float), resamples, rng) for c in INTERVAL_COLUMNS}
     attempts = games["moves"].sum() + games["invalid"].sum()
     invalid_rate = None if games["invalid"].isna().all() else float(games["invalid"].sum() / max(attempts, 1))
-    sums = games.groupby("instance_id")[["stated_cells", "grounded_cells"]].sum()
+    sums = games.groupby("instance_id")[["stated_cells", "grounded_cells", "surprisal", "sampled_tokens"]].sum()
     valid_rate = valid_move_rate(games, resamples, rng)
     return {
         "games": len(games),
@@ -191,6 +200,9 @@ def summarize(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> 
         "valid_move_rate": valid_rate,
         "cells_stated_per_game": intervals["stated_cells"],
         "grounding_rate": ratio_interval(sums["grounded_cells"], sums["stated_cells"], resamples, rng),
+        "proposals_per_game": intervals["proposals"],
+        # nats a sampled token, the sampling policy's entropy as played (mean None: no model seat sent logprobs)
+        "token_surprisal": ratio_interval(sums["surprisal"], sums["sampled_tokens"], resamples, rng),
         "failed_games": int(games["failed"].sum()),
         "terminations": endings(games),
         "diversity": diversity(games),

@@ -28,6 +28,7 @@ from ...evaluation.report import (
     markdown_table,
     only_model,
     plot_histograms,
+    plot_panels,
     plot_series,
     report_head,
 )
@@ -90,6 +91,8 @@ ITERATION_KEYS = (
     "valid_move_rate",
     "cells_stated_per_game",
     "grounding_rate",
+    "proposals_per_game",
+    "token_surprisal",
 )
 
 
@@ -200,12 +203,14 @@ def dialogue_table(summaries: dict[str, dict]) -> str:
         "model",
         "moves/game",
         "messages/game",
+        "proposals/game",
         "words/game",
         "distinct-1",
         "distinct-2",
         "repeated msgs",
         "words/response",
         "tokens/response",
+        "nats/token",
     ]
     return markdown_table(
         head,
@@ -214,12 +219,14 @@ def dialogue_table(summaries: dict[str, dict]) -> str:
                 label,
                 format_number(s["moves_per_game"]["mean"], 1),
                 format_number(s["messages_per_game"]["mean"], 1),
+                format_number((s.get("proposals_per_game") or {}).get("mean"), 1),
                 format_number(s["words_per_game"]["mean"], 1),
                 format_number(d["distinct_1"]),
                 format_number(d["distinct_2"]),
                 format_number(d["repeated_message_share"], percent=True),
                 format_number(d["response_words"], 1),
                 format_number(d["response_tokens"], 1),
+                format_number((s.get("token_surprisal") or {}).get("mean"), 3),
             ]
             for label, s in summaries.items()
             for d in [s["diversity"]]
@@ -364,6 +371,17 @@ def write_report(out_dir: Path, metrics: dict, games: pd.DataFrame, inputs: list
 # ---------------------------------------------------------------- run-level report
 
 
+# the run report's panels of play by iteration: a measure's name and its key in a model's summary
+STRATEGY_SERIES = {
+    "valid-move rate": "valid_move_rate",
+    "agreement": "agreement_rate",
+    "cells stated a game": "cells_stated_per_game",
+    "grounded share": "grounding_rate",
+    "proposals a game": "proposals_per_game",
+    "nats a sampled token": "token_surprisal",
+}
+
+
 def append_to_run(run_dir: Path, metrics: dict, source: str) -> dict:
     """Add an evaluation of one self-play model as the next iteration of a run-level report (or
     replace the row with its label) and rewrite that report. Returns the run's metrics."""
@@ -391,7 +409,18 @@ def append_to_run(run_dir: Path, metrics: dict, source: str) -> dict:
         "valid moves per game",
         run_dir / "moves_by_iteration.png",
     )
-    plots = {"reward_by_iteration.png": "Reward by iteration", "moves_by_iteration.png": "Moves per game"}
+    # what the seats do, iteration by iteration: the strategy a run discovers (sharing the table before
+    # proposing shows as more cells stated, grounded, and fewer proposals) and whether its policy still explores
+    plot_panels(
+        labels,
+        {name: [r["summary"].get(key) for r in rows] for name, key in STRATEGY_SERIES.items()},
+        run_dir / "strategy_by_iteration.png",
+    )
+    plots = {
+        "reward_by_iteration.png": "Reward by iteration",
+        "moves_by_iteration.png": "Moves per game",
+        "strategy_by_iteration.png": "Play by iteration",
+    }
     if ratings:
         plot_series(
             labels, [e["rating"] for e in run["iterations"]], "rating (Elo, iteration 0 = 0)", run_dir / "rating.png"

@@ -1,7 +1,8 @@
 """The matching game's model-free players. `ScriptedPlayer` shares a fraction of the cells it
 sees and proposes the best assignment for what it knows, which spreads rewards over [0, 1];
 `TeacherPlayer` plays the demonstration protocol whose games warm-start a model that cannot play
-yet (every cell stated as shown, then picks a small model can copy or compare)."""
+yet (every cell stated as shown, then picks a small model can copy or compare); `RandomPlayer` plays
+random legal moves, the grammar of the game without its strategy."""
 
 from __future__ import annotations
 
@@ -84,6 +85,45 @@ class ScriptedPlayer(Player):
             cells = "; ".join(f"{REVIEWERS[r]} - {PAPERS[p]}: {int(self.known[r, p])}" for r, p, _ in chunk)
             return f"[message] Scores I see (0-99): {cells}"
         return "[propose] " + render_proposal(self._plan()[1])
+
+
+class RandomPlayer(Player):
+    """Random legal play: the moves of the game in their grammar, with no strategy to imitate. A
+    pending proposal is accepted or rejected at even odds; otherwise, with probability `propose`, a
+    uniformly random complete assignment is proposed, else 1 to `most_cells` random cells of its own
+    table are stated as the table shows them (`Ava Li: GLUE 421, QuAC 779`). An accepted random
+    assignment scores the random-matching floor, so a format warm start on these games learns how
+    to move and nothing of which moves win."""
+
+    def __init__(
+        self, instance: Instance, seat: int, rng: np.random.Generator, propose: float = 0.3, most_cells: int = 6
+    ):
+        super().__init__(instance, seat)
+        self.rng, self.propose, self.most_cells = rng, propose, most_cells
+        self.cells = [
+            (r, p, v) for r, row in enumerate(instance.view(seat)) for p, v in enumerate(row) if v is not None
+        ]
+        self.pending = False
+
+    def partner_moved(self, move: Move) -> None:
+        self.pending = move.kind == "propose"
+
+    async def respond(self) -> str:
+        if self.pending:
+            self.pending = False
+            return "[accept]" if self.rng.random() < 0.5 else "[reject]"
+        if not self.cells or self.rng.random() < self.propose:
+            papers = self.rng.permutation(len(PAPERS))
+            return "[propose] " + render_proposal([(r, int(p)) for r, p in enumerate(papers)])
+        count = int(self.rng.integers(1, min(self.most_cells, len(self.cells)) + 1))
+        chosen = sorted(self.cells[i] for i in self.rng.choice(len(self.cells), count, replace=False))
+        rows = [
+            prompts.render_row(r, [(p, v) for rr, p, v in chosen if rr == r]) for r in sorted({c[0] for c in chosen})
+        ]
+        return "[message] " + "\n".join(rows)
+
+    def log(self) -> dict:
+        return {**super().log(), "policy": "random"}
 
 
 class TeacherPlayer(Player):

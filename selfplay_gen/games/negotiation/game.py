@@ -21,7 +21,7 @@ from . import prompts
 from .instance import REWARD_MODES, Instance, Share, consistent, points, rewards
 from .moves import Move, parse_move
 from .record import AGREED, INCONSISTENT, TERMINATIONS, NegotiationRecord
-from .scripted import ScriptedNegotiator
+from .scripted import RandomNegotiator, ScriptedNegotiator
 
 
 @dataclass
@@ -152,8 +152,16 @@ class NegotiationGame(Game[Instance, Move]):
         """Knobs: `strength` in [0, 1] (see `ScriptedNegotiator`). Several ints seed it through
         numpy's `SeedSequence`, as they seed the matching game's players."""
         options = self._knobs(knobs)
-        if seed is not None and not isinstance(seed, int):
-            seed = int(np.random.SeedSequence(list(seed)).generate_state(1)[0])
         return ScriptedNegotiator(
-            self._running(), seat, self._system[seat], float(options["strength"]), random.Random(seed)
+            self._running(), seat, self._system[seat], float(options["strength"]), random.Random(_one_int(seed))
         )
+
+    def random_player(self, seat: int, *, seed: Seed = None) -> RandomNegotiator:
+        return RandomNegotiator(self._running(), seat, self._system[seat], random.Random(_one_int(seed)))
+
+
+def _one_int(seed: Seed) -> int | None:
+    """A seed of several ints as one, through numpy's `SeedSequence`, as they seed the matching game's players."""
+    if seed is None or isinstance(seed, int):
+        return seed
+    return int(np.random.SeedSequence(list(seed)).generate_state(1)[0])

@@ -1,4 +1,5 @@
-"""A model-free negotiator with a strength knob, for tests, warm starts and opponent pools."""
+"""Model-free negotiators: one with a strength knob, for tests, warm starts and opponent pools, and one
+that plays random valid offers and replies, the grammar of the game without its strategy."""
 
 from __future__ import annotations
 
@@ -88,3 +89,41 @@ class ScriptedNegotiator(ChatSeat):
 
     def log(self) -> dict[str, Any]:
         return {**super().log(), "policy": "negotiator", "strength": self.strength}
+
+
+class RandomNegotiator(ChatSeat):
+    """Random valid offers and replies, in the scripted negotiator's words: each turn it states a
+    uniformly random split as an offer ("I propose: I take ...; you take ..."), or, with probability
+    `propose`, proposes. A proposal, its own or the reply a partner's proposal asks for, is at even
+    odds its side of the last offer stated by either seat or a random split: so two of them make a
+    deal now and then, and a format warm start on their games learns how offers, replies and
+    proposals are written and nothing of which splits to ask for."""
+
+    def __init__(self, instance: Instance, seat: int, system: str, rng: random.Random, propose: float = 0.3):
+        super().__init__(seat, system)
+        self.instance, self.rng, self.propose = instance, rng, propose
+        self.table: Share | None = None  # its side of the last offer stated by either seat
+        self.must_propose = False
+
+    def observe(self, told: Sequence[str], step: StepResult[Any] | None) -> None:
+        super().observe(told, step)
+        if step is None or step.seat == self.seat or step.move is None:
+            return
+        if step.move.kind == "propose":
+            self.must_propose = True
+        elif (offer := stated_offer(step.move.text, self.instance.counts)) is not None:
+            self.table = self.instance.rest(offer)
+
+    async def respond(self) -> str:
+        if self.must_propose or self.rng.random() < self.propose:
+            keep = self.table is not None and self.rng.random() < 0.5
+            return f"[propose] {render_share(self.table if keep and self.table else self._random_share())}"
+        share = self.table = self._random_share()
+        return f"[message] I propose: I take {render_share(share)}; you take {render_share(self.instance.rest(share))}."
+
+    def _random_share(self) -> Share:
+        shares = self.instance.shares()
+        return shares[below(self.rng, len(shares))]
+
+    def log(self) -> dict[str, Any]:
+        return {**super().log(), "policy": "random"}

@@ -151,8 +151,8 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
     ability = "game_play"
     record = TextArenaRecord
     scripted_knobs = {"policy": "random"}
-    # a warm start (when asked for) imitates random legal play: well-formed moves, no strategy;
-    # self-play from the rules alone, as SPIRAL trains, is `--warm-start none`
+    # no teacher of strategy: a teacher warm start imitates random legal play, as a format warm
+    # start does; self-play from the rules alone, as SPIRAL trains, is `--warm-start none`
     teacher: ClassVar[Mapping[str, Any]] = {"policy": "random"}
     crossplay_by_default = True  # competitive: checkpoints are measured against each other
     evaluation = "selfplay_gen.games.textarena.evaluation"
@@ -283,6 +283,10 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
         from .scripted import scripted_player
 
         return scripted_player(self, seat, seed, self._knobs(knobs)["policy"])
+
+    def random_player(self, seat: int, *, seed: Seed = None):
+        """Random legal play: the `random` policy."""
+        return self.scripted_player(seat, seed=seed, policy="random")
 
     @classmethod
     def record_view(cls, record: Mapping[str, Any], view: dict[str, Any]) -> dict[str, Any] | None:
