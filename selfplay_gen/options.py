@@ -24,7 +24,7 @@ from .token_context import token_context
 
 SCRIPTED = "scripted"  # the game's scripted players in a seat: no model, no backend
 BACKENDS = (*MODULES, SCRIPTED)  # what --backend takes: every registered backend, or scripted players
-SCRIPTED_POLICIES = ("share", "teacher", "random")
+SCRIPTED_POLICIES = ("share", "teacher", "random", "minimax", "equilibrium")
 RANDOM = {"policy": "random"}  # the knobs of any game's random legal player (`Game.random_player`)
 
 
@@ -156,13 +156,20 @@ def generation_options(f):
         click.option(
             "--scripted-policy",
             type=click.Choice(SCRIPTED_POLICIES),
-            default="share",
-            show_default=True,
-            help="Scripted players of a game with policies: 'share' tells the partner part of what it "
-            "sees (see --scripted-share) and proposes the best plan it knows; 'teacher' plays the game's "
-            "demonstrations for warm starts (its teacher knobs, e.g. everything it sees stated exactly "
-            "as shown, then a proposal planned as --teacher-plan says); 'random' plays random legal moves "
-            "of any game, its grammar without strategy (the games of a format warm start).",
+            default=None,
+            help="Scripted players of a game with policies (default: the game's own): 'share' tells the "
+            "partner part of what it sees (see --scripted-share) and proposes the best plan it knows; "
+            "'teacher' plays the game's demonstrations for warm starts (its teacher knobs, e.g. everything "
+            "it sees stated exactly as shown, then a proposal planned as --teacher-plan says); 'random' "
+            "plays random legal moves of any game, its grammar without strategy (the games of a format "
+            "warm start); 'minimax' and 'equilibrium' play a game's exact solution where it has one "
+            "(TicTacToe, Kuhn Poker).",
+        ),
+        click.option(
+            "--partner-scripted-policy",
+            type=click.Choice(SCRIPTED_POLICIES),
+            default=None,
+            help="Scripted players in seat 1 (e.g. minimax against random; default: --scripted-policy).",
         ),
         click.option(
             "--teacher-plan",
@@ -333,17 +340,32 @@ SCRIPTED_KNOBS = {"policy": "scripted_policy", "share": "scripted_share", "stren
 
 def _scripted_knobs(opts, prefix: str = "") -> dict:
     """The knobs the chosen game's scripted player has, from the options (`prefix` "partner_":
-    seat 1's, where a partner option exists and is given); `--scripted-policy teacher` is the
-    game's own teacher (`Game.teacher`), whatever the other knobs say but `--teacher-plan`."""
+    seat 1's, where a partner option exists and is given), the game's defaults for those not
+    given; the policy `teacher` is the game's own teacher (`Game.teacher`), whatever the other
+    knobs say but `--teacher-plan`."""
     game = games.get(opts.get("game", games.UNNAMED))
-    if opts.get("scripted_policy") == "random":
+    policy = opts.get(prefix + "scripted_policy") or opts.get("scripted_policy")
+    if policy == "random":
         return dict(RANDOM)
-    if opts.get("scripted_policy") == "teacher":
+    if policy == "teacher":
         return {**game.teacher, **({"plan": opts["teacher_plan"]} if opts.get("teacher_plan") else {})}
-    return {
-        k: opts[SCRIPTED_KNOBS[k]] if opts.get(prefix + SCRIPTED_KNOBS[k]) is None else opts[prefix + SCRIPTED_KNOBS[k]]
-        for k in game.scripted_knobs
-    }
+
+    def value(knob: str, default):
+        given = (opts.get(name) for name in (prefix + SCRIPTED_KNOBS[knob], SCRIPTED_KNOBS[knob]))
+        return next((v for v in given if v is not None), default)
+
+    return {k: value(k, default) for k, default in game.scripted_knobs.items()}
+
+
+def _check_scripted(opts, seat: int, knobs: dict, prefix: str) -> None:
+    """A scripted seat the game cannot make (a policy it has not) is a usage error before any
+    game is played, not a failure of every game."""
+    game = games.get(opts.get("game", games.UNNAMED))()
+    game.reset(game.instance_type.from_seed(0))
+    try:
+        game.random_player(seat, seed=0) if knobs == RANDOM else game.scripted_player(seat, seed=0, **knobs)
+    except (ValueError, TypeError) as err:
+        raise click.BadParameter(str(err), param_hint=f"--{prefix.replace('_', '-')}scripted-policy") from None
 
 
 @dataclass
@@ -419,6 +441,7 @@ async def open_seats(**opts):
             }
             if name == SCRIPTED:
                 knobs = _scripted_knobs(opts, prefix)
+                _check_scripted(opts, seat, knobs, prefix)
                 seats.append(_scripted_seat(knobs, opts["seed"]))
                 settings[f"seat{seat}"].update(knobs)
                 continue

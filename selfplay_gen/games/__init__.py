@@ -28,6 +28,11 @@ _TARGETS: dict[str, str] = {
     "matching": "selfplay_gen.games.matching.MatchingGame",
     "negotiation": "selfplay_gen.games.negotiation.NegotiationGame",
 }
+# family -> "package.module.function": a game per parameter, named "family:PARAM" (e.g.
+# "textarena:KuhnPoker-v0"); the function makes the class of PARAM or refuses it (ValueError)
+_FAMILIES: dict[str, str] = {
+    "textarena": "selfplay_gen.games.textarena.game_for",
+}
 
 
 def names() -> list[str]:
@@ -46,14 +51,30 @@ def register(name: str, target: str) -> None:
     _TARGETS[name] = target
 
 
+def families() -> list[str]:
+    """The families of parametrized games, each as "family:PARAM", sorted."""
+    return [f"{family}:ENV_ID" for family in sorted(_FAMILIES)]
+
+
+def known(name: str) -> bool:
+    """Whether `name` is a registered game or names one of a family (without making it)."""
+    return name in _TARGETS or name.partition(":")[0] in _FAMILIES
+
+
 def get(name: str) -> type[Game[Any, Any]]:
-    """The game class registered as `name`, its module imported now."""
-    if name not in _TARGETS:
-        raise ValueError(f"unknown game {name!r}; known games: {', '.join(names())}")
-    module, _, cls = _TARGETS[name].rpartition(".")
-    game = getattr(importlib.import_module(module), cls)
+    """The game class registered as `name`, or made by its family for "family:PARAM", its module
+    imported now."""
+    family, colon, param = name.partition(":")
+    if colon and family in _FAMILIES:
+        module, _, function = _FAMILIES[family].rpartition(".")
+        game = getattr(importlib.import_module(module), function)(param)
+    elif name not in _TARGETS:
+        raise ValueError(f"unknown game {name!r}; known games: {', '.join(names() + families())}")
+    else:
+        module, _, cls = _TARGETS[name].rpartition(".")
+        game = getattr(importlib.import_module(module), cls)
     if not (isinstance(game, type) and issubclass(game, Game)):
-        raise TypeError(f"game {name!r} names {_TARGETS[name]}, which is not a Game class")
+        raise TypeError(f"game {name!r} names {_TARGETS.get(name, family)}, which is not a Game class")
     return game
 
 
@@ -99,4 +120,4 @@ class GameConfig:
             raise ValueError(f"the {self.name} game does not take the options {dict(self.options)} ({err})") from None
 
 
-__all__ = ["UNNAMED", "Game", "GameConfig", "get", "names", "register", "seeded"]
+__all__ = ["UNNAMED", "Game", "GameConfig", "families", "get", "known", "names", "register", "seeded"]

@@ -570,11 +570,25 @@ class Trainers:
     dpo: DPOSettings = section(DPOSettings)
 
 
+class GameName(click.ParamType):
+    """A game the registry has: a registered name, or one of a family (`textarena:TicTacToe-v0`), made to
+    check it."""
+
+    name = "game"
+
+    def convert(self, value, param, ctx):
+        try:
+            games.get(value)
+        except ValueError as err:
+            self.fail(str(err), param, ctx)
+        return value
+
+
 def game_knob() -> str | None:
     """The game of a run or of a generation: one declaration for both trees."""
     return knob(
-        None, "The game [null: the one selfplay-gen plays when told none].", type=click.Choice(games.names()),
-        alias="GAME",
+        None, "The game [null: the one selfplay-gen plays when told none], a registered one or one of a family "
+        "(textarena:ENV_ID).", type=GameName(), alias="GAME",
     )  # fmt: skip
 
 

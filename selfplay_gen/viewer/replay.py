@@ -68,7 +68,7 @@ def describe(record: Record) -> dict[str, Any]:
         "failure": record.get("failure"),
         "stats": record["stats"],
     }
-    detail = games.get(name).record_view(record, view) if name in games.names() else None
+    detail = games.get(name).record_view(record, view) if games.known(name) else None
     if detail is not None:
         view["detail"] = detail
     return view

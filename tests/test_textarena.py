@@ -1,0 +1,390 @@
+"""TextArena's two-player environments through the whole loop, with no change to their code:
+`selfplay-gen play --game textarena:ENV_ID` with scripted seats, `selfplay-convert`, `selfplay-gen
+eval`; the adapter against the environment called directly; the scripted references' strength
+(minimax never loses, Kuhn Poker's equilibrium is worth -1/18 a hand to the first to act)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import sys
+from itertools import permutations
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from convert.cli import main as convert_main
+from selfplay_gen import games
+from selfplay_gen.backends.base import Backend, Generation, SamplingParams
+from selfplay_gen.cli import main
+from selfplay_gen.games import GameConfig
+from selfplay_gen.games.textarena import fixes
+from selfplay_gen.games.textarena import game as adapter
+from selfplay_gen.games.textarena.scripted import kuhn_aggression
+from selfplay_gen.players import LLMPlayer
+from selfplay_gen.records import GameWriter, read_games
+from selfplay_gen.runner import plan_games, run_games
+from selfplay_gen.viewer.replay import describe
+
+ta = pytest.importorskip("textarena", reason="the selfplay-gen[textarena] extra is not installed")
+
+SPIRAL = ("TicTacToe-v0", "KuhnPoker-v0", "SimpleNegotiation-v0")
+# two-player environments a random legal player finishes (each ends by its own rules); those left
+# out need what a run here cannot have (nltk's word lists downloaded at run time: Hangman,
+# WordChains, LetterAuction, DontSayIt; an OpenRouter key: Debate) or do not load on this Python
+# (Chess, Checkers: f-strings of Python 3.12), see `adapter.check_env`
+PLAYED = (*SPIRAL, "LiarsDice-v0", "ConnectFour-v0", "Nim-v0", "SimpleTak-v0", "Othello-v0-tiny")
+PLAYED += ("IteratedRockPaperScissors-v0", "IndianPoker-v0-short", "TruthAndDeception-v0")
+
+
+def run(*args: str) -> str:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def convert(games_file: Path, out: Path, fmt: str) -> list[dict]:
+    result = CliRunner().invoke(
+        convert_main, [str(games_file), "--format", fmt, "--top-fraction", "1", "--out-dir", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    return [row for split in ("train", "val") for row in pq.read_table(out / f"{split}.parquet").to_pylist()]
+
+
+async def play(env_id: str, seed: int, policies: tuple[str, str], moves: list | None = None):
+    """One game of the adapter with scripted seats; `moves` gets (seat, text) of every turn."""
+    game = games.get(f"textarena:{env_id}")()
+    start = game.reset(game.instance_type.from_seed(seed))
+    seats = [game.scripted_player(s, seed=(seed, s), policy=p) for s, p in enumerate(policies)]
+    for s, seat in enumerate(seats):
+        seat.observe(start.told[s], None)
+    while not game.done:
+        mover = game.to_move
+        text = await seats[mover].act()
+        if moves is not None:
+            moves.append((mover, text))
+        step = game.step(mover, text)
+        for s, seat in enumerate(seats):
+            seat.observe(step.told[s], step)
+    return game
+
+
+@pytest.mark.parametrize("env_id", SPIRAL)
+def test_the_adapter_plays_as_the_environment_called_directly(env_id):
+    """Same seed, same moves: the environment as TextArena makes it (wrappers and all, with the
+    adapter's one correction, `fixes.py`, applied to Kuhn Poker's) gives the same turns, the same
+    end and the same rewards."""
+    for seed in range(4):
+        moves: list = []
+        game = asyncio.run(play(env_id, seed, ("random", "random"), moves))
+        env = ta.make(env_id)
+        env.reset(num_players=2, seed=seed)
+        done = False
+        for mover, text in moves:
+            assert not done and env.state.current_player_id == mover
+            fixes.before_step(env.env.env, text)  # under its two wrappers
+            done, _ = env.step(action=text)
+        rewards, info = env.close()
+        assert done and game.outcome is not None
+        assert game.outcome.rewards == (float(rewards[0]), float(rewards[1]))
+        assert game.outcome.details["reason"] == " ".join(sorted({i["reason"] for i in info.values()}))
+
+
+def test_interleaved_games_draw_as_a_game_alone():
+    """Kuhn Poker deals from Python's global random: two games stepped in turn deal as each alone."""
+    alone = [asyncio.run(play("KuhnPoker-v0", seed, ("random", "random"))).events() for seed in (3, 4)]
+
+    async def together():
+        return await asyncio.gather(*(play("KuhnPoker-v0", seed, ("random", "random")) for seed in (3, 4)))
+
+    assert [g.events() for g in asyncio.run(together())] == alone
+
+
+class MoveListBackend(Backend):
+    """Stands in for a model, token in, token out: plays one of the moves the newest user turn
+    lists in quotes ('[4]', '[bet]'), at random per session and turn."""
+
+    name = model = "move-list"
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    async def generate(self, prompt_ids, params, *, session, messages=None) -> Generation:
+        last_user = self.tokenizer.decode(prompt_ids).rsplit("<|im_start|>user\n", 1)[-1]
+        moves = re.findall(r"'(\[[^\]']+\])'", last_user) or ["[check]"]
+        text = random.Random(f"{session}/{len(prompt_ids)}").choice(moves)
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        return Generation(ids, [-0.5] * len(ids), "stop", len(prompt_ids))
+
+
+@pytest.mark.parametrize("env_id", ["TicTacToe-v0", "KuhnPoker-v0"])
+def test_model_seats_play_token_exact_and_convert_to_grpo_groups_per_instance_and_seat(env_id, tmp_path, tokenizer):
+    """Model seats (a stand-in backend through the real tokenizer and chat template) keep each
+    seat's context append-only over the environment's messages, and their games convert into one
+    GRPO row per instance and seat holding its K games."""
+    backend, config, k = MoveListBackend(tokenizer), GameConfig(f"textarena:{env_id}"), 4
+
+    def seat(spec, s, game, start):
+        return LLMPlayer(s, start.system[s], backend, tokenizer, SamplingParams(), f"{spec.game_id}#{s}")
+
+    instances = games.seeded(config.name, range(6))
+    out = tmp_path / "games.jsonl"
+    with GameWriter(out) as writer:
+        settings = {"backend": "test", "sampling": {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 16}}
+        asyncio.run(
+            run_games(plan_games(instances, k, 6 * k), (seat, seat), config, writer, 4, settings, progress=False)
+        )
+    records = list(read_games(out))
+    assert len(records) == 24 and all(r["failure"] is None and r["outcome"]["terminated"] for r in records)
+    assert all(p["kind"] == "llm" and p["invariant_ok"] for r in records for p in r["players"])
+
+    result = CliRunner().invoke(convert_main, [str(out), "--val-fraction", "0", "--out-dir", str(tmp_path / "grpo")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "grpo" / "convert_summary.json").read_text())
+    rows = pq.read_table(tmp_path / "grpo" / "train.parquet").to_pylist()
+    assert summary["rollout_n"] == k and summary["grpo"]["rows"] == len(rows) > 0
+    assert len(rows) + summary["grpo"]["dropped_constant"] == 2 * 6
+    for row in rows:
+        info = row["extra_info"]
+        assert len(info["game_ids"]) == k and len({g.split("/")[0] for g in info["game_ids"]}) == 1
+
+
+def test_kuhn_bets_go_into_the_pot():
+    """TextArena's Kuhn Poker says a bet adds a chip to the pot and never adds it; through the
+    adapter a called bet is won for two chips, a checked hand for one, as its rules say."""
+    for moves, stake in ((["[bet]", "[call]"], 2), (["[check]", "[check]"], 1), (["[bet]", "[fold]"], 1)):
+        game = games.get("textarena:KuhnPoker-v0")()
+        game.reset(game.instance_type.from_seed(0))
+        state = game.env.state.game_state
+        before = dict(state["player_chips"])
+        for text in moves:
+            assert game.step(game.to_move, text).valid
+        # from one hand's ante paid to the next's: the stake won and lost
+        assert sorted(state["player_chips"][s] - before[s] for s in range(2)) == [-stake, stake]
+
+
+@pytest.mark.parametrize(
+    ("env_id", "policies"),
+    [
+        ("TicTacToe-v0", ("random", "minimax")),
+        ("KuhnPoker-v0", ("equilibrium", "random")),
+        ("SimpleNegotiation-v0", ("random", "random")),
+    ],
+)
+def test_spirals_games_play_convert_and_evaluate_through_the_cli(env_id, policies, tmp_path):
+    name, out = f"textarena:{env_id}", tmp_path / "games.jsonl"
+    args = ["--game", name, "--backend", "scripted", "--scripted-policy", policies[0], "-k", "4", "-q"]
+    run(*args, "--partner-scripted-policy", policies[1], "-n", "24", "--out", str(out))
+    records = list(read_games(out))
+    assert len(records) == 24 and {r["game"] for r in records} == {name}
+    assert all(r["outcome"]["terminated"] and r["failure"] is None for r in records)
+    assert {(r["settings"]["seat0"]["policy"], r["settings"]["seat1"]["policy"]) for r in records} == {policies}
+    if env_id == "TicTacToe-v0":  # minimax in seat 1 never loses
+        assert all(r["outcome"]["rewards"][1] >= 0 for r in records)
+
+    # --resume plays exactly the missing games, turn for turn the same
+    part = tmp_path / "part.jsonl"
+    lines = out.read_text().splitlines(keepends=True)
+    part.write_text("".join(lines[:10]))
+    run(*args, "--partner-scripted-policy", policies[1], "-n", "24", "--out", str(part), "--resume")
+
+    def played(records):
+        return {r["game_id"]: (r["players"], r["events"], r["outcome"]) for r in records}
+
+    assert played(read_games(part)) == played(records)
+
+    sft = convert(out, tmp_path / "sft", "sft")
+    assert sft and {row["data_source"] for row in sft} == {f"selfplay_{name}"}
+    dpo = convert(out, tmp_path / "dpo", "dpo")
+    assert dpo and all(row["chosen"] != row["rejected"] for row in dpo)
+
+    view = describe(records[0])
+    assert (
+        dict(view["detail"]["outcome_rows"])["environment"]
+        == f"TextArena {env_id}, seed {records[0]['instance']['seed']}"
+    )
+
+    report = tmp_path / "eval"
+    run(
+        "eval",
+        *args,
+        "--partner-scripted-policy",
+        policies[1],
+        "--limit-instances",
+        "6",
+        "--out",
+        str(report),
+        "--bootstrap",
+        "200",
+    )
+    metrics = json.loads((report / "metrics.json").read_text())
+    a, b = (f"scripted-{p}" for p in policies)
+    assert metrics["game"] == name and set(metrics["models"]) == ({a, b} if a != b else {a})
+    text = (report / "report.md").read_text()
+    assert f"# Evaluation: {name}" in text and "## Wins" in text
+    if a != b:
+        (pair,) = metrics["wins"]
+        assert pair["models"] == [a, b] and pair["seat0"]["games"] == pair["seat1"]["games"] == 24
+        assert set(metrics["ratings"]) == {a, b}
+        # Kuhn Poker's chips a hand, where its value is read (each record keeps the seats' chips)
+        assert ("chips_per_hand" in pair["both"]) == (env_id == "KuhnPoker-v0")
+        if env_id == "TicTacToe-v0":  # random play against minimax
+            assert pair["both"]["win"]["mean"] == 0 and pair["both"]["loss"]["mean"] > 0.5
+            assert metrics["ratings"][b]["rating"] > metrics["ratings"][a]["rating"]
+
+
+@pytest.mark.parametrize("env_id", PLAYED)
+def test_two_player_environments_play_convert_and_evaluate(env_id, tmp_path):
+    name, out = f"textarena:{env_id}", tmp_path / "games.jsonl"
+    run("--game", name, "--backend", "scripted", "-n", "4", "-k", "2", "--max-moves", "200", "--out", str(out), "-q")
+    records = list(read_games(out))
+    assert len(records) == 4 and all(r["outcome"]["terminated"] for r in records)
+    assert any(r["outcome"]["termination"] == adapter.GAME_OVER for r in records)
+    assert convert(out, tmp_path / "sft", "sft")
+    report = tmp_path / "eval"
+    run(
+        "eval",
+        "--game",
+        name,
+        "--backend",
+        "scripted",
+        "--limit-instances",
+        "2",
+        "-k",
+        "1",
+        "--out",
+        str(report),
+        "-q",
+        "--bootstrap",
+        "100",
+    )
+    assert json.loads((report / "metrics.json").read_text())["models"]["scripted-random"]["games"] == 2
+
+
+@pytest.mark.parametrize(
+    ("env_id", "why"),
+    [
+        ("Sudoku-v0", "is not a two-player environment"),
+        ("Taboo-v0", "is not a two-player environment"),
+        ("NoSuchGame-v0", "TextArena 0.7.4 has no environment 'NoSuchGame-v0'"),
+    ],
+)
+def test_an_environment_that_two_cannot_play_is_refused(env_id, why):
+    result = CliRunner().invoke(
+        main, ["--game", f"textarena:{env_id}", "--backend", "scripted", "-n", "1", "--out", "x.jsonl"]
+    )
+    assert result.exit_code == 2 and why in result.output
+
+
+def test_without_textarena_the_extra_is_named(monkeypatch):
+    monkeypatch.setitem(sys.modules, "textarena", None)
+    with pytest.raises(
+        ValueError, match=r'needs TextArena, which is not installed: pip install "selfplay-gen\[textarena\]"'
+    ):
+        adapter.make_env("TicTacToe-v0")
+
+
+def test_a_policy_the_game_has_not_is_refused(tmp_path):
+    args = ["--game", "textarena:KuhnPoker-v0", "--backend", "scripted", "--partner-scripted-policy", "minimax"]
+    result = CliRunner().invoke(main, [*args, "-n", "1", "--out", str(tmp_path / "g.jsonl")])
+    assert result.exit_code == 2
+    assert "--partner-scripted-policy: the minimax policy plays TextArena's TicTacToe environments" in result.output
+
+
+def test_minimax_never_loses_to_random_play():
+    results = [
+        asyncio.run(play("TicTacToe-v0", seed, policies)).outcome.rewards[policies.index("minimax")]
+        for seed in range(60)
+        for policies in permutations(("minimax", "random"))
+    ]
+    assert min(results) == 0 and sum(r == 1 for r in results) > 0.8 * len(results)
+    assert all(
+        r == 0
+        for r in (asyncio.run(play("TicTacToe-v0", s, ("minimax", "minimax"))).outcome.rewards[0] for s in range(5))
+    )
+
+
+def test_kuhn_equilibrium_is_worth_minus_one_eighteenth_to_the_first_to_act():
+    """Exactly, by the strategy's probabilities over the six deals, and as measured in games:
+    every hand of 2000 games of the adapter (6000 hands), the chips the first to act won, within
+    three standard errors (about 0.05) of -1/18."""
+
+    def hand(first: int, second: int) -> float:  # the first to act's expected chips
+        def showdown(stake: int) -> float:
+            return stake if first > second else -stake
+
+        bet = kuhn_aggression(first, True, False)
+        called = kuhn_aggression(second, False, True)
+        after_check = kuhn_aggression(second, False, False)
+        calls = kuhn_aggression(first, True, True)
+        checked = (1 - after_check) * showdown(1) + after_check * (calls * showdown(2) - (1 - calls))
+        return bet * (called * showdown(2) + (1 - called)) + (1 - bet) * checked
+
+    exact = sum(hand(a, b) for a, b in permutations(range(3), 2)) / 6
+    assert exact == pytest.approx(-1 / 18, abs=1e-12)
+
+    async def hands(games_played: int) -> list[int]:
+        won = []
+        for seed in range(games_played):
+            game = games.get("textarena:KuhnPoker-v0")()
+            game.reset(game.instance_type.from_seed(seed))
+            seats = [game.scripted_player(s, seed=(seed, s), policy="equilibrium") for s in range(2)]
+            state = game.env.state.game_state
+            first, start, hand = state["starting_player"], dict(state["player_chips"]), state["current_round"]
+            while not game.done:
+                game.step(game.to_move, await seats[game.to_move].act())
+                if state["current_round"] != hand:  # over, and the next hand's ante paid (as the last one's was)
+                    won.append(state["player_chips"][first] - start[first])
+                    first, start, hand = state["starting_player"], dict(state["player_chips"]), state["current_round"]
+        return won
+
+    won = asyncio.run(hands(2000))
+    mean = sum(won) / len(won)
+    spread = (sum((w - mean) ** 2 for w in won) / (len(won) - 1)) ** 0.5
+    assert len(won) == 6000 and abs(mean - -1 / 18) < 3 * spread / len(won) ** 0.5
+
+
+def test_spirals_recipe_is_planned_by_iterate(tmp_path):
+    """Online GRPO on TicTacToe from the rules alone: no warm start, every instance a row per seat
+    (GRPO's groups are then per instance and seat: a per-role baseline), each model evaluated."""
+    from selfplay_gen.iterate.cli import iterate_command
+
+    run_dir, name = tmp_path / "run", "textarena:TicTacToe-v0"
+    common = ["--dry-run", "--initial_model", "/m0", "--run_dir", str(run_dir), "--tools.gen", "gen"]
+    common += ["--tools.convert", "conv", "--verl.python", sys.executable]
+    recipe = ["--trainer", "grpo-online", "--num_iterations", "2", "--warm.policy", "none"]
+    recipe += ["--trainers.grpo_online.steps", "20"]
+    result = CliRunner().invoke(iterate_command, [*common, "--game", name, *recipe])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    init = f"+ gen init --game {name} --num-train 160 --num-test 16 --seed 1000000 --out-dir {run_dir}/iter_001/gen"
+    assert f"{init} --overwrite" in lines  # 20 steps x 16 rows, two rows (seats) an instance
+    trains = [line for line in lines if "-m verl.trainer.main_ppo" in line]
+    assert len(trains) == 2 and f"data.train_files={run_dir}/iter_001/gen/train.parquet" in trains[0]
+    evals = [line for line in lines if line.startswith("+ gen eval")]
+    assert evals and all(f"--game {name}" in line for line in evals)
+    assert not any("--scripted-policy teacher" in line for line in lines)  # from the rules alone
+
+    refused = CliRunner().invoke(iterate_command, [*common, "--game", "textarena:Sudoku-v0", *recipe])
+    assert refused.exit_code == 2 and "is not a two-player environment" in refused.output
+
+
+def test_an_invalid_move_is_refused_with_the_environments_reason_then_lost():
+    """TicTacToe lets a player retry one invalid move (the mover is told why; the partner, as in
+    TextArena, sees the attempt, not the reason) and ends the game at the second with a loss for
+    the mover: TextArena's own rule."""
+    game = games.get("textarena:TicTacToe-v0")()
+    game.reset(game.instance_type.from_seed(0))
+    assert game.step(0, "[4]").valid
+    taken = game.step(1, "[4]")
+    assert not taken.valid and taken.error is not None and "cell 4 is already occupied" in taken.error
+    assert any("cell 4 is already occupied" in line for line in taken.told[1])
+    assert "[Player 1] [4]" in taken.told[0] and not any("occupied" in line for line in taken.told[0])
+    assert not game.done and game.to_move == 1
+    ended = game.step(1, "no move")
+    assert ended.done and game.outcome is not None and game.outcome.termination == adapter.INVALID_MOVE
+    assert game.outcome.terminated and game.outcome.rewards == (1.0, -1.0) and game.invalid_moves == 2
