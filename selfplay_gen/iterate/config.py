@@ -19,6 +19,8 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .. import environments
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -43,7 +45,7 @@ class Sampling:
 class ServerSettings:
     """SGLang servers: how they are started, where, and for how long one may take to come up."""
 
-    python: str = "python3"
+    python: str = field(default_factory=environments.sglang_python)  # make gpu's serving environment, else python3
     port: int = 30000
     tp: int = 1
     dp: int = 1  # > 1: that many servers, GPUs apart, behind sglang_router
@@ -174,7 +176,7 @@ LOGGERS = ("console", "tensorboard", "wandb", "mlflow", "swanlab")
 class Verl:
     """How verl runs here: resources, lengths, and engine settings of every training job."""
 
-    python: str = "python3"
+    python: str = field(default_factory=environments.verl_python)  # make gpu's training environment, else python3
     n_gpus: int = 1
     nnodes: int = 1
     node_rank: int | None = None  # sft on several nodes: this node's rank
