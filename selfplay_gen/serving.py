@@ -7,6 +7,7 @@ The fallbacks, each said in the log with its reason:
 - no prebuilt flashinfer kernels: `--sampling-backend pytorch` (likewise for its sampling kernels);
 - no xgrammar: `--grammar-backend none` (the scheduler builds its default grammar backend at start and
   fails without it; games never constrain decoding).
+Each fallback also says what brings the fast path (`FIXES`), which `selfplay-gen doctor` reports.
 With the pytorch sampler, a model with a large vocabulary also gets `--max-running-requests`
 (`model_args`): that sampler sorts every running request's whole distribution at each step, outside the
 memory SGLang sizes its KV cache for, and at SGLang's own ceiling of 4,096 requests a 152k-token
