@@ -262,11 +262,11 @@ def environment(env: Environment, driver_cuda: str | None, have_gpus: bool) -> I
     other = {p: versions[p] for p in pins if p in versions and versions[p] != pins[p]}
     needed = WHAT_NEEDS[name]
     if missing:
-        yield fail(f"{name} packages", f"missing {len(missing)} of {len(pins)}: {', '.join(missing)}", make)
+        yield fail(f"{name} packages", f"missing {len(missing)} of {len(pins)}: {listing(missing)}", make)
     elif other:
         core = [p for p in other if p in CORE]
-        listed = ", ".join(
-            f"{p} {v} (tested {pins[p]})" for p, v in sorted(other.items(), key=lambda kv: kv[0] not in core)
+        listed = listing(
+            [f"{p} {v} (tested {pins[p]})" for p, v in sorted(other.items(), key=lambda kv: kv[0] not in core)]
         )
         yield warn(f"{name} packages", f"{len(other)} of {len(pins)} not as tested: {listed}", make)
     else:
@@ -293,6 +293,12 @@ def environment(env: Environment, driver_cuda: str | None, have_gpus: bool) -> I
             yield warn(f"{name} sglang {setting}", f"falls back to {fallback.used} ({fallback.lacking})", fallback.fix)
         else:
             yield ok(f"{name} sglang {setting}", "SGLang's own default")
+
+
+def listing(names: list[str], shown: int = 8) -> str:
+    """The first `shown` names, and how many more: a line stays readable with the whole stack missing."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _version(text: str) -> tuple[int, ...]:

@@ -248,3 +248,9 @@ def test_a_model_directory_is_complete_with_config_weights_tokenizer_and_templat
     (model / "config.json").write_text("{not json")
     assert "config.json: not JSON" in doctor.model(model).detail
     assert "no config.json" in doctor.model(tmp_path / "elsewhere").detail
+
+
+def test_a_long_list_of_missing_packages_stays_one_readable_line():
+    names = [f"p{i}" for i in range(11)]
+    assert doctor.listing(names) == "p0, p1, p2, p3, p4, p5, p6, p7 and 3 more"
+    assert doctor.listing(names[:8]) == "p0, p1, p2, p3, p4, p5, p6, p7"
