@@ -64,4 +64,4 @@ wheelhouse:
 	bash gpu/wheelhouse.sh $(DIR) $(SETS)
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-serve .venv-train
