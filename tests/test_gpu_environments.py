@@ -67,27 +67,49 @@ def checkout(tmp_path, monkeypatch):
     return tmp_path, house
 
 
-def base_torch() -> str | None:
-    return environments.Base.of(sys.executable).torch
+def base_python(root: Path, house: Path) -> Path:
+    """A Python like a GPU image's: a venv (python3 there is one) that holds torch (this test environment's,
+    seen through a .pth) and its own transformers, newer than either pin (the fake's 5.17.0)."""
+    base = root / "base"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base)], check=True)
+    site = subprocess.run(
+        [str(base / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    ours = subprocess.run(
+        [sys.executable, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (Path(site) / "image.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+    wheel(house, "tf_fake", "5.17.0")
+    pip = [sys.executable, "-m", "pip", "--python", str(base / "bin" / "python"), "install", "-q", "--no-deps"]
+    subprocess.run([*pip, "--no-index", "--find-links", str(house), "tf_fake==5.17.0"], check=True)
+    return base / "bin" / "python"
 
 
 def test_make_gpu_from_a_wheelhouse_layers_the_pins_and_reuses_the_base_torch(checkout):
     root, house = checkout
-    torch = base_torch()
+    base = base_python(root, house)
+    torch = environments.Base.of(str(base)).torch
     assert torch, "the test environment has torch"
     (root / "gpu" / "requirements-base.txt").write_text(f"torch=={torch.split('+')[0]}\n")
-    code = environments.main(["create", "--python", sys.executable, "--wheelhouse", str(house), "--no-doctor"])
+    code = environments.main(["create", "--python", str(base), "--wheelhouse", str(house), "--no-doctor"])
     assert code == 0
     serve, train = root / ".venv-serve" / "bin" / "python", root / ".venv-train" / "bin" / "python"
     assert installed(serve, "sgl_fake", "tf_fake", "cubin_fake") == ["0.5.12", "5.6.0", "0.6"]
     assert installed(train, "sgl_fake", "tf_fake", "verl_fake", "cubin_fake") == ["0.5.12", "5.9.0", "0.9.1", "0.6"]
+    assert installed(base, "tf_fake") == ["5.17.0"]  # shadowed in the environments, untouched in the base
     # the base Python's torch is seen, not installed; the checkout is on the path; the missing kernel was skipped
     where = "import sys, torch; print(torch.__file__); print(sys.path)"
     torch_file, path = subprocess.run(
         [str(train), "-c", where], capture_output=True, text=True, check=True, cwd="/"
     ).stdout.splitlines()
     assert not torch_file.startswith(str(root)) and repr(str(root)) in path
-    assert not list((root / ".venv-train").rglob("xgr_fake*"))
+    assert not list((root / ".venv-train").rglob("xgr_fake*")) and not list((root / ".venv-train").rglob("torch"))
     # and the stages find them with no variable set
     assert environments.sglang_python() == str(serve)
     assert environments.verl_python() == environments.selfplay_python() == str(train)
