@@ -7,7 +7,7 @@ GAMES ?= 4
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=ON -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
 	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench gpu wheelhouse clean
 
 $(BIN)/selfplay-gen: setup.cfg pyproject.toml requirements-ci.txt
 	$(PYTHON) -m venv $(VENV)
@@ -46,5 +46,22 @@ bench: $(BIN)/selfplay-gen
 	$(BIN)/python bench/logprobs.py --quick --out $(BENCH_OUT)
 	$(BIN)/python bench/client_overhead.py --quick --out $(BENCH_OUT)
 
+## gpu: the GPU stack in two environments beside .venv, each with versions tested together (gpu/requirements-*.txt):
+## .venv-serve (SGLang) and .venv-train (verl with its SGLang rollout, and the loop), which the scripts and `iterate`
+## use without a variable; a system torch of the tested version (GPU_PYTHON's) is reused, not downloaded.
+## WHEELHOUSE=DIR installs from that directory alone (make wheelhouse), for machines without an index. Ends with
+## `selfplay-gen doctor`, whose verdict is this target's.
+GPU_PYTHON ?= python3
+WHEELHOUSE ?=
+gpu:
+	$(GPU_PYTHON) selfplay_gen/environments.py create --python $(GPU_PYTHON) $(if $(WHEELHOUSE),--wheelhouse $(WHEELHOUSE))
+
+## wheelhouse: DIR=... the pinned sets as whole wheels (the fast kernels included), built where an index is, for
+## `make gpu WHEELHOUSE=DIR` where none is; SETS="serve train kernels base" adds torch for machines without it
+SETS ?=
+wheelhouse:
+	@test -n "$(DIR)" || { echo "make wheelhouse DIR=...: the directory to fill with wheels" >&2; exit 2; }
+	bash gpu/wheelhouse.sh $(DIR) $(SETS)
+
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-serve .venv-train

@@ -10,4 +10,5 @@
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
-exec "${SELFPLAY_PYTHON:-python3}" -m selfplay_gen.cli iterate --script-env "$@"
+# the Python of `make gpu`'s training environment where it exists, unless SELFPLAY_PYTHON names another
+exec "${SELFPLAY_PYTHON:-$(python3 "$REPO/selfplay_gen/environments.py" python selfplay)}" -m selfplay_gen.cli iterate --script-env "$@"

@@ -5,8 +5,7 @@ Hugging Face model directory, then check it against the GGUF-loaded model.
     python3 offline_gpu/gguf_to_hf.py MODEL.gguf OUT_DIR [--dtype bfloat16] [--end-of-turn '<|im_end|>']
         [--fp32-reference] [--report FILE.json] [--no-check]
 
-The architecture-agnostic form of shared/gpu/gguf_to_hf.py (which handles llama only), same
-method: transformers dequantizes the GGUF weights (`from_pretrained(..., gguf_file=...)`, needs
+Method: transformers dequantizes the GGUF weights (`from_pretrained(..., gguf_file=...)`, needs
 `gguf` and `accelerate`), the weights are copied into a freshly constructed model of the same
 class and configuration and saved from there (saving the GGUF-loaded model itself is not reliable
 across transformers versions). Special tokens come from the GGUF metadata; `--end-of-turn` makes

@@ -34,9 +34,10 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STEP_TIMEOUT=${STEP_TIMEOUT:-1200}
 STEPS=${STEPS:-gen1 train_offline gen2 init train_online}   # a subset runs only those (e.g. across calls)
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
-export SELFPLAY_PYTHON=${SELFPLAY_PYTHON:-python3} VERL_PYTHON=${VERL_PYTHON:-python3} SGLANG_PYTHON=${SGLANG_PYTHON:-python3}
+# the Pythons of `make gpu`'s environments where they exist, unless SELFPLAY_PYTHON, VERL_PYTHON, SGLANG_PYTHON name others
+eval "$(python3 "$REPO/selfplay_gen/environments.py" exports)"
 export SELFPLAY_GEN="$SELFPLAY_PYTHON -m selfplay_gen.cli" SELFPLAY_CONVERT="$SELFPLAY_PYTHON -m convert.cli"
-# as in shared/gpu/verl_smoke.sh: no NVLink multicast, quiet verl, Ray logs not deduplicated
+# as in offline_gpu/verl_smoke.sh: no NVLink multicast, quiet verl, Ray logs not deduplicated
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 RAY_DEDUP_LOGS=0
 export VERL_LOGGING_LEVEL=${VERL_LOGGING_LEVEL:-WARN}
 # tiny scale

@@ -72,7 +72,8 @@ WARM=${WARM:-lora}
 RL_RUNS=${RL_RUNS:-grpo:TRAINER=grpo fbc:TRAINER=filtered-bc}
 RESULTS=${RESULTS:-$ROOT/results}
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
-export SELFPLAY_PYTHON=${SELFPLAY_PYTHON:-python3} VERL_PYTHON=${VERL_PYTHON:-python3} SGLANG_PYTHON=${SGLANG_PYTHON:-python3}
+# the Pythons of `make gpu`'s environments where they exist, unless SELFPLAY_PYTHON, VERL_PYTHON, SGLANG_PYTHON name others
+eval "$(python3 "$REPO/selfplay_gen/environments.py" exports)"
 export SELFPLAY_GEN="$SELFPLAY_PYTHON -m selfplay_gen.cli" SELFPLAY_CONVERT="$SELFPLAY_PYTHON -m convert.cli"
 read -r -a gen_cmd <<< "$SELFPLAY_GEN"
 read -r -a convert_cmd <<< "$SELFPLAY_CONVERT"

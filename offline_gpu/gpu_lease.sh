@@ -7,16 +7,15 @@ set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-Usage: offline_gpu/gpu_lease.sh [--help] dist DIST [SHARED_GPU] | parts DIST PART_DIR | start ROOT PHASE... | wait ROOT [SECONDS]
+Usage: offline_gpu/gpu_lease.sh [--help] dist DIST | parts DIST PART_DIR | start ROOT PHASE... | wait ROOT [SECONDS]
                           | pack ROOT PACK_DIR [--slim] | give PACK_DIR OUT_DIR N | unpack ROOT DIR | kernels OUT_DIR
 
 Here, on a machine with PyPI:
-  dist DIST [SHARED_GPU]
-                       what the GPU machine needs, built by shared/gpu/ (SHARED_GPU, default ../shared/gpu beside this
-                       repository) into DIST: site_serve.tar.xz and site_train.tar.xz (build_bundle.sh; minutes
-                       each, mostly xz), the SmolLM2 GGUF's parts (prepare_model.sh fetch), each with its
-                       .sha256, and install_site.sh, prepare_model.sh, gguf_to_hf.py; what is there is kept
-                       (downloads cached in DIST/.work and DIST/model, which `parts` leaves out)
+  dist DIST            what the GPU machine needs, built by this repository's gpu/ and offline_gpu/ into DIST:
+                       site_serve.tar.xz and site_train.tar.xz (gpu/build_bundle.sh; minutes each, mostly xz),
+                       the SmolLM2 GGUF's parts (offline_gpu/prepare_model.sh fetch), each with its .sha256, and
+                       install_site.sh, prepare_model.sh, gguf_to_hf.py; what is there is kept (downloads
+                       cached in DIST/.work and DIST/model, which `parts` leaves out)
 Then, with DIST holding those:
   parts DIST PART_DIR  one tar of DIST split into PART_DIR/pNN/part-NN of PART_MIB MiB, each beside all.sha256 and
                        `parts` (their number): carry one pNN per call, offline_gpu/gpu_setup.sh joins them; a part
@@ -52,18 +51,15 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KERNEL_CACHES=(.cache/tvm-ffi .cache/sglang .cache/flashinfer .cache/torch_extensions .triton/cache .nv/ComputeCache)
 case "$cmd" in
   dist)
-    shared=${1:-$REPO/../shared/gpu}
-    [[ -f $shared/build_bundle.sh && -f $shared/prepare_model.sh ]] \
-      || { echo "dist: $shared holds no build_bundle.sh and prepare_model.sh (give SHARED_GPU)" >&2; exit 2; }
     mkdir -p "$ROOT"
     for kind in serve train; do
-      [[ -f $ROOT/site_$kind.tar.xz ]] || bash "$shared/build_bundle.sh" "$kind" "$ROOT"
+      [[ -f $ROOT/site_$kind.tar.xz ]] || bash "$REPO/gpu/build_bundle.sh" "$kind" "$ROOT"
     done
     if ! compgen -G "$ROOT/*.gguf.part-*" > /dev/null; then
-      bash "$shared/prepare_model.sh" fetch "$ROOT/model"
+      bash "$REPO/offline_gpu/prepare_model.sh" fetch "$ROOT/model"
       ln -f "$ROOT"/model/*.gguf.part-* "$ROOT"/model/*.gguf.sha256 "$ROOT/"
     fi
-    cp -f "$shared"/install_site.sh "$shared"/prepare_model.sh "$shared"/gguf_to_hf.py "$ROOT/"
+    cp -f "$REPO/gpu/install_site.sh" "$REPO/offline_gpu/prepare_model.sh" "$REPO/offline_gpu/gguf_to_hf.py" "$ROOT/"
     ls -l "$ROOT" ;;
   parts)
     rm -rf "$1" && mkdir -p "$1"

@@ -94,9 +94,10 @@ if ((DETACH && !DRY_RUN)); then
 fi
 
 BUDGET_S=$((${BUDGET_MIN:-12} * 60))
-PY=${SELFPLAY_PYTHON:-python3}
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
-export SELFPLAY_PYTHON=$PY VERL_PYTHON=${VERL_PYTHON:-python3} SGLANG_PYTHON=${SGLANG_PYTHON:-python3}
+# the Pythons of `make gpu`'s environments where they exist, unless SELFPLAY_PYTHON, VERL_PYTHON, SGLANG_PYTHON name others
+eval "$(python3 "$REPO/selfplay_gen/environments.py" exports)"
+PY=$SELFPLAY_PYTHON
 export SELFPLAY_GEN="$PY -m selfplay_gen.cli" SELFPLAY_CONVERT="$PY -m convert.cli"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 RAY_DEDUP_LOGS=0
 export VERL_LOGGING_LEVEL=${VERL_LOGGING_LEVEL:-WARN}

@@ -3,7 +3,7 @@
 #
 #   source offline_gpu/gpu_setup.sh [PART_DIR]
 #
-# The bundles of shared/gpu/ (site_serve, site_train, the SmolLM2 GGUF and the install scripts)
+# The bundles of gpu/build_bundle.sh (site_serve, site_train, the SmolLM2 GGUF and the install scripts)
 # travel as one tar split into parts that arrive in separate calls (a call carries 64 MiB with
 # the repository); each part's directory also holds all.sha256 and `parts`, their number. Each
 # call copies its part from PART_DIR (default .gpu/p*) into /tmp/gpu-parts, which survives while

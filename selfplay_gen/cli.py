@@ -47,6 +47,7 @@ class DefaultGroup(click.Group):
         "generate": "selfplay_gen.iterate.cli:generate_command",
         "train": "selfplay_gen.iterate.cli:train_command",
         "view": "selfplay_gen.viewer.cli:view_command",
+        "doctor": "selfplay_gen.doctor:doctor_command",
         "retention": "selfplay_gen.evaluation.retention:retention_command",
     }
 
@@ -86,7 +87,7 @@ def main():
     that a model keeps its general abilities (perplexity, multiple choice). `iterate` runs the
     whole self-play loop (serving, games, conversion, verl training, evaluation); `generate` and
     `train` are its two halves on their own. `view` replays games and lets a person play a seat,
-    in the browser.
+    in the browser. `doctor` checks that the GPU loop can run on this machine and names what is missing.
     """
 
 

@@ -10,6 +10,7 @@ The fallbacks, each said in the log with its reason:
 - no prebuilt flashinfer kernels: `--sampling-backend pytorch` (likewise for its sampling kernels);
 - no xgrammar: `--grammar-backend none` (the scheduler builds its default grammar backend at start and
   fails without it; games never constrain decoding).
+Each fallback also says what brings the fast path (`FIXES`), which `selfplay-gen doctor` reports.
 With the pytorch sampler, a model with a large vocabulary also gets `--max-running-requests`
 (`model_args`): that sampler sorts every running request's whole distribution at each step, outside the
 memory SGLang sizes its KV cache for, and at SGLang's own ceiling of 4,096 requests a 152k-token
@@ -44,6 +45,45 @@ PROBED = {
     "flashinfer_jit_cache": "prebuilt flashinfer kernels",
     "xgrammar": "xgrammar",
 }
+# what brings each part (the packages' pins are in gpu/requirements-*.txt)
+FIXES = {
+    "FlashAttention-3 ops of sgl-kernel": "the whole sglang-kernel wheel (`make wheelhouse` keeps it whole; the "
+    "size-limited bundles of gpu/build_bundle.sh drop these ops)",
+    "prebuilt flashinfer kernels": "flashinfer-cubin (gpu/requirements-kernels.txt; `make gpu`, or a wheelhouse "
+    "that carries it)",
+    "xgrammar": "xgrammar (gpu/requirements-kernels.txt; `make gpu`, or a wheelhouse that carries it)",
+}
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A setting SGLang gets in place of its own default, because the install lacks a part."""
+
+    setting: str  # "attention"
+    used: str  # the value SGLang is given: "triton"
+    lacking: str  # what is missing, as the reasons say it
+    fix: str  # what brings the fast path
+
+    @property
+    def reason(self) -> str:
+        return f"{self.setting}: {self.used} ({self.lacking})"
+
+
+def fallbacks(installed: dict[str, bool]) -> list[Fallback]:
+    """The settings an install that has the modules `installed` marks True falls back on."""
+    prebuilt_flashinfer = installed.get("flashinfer_cubin", False) or installed.get("flashinfer_jit_cache", False)
+    out = []
+    if not (installed.get("sgl_kernel.flash_ops", False) or prebuilt_flashinfer):
+        fix = f"{FIXES['prebuilt flashinfer kernels']}, or {FIXES['FlashAttention-3 ops of sgl-kernel']}"
+        out.append(Fallback("attention", "triton", "no FlashAttention-3 ops and no prebuilt flashinfer kernels", fix))
+    if not prebuilt_flashinfer:
+        out.append(
+            Fallback("sampling", "pytorch", "no prebuilt flashinfer kernels", FIXES["prebuilt flashinfer kernels"])
+        )
+    if not installed.get("xgrammar", False):
+        out.append(Fallback("grammar", "none", "no xgrammar; games do not constrain decoding", FIXES["xgrammar"]))
+    return out
+
 
 # SGLang's ceiling on running requests (its default never exceeds it)
 SGLANG_MAX_RUNNING = 4096
@@ -111,22 +151,19 @@ class ServerChoice:
 
 def choose(installed: dict[str, bool], cuda_graphs: bool = True, priority_scheduling: bool = False) -> ServerChoice:
     """The settings for an install that has the modules `installed` marks True."""
-    prebuilt_flashinfer = installed.get("flashinfer_cubin", False) or installed.get("flashinfer_jit_cache", False)
-    attention = sampling = grammar = None
-    reasons = []
-    if not (installed.get("sgl_kernel.flash_ops", False) or prebuilt_flashinfer):
-        attention = "triton"
-        reasons.append("attention: triton (no FlashAttention-3 ops and no prebuilt flashinfer kernels)")
-    if not prebuilt_flashinfer:
-        sampling = "pytorch"
-        reasons.append("sampling: pytorch (no prebuilt flashinfer kernels)")
-    if not installed.get("xgrammar", False):
-        grammar = "none"
-        reasons.append("grammar: none (no xgrammar; games do not constrain decoding)")
+    used = {fallback.setting: fallback.used for fallback in fallbacks(installed)}
+    reasons = [fallback.reason for fallback in fallbacks(installed)]
     reasons.append("CUDA graphs: on" if cuda_graphs else "CUDA graphs: off (asked for)")
     if priority_scheduling:
         reasons.append("scheduling: a game's later turns first (priority scheduling)")
-    return ServerChoice(attention, sampling, grammar, cuda_graphs, tuple(reasons), priority_scheduling)
+    return ServerChoice(
+        used.get("attention"),
+        used.get("sampling"),
+        used.get("grammar"),
+        cuda_graphs,
+        tuple(reasons),
+        priority_scheduling,
+    )
 
 
 def vocab_size(model: str) -> int | None:

