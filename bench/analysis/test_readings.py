@@ -31,7 +31,9 @@ from selfplay_gen.evaluation.splits import TEST
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 # files a test folder holds beside its evaluation that are the evaluation itself, not a reading of their own
 COMPANIONS = {"report.md", "metrics.json"}
-KEPT_SUFFIXES = {".json", ".md", ".tsv", ".csv", ".jsonl"}
+KEPT_SUFFIXES = {".json", ".md", ".tsv", ".csv"}  # not the games themselves (.jsonl)
+# this audit's own folder: its listing of the readings and its development evaluations are none
+AUDIT = "test_split_hygiene"
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,8 @@ def readings(results: Path = RESULTS) -> list[Reading]:
     out: list[Reading] = []
     for path in sorted(p for p in results.rglob("*") if p.is_file() and p.suffix in KEPT_SUFFIXES):
         name = path.relative_to(results).as_posix()
+        if name.startswith(f"{AUDIT}/"):
+            continue
         in_test_folder = "test" in path.relative_to(results).parent.parts
         if path.name == "metrics.json":
             out += from_metrics(path, name)
