@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from selfplay_gen.atomic import write_json_atomic
-from selfplay_gen.evaluation.splits import TRAINING_STOP, evaluation_range
+from selfplay_gen.evaluation.splits import TRAINING_STOP, evaluation_range, human_instance
 from selfplay_gen.games.base import end_of
 from selfplay_gen.locking import Lock
 from selfplay_gen.models import load_tokenizer
@@ -271,14 +271,20 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
 
 
 def _refuse_evaluation_instance(games: Path, record: Record) -> None:
-    """Games on development or test instances never become training data: a model trained on
-    them would be scored on what it learned by heart."""
-    seed = record["instance"].get("seed")
+    """Games on development, test or human instances never become training data: a model trained
+    on them would be scored on what it learned by heart."""
+    seed, source = record["instance"].get("seed"), record["instance"].get("source")
     found = evaluation_range(seed) if isinstance(seed, int) else None
     if found is not None:
         raise ConvertError(
             f"{games}: game {record['game_id']}: instance.seed {seed} is one of the {found}, which are "
             f"never trained on; play training games on seeds below {TRAINING_STOP:_}"
+        )
+    if human_instance(seed, source):
+        raise ConvertError(
+            f"{games}: game {record['game_id']}: instance.source {source!r} is one of the instances people "
+            f"played, a report of their own that is never trained on; play training games on seeds below "
+            f"{TRAINING_STOP:_}"
         )
 
 

@@ -95,6 +95,18 @@ def test_games_on_dev_instances_are_played_but_never_converted_to_training_data(
     assert not (tmp_path / "data" / "train.parquet").exists()
 
 
+def test_games_on_human_instances_are_never_converted_to_training_data(tmp_path):
+    """The instances people played have no seed: convert refuses them by their source."""
+    games = tmp_path / "games.jsonl"
+    args = ["--backend", "scripted", "--instances", "human", "-n", "2", "-k", "2", "--out", str(games), "-q"]
+    played = CliRunner().invoke(main, args)
+    assert played.exit_code == 0, played.output
+    refused = CliRunner().invoke(convert_main, [str(games), "--out-dir", str(tmp_path / "data")])
+    assert refused.exit_code != 0
+    assert "game human-000/0: instance.source 'human-000' is one of the instances people played" in refused.output
+    assert not (tmp_path / "data" / "train.parquet").exists()
+
+
 def test_online_training_instances_are_refused_in_the_test_range(tmp_path):
     args = ["--num-train", "2", "--num-test", "0", "--seed", str(2 * 10**9), "--out-dir", str(tmp_path)]
     result = CliRunner().invoke(init_command, args)

@@ -12,7 +12,8 @@ A score measured on instances a setting was chosen on overstates what the settin
 ones; a model trained on evaluation instances could learn them by heart. So training data is
 refused when its instances lie in either evaluation range (`check_training_seeds`), and the
 evaluation ranges are apart from each other (`split_seeds`). A game's human instances (those
-people played, `Game.human_games`) are a further report of their own, not a range here.
+people played, `Game.human_games`) are a further report of their own, not a range here: they have no
+seed, so their games are known by their source (`human_instance`) and refused as training data too.
 """
 
 from __future__ import annotations
@@ -85,6 +86,16 @@ def split_seeds(name: str, count: int, offset: int = 0) -> range:
 def evaluation_range(seed: int) -> SeedRange | None:
     """The evaluation range holding `seed`, or None for a seed training may use."""
     return next((r for r in EVALUATION_RANGES if seed in r), None)
+
+
+# the `source` a game gives the instances people played (`Game.human_instances`): `human`, or `human-NNN`
+HUMAN_SOURCE = "human"
+
+
+def human_instance(seed: object, source: object) -> bool:
+    """Whether an instance (its record's `seed` and `source`) is one people played: a report of its
+    own beside the test split, so never trained on either."""
+    return seed is None and isinstance(source, str) and source.split("-")[0] == HUMAN_SOURCE
 
 
 def check_training_seeds(start: int, count: int, what: str = "training instances") -> range:
