@@ -145,7 +145,7 @@ def test_dpo_pairs_each_seats_winner_against_its_loser(records, tmp_path):
 
 
 def test_a_file_of_two_games_is_refused(records, tmp_path):
-    matching = json.loads((Path(__file__).parent / "data" / "golden_matching.jsonl").read_text().splitlines()[4])
+    matching = json.loads((Path(__file__).parent / "data" / "golden_matching.jsonl").read_text().splitlines()[12])
     games = write(tmp_path / "games.jsonl", [*records, matching])
     assert "holds games of matching, negotiation" in convert(games, ok=False).output
 

@@ -12,7 +12,8 @@ A score measured on instances a setting was chosen on overstates what the settin
 ones; a model trained on evaluation instances could learn them by heart. So training data is
 refused when its instances lie in any evaluation range (`check_training_seeds`), and the
 evaluation ranges are apart from each other (`split_seeds`). A game's human instances (those
-people played, `Game.human_games`) are a further report of their own, not a range here.
+people played, `Game.human_games`) are a further report of their own, not a range here: they have no
+seed, and training data must come from a training seed, so their games are refused as well.
 """
 
 from __future__ import annotations

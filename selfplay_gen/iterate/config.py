@@ -18,9 +18,7 @@ from pathlib import Path
 
 import click
 
-from .. import environments
-
-from .. import games
+from .. import environments, games
 from ..config_tree import Alias, ListOf, Number, knob, outside, section
 from ..options import teacher_plan_help
 from ..sampling import GROUP_SIZE, POSITIVE, Sampling, number
