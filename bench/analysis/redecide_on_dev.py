@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from selfplay_gen.evaluation.metrics import paired_difference
+from selfplay_gen.stats.metrics import paired_difference
 from selfplay_gen.evaluation.splits import DEV
 from selfplay_gen.league.promotion import promote
 

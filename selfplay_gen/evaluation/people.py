@@ -26,8 +26,8 @@ from .. import games as registry
 from ..atomic import write_atomic
 from ..games.base import MAX_INVALID
 from ..records import Record
-from .metrics import endings, mean_interval, per_instance, ratio_interval
-from .report import BOOTSTRAP_NOTE, format_interval, markdown_table
+from ..stats.metrics import endings, mean_interval, per_instance, ratio_interval
+from ..stats.report import BOOTSTRAP_NOTE, format_interval, markdown_table
 
 HUMAN = "human"  # a seat's kind in a record when a person played it
 SCHEMA = "selfplay-gen-eval-people/1"
