@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from selfplay_gen.stats.metrics import paired_difference
 from selfplay_gen.evaluation.splits import DEV
 from selfplay_gen.league.promotion import promote
+from selfplay_gen.stats.metrics import paired_difference
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 RESAMPLES = 2000

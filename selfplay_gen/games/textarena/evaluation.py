@@ -21,10 +21,10 @@ import pandas as pd
 from ...atomic import write_atomic
 from ...evaluation import generic
 from ...evaluation.generic import append_to_run, summary_text
+from ...records import Record
 from ...stats.metrics import mean_interval, per_instance, ratio_interval
 from ...stats.ratings import rate_wins
 from ...stats.report import format_interval, markdown_table, report_head
-from ...records import Record
 
 SCHEMA = "selfplay-gen-eval-textarena/1"
 WIN_NOTE = (
