@@ -13,7 +13,31 @@ from .instance import TOTAL_VALUE, Instance, Share, below, render_share
 from .moves import stated_offer
 
 
-class ScriptedNegotiator(ChatSeat):
+class Negotiator(ChatSeat):
+    """A model-free seat that reads its partner's moves: a proposal obliges it to propose, and an offer
+    stated in the scripted words ("I take ...") goes to `partner_offered` as what the partner takes."""
+
+    def __init__(self, instance: Instance, seat: int, system: str):
+        super().__init__(seat, system)
+        self.instance = instance
+        self.table: Share | None = None  # its side of the latest offer made by either seat
+        self.must_propose = False
+
+    def observe(self, told: Sequence[str], step: StepResult[Any] | None) -> None:
+        super().observe(told, step)
+        if step is None or step.seat == self.seat or step.move is None:
+            return
+        if step.move.kind == "propose":
+            self.must_propose = True
+        elif (offer := stated_offer(step.move.text, self.instance.counts)) is not None:
+            self.table = self.instance.rest(offer)
+            self.partner_offered(offer)
+
+    def partner_offered(self, offer: Share) -> None:
+        """The partner stated an offer in which it takes `offer`."""
+
+
+class ScriptedNegotiator(Negotiator):
     """Negotiates with offers in messages ("I take 2 books, 0 hats, 1 ball; you take ...") and
     proposes the last offer on the table once a partner has proposed or it accepts an offer.
 
@@ -38,24 +62,15 @@ class ScriptedNegotiator(ChatSeat):
     ):
         if not 0 <= strength <= 1 or concession <= 0:
             raise ValueError(f"strength must lie in [0, 1] and concession be positive, got {strength}, {concession}")
-        super().__init__(seat, system)
-        self.instance, self.strength, self.concession = instance, strength, concession
+        super().__init__(instance, seat, system)
+        self.strength, self.concession = strength, concession
         self.rng = rng or random.Random()
         self.aspiration = strength * TOTAL_VALUE
-        self.table: Share | None = None  # its side of the latest offer made by either seat
         self.offered: Share | None = None  # its side of the partner's latest offer, until answered
         self.asked: Share = (0, 0, 0)  # what the partner took in its latest offer
-        self.must_propose = False
 
-    def observe(self, told: Sequence[str], step: StepResult[Any] | None) -> None:
-        super().observe(told, step)
-        if step is None or step.seat == self.seat or step.move is None:
-            return
-        if step.move.kind == "propose":
-            self.must_propose = True
-        elif (offer := stated_offer(step.move.text, self.instance.counts)) is not None:
-            self.asked = offer
-            self.offered = self.table = self.instance.rest(offer)
+    def partner_offered(self, offer: Share) -> None:
+        self.asked, self.offered = offer, self.instance.rest(offer)
 
     async def respond(self) -> str:
         if self.must_propose:
@@ -91,7 +106,7 @@ class ScriptedNegotiator(ChatSeat):
         return {**super().log(), "policy": "negotiator", "strength": self.strength}
 
 
-class RandomNegotiator(ChatSeat):
+class RandomNegotiator(Negotiator):
     """Random valid offers and replies, in the scripted negotiator's words: each turn it states a
     uniformly random split as an offer ("I propose: I take ...; you take ..."), or, with probability
     `propose`, proposes. A proposal, its own or the reply a partner's proposal asks for, is at even
@@ -100,19 +115,8 @@ class RandomNegotiator(ChatSeat):
     proposals are written and nothing of which splits to ask for."""
 
     def __init__(self, instance: Instance, seat: int, system: str, rng: random.Random, propose: float = 0.3):
-        super().__init__(seat, system)
-        self.instance, self.rng, self.propose = instance, rng, propose
-        self.table: Share | None = None  # its side of the last offer stated by either seat
-        self.must_propose = False
-
-    def observe(self, told: Sequence[str], step: StepResult[Any] | None) -> None:
-        super().observe(told, step)
-        if step is None or step.seat == self.seat or step.move is None:
-            return
-        if step.move.kind == "propose":
-            self.must_propose = True
-        elif (offer := stated_offer(step.move.text, self.instance.counts)) is not None:
-            self.table = self.instance.rest(offer)
+        super().__init__(instance, seat, system)
+        self.rng, self.propose = rng, propose
 
     async def respond(self) -> str:
         if self.must_propose or self.rng.random() < self.propose:
