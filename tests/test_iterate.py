@@ -349,7 +349,7 @@ def test_grpo_reads_its_rows_in_the_trainers_process_so_teardown_kills_no_loader
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     for trainer in ("grpo", "grpo-online"):
-        out = dry_iterate(tmp_path, "--trainer", trainer, "--num-iterations", "1")
+        out = dry_iterate(tmp_path, "--trainer", trainer, "--num_iterations", "1")
         (train,) = [line for line in out.splitlines() if "-m verl.trainer.main_ppo" in line]
         chosen = [w for w in train.split() if w.startswith("data.dataloader")]
         assert chosen == ["data.dataloader_num_workers=0"], trainer
