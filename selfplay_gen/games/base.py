@@ -191,7 +191,7 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
     crossplay_by_default: ClassVar[bool] = False  # competitive: iterations measure checkpoints against each other
     # the module of its `eval` metrics and report (`selfplay_gen.evaluation.protocol`); by default the
     # one every record allows: rewards per seat, agreement, moves, endings
-    evaluation: ClassVar[str] = "selfplay_gen.evaluation.generic"
+    evaluation: ClassVar[str] = "selfplay_gen.stats.generic"
     # the module of its skill levels, if its prompts take one (`--skill`): `LEVELS`, `strength_of(level)`
     # (the scripted player's strength whose games teach a level) and `follows_levels(games, levels)`
     skill: ClassVar[str | None] = None

@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 
 from ...atomic import write_atomic
-from ...evaluation import generic
-from ...evaluation.generic import append_to_run, summary_text
 from ...records import Record
+from ...stats import generic
+from ...stats.generic import append_to_run, summary_text
 from ...stats.metrics import mean_interval, per_instance, ratio_interval
 from ...stats.ratings import rate_wins
 from ...stats.report import format_interval, markdown_table, report_head

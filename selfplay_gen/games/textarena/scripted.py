@@ -12,14 +12,23 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..base import ChatSeat, Seed
 
-if TYPE_CHECKING:
-    from .game import TextArenaGame
+
+class TextArenaGame(Protocol):
+    """What a scripted seat reads of the game it plays (`game.TextArenaGame`): the environment, its id,
+    each seat's system prompt, and whether a move would be legal now."""
+
+    env: Any
+    env_id: str
+    system: tuple[str, ...]
+
+    def legal(self, text: str) -> bool: ...
+
 
 # the environment class each exact policy plays (its rules as shipped, any id that makes one)
 EXACT = {"minimax": "TicTacToeEnv", "equilibrium": "KuhnPokerEnv"}
