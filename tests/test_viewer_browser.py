@@ -221,7 +221,7 @@ def test_open_a_runs_report_and_the_games_behind_a_row(browser, served):
     rows = css(browser, "#report-rows tr")[1:]
     assert [r.find_elements("css selector", "td")[1].text for r in rows] == ["base", "iter_1"]
     plots = css(browser, "#report img")
-    assert len(plots) == 3
+    assert len(plots) == 4  # reward, moves, play by iteration, rating
     wait_for(lambda: all(browser.execute_script("return arguments[0].naturalWidth", img) > 0 for img in plots))
     assert "0: base" in by_id(browser, "report").text and "1: iter_1" in by_id(browser, "report").text
     shot(browser, "report", height=1400)
