@@ -10,6 +10,7 @@ start-up and CUDA-graph capture); where that is refused, a new server starts. Wi
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -24,6 +25,7 @@ from pathlib import Path
 import click
 
 from .. import serving
+from ..backends.sglang import router_workers
 from .config import ServerSettings
 from .shell import Shell, StepFailed
 
@@ -62,11 +64,13 @@ def without_option(args: list[str], option: str) -> list[str]:
 
 @dataclass
 class Launch:
-    """One process of a server: its command, its log, and the URL whose /health says it is up."""
+    """One process of a server: its command, its log, and the URL whose /health says it is up; a router
+    is up once it also lists its `workers` at /workers (it registers them after its /health answers)."""
 
     command: list[str]
     log: Path
     url: str
+    workers: tuple[str, ...] = ()
 
 
 class SGLangServer:
@@ -110,7 +114,7 @@ class SGLangServer:
             workers.append(Launch(server(port, ["--base-gpu-id", str(i * s.tp)]), log, f"http://127.0.0.1:{port}"))
         metrics = self.port + WORKER_PORT_STEP * (s.dp + 1)
         router = serving.router_command(s.python, self.port, [w.url for w in workers], metrics)
-        return [workers, [Launch(router, self.log, self.url)]]
+        return [workers, [Launch(router, self.log, self.url, tuple(w.url for w in workers))]]
 
     def worker_urls(self) -> list[str]:
         """The servers that hold the weights: the one server, or the router's workers."""
@@ -164,10 +168,9 @@ class SGLangServer:
         deadline = time.monotonic() + self.settings.timeout_s
         while process.poll() is None:
             try:
-                with urllib.request.urlopen(f"{launch.url}/health", timeout=5) as answer:
-                    if answer.status == 200:
-                        return True
-            except (urllib.error.URLError, OSError):
+                if self._ready(launch):
+                    return True
+            except (urllib.error.URLError, OSError, ValueError):
                 pass
             if time.monotonic() > deadline:
                 self._stop()
@@ -178,6 +181,16 @@ class SGLangServer:
                 )
             time.sleep(1)
         return False
+
+    @staticmethod
+    def _ready(launch: Launch) -> bool:
+        with urllib.request.urlopen(f"{launch.url}/health", timeout=5) as answer:
+            if answer.status != 200:
+                return False
+        if not launch.workers:
+            return True
+        with urllib.request.urlopen(f"{launch.url}/workers", timeout=5) as answer:
+            return set(launch.workers) <= set(router_workers(json.loads(answer.read())))
 
     def _stop(self) -> None:
         """Stop the router first, then the workers (each process group, SIGKILL after 60 s)."""
