@@ -11,17 +11,17 @@ import sys
 from pathlib import Path
 
 import click
-from click.core import ParameterSource
 
 # OpenMP threads (llama.cpp's and torch's share one libgomp, set up by whichever loads first) wait
 # passively: spinning threads on shared cores starve each other (llamacpp backend, 2 threads on 2
 # busy cores: 3.6 tokens/s spinning, 19 waiting passively; bench/results/cpu_engines/notes.md)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+from . import config_tree
 from .atomic import write_json_atomic
 from .backends.base import BackendError
 from .games import GameConfig
-from .options import game_from, game_options, generation_options, load_instances, open_seats
+from .options import QUIET, RESUME, Play, configuration, game_from, load_instances, open_seats, settings
 from .records import UNNAMED_GAME, GameWriter, RecordError
 from .runner import (
     SettingsChanged,
@@ -92,52 +92,23 @@ def main():
 
 
 @main.command()
-@click.option(
-    "--num-games",
-    "-n",
-    type=click.IntRange(min=1),
-    default=64,
-    show_default=True,
-    help="Games to play (in total, including those already in the file with --resume).",
-)
-@click.option(
-    "--games-per-instance",
-    "-k",
-    type=click.IntRange(min=1),
-    default=GROUP_SIZE,
-    show_default=True,
-    help="Games per instance: one GRPO group. GRPO needs K >= 2 for any signal. A K given must divide --num-games.",
-)
-@click.option(
-    "--instances",
-    type=click.Choice(["random", "human"]),
-    default="random",
-    show_default=True,
-    help="Seeded random instances, or the instances people played (for a game that has them).",
-)
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("data/selfplay/games.jsonl"),
-    show_default=True,
-    help="JSONL file of games; a summary lands next to it.",
-)
-@click.option(
-    "--resume",
-    is_flag=True,
-    help="Complete an interrupted run with the same settings: keep its games, play the missing and the failed ones.",
-)
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-@game_options
-@generation_options
-def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
+@config_tree.command(Play, RESUME, QUIET)
+def play(resume: bool, quiet: bool, **given):
     """Play games and write each one to OUT as it ends.
 
     Exit status: 0 when games were played, even if some failed (stderr counts them; --resume plays
     them again); 1 when every game of the run failed, when the run stopped early because every
     server was gone, or on an error (another run writing OUT, a full disk); 130/143 when stopped by
     SIGINT/SIGTERM.
+
+    Settings: flags, SELFPLAY_ variables, --config FILE (YAML, as --print-config prints it) and OVERRIDES
+    (`sampling.temperature=0.9`).
     """
+    cfg = configuration(Play, given)
+    if cfg is None:
+        return
+    opts = settings(cfg)
+    num_games, games_per_instance, instances, out = cfg.num_games, cfg.games_per_instance, cfg.instances, cfg.out
     game = game_from(opts)
     if num_games % games_per_instance:
         uneven = (
@@ -145,7 +116,7 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
             f"instance gets {num_games % games_per_instance} games, a smaller GRPO group than the others"
         )
         lower, upper = num_games - num_games % games_per_instance, num_games + (-num_games) % games_per_instance
-        if click.get_current_context().get_parameter_source("games_per_instance") is not ParameterSource.DEFAULT:
+        if given["games_per_instance"] is not None or games_per_instance != GROUP_SIZE:
             asked = f"{lower} or {upper}" if lower else f"{upper}"
             raise click.UsageError(f"{uneven}; ask for {asked} games, or another -k")
         if not quiet:  # the default K with a few games (a trial run): said, not refused

@@ -5,7 +5,11 @@ run a section (a nested dataclass). Everything else is generated from the tree:
 - its path is its one name: `sampling.temperature` in a config file (YAML), in a dotted override
   (`sampling.temperature=0.7`), as a flag (`--sampling.temperature 0.7`) and, upper-cased under
   one prefix with `__` between levels, as an environment variable (`SELFPLAY_SAMPLING__TEMPERATURE`;
-  `__` because single underscores sit inside names such as `max_new_tokens`);
+  `__` because single underscores sit inside names such as `max_new_tokens`). A tree whose root sets
+  `NAMED_FLAGS` (the commands that play games, whose flags users have always typed so) spells each
+  flag by the knob's own name instead (`--temperature`, `--max-new-tokens`), its names unique in the
+  tree; a knob may add a short flag or an older spelling of its own (`-n`, `--limit-instances`);
+- a tuple's flag may be repeated (`--base-url A --base-url B`) or given a list (`A,B`);
 - its type (the annotation, or a click type a knob names) converts and checks every value, from
   whichever source, so a boolean is `true` or `false` everywhere;
 - `Alias`es are the variables the run_selfplay_*.sh scripts document (PORT, TEMPERATURE, ...):
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import types
 import typing
@@ -56,12 +61,14 @@ def knob(
     alias: str | Alias | None = None,
     show_default: str | None = None,
     cli: bool = True,
+    flags: tuple[str, ...] = (),
 ) -> T:
     """A setting: its one default, what it does (help), optionally a click type that checks it beyond
     its annotation, the script variable that also sets it, and how --help shows a default worked out
-    later. `cli=False`: set in a config file or an override only (no flag, no variable)."""
+    later. `cli=False`: set in a config file or an override only (no flag, no variable). `flags`: a
+    short flag or an older spelling its command also takes (`-n`)."""
     aliases = (Alias(alias) if isinstance(alias, str) else alias,) if alias else ()
-    meta = {"help": help, "type": type, "aliases": aliases, "show_default": show_default, "cli": cli}
+    meta = {"help": help, "type": type, "aliases": aliases, "show_default": show_default, "cli": cli, "flags": flags}
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -87,6 +94,17 @@ class Bool(click.ParamType):
         if text in ("true", "false"):
             return text == "true"
         self.fail(f"{value!r} is not true or false", param, ctx)
+
+
+class FiniteRange(click.FloatRange):
+    """A FloatRange that also refuses nan and inf: nan passes every bound, and either would be
+    written into every record of a run."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 class ListOf(click.ParamType):
@@ -145,6 +163,12 @@ class Knob:
     aliases: tuple[Alias, ...]
     show_default: str | None
     cli: bool
+    flags: tuple[str, ...] = ()  # its short flag or older spelling, beside `flag`
+    named: bool = False  # its flag and click parameter are its name's, not its path's (`NAMED_FLAGS`)
+
+    @property
+    def name(self) -> str:
+        return self.path.rpartition(".")[2]
 
     @property
     def env(self) -> str:
@@ -152,12 +176,12 @@ class Knob:
 
     @property
     def flag(self) -> str:
-        return "--" + self.path
+        return "--" + (self.name.replace("_", "-") if self.named else self.path)
 
     @property
     def param(self) -> str:
-        """click's parameter name: the path with `__` between levels."""
-        return self.path.replace(".", "__")
+        """click's parameter name: the name in a tree of named flags, else the path with `__` between levels."""
+        return self.name if self.named else self.path.replace(".", "__")
 
     def convert(self, value: Any, where: str) -> Any:
         """`value` as this knob holds it; a ConfigError naming `where`, the knob and the value if it is none."""
@@ -205,8 +229,10 @@ def _inherited(cls: type, name: str, key: str) -> Any:
     return None
 
 
-def knobs(cls: type, prefix: str = "") -> Iterator[Knob]:
-    """Every knob of the tree rooted at dataclass `cls`, depth first, in declaration order."""
+def knobs(cls: type, prefix: str = "", named: bool | None = None) -> Iterator[Knob]:
+    """Every knob of the tree rooted at dataclass `cls`, depth first, in declaration order; spelled by
+    name where the root says `NAMED_FLAGS = True`."""
+    named = bool(getattr(cls, "NAMED_FLAGS", False)) if named is None else named
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if f.metadata.get("outside"):
@@ -214,7 +240,7 @@ def knobs(cls: type, prefix: str = "") -> Iterator[Knob]:
         path = prefix + f.name
         hint = hints[f.name]
         if dataclasses.is_dataclass(hint):
-            yield from knobs(hint, path + ".")  # type: ignore[arg-type]
+            yield from knobs(hint, path + ".", named)  # type: ignore[arg-type]
             continue
         if f.default is dataclasses.MISSING:
             raise TypeError(f"{cls.__name__}.{f.name}: a knob needs its default")
@@ -228,6 +254,8 @@ def knobs(cls: type, prefix: str = "") -> Iterator[Knob]:
             aliases=_inherited(cls, f.name, "aliases") or (),
             show_default=f.metadata.get("show_default"),
             cli=f.metadata.get("cli", True),
+            flags=_inherited(cls, f.name, "flags") or (),
+            named=named,
         )
 
 
@@ -362,10 +390,19 @@ def options(cls: type) -> Callable[[Callable], Callable]:
             shown = k.show_default or (NULL if k.default is None else _shown(k.default))
             script = "".join(f"; script: {a.name}" for a in k.aliases)
             help = f"{k.help} [default: {shown}; env: {k.env}{script}]"
-            function = click.option(k.flag, k.param, type=k.type, default=None, help=help)(function)
+            repeated = isinstance(k.type, ListOf)
+            function = click.option(
+                k.flag, *k.flags, k.param, type=k.type, default=None, help=help, multiple=repeated,
+                callback=_joined if repeated else None,
+            )(function)  # fmt: skip
         return function
 
     return apply
+
+
+def _joined(ctx, param, values: tuple[tuple, ...]) -> tuple | None:
+    """A repeated list flag's values as one list; None (not given) where it was not given."""
+    return tuple(v for value in values for v in value) if values else None
 
 
 def _shown(value: Any) -> str:
@@ -419,3 +456,59 @@ def resolve(
             values[k.path] = found_alias[1]
     values.update(set_by)
     return build(cls, values), tuple(passed_on)
+
+
+def command(tree: type, *more: Callable[[Callable], Callable]) -> Callable[[Callable], Callable]:
+    """The options of a command that reads `tree`: --config FILE, --print-config, one per knob, the
+    command's `more` options, and the positional dotted overrides (`sampling.temperature=0.7`)."""
+
+    def apply(function: Callable) -> Callable:
+        function = click.argument("arguments", nargs=-1, type=click.UNPROCESSED, metavar="[OVERRIDES]...")(function)
+        for option in reversed(more):
+            function = option(function)
+        function = options(tree)(function)
+        function = click.option("--print-config", is_flag=True, help="Print the whole configuration (YAML) and exit.")(
+            function
+        )
+        return click.option(
+            "--config",
+            "config_file",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            default=None,
+            help="A YAML configuration (e.g. what --print-config printed, or a run's RUN_DIR/config.yaml); "
+            "variables, flags and dotted overrides (sampling.temperature=0.7) go over it.",
+        )(function)
+
+    return apply
+
+
+def load(
+    tree: type[T],
+    given: Mapping[str, Any],
+    *,
+    script_env: bool = False,
+    alias_applies: Callable[[Knob, Mapping[str, Any]], bool] = lambda k, values: True,
+) -> tuple[T, tuple[str, ...]]:
+    """The tree of a `command` from every source (its parsed options `given`), and the positional
+    arguments that name no knob."""
+    return resolve(
+        tree,
+        given,
+        config_file=given["config_file"],
+        overrides=tuple(given["arguments"]),
+        script_env=script_env,
+        alias_applies=alias_applies,
+    )
+
+
+def printed(cfg: Any, given: Mapping[str, Any]) -> bool:
+    """--print-config: the tree printed, and nothing else done."""
+    if given["print_config"]:
+        click.echo(to_yaml(cfg), nl=False)
+    return bool(given["print_config"])
+
+
+def names(tree: Any) -> dict[str, Any]:
+    """{name: value} of every knob of a tree whose names are unique (`NAMED_FLAGS`): how the code
+    below a command that plays games reads its settings (`opts["temperature"]`)."""
+    return {path.rpartition(".")[2]: value for path, value in flat(tree).items()}

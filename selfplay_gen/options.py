@@ -1,42 +1,37 @@
-"""Options shared by every command that plays games (`play`, `eval`): what sits in each seat,
-sampling (with the defaults of every run: `selfplay_gen.sampling`), limits, and which instances;
-`game_options` adds the choice of game. `open_seats` turns them into seat factories for the runner, so
+"""The settings of every command that plays games (`play`, `eval`), one typed tree each (`Play`, `Eval`, in
+`selfplay_gen.config_tree`'s way: one default per knob, flags, SELFPLAY_ variables, --config and
+--print-config generated from it): the game, its sampling (the section every run samples with:
+`selfplay_gen.sampling`), what sits in each seat, and the backends' client. Their flags are spelled by
+each knob's name (`--max-new-tokens`). `open_seats` turns them into seat factories for the runner, so
 `--backend` and `--partner-*` mean the same thing everywhere.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
-from . import games, gguf_export
+from . import config_tree, games, gguf_export
 from .backends.base import IN_PROCESS, MODULES, BackendOptions, SamplingParams, backend_class
+from .config_tree import knob, section
+from .evaluation.splits import ALIASES, DEFAULT_INSTANCES, DEV, SPLITS, TEST
 from .games import GameConfig
 from .games.base import GameInstance, Limits
 from .players import LLMPlayer
-from .sampling import Sampling
+from .sampling import GROUP_SIZE, POSITIVE, Sampling
 from .token_context import token_context
 
 SCRIPTED = "scripted"  # the game's scripted players in a seat: no model, no backend
 BACKENDS = (*MODULES, SCRIPTED)  # what --backend takes: every registered backend, or scripted players
 SCRIPTED_POLICIES = ("share", "teacher", "random", "minimax", "equilibrium")
 RANDOM = {"policy": "random"}  # the knobs of any game's random legal player (`Game.random_player`)
-
-
-class FiniteRange(click.FloatRange):
-    """A FloatRange that also refuses nan and inf: nan passes every bound, and either would be
-    written into every record of the run."""
-
-    def convert(self, value, param, ctx):
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
-        return number
+SHARE = click.FloatRange(0, 1)
+T = TypeVar("T")
 
 
 def _teacher_plans() -> list[str]:
@@ -61,237 +56,237 @@ def teacher_plan_help() -> str:
     )
 
 
-def _seat_options(prefix: str, who: str):
-    """--backend/--base-url/--model for seat 0, or --partner-* for seat 1 (defaulting to seat 0's)."""
-    same = " (default: same as seat 0)" if prefix else ""
-    return [
-        click.option(
-            f"--{prefix}backend",
-            type=click.Choice(BACKENDS),
-            default=None if prefix else "llamacpp",
-            show_default=not prefix,
-            help=f"What plays {who}: the model in this process on CPU through llama.cpp (llamacpp, the "
-            f"fastest on CPU) or transformers (local, also on a GPU), an SGLang server, an OpenAI-compatible "
-            f"server, or scripted players that need no model{same}.",
-        ),
-        click.option(
-            f"--{prefix}base-url",
-            multiple=True,
-            help=f"Server URL for {who}; repeat for several servers (each game sticks to one), or give a "
-            f"router URL{same}.",
-        ),
-        click.option(
-            f"--{prefix}model",
-            default=None,
-            help=f"Model directory for the local backend and the tokenizer; for sglang the served model "
-            f"is read from /get_model_info. Default: the embedded SmolLM2-135M-Instruct with the project's "
-            f"warm-start adapter (SmolLM2-135M-Instruct-warm); SmolLM2-135M-Instruct is the raw model{same}.",
-        ),
-        click.option(
-            f"--{prefix}tokenizer",
-            default=None,
-            help=f"Local tokenizer directory, when --{prefix}model is not one (e.g. a model name on an "
-            f"OpenAI-compatible server){same}.",
-        ),
-    ]
+class GameName(click.ParamType):
+    """A game the registry has: a registered name, or one of a family (`textarena:TicTacToe-v0`), made to
+    check it."""
+
+    name = "game"
+
+    def convert(self, value, param, ctx):
+        try:
+            games.get(value)
+        except ValueError as err:
+            self.fail(str(err), param, ctx)
+        return value
 
 
-def generation_options(f):
-    """Options for every command that plays games."""
-    options = [
-        *_seat_options("", "both seats"),
-        *_seat_options("partner-", "seat 1 (cross-play, opponent pools)"),
-        click.option(
-            "--temperature",
-            type=FiniteRange(min=0),
-            default=Sampling.temperature,
-            show_default=True,
-            help="Sampling temperature (0: greedy).",
-        ),
-        click.option(
-            "--top-p",
-            type=FiniteRange(0, 1, min_open=True),
-            default=Sampling.top_p,
-            show_default=True,
-            help="Nucleus sampling: keep the smallest set of tokens with this much probability.",
-        ),
-        click.option(
-            "--max-new-tokens",
-            type=click.IntRange(min=1),
-            default=Sampling.max_new_tokens,
-            show_default=True,
-            help="Tokens per turn; a turn that does not end within it ends the game (max_new_tokens).",
-        ),
-        click.option(
-            "--max-response-tokens",
-            type=click.IntRange(min=1),
-            default=None,
-            help="Tokens a seat's context may grow past its first prompt (what training sees as its "
-            "response); the turn that would pass it ends the game (context_length, reward 0). Set it "
-            "to the training data.max_response_length, so that long games score 0 instead of being "
-            "left out of training data and baselines. Default: no limit.",
-        ),
-        click.option(
-            "--max-moves",
-            type=click.IntRange(min=1),
-            default=Limits.max_moves,
-            show_default=True,
-            help="Valid moves per game, both players together.",
-        ),
-        click.option(
-            "--max-invalid",
-            type=click.IntRange(min=1),
-            default=Limits.max_invalid,
-            show_default=True,
-            help="Consecutive invalid moves by one player that end the game.",
-        ),
-        click.option(
-            "--concurrency",
-            type=click.IntRange(min=1),
-            default=None,
-            help="Games in flight. Default: what keeps the backend full (sglang: twice the requests its "
-            "servers run at once, so a queue refills each batch slot a game frees while its turn is on the "
-            "client; local: its batch size).",
-        ),
-        click.option(
-            "--scripted-policy",
-            type=click.Choice(SCRIPTED_POLICIES),
-            default=None,
-            help="Scripted players of a game with policies (default: the game's own): 'share' tells the "
-            "partner part of what it sees (see --scripted-share) and proposes the best plan it knows; "
-            "'teacher' plays the game's demonstrations for warm starts (its teacher knobs, e.g. everything "
-            "it sees stated exactly as shown, then a proposal planned as --teacher-plan says); 'random' "
-            "plays random legal moves of any game, its grammar without strategy (the games of a format "
-            "warm start); 'minimax' and 'equilibrium' play a game's exact solution where it has one "
-            "(TicTacToe, Kuhn Poker).",
-        ),
-        click.option(
-            "--partner-scripted-policy",
-            type=click.Choice(SCRIPTED_POLICIES),
-            default=None,
-            help="Scripted players in seat 1 (e.g. minimax against random; default: --scripted-policy).",
-        ),
-        click.option(
-            "--teacher-plan",
-            type=click.Choice(_teacher_plans()),
-            default=None,
-            help=teacher_plan_help(),
-        ),
-        click.option(
-            "--scripted-share",
-            type=click.FloatRange(0, 1),
-            default=0.5,
-            show_default=True,
-            help="Scripted players (policy 'share'): share of their visible cells they tell the partner.",
-        ),
-        click.option(
-            "--scripted-strength",
-            type=click.FloatRange(0, 1),
-            default=1.0,
-            show_default=True,
-            help="Scripted players with a strength: how hard they play, from 0 to 1 (e.g. how much "
-            "they first ask for, strength x 10 points, conceding a point per counter-offer).",
-        ),
-        click.option(
-            "--partner-scripted-strength",
-            type=click.FloatRange(0, 1),
-            default=None,
-            help="Scripted players in seat 1 (cross-play of strengths; default: --scripted-strength).",
-        ),
-        click.option(
-            "--timeout",
-            type=click.FloatRange(min=1),
-            default=120.0,
-            show_default=True,
-            help="Seconds per server request.",
-        ),
-        click.option(
-            "--max-retries",
-            type=click.IntRange(min=0),
-            default=5,
-            show_default=True,
-            help="Retries per request on connection errors, 429 and 5xx before a game is recorded failed.",
-        ),
-        click.option(
-            "--max-batch",
-            type=click.IntRange(min=1),
-            default=None,
-            help="llamacpp and local backends: games in flight (llamacpp, default 32) or sequences per "
-            "forward pass (local, default 16).",
-        ),
-        click.option(
-            "--gguf-weights",
-            type=click.Choice(("auto", *gguf_export.DTYPES)),
-            default=BackendOptions.gguf_weights,
-            show_default=True,
-            help="llamacpp backend: the precision llama.cpp plays the model in, exported once and cached. auto: "
-            "bf16 where the CPU computes in it natively (AVX512_BF16), else f32. f32 holds the local backend's "
-            "very weights; bf16, q8_0 and q4_0 (made from it by llama.cpp) decode faster, their logits differ "
-            "from the local backend's (the warm model plays worse in q4_0), and records stay exact to the ids "
-            "sampled. Ignored for a --model that is a .gguf file.",
-        ),
-        click.option(
-            "--api-key-env",
-            default="OPENAI_API_KEY",
-            show_default=True,
-            help="OpenAI backend: environment variable holding the API key.",
-        ),
-        click.option(
-            "--openai-endpoint",
-            type=click.Choice(["chat", "completions"]),
-            default="chat",
-            show_default=True,
-            help="OpenAI backend: /v1/chat/completions (messages) or /v1/completions (token ids).",
-        ),
-        click.option(
-            "--seed",
-            type=click.IntRange(min=0),
-            default=0,
-            show_default=True,
-            help="Seed of the instances (and of scripted players' choices).",
-        ),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
+def game_knob() -> str | None:
+    """The game of a run, of a generation or of a command that plays: one declaration for every tree."""
+    return knob(
+        None, f"The game [null: {games.UNNAMED}], by its registered name ({', '.join(games.names())}) or one of a "
+        "family (textarena:ENV_ID).", type=GameName(), alias="GAME",
+    )  # fmt: skip
 
 
-def _known_game(ctx, param, name: str) -> str:
-    try:
-        games.get(name)
-    except ValueError as err:
-        raise click.BadParameter(str(err)) from None
-    return name
+def reward_mode_knob() -> str | None:
+    return knob(
+        None, "The game's reward mode, for a game with modes (e.g. cooperative | semi-competitive | competitive: "
+        "both seats get the sum of points, their own, or their own minus the partner's) [null: the game's].",
+        alias="REWARD_MODE",
+    )  # fmt: skip
 
 
-def game_options(f):
-    """Which game to play, and its options."""
-    options = [
-        click.option(
-            "--game",
-            default=games.UNNAMED,
-            show_default=True,
-            callback=_known_game,
-            help=f"The game to play, by its registered name: {', '.join(games.names())}.",
-        ),
-        click.option(
-            "--reward-mode",
-            default=None,
-            help="For a game with reward modes: what each seat's reward is, e.g. cooperative (both get the "
-            "sum of points), semi-competitive (own points) or competitive (own minus partner's). "
-            "Default: the game's.",
-        ),
-        click.option(
-            "--skill",
-            default=None,
-            help="For a game with skill levels: the level a seat is asked to play at, in its prompt (e.g. "
-            "novice, intermediate, expert): one level for both seats or 'SEAT0,SEAT1' (one may be empty). "
-            "Scripted games at strengths 0.3 / 0.6 / 1 teach the three levels. Default: no level.",
-        ),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
+def games_per_instance_knob(*flags: str) -> int:
+    return knob(
+        GROUP_SIZE, "Games per instance = GRPO group size (GRPO needs 2 or more for any signal).", type=POSITIVE,
+        alias="GAMES_PER_INSTANCE", flags=flags,
+    )  # fmt: skip
+
+
+def _seat(who: str, model: str) -> dict[str, str]:
+    """The help of a seat's backend, server, model and tokenizer (seat 0's, or seat 1's defaulting to them)."""
+    same = " [null: seat 0's]" if "1" in who else ""
+    return {
+        "backend": f"What plays {who}: the model in this process on CPU through llama.cpp (llamacpp, the fastest on "
+        "CPU) or transformers (local, also on a GPU), an SGLang server, an OpenAI-compatible server, or scripted "
+        f"players that need no model{same}.",
+        "base_url": f"Server URL for {who}; repeat for several servers (each game sticks to one), or give a router "
+        f"URL{same}.",
+        "model": "Model directory for the local backend and the tokenizer; for sglang the served model is read "
+        f"from /get_model_info [null: {model}].",
+        "tokenizer": "Local tokenizer directory, when the model is not one (e.g. a model name on an "
+        f"OpenAI-compatible server){same}.",
+    }
+
+
+SEAT0 = _seat(
+    "both seats", "the embedded SmolLM2-135M-Instruct with the project's warm-start adapter "
+    "(SmolLM2-135M-Instruct-warm); SmolLM2-135M-Instruct is the raw model",
+)  # fmt: skip
+SEAT1 = _seat("seat 1 (cross-play, opponent pools)", "seat 0's")
+
+
+@dataclass(frozen=True)
+class Seats:
+    """What plays each seat: a backend and its model, or the game's scripted players; seat 1's (partner_*)
+    are seat 0's where not set."""
+
+    backend: str = knob("llamacpp", SEAT0["backend"], type=click.Choice(BACKENDS))
+    base_url: tuple[str, ...] = knob((), SEAT0["base_url"])
+    model: str | None = knob(None, SEAT0["model"])
+    tokenizer: str | None = knob(None, SEAT0["tokenizer"])
+    partner_backend: str | None = knob(None, SEAT1["backend"], type=click.Choice(BACKENDS))
+    partner_base_url: tuple[str, ...] = knob((), SEAT1["base_url"])
+    partner_model: str | None = knob(None, SEAT1["model"])
+    partner_tokenizer: str | None = knob(None, SEAT1["tokenizer"])
+
+
+@dataclass(frozen=True)
+class Scripted:
+    """How the game's scripted players play, in a seat whose backend is `scripted`."""
+
+    scripted_policy: str | None = knob(
+        None, "Scripted players of a game with policies [null: the game's own]: 'share' tells the partner part of "
+        "what it sees (see scripted_share) and proposes the best plan it knows; 'teacher' plays the game's "
+        "demonstrations for warm starts (its teacher knobs, e.g. everything it sees stated exactly as shown, then a "
+        "proposal planned as teacher_plan says); 'random' plays random legal moves of any game, its grammar without "
+        "strategy (the games of a format warm start); 'minimax' and 'equilibrium' play a game's exact solution "
+        "where it has one (TicTacToe, Kuhn Poker).", type=click.Choice(SCRIPTED_POLICIES),
+    )  # fmt: skip
+    partner_scripted_policy: str | None = knob(
+        None, "Scripted players in seat 1 (e.g. minimax against random) [null: scripted_policy].",
+        type=click.Choice(SCRIPTED_POLICIES),
+    )  # fmt: skip
+    teacher_plan: str | None = knob(None, teacher_plan_help(), type=click.Choice(_teacher_plans()))
+    scripted_share: float = knob(
+        0.5, "Scripted players (policy 'share'): share of their visible cells they tell the partner.", type=SHARE
+    )
+    scripted_strength: float = knob(
+        1.0, "Scripted players with a strength: how hard they play, from 0 to 1 (e.g. how much they first ask for, "
+        "strength x 10 points, conceding a point per counter-offer).", type=SHARE,
+    )  # fmt: skip
+    partner_scripted_strength: float | None = knob(
+        None, "Scripted players in seat 1 (cross-play of strengths) [null: scripted_strength].", type=SHARE
+    )
+
+
+@dataclass(frozen=True)
+class Client:
+    """How the games reach their backends: games in flight, requests, and the in-process engines' batches."""
+
+    concurrency: int | None = knob(
+        None, "Games in flight [null: what keeps the backend full (sglang: twice the requests its servers run at "
+        "once, so a queue refills each batch slot a game frees while its turn is on the client; local: its batch "
+        "size)].", type=POSITIVE,
+    )  # fmt: skip
+    timeout: float = knob(BackendOptions.timeout_s, "Seconds per server request.", type=click.FloatRange(min=1))
+    max_retries: int = knob(
+        BackendOptions.max_retries, "Retries per request on connection errors, 429 and 5xx before a game is recorded "
+        "failed.", type=click.IntRange(min=0),
+    )  # fmt: skip
+    max_batch: int | None = knob(
+        None, "llamacpp and local backends: games in flight (llamacpp, default 32) or sequences per forward pass "
+        "(local, default 16).", type=POSITIVE,
+    )  # fmt: skip
+    gguf_weights: str = knob(
+        BackendOptions.gguf_weights, "llamacpp backend: the precision llama.cpp plays the model in, exported once and "
+        "cached. auto: bf16 where the CPU computes in it natively (AVX512_BF16), else f32. f32 holds the local "
+        "backend's very weights; bf16, q8_0 and q4_0 (made from it by llama.cpp) decode faster, their logits differ "
+        "from the local backend's (the warm model plays worse in q4_0), and records stay exact to the ids sampled. "
+        "Ignored for a model that is a .gguf file.", type=click.Choice(("auto", *gguf_export.DTYPES)),
+    )  # fmt: skip
+    api_key_env: str = knob(BackendOptions.api_key_env, "OpenAI backend: environment variable holding the API key.")
+    openai_endpoint: str = knob(
+        BackendOptions.endpoint, "OpenAI backend: /v1/chat/completions (messages) or /v1/completions (token ids).",
+        type=click.Choice(["chat", "completions"]),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GameChoice:
+    """Which game, and its options: what every command that plays or reads a game's records takes."""
+
+    NAMED_FLAGS = True  # flags spelled by name (--reward-mode), as users of these commands have always typed them
+
+    game: str | None = game_knob()
+    reward_mode: str | None = reward_mode_knob()
+    skill: str | None = knob(
+        None, "For a game with skill levels: the level a seat is asked to play at, in its prompt (e.g. novice, "
+        "intermediate, expert): one level for both seats or 'SEAT0,SEAT1' (one may be empty). Scripted games at "
+        "strengths 0.3 / 0.6 / 1 teach the three levels [null: no level].",
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Played(GameChoice):
+    """The game and how it is sampled and limited: what every game of a run shares, whichever command plays it.
+    A run's stages write it to their play.yaml, which `play` and `eval` both read (--config)."""
+
+    sampling: Sampling = section(Sampling)
+
+
+@dataclass(frozen=True)
+class Playing(Played):
+    """Everything a command that plays games reads (`open_seats`, `game_from`): the game, its sampling, what
+    sits in each seat, the backends' client, and the seed."""
+
+    seed: int = knob(0, "Seed of the instances (and of scripted players' choices).", type=click.IntRange(min=0))
+    seats: Seats = section(Seats)
+    scripted: Scripted = section(Scripted)
+    client: Client = section(Client)
+
+
+@dataclass(frozen=True)
+class Play(Playing):
+    """Everything `selfplay-gen play` reads."""
+
+    num_games: int = knob(
+        64, "Games to play (in total, including those already in the file with --resume).", type=POSITIVE,
+        flags=("-n",),
+    )  # fmt: skip
+    games_per_instance: int = games_per_instance_knob("-k")
+    instances: str = knob(
+        "random", "Seeded random instances, or the instances people played (for a game that has them).",
+        type=click.Choice(["random", "human"]),
+    )  # fmt: skip
+    out: Path = knob(Path("data/selfplay/games.jsonl"), "JSONL file of games; a summary lands next to it.")
+
+
+@dataclass(frozen=True)
+class Eval(Playing):
+    """Everything `selfplay-gen eval` reads (the games files it reports, --from-games, are its input)."""
+
+    out: Path | None = knob(None, "Report directory: metrics.json, report.md, PNG plots (and games/ when playing).")
+    append_to: Path | None = knob(
+        None, "Run-level report directory: add this evaluation as its next iteration row [null: none]."
+    )
+    instances: str | None = knob(
+        None, "'human': the instances people played, for a game that has them (compared with them; such a game's "
+        f"default); 'dev': development instances (seeds {DEV.start:_} + seed on; other games' default), on which "
+        f"every setting is chosen; 'test': test instances (seeds {TEST.start:_} + seed on), played only to report "
+        "final models, never to choose a setting. 'heldout' is the old name of 'dev'. Training never uses either "
+        "range.", type=click.Choice(["human", *SPLITS, *ALIASES]),
+    )  # fmt: skip
+    num_instances: int | None = knob(
+        None, f"Instances to play [null: all the game's human ones, {DEFAULT_INSTANCES['dev']} dev ones, "
+        f"{DEFAULT_INSTANCES['test']} test ones].", type=POSITIVE, flags=("--limit-instances",),
+    )  # fmt: skip
+    games_per_instance: int = knob(4, "Games per instance and seat pairing.", type=POSITIVE, flags=("-k",))
+    label: str | None = knob(None, "Label of the seat-0 model [null: its model directory name].")
+    partner_label: str | None = knob(None, "Label of the partner model in cross-play.")
+    bootstrap: int = knob(2000, "Bootstrap resamples (of instances) per interval.", type=click.IntRange(min=100))
+
+
+RESUME = click.option(
+    "--resume",
+    is_flag=True,
+    help="Complete an interrupted run with the same settings: keep its games, play the missing and the failed ones.",
+)
+QUIET = click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+
+
+def configuration(tree: type[T], given: dict[str, Any]) -> T | None:
+    """A command's tree from every source (`config_tree.command`); None once --print-config printed it. An
+    argument that names no setting is an error."""
+    cfg, rest = config_tree.load(tree, given)
+    if rest:
+        raise click.UsageError(f"{rest[0]!r} names no setting (see --print-config)")
+    return None if config_tree.printed(cfg, given) else cfg
+
+
+def settings(tree: GameChoice) -> dict:
+    """What `open_seats` and `game_from` read: every knob of a command's tree by its name."""
+    return config_tree.names(tree)
 
 
 def _backend_options(base_url, model, opts) -> BackendOptions:
@@ -343,7 +338,7 @@ def _scripted_knobs(opts, prefix: str = "") -> dict:
     seat 1's, where a partner option exists and is given), the game's defaults for those not
     given; the policy `teacher` is the game's own teacher (`Game.teacher`), whatever the other
     knobs say but `--teacher-plan`."""
-    game = games.get(opts.get("game", games.UNNAMED))
+    game = games.get(opts.get("game") or games.UNNAMED)
     policy = opts.get(prefix + "scripted_policy") or opts.get("scripted_policy")
     if policy == "random":
         return dict(RANDOM)
@@ -360,7 +355,7 @@ def _scripted_knobs(opts, prefix: str = "") -> dict:
 def _check_scripted(opts, seat: int, knobs: dict, prefix: str) -> None:
     """A scripted seat the game cannot make (a policy it has not) is a usage error before any
     game is played, not a failure of every game."""
-    game = games.get(opts.get("game", games.UNNAMED))()
+    game = games.get(opts.get("game") or games.UNNAMED)()
     game.reset(game.instance_type.from_seed(0))
     try:
         game.random_player(seat, seed=0) if knobs == RANDOM else game.scripted_player(seat, seed=0, **knobs)
@@ -469,7 +464,7 @@ async def open_seats(**opts):
 def game_from(opts) -> GameConfig:
     """The game the options choose, with their limits and its options; a bad option is a usage error."""
     options = {k: opts[k] for k in ("reward_mode", "skill") if opts.get(k)}
-    name = opts.get("game", games.UNNAMED)
+    name = opts.get("game") or games.UNNAMED
     if opts.get("teacher_plan") and "plan" not in games.get(name).teacher:
         raise click.BadParameter(f"the {name} teacher has no plans", param_hint="--teacher-plan")
     try:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from selfplay_gen import config_tree
@@ -18,9 +19,10 @@ from selfplay_gen.iterate import config as run_config
 from selfplay_gen.iterate import trainers
 from selfplay_gen.iterate.cli import generate_command, iterate_command, train_command
 from selfplay_gen.iterate.config import Generation, Iteration, Training
+from selfplay_gen.options import Eval, Play
 from selfplay_gen.verl import attention
 
-TREES = (Iteration, Generation, Training)
+TREES = (Iteration, Generation, Training, Play, Eval)
 
 
 def declared_defaults(cls: type) -> dict[str, list[str]]:
@@ -40,15 +42,26 @@ def declared_defaults(cls: type) -> dict[str, list[str]]:
     return out
 
 
+# the long spellings a knob keeps beside its own, as users and scripts have typed them
+OLDER_SPELLINGS = {"num_instances": "--limit-instances"}
+
+
 @pytest.mark.parametrize("tree", TREES, ids=lambda t: t.__name__)
 def test_every_knob_has_one_default_one_name_and_one_boolean_spelling(tree):
     knobs = list(config_tree.knobs(tree))
     paths = [k.path for k in knobs]
     assert len(paths) == len(set(paths))
-    # one name: the flag and the variable are the path's; no two knobs share a variable or a flag
+    # one name: the variable is the path's, the flag too (or, in a tree of named flags, its name's: --max-new-tokens);
+    # no two knobs share a variable or a flag
     assert len({k.env for k in knobs}) == len(knobs) and len({k.flag for k in knobs}) == len(knobs)
+    flags = [flag for k in knobs for flag in (k.flag, *k.flags)]
+    assert len(flags) == len(set(flags))
     for k in knobs:
-        assert k.flag == f"--{k.path}" and k.env == "SELFPLAY_" + k.path.upper().replace(".", "__")
+        assert k.flag == "--" + (k.name.replace("_", "-") if k.named else k.path), k.path
+        assert k.env == "SELFPLAY_" + k.path.upper().replace(".", "__")
+        # beside its flag, a knob takes at most a short one (-n) and the one older spelling a test names here
+        for flag in k.flags:
+            assert len(flag) == 2 or OLDER_SPELLINGS.get(k.path) == flag, (k.path, flag)
         assert k.help, f"{k.path} says nothing about what it does"
         # one spelling of a boolean: true/false, in files, variables, flags and overrides alike
         if isinstance(k.default, bool):
@@ -78,13 +91,15 @@ def test_every_knob_has_one_default_one_name_and_one_boolean_spelling(tree):
 
 
 def test_a_knob_shared_by_two_commands_is_the_same_knob():
-    """generate and iterate both take the game, the sampling, the servers, ...: one declaration, one default.
-    (A command's own top-level knobs, such as its out_dir, are its own.)"""
+    """generate, iterate, play and eval all take the game and the sampling; generate and iterate the servers, ...:
+    one declaration, one default. (A command's own top-level knobs, such as its out_dir, are its own; so is
+    eval's games_per_instance, the games of each seat pairing of an evaluation, not a GRPO group.)"""
     by_path: dict[str, config_tree.Knob] = {}
     shared = 0
     for tree in TREES:
         for k in config_tree.knobs(tree):
-            if "." not in k.path and k.path not in ("game", "reward_mode", "games_per_instance", "overrides"):
+            own = k.path not in ("game", "reward_mode", "games_per_instance", "overrides") or tree is Eval
+            if "." not in k.path and own:
                 continue
             seen = by_path.setdefault(k.path, k)
             shared += seen is not k
@@ -199,14 +214,51 @@ def test_every_trainer_reads_its_own_section():
     }
 
 
-def test_play_and_eval_sample_with_the_defaults_of_every_run():
-    """One default per sampling knob: `selfplay-gen play` and `eval` (which a run's stages call) and verl's
-    online loop take the run's, so a default never changes on the way from one process to the next."""
-    from selfplay_gen.cli import play
-    from selfplay_gen.evaluation.cli import eval_command
-    from selfplay_gen.sampling import Sampling
+@pytest.mark.parametrize("command", ["play", "eval"])
+def test_play_and_eval_take_their_settings_from_their_tree_alone(command):
+    """Every option of `play` and `eval` is a knob of its tree (its flag, its short flag or its one older
+    spelling), defaulting to None so that the tree holds the one default, or one of the few options that
+    are no setting (the input files, the config file, --resume, --quiet): no option declared by hand beside
+    the tree, with a default of its own."""
+    from selfplay_gen.cli import main
 
-    for command in (play, eval_command):
-        defaults = {p.name: p.default for p in command.params}
-        for name in ("temperature", "top_p", "max_new_tokens", "max_moves"):
-            assert defaults[name] == getattr(Sampling(), name), (command.name, name)
+    tree = {"play": Play, "eval": Eval}[command]
+    params = main.get_command(click.Context(main), command).params
+    knobs = {k.param: k for k in config_tree.knobs(tree)}
+    outside = {"config_file", "print_config", "arguments", "resume", "quiet", "from_games"}
+    assert {p.name for p in params} == set(knobs) | (outside - ({"from_games"} if command == "play" else set()))
+    for p in params:
+        if p.name in knobs:
+            k = knobs[p.name]
+            assert p.default is None and sorted(p.opts) == sorted({k.flag, *k.flags}), p.name
+
+
+def printed_defaults(command: click.Command, *args: str) -> dict[str, object]:
+    result = CliRunner().invoke(command, [*args, "--print-config"])
+    assert result.exit_code == 0, result.output
+    return config_tree_flat(yaml.safe_load(result.output))
+
+
+def config_tree_flat(tree: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(config_tree_flat(value, prefix + key + "."))
+        else:
+            out[prefix + key] = value
+    return out
+
+
+def test_play_and_eval_print_the_defaults_of_every_run():
+    """One default per shared fact: what `selfplay-gen play --print-config` and `eval --print-config` print for
+    the game and its sampling (the settings a run's stages pass them) is what `iterate --print-config` prints,
+    so a default never changes on the way from one process to the next."""
+    from selfplay_gen.cli import main
+
+    run = printed_defaults(iterate_command)
+    for command in ("play", "eval"):
+        shown = printed_defaults(main, command)
+        shared = {path for path in shown if path in run and (path.startswith("sampling.") or "." not in path)}
+        shared -= {"games_per_instance"} if command == "eval" else set()  # eval's own (see above)
+        assert {"sampling.temperature", "sampling.max_new_tokens", "game", "reward_mode"} <= shared, command
+        assert {path: shown[path] for path in shared} == {path: run[path] for path in shared}, command

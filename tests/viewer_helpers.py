@@ -14,10 +14,10 @@ from aiohttp.test_utils import TestClient, TestServer
 from click.testing import CliRunner
 
 from selfplay_gen.cli import main
-from selfplay_gen.viewer.cli import DEFAULTS, SEAT_PARAMS
+from selfplay_gen.viewer.cli import DEFAULTS
 
 # play options as `selfplay-gen view --backend scripted` has them
-SCRIPTED_OPTS: dict[str, Any] = {**DEFAULTS, **{p.name: p.default for p in SEAT_PARAMS if p.name}}
+SCRIPTED_OPTS: dict[str, Any] = dict(DEFAULTS)
 SCRIPTED_OPTS.update(backend="scripted", base_url=())
 
 

@@ -25,16 +25,17 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from .. import config_tree
 from .. import games as registry
 from ..backends.base import BackendError
 from ..games import GameConfig
 from ..games.base import GameInstance
-from ..options import game_from, game_options, generation_options, load_instances, open_seats
+from ..options import QUIET, RESUME, Eval, configuration, game_from, load_instances, open_seats, settings
 from ..records import GameWriter, Record, RecordError, read_numbered_games
 from ..runner import SeatFactory, SettingsChanged, plan_games, run_games, until_signalled
 from . import people as people_games
 from .protocol import Evaluation, evaluation_of
-from .splits import ALIASES, DEFAULT_INSTANCES, DEV, SPLITS, TEST, EvaluationSeedError, split_name, split_seeds
+from .splits import DEFAULT_INSTANCES, EvaluationSeedError, split_name, split_seeds
 
 
 def evaluation(game: str) -> Evaluation:
@@ -229,78 +230,25 @@ async def play_pairings(
     "played (selfplay-gen view) are reported apart, the person's seat beside the partner's: "
     "NAME=FILE labels the person, NAME,PARTNER=FILE both.",
 )
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Report directory: metrics.json, report.md, PNG plots (and games/ when playing).",
-)
-@click.option(
-    "--append-to",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Run-level report directory: add this evaluation as its next iteration row.",
-)
-@click.option(
-    "--instances",
-    type=click.Choice(["human", *SPLITS, *ALIASES]),
-    default=None,
-    help="'human': the instances people played, for a game that has them (compared with them; such a "
-    f"game's default); 'dev': development instances (seeds {DEV.start:_} + --seed on; other games' default), "
-    f"on which every setting is chosen; 'test': test instances (seeds {TEST.start:_} + --seed on), "
-    "played only to report final models, never to choose a setting. 'heldout' is the old name of "
-    "'dev'. Training never uses either range.",
-)
-@click.option(
-    "--limit-instances",
-    "--num-instances",
-    "num_instances",
-    type=click.IntRange(min=1),
-    default=None,
-    help=f"Instances to play (default: all the game's human ones, {DEFAULT_INSTANCES['dev']} dev "
-    f"ones, {DEFAULT_INSTANCES['test']} test ones).",
-)
-@click.option(
-    "--games-per-instance",
-    "-k",
-    type=click.IntRange(min=1),
-    default=4,
-    show_default=True,
-    help="Games per instance and seat pairing.",
-)
-@click.option("--label", default=None, help="Label of the seat-0 model (default: its model directory name).")
-@click.option("--partner-label", default=None, help="Label of the partner model in cross-play.")
-@click.option(
-    "--bootstrap",
-    "resamples",
-    type=click.IntRange(min=100),
-    default=2000,
-    show_default=True,
-    help="Bootstrap resamples (of instances) per interval.",
-)
-@click.option("--resume", is_flag=True, help="Complete interrupted games files under OUT/games.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-@game_options
-@generation_options
-def eval_command(
-    from_games,
-    out,
-    append_to,
-    instances,
-    num_instances,
-    games_per_instance,
-    label,
-    partner_label,
-    resamples,
-    resume,
-    quiet,
-    **opts,
-):
+@config_tree.command(Eval, RESUME, QUIET)
+def eval_command(from_games: tuple[str, ...], resume: bool, quiet: bool, **given):
     """Evaluate models with the game's own metrics (its package's evaluation): rewards with
     bootstrap intervals over instances, agreement, moves, invalid moves, endings, diversity,
     cross-play and ratings, side by side with people on the instances they played where the game
     has them; a competitive game adds cross-play win/tie/loss rates and ratings from wins.
-    Writes OUT/metrics.json, OUT/report.md and plots."""
+    Writes OUT/metrics.json, OUT/report.md and plots. --resume completes interrupted games files under
+    OUT/games.
+
+    Settings: flags, SELFPLAY_ variables, --config FILE (YAML, as --print-config prints it) and OVERRIDES
+    (`sampling.temperature=0.9`)."""
+    cfg = configuration(Eval, given)
+    if cfg is None:
+        return
+    if cfg.out is None:
+        raise click.UsageError("Missing option '--out' (the report directory).")
+    opts = settings(cfg)
+    out, append_to, instances, num_instances = cfg.out, cfg.append_to, cfg.instances, cfg.num_instances
+    games_per_instance, label, partner_label = cfg.games_per_instance, cfg.label, cfg.partner_label
     game = game_from(opts)
     chosen_evaluation = evaluation(game.name)
     human_games = registry.get(game.name).human_games
@@ -342,11 +290,11 @@ def eval_command(
         inputs = played
     people = [given for given in inputs if given.path.is_file() and people_games.holds_people(given.path)]
     inputs = [given for given in inputs if given not in people]
-    written = evaluate_models(inputs, chosen_evaluation, out, append_to, resamples, opts["seed"]) if inputs else []
+    written = evaluate_models(inputs, chosen_evaluation, out, append_to, cfg.bootstrap, opts["seed"]) if inputs else []
     if people:
         if append_to is not None and not inputs:
             raise click.UsageError("--append-to adds a model's self-play to a run; games people played are not one")
-        metrics, described = read_people(people, game.name, resamples, opts["seed"])
+        metrics, described = read_people(people, game.name, cfg.bootstrap, opts["seed"])
         written = people_games.write_report(out, metrics, described, written)
         click.echo(people_games.summary_text(metrics))
     click.echo("wrote " + ", ".join(str(p) for p in written) + (f"; appended to {append_to}" if append_to else ""))

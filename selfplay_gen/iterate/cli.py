@@ -39,55 +39,25 @@ def stop_on_signals() -> None:
 
 
 def configured(tree: type) -> Callable[[Callable], Callable]:
-    """The options of a command that reads `tree`: one per knob, and --config, --print-config,
-    --script-env, --dry-run and the positional overrides."""
-
-    def apply(function: Callable) -> Callable:
-        function = click.argument("arguments", nargs=-1, type=click.UNPROCESSED, metavar="[OVERRIDES]...")(function)
-        function = click.option("--dry-run", is_flag=True, help="Print every command instead of running it.")(function)
-        function = config_tree.options(tree)(function)
-        function = click.option(
-            "--script-env",
-            is_flag=True,
-            help="Also read the variables the run_selfplay_*.sh scripts document (PORT, TEMPERATURE, ..., named "
-            "'script:' beside each setting), below the SELFPLAY_ ones; the scripts pass it.",
-        )(function)
-        function = click.option("--print-config", is_flag=True, help="Print the whole configuration (YAML) and exit.")(
-            function
-        )
-        function = click.option(
-            "--config",
-            "config_file",
-            type=click.Path(exists=True, dir_okay=False, path_type=Path),
-            default=None,
-            help="A YAML configuration (e.g. a run's RUN_DIR/config.yaml); variables, flags and dotted overrides "
-            "(sampling.temperature=0.7) go over it.",
-        )(function)
-        return function
-
-    return apply
+    """The options of a command that reads `tree` (`config_tree.command`), and --script-env and --dry-run."""
+    script_env = click.option(
+        "--script-env",
+        is_flag=True,
+        help="Also read the variables the run_selfplay_*.sh scripts document (PORT, TEMPERATURE, ..., named "
+        "'script:' beside each setting), below the SELFPLAY_ ones; the scripts pass it.",
+    )
+    dry_run = click.option("--dry-run", is_flag=True, help="Print every command instead of running it.")
+    return config_tree.command(tree, script_env, dry_run)
 
 
 def load(
     tree: type[T], o: dict[str, Any], alias_applies: Callable[[config_tree.Knob, Mapping[str, Any]], bool] | None = None
 ) -> tuple[T, tuple[str, ...]]:
     """The command's tree from every source, and the positional arguments that name no knob (verl's)."""
-    cfg, rest = config_tree.resolve(
-        tree,
-        o,
-        config_file=o["config_file"],
-        overrides=tuple(o["arguments"]),
-        script_env=o["script_env"],
-        alias_applies=alias_applies or (lambda k, values: True),
-    )
-    return cfg, rest
+    return config_tree.load(tree, o, script_env=o["script_env"], alias_applies=alias_applies or (lambda k, v: True))
 
 
-def printed(cfg: Any, o: dict[str, Any]) -> bool:
-    """--print-config: the tree printed, and nothing else done."""
-    if o["print_config"]:
-        click.echo(config_tree.to_yaml(cfg), nl=False)
-    return bool(o["print_config"])
+printed = config_tree.printed
 
 
 def check_skill_levels(game: str | None, levels: tuple[str, ...]) -> None:

@@ -20,7 +20,7 @@ import click
 
 from .. import environments, games
 from ..config_tree import Alias, ListOf, Number, knob, outside, section
-from ..options import teacher_plan_help
+from ..options import game_knob, games_per_instance_knob, reward_mode_knob, teacher_plan_help
 from ..sampling import GROUP_SIZE, POSITIVE, Sampling, number
 
 ON_OFF = ("on", "off")
@@ -574,39 +574,6 @@ class Trainers:
     grpo: GRPOSettings = section(GRPOSettings)
     grpo_online: OnlineGRPOSettings = section(OnlineGRPOSettings)
     dpo: DPOSettings = section(DPOSettings)
-
-
-class GameName(click.ParamType):
-    """A game the registry has: a registered name, or one of a family (`textarena:TicTacToe-v0`), made to
-    check it."""
-
-    name = "game"
-
-    def convert(self, value, param, ctx):
-        try:
-            games.get(value)
-        except ValueError as err:
-            self.fail(str(err), param, ctx)
-        return value
-
-
-def game_knob() -> str | None:
-    """The game of a run or of a generation: one declaration for both trees."""
-    return knob(
-        None, "The game [null: the one selfplay-gen plays when told none], a registered one or one of a family "
-        "(textarena:ENV_ID).", type=GameName(), alias="GAME",
-    )  # fmt: skip
-
-
-def reward_mode_knob() -> str | None:
-    return knob(
-        None, "The game's reward mode, for a game with modes (e.g. cooperative | semi-competitive | competitive) "
-        "[null: the game's].", alias="REWARD_MODE",
-    )  # fmt: skip
-
-
-def games_per_instance_knob() -> int:
-    return knob(GROUP_SIZE, "Games per instance = GRPO group size.", type=POSITIVE, alias="GAMES_PER_INSTANCE")
 
 
 def verl_overrides_knob() -> tuple[str, ...]:

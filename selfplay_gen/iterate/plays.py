@@ -5,10 +5,10 @@ trainer sample alike."""
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import games
 from .config import Evaluation, Sampling, Tools
 from .server import Started
 
@@ -19,13 +19,10 @@ DEV_SET = "heldout"
 TEST_SET = "test"
 
 
-@functools.cache
 def default_game() -> str:
-    """The game `selfplay-gen` plays when told none (its `--game` default), so commands name a game
-    only when it is another one."""
-    from ..cli import play
-
-    return next(str(p.default) for p in play.params if p.name == "game")
+    """The game `selfplay-gen` plays when told none (`game: null`), so commands name a game only when it
+    is another one."""
+    return games.UNNAMED
 
 
 def game_args(game: str, reward_mode: str | None) -> tuple[str, ...]:

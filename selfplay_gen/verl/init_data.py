@@ -24,11 +24,11 @@ from typing import Any
 import click
 import pandas as pd
 
-from .. import games
+from .. import config_tree, games
 from ..evaluation.splits import EvaluationSeedError, check_training_seeds, split_seeds
 from ..games import GameConfig
 from ..games.base import GameInstance
-from ..options import game_from, game_options
+from ..options import GameChoice, game_from, settings
 from . import ONLINE_AGENT, data_source
 
 
@@ -101,11 +101,12 @@ def write_parquet_atomic(frame: pd.DataFrame, path: Path) -> None:
     help="Where train.parquet and test.parquet go.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace existing parquet files.")
-@game_options
+@config_tree.options(GameChoice)
 def init_command(num_train: int, num_test: int, seed: int, out_dir: Path, overwrite: bool, **opts: Any) -> None:
     """Write game-initialization parquet for online self-play training (agent `selfplay_online`)
     of the game `--game` (with its options), which the rows name for the loop that plays them."""
-    game = game_from(opts)  # default limits: the trainer's come from +selfplay.max_moves and the like
+    # default limits: the trainer's come from +selfplay.max_moves and the like
+    game = game_from(settings(config_tree.resolve(GameChoice, opts)[0]))
     try:
         check_training_seeds(seed, num_train, "--seed/--num-train")
     except EvaluationSeedError as err:

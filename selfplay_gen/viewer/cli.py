@@ -7,16 +7,22 @@ from pathlib import Path
 
 import click
 
-from ..options import generation_options
+from .. import config_tree
+from ..options import Playing, settings
 from .play import PlayLimits
 
-# The options of `play` that say what sits in a seat and how it samples; the partner's own
-# (--partner-*) and the run's (concurrency, seed) have no meaning for one person's games.
-_UNUSED = {"concurrency", "seed", "scripted_strength"}
-_PARAMS: list[click.Parameter] = generation_options(lambda: None).__click_params__
-SEAT_PARAMS = [p for p in _PARAMS if p.name and not p.name.startswith("partner_") and p.name not in _UNUSED]
-DEFAULTS = {p.name: p.default for p in _PARAMS if p not in SEAT_PARAMS}
-DEFAULTS["partner_base_url"] = ()
+# The options of `play` that say what sits in a seat and how it samples; the game (a person picks it), the
+# partner's own (--partner-*) and the run's (concurrency, seed) have no meaning for one person's games.
+_SECTIONS = ("sampling.", "seats.", "scripted.", "client.")
+_UNUSED = {"concurrency", "scripted_strength"}
+_SEAT_KNOBS = {
+    k.param for k in config_tree.knobs(Playing)
+    if k.path.startswith(_SECTIONS) and not k.name.startswith("partner_") and k.name not in _UNUSED
+}  # fmt: skip
+_PARAMS: list[click.Parameter] = config_tree.options(Playing)(lambda: None).__click_params__  # type: ignore[attr-defined]
+SEAT_PARAMS = [p for p in _PARAMS if p.name in _SEAT_KNOBS]
+# every setting as a seat's play takes it (`open_seats`), with the tree's defaults
+DEFAULTS = settings(Playing())
 # here the seat options say what plays against the person, not what plays both seats
 _PARTNER_HELP = {
     "backend": "What plays against you when you pick the model as your partner: the model in this process on "
@@ -108,13 +114,13 @@ def view_command(
     """
     from .app import Access, is_loopback, make_app, serve
 
-    if seat["backend"] in ("sglang", "openai") and not seat["base_url"]:
-        raise click.UsageError(f"--backend {seat['backend']} needs --base-url (the server of the model to play)")
+    opts = settings(config_tree.resolve(Playing, seat)[0])
+    if opts["backend"] in ("sglang", "openai") and not opts["base_url"]:
+        raise click.UsageError(f"--backend {opts['backend']} needs --base-url (the server of the model to play)")
     try:
         access = Access.for_host(host, token)
     except ValueError as err:
         raise click.UsageError(str(err)) from None
-    opts = {**DEFAULTS, **seat}
     limits = PlayLimits(idle_s=idle_minutes * 60, max_games=max_games)
     app = make_app(path, opts, play_out, access, limits)
     shown = "localhost" if host in ("0.0.0.0", "::") else host
