@@ -1,7 +1,8 @@
 """How every game is sampled and limited, with ONE default per knob for every command that plays:
-`selfplay-gen play`, `eval`, `generate` and `iterate` hold it as their configuration's `sampling` section,
-and verl's online rollout (`selfplay_loop`) falls back on it, so a game played for training, for an
-evaluation or inside verl is sampled alike.
+`selfplay-gen play`, `eval`, `generate` and `iterate` hold it as their configuration's `sampling` section
+(a run's stages hand theirs to `play` and `eval` in a configuration file), and verl's online rollout
+(`selfplay_loop`) falls back on it, so a game played for training, for an evaluation or inside verl is
+sampled alike.
 
 - temperature 0.7: the warm start plays 0.679 at 0.7 and 0.658 at 1.0 on held-out instances
   (bench/results/learning/), and offline GRPO replays games at the temperature they were played at;
@@ -49,14 +50,6 @@ class Sampling:
         "training data and baselines. null: in a run, the training verl.max_response_length; in generate, play "
         "and eval, no limit.", type=POSITIVE, alias="MAX_RESPONSE_TOKENS",
     )  # fmt: skip
-
-    def args(self) -> list[str]:
-        """The sampling options of `selfplay-gen` and `selfplay-gen eval`."""
-        out = ["--temperature", number(self.temperature), "--max-moves", str(self.max_moves)]
-        out += ["--max-new-tokens", str(self.max_new_tokens)]
-        if self.max_response_tokens is not None:
-            out += ["--max-response-tokens", str(self.max_response_tokens)]
-        return out
 
 
 def number(value: float) -> str:

@@ -6,6 +6,7 @@ read only where a command is asked to (--script-env)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -186,6 +187,23 @@ def test_a_bad_config_file_names_its_line_the_knob_and_the_value(tmp_path):
     assert f"{bad}, line 2: no setting 'sampling.temprature' (did you mean 'sampling.temperature'?)" in result.output
 
 
+@pytest.mark.parametrize("command", ["play", "eval"])
+def test_play_and_eval_name_what_is_wrong_in_their_config_file_or_arguments(command, tmp_path):
+    from selfplay_gen.cli import main
+
+    bad = tmp_path / "play.yaml"
+    bad.write_text("game: negotiation\nsampling:\n  top_p: 1.5\n")
+    result = CliRunner().invoke(main, [command, "--config", str(bad), "--print-config"])
+    assert result.exit_code == 2 and f"{bad}, line 3: sampling.top_p=1.5" in result.output
+    bad.write_text("seats:\n  backend: scripted\nnum_game: 4\n")
+    result = CliRunner().invoke(main, [command, "--config", str(bad), "--print-config"])
+    assert result.exit_code == 2 and f"{bad}, line 3: no setting 'num_game'" in result.output
+    result = CliRunner().invoke(main, [command, "--print-config", "sampling.temprature=0.9"])
+    assert result.exit_code == 2 and "'sampling.temprature=0.9' names no setting" in result.output
+    variable = CliRunner().invoke(main, [command, "--print-config"], env={"SELFPLAY_SAMPLING__TEMPERATURE": "nan"})
+    assert variable.exit_code == 2 and "SELFPLAY_SAMPLING__TEMPERATURE: sampling.temperature='nan'" in variable.output
+
+
 def test_an_argument_that_names_no_setting_goes_to_verl(tmp_path):
     """trainer.* is verl's (its trainer section); the run's own trainer is `trainer` and `trainers.<name>`."""
     run = tmp_path / "run"
@@ -262,3 +280,43 @@ def test_play_and_eval_print_the_defaults_of_every_run():
         shared -= {"games_per_instance"} if command == "eval" else set()  # eval's own (see above)
         assert {"sampling.temperature", "sampling.max_new_tokens", "game", "reward_mode"} <= shared, command
         assert {path: shown[path] for path in shared} == {path: run[path] for path in shared}, command
+
+
+# a selfplay-gen that records each command line it is given and the variable that would set the temperature
+RECORDER = """import json, os, sys
+with open(sys.argv[1], "a") as f:
+    f.write(json.dumps([sys.argv[2:], os.environ.get("SELFPLAY_SAMPLING__TEMPERATURE")]) + "\\n")
+"""
+
+
+@pytest.mark.parametrize("command", ["iterate", "generate"])
+def test_a_setting_of_a_run_reaches_the_games_its_stages_play(command, tmp_path):
+    """sampling.temperature=0.9, set in the run's tree, is what its `play` and `eval` commands play with: each
+    reads the configuration file its stage wrote (as `selfplay-gen play|eval` reads it: their effective
+    configuration is what --print-config prints for the very command line the stage ran), and a SELFPLAY_
+    variable of the run's environment does not go over it."""
+    from selfplay_gen.cli import main
+
+    log, recorder = tmp_path / "commands.jsonl", tmp_path / "gen.py"
+    recorder.write_text(RECORDER)
+    gen = f"{sys.executable} {recorder} {log}"
+    args = ["--tools.gen", gen, "--tools.convert", "true", "--servers.urls", "http://127.0.0.1:9"]
+    if command == "iterate":
+        args += ["--run_dir", str(tmp_path / "run"), "--initial_model", "/m0", "--num_iterations", "0"]
+        args += ["--warm.policy", "none"]
+    else:
+        args += ["--out_dir", str(tmp_path / "gen"), "--num_games", "16", "--eval_dir", str(tmp_path / "eval")]
+    tree = {"iterate": iterate_command, "generate": generate_command}[command]
+    env = {"SELFPLAY_SAMPLING__TEMPERATURE": "0.5"}  # the run reads it; the override below goes over it
+    result = CliRunner().invoke(tree, [*args, "sampling.temperature=0.9"], env=env)
+    assert result.exit_code == 0, result.output
+    ran = [json.loads(line) for line in log.read_text().splitlines()]
+    plays = [argv for argv, _ in ran if argv[0] != "eval"]
+    assert len(plays) == (command == "generate") and len(ran) > len(plays)  # generate's games, the evaluations
+    for argv, variable in ran:
+        assert argv[argv.index("--config") + 1].endswith("play.yaml") and variable is None
+        shown = CliRunner().invoke(main, [*(argv if argv[0] == "eval" else ["play", *argv]), "--print-config"])
+        assert shown.exit_code == 0, shown.output
+        played = yaml.safe_load(shown.output)
+        assert played["sampling"]["temperature"] == 0.9, argv
+        assert played["seats"]["base_url"] == ["http://127.0.0.1:9"]  # the stage's own part, on its command line

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from selfplay_gen import games
 from selfplay_gen.iterate import decisions, report, trainers
-from selfplay_gen.iterate.config import Iteration, PolicyLoss, Sampling, ServerSettings, TrainJob, Verl, Warm
+from selfplay_gen.iterate.config import Iteration, PolicyLoss, ServerSettings, TrainJob, Verl, Warm
 from selfplay_gen.iterate.server import Slots
 from selfplay_gen.iterate.shell import Shell, StepFailed, quote
 from selfplay_gen.iterate.verl_jobs import last_step, saved_steps
@@ -378,7 +378,6 @@ def test_verl_loggers_are_selectable():
 
 
 def test_one_set_of_sampling_defaults_for_every_stage():
-    assert Sampling().args() == ["--temperature", "0.7", "--max-moves", "30", "--max-new-tokens", "512"]
     run = Iteration().sampling_for_run()
     assert run.max_response_tokens == Verl().max_response_length  # a seat's budget is the training limit
     by_score = Iteration(warm=Warm(teacher_plan="by-score")).sampling_for_run()
@@ -800,7 +799,7 @@ def test_a_failed_stage_is_not_marked_done_and_a_rerun_resumes_from_its_markers(
     with pytest.raises(StepFailed, match=r"step 'base: evaluate \(heldout\)' failed \(exit 1\)"):
         Run(failing).main()
     assert not (run_dir / "base" / "DONE").exists() and not (run_dir / "base" / "eval" / "DONE").exists()
-    (run_dir / "base" / "eval").mkdir(parents=True)
+    (run_dir / "base" / "eval").mkdir(parents=True, exist_ok=True)  # it holds the evaluation's play.yaml
     (run_dir / "base" / "eval" / "DONE").touch()  # evaluated meanwhile
     assert Run(failing).main() == "/m0"
     assert (run_dir / "base" / "DONE").exists()

@@ -177,7 +177,7 @@ def test_a_league_with_a_self_play_share_puts_the_players_own_server_in_seat_1_f
         run.play(stage, N, [*run.limits()])
     out = capsys.readouterr().out
     assert "plays, 50% against itself, the rest by rating: itself (frozen) 4, scripted@0.3 4 games" in out
-    (own,) = [line for line in out.splitlines() if "gen/vs/base " in line or "gen/vs/base/" in line]
+    (own,) = [line for line in out.splitlines() if "--out " in line and "gen/vs/base/" in line]
     assert own.endswith("--partner-backend sglang --partner-base-url http://127.0.0.1:9 --partner-model /m0")
     gen = stage.dir / "gen"
     mine, drawn = instances(gen / "vs" / "base" / "games.jsonl"), instances(gen / "vs" / "scripted_0.3" / "games.jsonl")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from dry_runs import config_of
 from fake_sglang import free_port
 
 from selfplay_gen.verl import config_path
@@ -84,11 +85,13 @@ def test_generation_dry_run_starts_a_server_generates_and_converts(tmp_path):
         for line in lines
     )
     out = tmp_path / "g"
-    assert (
-        f"+ gen --backend sglang --base-url http://127.0.0.1:31234 --model /models/m --temperature 0.7 "
-        f"--max-moves 12 --max-new-tokens 512 --seed 0 --num-games 64 --games-per-instance 8 "
-        f"--out {out}/games.jsonl --resume"
-    ) in lines
+    play = (
+        f"+ gen --config {out}/play.yaml --backend sglang --base-url http://127.0.0.1:31234 --model /models/m "
+        f"--seed 0 --num-games 64 --games-per-instance 8 --out {out}/games.jsonl --resume"
+    )
+    assert play in lines
+    sampling = config_of(play, result.stdout)["sampling"]  # the games' settings: the file the dry run writes
+    assert (sampling["temperature"], sampling["max_moves"], sampling["max_new_tokens"]) == (0.7, 12, 512)
     assert f"+ conv {out}/games.jsonl --out-dir {out} --overwrite" in lines
     assert not any("eval" in line for line in lines)  # no EVAL_DIR: no evaluation
     assert not out.exists()  # a dry run writes nothing
@@ -111,7 +114,8 @@ def test_generation_dry_run_evaluates_the_served_model_with_the_seat_budget(tmp_
     assert len(commands) == 2  # NUM_GAMES=0: evaluation only
     for kind, size in (("heldout", "--num-instances 64 -k 8"), ("human", "-k 2")):
         line = next(c for c in commands if f"--instances {kind}" in c)
-        assert line.startswith("+ gen eval --backend sglang") and "--max-response-tokens 2048" in line
+        assert line.startswith("+ gen eval --config ") and "--backend sglang" in line
+        assert config_of(line, result.stdout)["sampling"]["max_response_tokens"] == 2048
         assert f"{size} --label warm --out {tmp_path}/e/{kind}" in line
         assert line.endswith(f"--append-to {tmp_path}/r/{kind}")
 
@@ -298,11 +302,13 @@ def test_iteration_dry_run_chains_generation_training_and_eval(tmp_path):
     assert "--scripted-policy teacher" in out
     assert "--seed 1000000 " in out and "--seed 2000000 " in out  # new instances every iteration
     assert "--max-prompt-tokens 1024 --max-response-tokens 3072" in out and "--num-games 32" in out
-    assert "--max-response-tokens 3072 --seed" in out  # the seat budget is the training limit
+    played = [line for line in out.splitlines() if "--config" in line and "--backend sglang" in line]
+    # the seat budget is the training limit
+    assert all(config_of(line, out)["sampling"]["max_response_tokens"] == 3072 for line in played)
     # the measured defaults: a LoRA r16 warm start at lr 1e-3; every game, evaluation and replay at 0.7
     assert "model.lora_rank=16 model.lora_alpha=32" in out and "optim.lr=1e-3" in out
     # games, held-out and human evaluations, and the final model's test split
-    assert out.count("--temperature 0.7") == out.count("--temperature ") == 11
+    assert len(played) == 11 and all(config_of(line, out)["sampling"]["temperature"] == 0.7 for line in played)
     assert out.count("--instances test ") == 1 and f"--label iter_2 --out {run}/iter_002/eval/test" in out
     assert out.count("actor_rollout_ref.rollout.temperature=0.7") == 2 and "actor.optim.lr=1e-5" in out
     # GRPO's measured defaults: two PPO updates per step of 16 groups, so the second is clipped
@@ -471,7 +477,7 @@ def test_generation_dry_run_serves_a_partner_for_seat_1_and_evaluates_self_play(
     assert len(servers) == 2 and all("--mem-fraction-static 0.4" in line for line in servers)
     assert "--model-path /models/new" in servers[0] and "--port 31000" in servers[0]
     assert "--model-path /models/old" in servers[1] and "--port 31001" in servers[1]
-    (play,) = [line for line in lines if line.startswith("+ gen --backend")]
+    (play,) = [line for line in lines if line.startswith("+ gen --config")]
     assert "--partner-backend sglang --partner-base-url http://127.0.0.1:31001 --partner-model /models/old" in play
     evals = [line for line in lines if line.startswith("+ gen eval")]
     assert len(evals) == 2 and not any("--partner" in line for line in evals)  # the model's own self-play
@@ -517,8 +523,9 @@ def test_iteration_of_negotiation_plays_its_own_teacher_and_crossplays_the_check
     lines = result.stdout.splitlines()
     games = [line for line in lines if line.startswith("+ gen")]
     assert games and all(
-        line.startswith("+ gen --game negotiation --reward-mode competitive ")
-        or line.startswith("+ gen eval --game negotiation --reward-mode competitive ")
+        line.startswith(("+ gen --config ", "+ gen eval --config "))
+        and config_of(line, result.stdout)["game"] == "negotiation"
+        and config_of(line, result.stdout)["reward_mode"] == "competitive"
         for line in games
     )
     (teacher,) = [line for line in games if "--backend scripted" in line]
@@ -599,9 +606,9 @@ def test_gpu_learning_runs_of_another_game_warm_up_on_their_own(tmp_path):
     assert "=== m starts from lora: base warm" in out and "=== neg starts from" not in out
     assert "=== neg (port 30002)" in out  # two ports a run: PORT + 1 serves its cross-play partner
     negotiation = out.split("=== neg (port 30002)")[1]
-    assert (
-        "--game negotiation --reward-mode semi-competitive --backend scripted --scripted-policy teacher" in negotiation
-    )
+    (teacher,) = [line for line in negotiation.splitlines() if "--backend scripted --scripted-policy teacher" in line]
+    assert config_of(teacher, negotiation)["game"] == "negotiation"
+    assert config_of(teacher, negotiation)["reward_mode"] == "semi-competitive"
     assert "--partner-label" in negotiation  # its checkpoints cross-play
     plain = script(
         "offline_gpu/gpu_learning.sh", "--dry-run", "/m", str(tmp_path / "r"), "rl", WARM="none", RL_RUNS="x:A=1"
@@ -720,7 +727,13 @@ def test_gpu_rl_gives_every_game_and_rollout_max_new_tokens(tmp_path):
     result = script("offline_gpu/gpu_rl.sh", "--dry-run", "/models/raw", str(tmp_path / "root"), MAX_NEW_TOKENS="896")
     assert result.returncode == 0, result.stderr
     evals = [line for line in result.stdout.splitlines() if " eval " in line and "--instances" in line]
-    assert evals and all("--max-new-tokens 896 " in line for line in evals)
+    # gpu_rl.sh's own evaluations give it as a flag, its iterations' read it from their stage's configuration
+    assert evals and all(
+        config_of(line, result.stdout)["sampling"]["max_new_tokens"] == 896
+        if "--config" in line
+        else "--max-new-tokens 896 " in line
+        for line in evals
+    )
     (ppo,) = [line for line in result.stdout.splitlines() if "-m verl.trainer.main_ppo" in line]
     assert "+selfplay.max_new_tokens=896" in ppo
 

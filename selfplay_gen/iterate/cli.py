@@ -18,11 +18,12 @@ import click
 
 from .. import config_tree, games, serving
 from ..atomic import write_atomic
+from ..options import Played
 from ..sampling import GROUP_SIZE
 from . import competition, decisions, report, trainers
 from .config import Generation, Iteration, ServerSettings, Training, TrainJob, Verl
 from .loop import Run, train
-from .plays import Plays, default_game, game_args, partner_args
+from .plays import Plays, default_game, environment, partner_args
 from .server import Slots
 from .shell import Shell
 from .verl_jobs import merge
@@ -206,11 +207,9 @@ def generate_command(**o: Any) -> None:
         return
     model, out_dir, eval_dir, crossplay_dir = cfg.model, cfg.out_dir, cfg.eval_dir, cfg.crossplay_dir
     game = cfg.game or default_game()
-    shell = Shell(o["dry_run"])
-    plays = Plays(
-        cfg.tools.resolved(), game_args(game, cfg.reward_mode), cfg.sampling, cfg.evaluation,
-        decisions.evaluation_sets(games.get(game)),
-    )  # fmt: skip
+    shell = Shell(o["dry_run"], environment())
+    played = Played(game=cfg.game, reward_mode=cfg.reward_mode, sampling=cfg.sampling)
+    plays = Plays(cfg.tools.resolved(), played, cfg.evaluation, decisions.evaluation_sets(games.get(game)), shell)
     label = cfg.eval_label or Path(model or "model").name
     if not shell.dry_run:
         out_dir.mkdir(parents=True, exist_ok=True)

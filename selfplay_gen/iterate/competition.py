@@ -131,8 +131,6 @@ class LeagueRun(Protocol):
     @property
     def game_cls(self) -> type[Game[Any, Any]]: ...
     @property
-    def game_args(self) -> tuple[str, ...]: ...
-    @property
     def run_dir(self) -> Path: ...
     @property
     def kept(self) -> Checkpoint: ...
@@ -377,7 +375,7 @@ class Competition:
         for k, level in enumerate(levels):
             out = stage.dir / "gen" / "levels" / level / "games.jsonl"
             commands.append(
-                [*cfg.tools.gen, *run.game_args, "--backend", "scripted", "--scripted-strength",
+                [*cfg.tools.gen, *run.plays.config(out.parent), "--backend", "scripted", "--scripted-strength",
                  f"{strength_of(level):g}", "--skill", level, *teacher, "--seed", str(stage.seed + k * per_level),
                  "--num-games", str(per_level), "--games-per-instance", "1", "--out", str(out), "--resume",
                  "--quiet"]

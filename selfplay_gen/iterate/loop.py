@@ -23,12 +23,13 @@ import click
 from .. import games
 from ..atomic import write_atomic
 from ..league import SCRIPTED_PREFIX, Member, scripted_member
+from ..options import Played
 from ..verl import attention
 from . import competition, decisions, report
 from .competition import Competition
 from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl
 from .gpu_usage import GpuUsage
-from .plays import DEV_SET, TEST_SET, Plays, default_game, game_args, partner_args
+from .plays import DEV_SET, TEST_SET, Plays, default_game, environment, game_args, partner_args
 from .server import Slots, Started
 from .shell import Shell, StepFailed
 from .stages import Checkpoint, Export, Stage
@@ -53,14 +54,13 @@ class Run:
 
     def __init__(self, cfg: Iteration):
         self.cfg = cfg
-        self.shell = Shell(cfg.dry_run)
+        self.shell = Shell(cfg.dry_run, environment())
         game = cfg.game or default_game()
         self.game_cls = games.get(game)
         self.game_args = game_args(game, cfg.reward_mode)
         self.sampling = cfg.sampling_for_run()
-        self.plays = Plays(
-            cfg.tools, self.game_args, self.sampling, cfg.evaluation, decisions.evaluation_sets(self.game_cls)
-        )
+        played = Played(game=cfg.game, reward_mode=cfg.reward_mode, sampling=self.sampling)
+        self.plays = Plays(cfg.tools, played, cfg.evaluation, decisions.evaluation_sets(self.game_cls), self.shell)
         self.trainer: Trainer = get(cfg.trainer)(cfg)
         self.slots = Slots(cfg.servers, self.shell)
         self.crossplay = decisions.crossplays_by_default(self.game_cls) if cfg.crossplay is None else cfg.crossplay
@@ -451,9 +451,9 @@ class Run:
             else:
                 self.shell.run(
                     f"warm start: {what}",
-                    [*cfg.tools.gen, *self.game_args, "--backend", "scripted", *player, "--seed", str(stage.seed),
-                     "--num-games", str(cfg.warm.games), "--games-per-instance", "1", "--out", str(gen / "games.jsonl"),
-                     "--resume", "--quiet"],
+                    [*cfg.tools.gen, *self.plays.config(gen), "--backend", "scripted", *player, "--seed",
+                     str(stage.seed), "--num-games", str(cfg.warm.games), "--games-per-instance", "1", "--out",
+                     str(gen / "games.jsonl"), "--resume", "--quiet"],
                 )  # fmt: skip
         with self.timed("convert"):
             self.shell.run(
@@ -516,7 +516,8 @@ class Run:
             return []
         out = self.reports / "crossplay"
         inputs = decisions.crossplay_inputs(labels, pairs, played)
-        self.shell.run("crossplay: report", [*self.cfg.tools.gen, "eval", *self.game_args, *inputs, "--out", str(out)])
+        command = [*self.cfg.tools.gen, "eval", *self.plays.config(out), *inputs, "--out", str(out)]
+        self.shell.run("crossplay: report", command)
         shown = [out / "report.md"]
         if self.competition is not None:
             first = 1 if len(self.labels) > 1 and self.labels[1] == "warm" else 0

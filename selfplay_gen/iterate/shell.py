@@ -7,11 +7,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
+
+from ..atomic import write_atomic
 
 # the characters bash's `printf %q` escapes with a backslash anywhere in a word
 _SPECIAL = set("|&;()<>!{}*[]?^$`\\\"' \t,")
@@ -40,13 +42,22 @@ class StepFailed(click.ClickException):
 
 @dataclass
 class Shell:
-    """Runs (or, with `dry_run`, only prints) the commands of one run."""
+    """Runs (or, with `dry_run`, only prints) the commands of one run, in `env` (None: this process's)."""
 
     dry_run: bool = False
+    env: Mapping[str, str] | None = None
 
     def echo(self, line: str) -> None:
         click.echo(line)
         sys.stdout.flush()
+
+    def write(self, path: Path, text: str) -> None:
+        """Write a file that the next commands read (a stage's configuration), printed as a shell would write it
+        (a here-document), so that a dry run's output stays a script that runs."""
+        self.echo(f"+ mkdir -p {quote(str(path.parent))} && cat > {quote(str(path))} <<'EOF'\n{text}EOF")
+        if not self.dry_run:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, text)
 
     def run(self, step: str, command: Sequence[str], log: Path | None = None, ready: str | None = None) -> float | None:
         """Print `command`; run it unless this is a dry run, then print how long it took. With `log`,
@@ -58,9 +69,9 @@ class Shell:
         startup, started = None, time.monotonic()
         try:
             if log is None:
-                code = subprocess.call(list(map(str, command)))
+                code = subprocess.call(list(map(str, command)), env=self.env)
             else:
-                code, startup = _tee(command, log, ready)
+                code, startup = _tee(command, log, ready, self.env)
         except OSError as error:
             raise StepFailed(step, 127, str(error)) from error
         self.echo(f"({step}: {time.monotonic() - started:.1f} s)")
@@ -80,7 +91,7 @@ class Shell:
         try:
             for step, command in steps:
                 try:
-                    processes.append((step, subprocess.Popen(list(map(str, command)))))
+                    processes.append((step, subprocess.Popen(list(map(str, command)), env=self.env)))
                 except OSError as error:
                     raise StepFailed(step, 127, str(error)) from error
             codes = [(step, process.wait()) for step, process in processes]
@@ -104,13 +115,15 @@ class Shell:
         return done.stdout.strip()
 
 
-def _tee(command: Sequence[str], log: Path, ready: str | None) -> tuple[int, float | None]:
+def _tee(
+    command: Sequence[str], log: Path, ready: str | None, env: Mapping[str, str] | None
+) -> tuple[int, float | None]:
     log.parent.mkdir(parents=True, exist_ok=True)
     started, startup = time.monotonic(), None
     with (
         log.open("a") as sink,
         subprocess.Popen(
-            list(map(str, command)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+            list(map(str, command)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env
         ) as process,
     ):
         assert process.stdout is not None

@@ -65,7 +65,7 @@ class Context:
 
     stage: Stage
     model: str  # the current model, which the stage trains from
-    game_args: tuple[str, ...]  # `--game ...` of every command line that plays or reads the run's game
+    game_args: tuple[str, ...]  # `--game ...` of a command that takes no configuration file (`selfplay-gen init`)
     limits: list[str]  # convert's --max-prompt-tokens and --max-response-tokens, as verl's job takes them
     shell: Shell
     play: PlayGames
