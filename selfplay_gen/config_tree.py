@@ -378,17 +378,18 @@ def env_value(k: Knob, environ: Mapping[str, str], aliases: bool) -> tuple[str, 
     return None
 
 
-def options(cls: type) -> Callable[[Callable], Callable]:
+def options(cls: type, script_env: bool = False) -> Callable[[Callable], Callable]:
     """A click decorator adding one option per knob of `cls` (its flag, its type, its help with the
-    default and the variables that set it). The options default to None, so that `resolve` knows
-    what was given; the tree's default is what --help shows."""
+    default and the variables that set it: the scripts' too, for a command that reads them, `script_env`).
+    The options default to None, so that `resolve` knows what was given; the tree's default is what --help
+    shows."""
 
     def apply(function: Callable) -> Callable:
         for k in reversed(list(knobs(cls))):
             if not k.cli:
                 continue
             shown = k.show_default or (NULL if k.default is None else _shown(k.default))
-            script = "".join(f"; script: {a.name}" for a in k.aliases)
+            script = "".join(f"; script: {a.name}" for a in k.aliases) if script_env else ""
             help = f"{k.help} [default: {shown}; env: {k.env}{script}]"
             repeated = isinstance(k.type, ListOf)
             function = click.option(
@@ -458,15 +459,18 @@ def resolve(
     return build(cls, values), tuple(passed_on)
 
 
-def command(tree: type, *more: Callable[[Callable], Callable]) -> Callable[[Callable], Callable]:
+def command(
+    tree: type, *more: Callable[[Callable], Callable], script_env: bool = False
+) -> Callable[[Callable], Callable]:
     """The options of a command that reads `tree`: --config FILE, --print-config, one per knob, the
-    command's `more` options, and the positional dotted overrides (`sampling.temperature=0.7`)."""
+    command's `more` options, and the positional dotted overrides (`sampling.temperature=0.7`);
+    `script_env`: it reads the scripts' variables too (see `options`)."""
 
     def apply(function: Callable) -> Callable:
         function = click.argument("arguments", nargs=-1, type=click.UNPROCESSED, metavar="[OVERRIDES]...")(function)
         for option in reversed(more):
             function = option(function)
-        function = options(tree)(function)
+        function = options(tree, script_env)(function)
         function = click.option("--print-config", is_flag=True, help="Print the whole configuration (YAML) and exit.")(
             function
         )
@@ -475,8 +479,8 @@ def command(tree: type, *more: Callable[[Callable], Callable]) -> Callable[[Call
             "config_file",
             type=click.Path(exists=True, dir_okay=False, path_type=Path),
             default=None,
-            help="A YAML configuration (e.g. what --print-config printed, or a run's RUN_DIR/config.yaml); "
-            "variables, flags and dotted overrides (sampling.temperature=0.7) go over it.",
+            help="A YAML configuration, as --print-config prints it; variables, flags and dotted overrides "
+            "(sampling.temperature=0.7) go over it.",
         )(function)
 
     return apply

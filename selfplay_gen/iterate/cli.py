@@ -48,7 +48,7 @@ def configured(tree: type) -> Callable[[Callable], Callable]:
         "'script:' beside each setting), below the SELFPLAY_ ones; the scripts pass it.",
     )
     dry_run = click.option("--dry-run", is_flag=True, help="Print every command instead of running it.")
-    return config_tree.command(tree, script_env, dry_run)
+    return config_tree.command(tree, script_env, dry_run, script_env=True)
 
 
 def load(
