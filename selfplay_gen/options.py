@@ -9,8 +9,10 @@ from __future__ import annotations
 import contextlib
 import math
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -336,6 +338,17 @@ def _llm_seat(backend, tokenizer, params: SamplingParams, response_length: int |
 
 # scripted players' knobs (any game's) and the options that set them
 SCRIPTED_KNOBS = {"policy": "scripted_policy", "share": "scripted_share", "strength": "scripted_strength"}
+
+
+def partner_scripted_args(knobs: Mapping[str, Any]) -> list[str]:
+    """The options that seat the game's scripted player with `knobs` in seat 1 (e.g. one of the game's
+    `Game.references`): its policy, or its strength."""
+    flags = {"policy": "--partner-scripted-policy", "strength": "--partner-scripted-strength"}
+    unknown = sorted(set(knobs) - set(flags))
+    if unknown:
+        raise ValueError(f"a scripted partner is set by {' and '.join(flags)}, not by the knobs {', '.join(unknown)}")
+    values = [(flags[k], f"{v:g}" if isinstance(v, float) else str(v)) for k, v in knobs.items()]
+    return ["--partner-backend", SCRIPTED, *(part for pair in values for part in pair)]
 
 
 def _scripted_knobs(opts, prefix: str = "") -> dict:

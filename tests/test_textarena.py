@@ -388,3 +388,81 @@ def test_an_invalid_move_is_refused_with_the_environments_reason_then_lost():
     ended = game.step(1, "no move")
     assert ended.done and game.outcome is not None and game.outcome.termination == adapter.INVALID_MOVE
     assert game.outcome.terminated and game.outcome.rewards == (1.0, -1.0) and game.invalid_moves == 2
+
+
+def test_iterate_plans_every_models_games_against_the_fixed_references(tmp_path):
+    """Each model the run evaluates (base, the warm start, each iteration) also plays the game's fixed
+    references in both seats: random legal play and, where the game has one, its exact player; the
+    references are chosen in the configuration tree, and one the game has not is refused."""
+    from selfplay_gen.iterate.cli import iterate_command
+
+    run_dir = tmp_path / "run"
+    common = ["--dry-run", "--initial_model", "/m0", "--run_dir", str(run_dir), "--tools.gen", "gen"]
+    common += ["--tools.convert", "conv", "--verl.python", sys.executable, "--num_iterations", "1"]
+    common += ["--warm.policy", "format", "--trainer", "grpo"]
+
+    def against(game: str, *more: str) -> list[tuple[str, str, str]]:
+        result = CliRunner().invoke(iterate_command, [*common, "--game", game, *more])
+        assert result.exit_code == 0, result.output
+        found = []
+        for line in result.output.splitlines():
+            if line.startswith("+ gen eval") and "--partner-scripted-policy" in line:
+                words = line.split()
+                assert words[words.index("--partner-backend") + 1] == "scripted"
+                policy = words[words.index("--partner-scripted-policy") + 1]
+                out = Path(words[words.index("--out") + 1])
+                found.append((words[words.index("--label") + 1], policy, f"{out.parent.parent.name}/{out.name}"))
+        return found
+
+    planned = against("textarena:TicTacToe-v0")
+    assert planned == [
+        (label, policy, f"{stage}/heldout_vs_{policy}")
+        for label, stage in (("base", "base"), ("warm", "warm"), ("iter_1", "iter_001"))
+        for policy in ("random", "minimax")
+    ]
+    assert {p for _, p, _ in against("textarena:KuhnPoker-v0")} == {"random", "equilibrium"}
+    assert {p for _, p, _ in against("textarena:SimpleNegotiation-v0")} == {"random"}
+    assert against("textarena:TicTacToe-v0", "--evaluation.references", "none") == []
+    assert {p for _, p, _ in against("textarena:TicTacToe-v0", "evaluation.references=minimax")} == {"minimax"}
+    assert against("negotiation") == []  # a game that names no references plays none
+
+    refused = CliRunner().invoke(
+        iterate_command, [*common, "--game", "textarena:KuhnPoker-v0", "--evaluation.references", "minimax"]
+    )
+    assert refused.exit_code == 2
+    assert "the textarena:KuhnPoker-v0 game has no reference 'minimax' (its references: random, equilibrium" in (
+        refused.output
+    )
+
+
+def test_the_run_summary_shows_each_checkpoints_wins_against_the_references(tmp_path):
+    """The summary's table reads the evaluations against the references as `eval` writes them: scripted
+    seats of known strength stand in for checkpoints, so minimax (iter_1) never loses to random play in
+    either seat, and random play (base) never beats minimax."""
+    from selfplay_gen.iterate import report
+
+    run_dir = tmp_path / "run"
+    game = ["--game", "textarena:TicTacToe-v0", "--backend", "scripted", "--instances", "heldout"]
+    game += ["--num-instances", "12", "-k", "2", "--bootstrap", "200", "-q"]
+    for stage, label, policy, reference in (
+        ("base", "base", "random", "minimax"),
+        ("iter_001", "iter_1", "minimax", "random"),
+    ):
+        out = run_dir / stage / "eval" / f"heldout_vs_{reference}"
+        run(
+            "eval", *game, "--scripted-policy", policy, "--partner-scripted-policy", reference,
+            "--label", label, "--partner-label", reference, "--out", str(out),
+        )  # fmt: skip
+    text = report.write_summary(run_dir)
+    assert "## Against fixed references and the starting model" in text
+    rows = {
+        tuple(cells[:2]): cells
+        for line in text.splitlines()
+        if line.startswith("| ") and len(cells := [c.strip() for c in line.strip("|").split("|")]) == 8
+    }
+    head = rows[("model", "against")]
+    base, trained = rows[("base", "minimax")], rows[("iter_1", "random")]
+    assert base[head.index("games")] == trained[head.index("games")] == "48"  # 12 instances x 2 games x 2 seat orders
+    assert base[head.index("win [95% CI]")] == "0.0% [0.0, 0.0]"
+    assert trained[head.index("loss")] == "0.0% [0.0, 0.0]"
+    assert float(trained[head.index("win in seat 0")].split("%")[0]) > 50

@@ -185,6 +185,10 @@ def iterate(o: dict[str, Any]) -> str | None:
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="trainer") from None
     check_skill_levels(cfg.game, cfg.league.skill_levels)
+    try:
+        decisions.references(games.get(cfg.game or default_game()), cfg.evaluation.references)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="evaluation.references") from None
     if cfg.league.baseline == "per-seat" and trainer.name == "grpo" and cfg.loss.adv_estimator == "grpo":
         raise click.BadParameter(
             "grpo's estimator centers each group, which cancels a per-seat baseline; set loss.adv_estimator to "

@@ -144,6 +144,13 @@ class Evaluation:
     retention: bool = knob(
         False, "Run `selfplay-gen retention` on every stage's model (where installed).", alias="RETENTION"
     )
+    references: tuple[str, ...] = knob(
+        ("auto",), "Fixed opponents of known strength every evaluated model also plays on the development "
+        "instances, in both seats (win, draw and loss rates per checkpoint in summary.md): auto: the game's own "
+        "(TextArena: random legal play, and minimax at TicTacToe, the equilibrium at Kuhn Poker; none for the "
+        "other games); none; or some of the game's, comma-separated.", type=ListOf(click.STRING),
+        alias="EVAL_REFERENCES",
+    )  # fmt: skip
 
 
 # How a LoRA actor's weights reach SGLang: merged into the base weights, as a full weight update.

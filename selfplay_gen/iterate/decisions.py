@@ -151,6 +151,25 @@ def evaluation_sets(game_cls: type) -> tuple[str, ...]:
     return (DEV_SET, "human") if getattr(game_cls, "human_games", 0) else (DEV_SET,)
 
 
+def references(game_cls: Any, chosen: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+    """The fixed opponents every model of the run also plays (`evaluation.references`): `auto`, the
+    game's own (`Game.references`); `none` (or nothing), none; else the game's references named, in
+    that order. A name the game has not is an error naming the game's."""
+    own = game_cls.references()
+    if list(chosen) == ["auto"]:
+        return dict(own)
+    if list(chosen) in ([], ["none"]):
+        return {}
+    unknown = [name for name in chosen if name not in own]
+    if unknown:
+        has = ", ".join(own) or "none"
+        raise ValueError(
+            f"evaluation.references: the {game_cls.name} game has no reference {unknown[0]!r} (its references: {has}; "
+            "or auto, none)"
+        )
+    return {name: own[name] for name in chosen}
+
+
 def crossplays_by_default(game_cls: type) -> bool:
     """Whether checkpoints of this game play each other after the iterations by default: a competitive
     game's progress shows in wins against earlier checkpoints (`crossplay_by_default` on the class)."""

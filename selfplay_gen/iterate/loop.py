@@ -23,6 +23,7 @@ import click
 from .. import games
 from ..atomic import write_atomic
 from ..league import SCRIPTED_PREFIX, Member, scripted_member
+from ..options import partner_scripted_args
 from ..verl import attention
 from . import competition, decisions, report
 from .competition import Competition
@@ -58,9 +59,11 @@ class Run:
         self.game_cls = games.get(game)
         self.game_args = game_args(game, cfg.reward_mode)
         self.sampling = cfg.sampling_for_run()
+        references = decisions.references(self.game_cls, cfg.evaluation.references)
         self.plays = Plays(
-            cfg.tools, self.game_args, self.sampling, cfg.evaluation, decisions.evaluation_sets(self.game_cls)
-        )
+            cfg.tools, self.game_args, self.sampling, cfg.evaluation, decisions.evaluation_sets(self.game_cls),
+            {name: partner_scripted_args(knobs) for name, knobs in references.items()},
+        )  # fmt: skip
         self.trainer: Trainer = get(cfg.trainer)(cfg)
         self.slots = Slots(cfg.servers, self.shell)
         self.crossplay = decisions.crossplays_by_default(self.game_cls) if cfg.crossplay is None else cfg.crossplay

@@ -6,7 +6,8 @@ trainer sample alike."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import Evaluation, Sampling, Tools
@@ -17,6 +18,8 @@ from .server import Started
 # heldout, RUN_DIR/report/heldout), kept so that every run directory made before resumes and reads alike.
 DEV_SET = "heldout"
 TEST_SET = "test"
+# a model against a fixed reference on the development instances (`Plays.references`): <stage>/eval/heldout_vs_NAME
+VERSUS = f"{DEV_SET}_vs_"
 
 
 @functools.cache
@@ -40,6 +43,8 @@ class Plays:
     sampling: Sampling
     evaluation: Evaluation
     sets: tuple[str, ...]  # the evaluation's instance sets (DEV_SET first)
+    # fixed opponents every evaluated model also plays (`decisions.references`): name -> the options seating it
+    references: Mapping[str, list[str]] = field(default_factory=dict)
 
     def sampling_args(self, server: Started, model: str | None) -> list[str]:
         return [
@@ -72,7 +77,8 @@ class Plays:
         append_to: Path | None,
         final: bool = False,
     ) -> list[tuple[str, list[str]]]:
-        """(set, command) for every evaluation set; `final` adds the test split where it exists."""
+        """(set, command) for every evaluation set, and for every fixed reference the model's games against it
+        on the development instances, both seat orders (`VERSUS`); `final` adds the test split where it exists."""
         e = self.evaluation
         sets = [*self.sets, *([TEST_SET] if final and e.test_split else [])]
         out = []
@@ -89,6 +95,9 @@ class Plays:
                 "--label", label, "--out", str(eval_dir / name), "--resume", "--quiet", *append,
             ]  # fmt: skip
             out.append((name, command))
+        for name, partner in self.references.items():
+            command = self.crossplay(server, model, label, partner, name, eval_dir / f"{VERSUS}{name}")
+            out.append((f"{VERSUS}{name}", command))
         return out
 
     def crossplay(
