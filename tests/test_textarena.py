@@ -466,3 +466,76 @@ def test_the_run_summary_shows_each_checkpoints_wins_against_the_references(tmp_
     assert base[head.index("win [95% CI]")] == "0.0% [0.0, 0.0]"
     assert trained[head.index("loss")] == "0.0% [0.0, 0.0]"
     assert float(trained[head.index("win in seat 0")].split("%")[0]) > 50
+
+
+MIX = ",".join(f"textarena:{env_id}" for env_id in SPIRAL)
+
+
+def test_a_mix_of_games_plays_each_on_its_share_of_the_instances_and_converts_into_each_games_rows(tmp_path, tokenizer):
+    """SPIRAL's three games at once: `--game A,B,C` splits the instances evenly, each game on seeds of
+    its own; scripted and model seats (a stand-in backend through the real tokenizer) play them in one
+    run, and every format's rows hold each game's, named by its data source."""
+    from selfplay_gen.cli import plan_mix
+    from selfplay_gen.options import games_from
+
+    out = tmp_path / "games.jsonl"
+    run("--game", MIX, "--backend", "scripted", "-n", "32", "-k", "2", "--seed", "5", "--out", str(out), "-q")
+    records = list(read_games(out))
+    seeds: dict[str, set[int]] = {}
+    for record in records:
+        seeds.setdefault(record["game"], set()).add(record["instance"]["seed"])
+    # 16 instances: 6, 5 and 5, in the mix's order, on seeds of their own
+    assert seeds == {
+        "textarena:TicTacToe-v0": set(range(5, 11)),
+        "textarena:KuhnPoker-v0": set(range(11, 16)),
+        "textarena:SimpleNegotiation-v0": set(range(16, 21)),
+    }
+    assert all(r["outcome"]["terminated"] and r["settings"]["run"]["game"] == MIX for r in records)
+    for fmt in ("sft", "dpo"):
+        rows = convert(out, tmp_path / fmt, fmt)
+        assert {row["data_source"] for row in rows} == {f"selfplay_textarena:{env_id}" for env_id in SPIRAL}
+
+    mix = games_from({"game": MIX, "max_moves": 30, "max_invalid": 3})
+    backend, k = MoveListBackend(tokenizer), 4
+
+    def seat(spec, s, game, start):
+        return LLMPlayer(s, start.system[s], backend, tokenizer, SamplingParams(), f"{spec.game_id}#{s}")
+
+    specs = plan_mix(mix, "random", range(9), k, 9 * k)
+    played = tmp_path / "model.jsonl"
+    with GameWriter(played) as writer:
+        settings = {"backend": "test", "sampling": {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 16}}
+        asyncio.run(run_games(specs, (seat, seat), mix[0], writer, 8, settings, progress=False))
+    grpo = [str(played), "--val-fraction", "0", "--keep-constant-groups", "--out-dir", str(tmp_path / "grpo")]
+    result = CliRunner().invoke(convert_main, grpo)
+    assert result.exit_code == 0, result.output
+    rows = pq.read_table(tmp_path / "grpo" / "train.parquet").to_pylist()
+    by_game: dict[str, set[str]] = {}
+    for row in rows:
+        instances = {g.split("/")[0] for g in row["extra_info"]["game_ids"]}
+        assert len(instances) == 1  # a group is one instance of one game
+        by_game.setdefault(row["data_source"], set()).update(instances)
+    assert by_game == {
+        "selfplay_textarena:TicTacToe-v0": {f"seed-{s}" for s in range(3)},
+        "selfplay_textarena:KuhnPoker-v0": {f"seed-{s}" for s in range(3, 6)},
+        "selfplay_textarena:SimpleNegotiation-v0": {f"seed-{s}" for s in range(6, 9)},
+    }
+    summary = json.loads((tmp_path / "grpo" / "convert_summary.json").read_text())
+    assert summary["game"] == MIX and summary["games_of_each"] == {f"textarena:{e}": 3 * k for e in SPIRAL}
+
+    init = tmp_path / "init"
+    run("init", "--game", MIX, "--num-train", "7", "--num-test", "3", "--out-dir", str(init))
+    train = pq.read_table(init / "train.parquet").to_pylist()
+    assert [row["data_source"] for row in train] == [
+        f"selfplay_textarena:{e}" for e, n in zip(SPIRAL, (3, 2, 2)) for _ in range(2 * n)
+    ]
+    assert sorted(row["extra_info"]["index"] for row in train) == list(range(14))
+
+
+def test_a_command_that_plays_one_game_refuses_a_mix(tmp_path):
+    result = CliRunner().invoke(main, ["eval", "--game", MIX, "--backend", "scripted", "--out", str(tmp_path / "e")])
+    assert result.exit_code == 2 and "this command plays one game at a time" in result.output
+    twice = CliRunner().invoke(
+        main, ["--game", "textarena:TicTacToe-v0,textarena:TicTacToe-v0", "--backend", "scripted"]
+    )
+    assert twice.exit_code == 2 and "names each game once" in twice.output
