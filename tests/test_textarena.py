@@ -539,3 +539,33 @@ def test_a_command_that_plays_one_game_refuses_a_mix(tmp_path):
         main, ["--game", "textarena:TicTacToe-v0,textarena:TicTacToe-v0", "--backend", "scripted"]
     )
     assert twice.exit_code == 2 and "names each game once" in twice.output
+
+
+def test_iterate_plans_a_mix_played_as_one_and_evaluated_game_by_game(tmp_path):
+    """SPIRAL's three games together: the warm start, the training games and online GRPO's rows are one mix;
+    every model is evaluated on each game apart (its own report, its own references, its own cross-play),
+    with the capability-retention check beside; a league plays one game and refuses a mix."""
+    from selfplay_gen.iterate.cli import iterate_command
+
+    run_dir = tmp_path / "run"
+    common = ["--dry-run", "--initial_model", "/m0", "--run_dir", str(run_dir), "--tools.gen", "gen"]
+    common += ["--tools.convert", "conv", "--verl.python", sys.executable, "--game", MIX]
+    recipe = ["--num_iterations", "1", "--warm.policy", "format", "--evaluation.retention", "true"]
+    result = CliRunner().invoke(iterate_command, [*common, *recipe, "--trainer", "grpo-online"])
+    assert result.exit_code == 0, result.output
+    lines = [line.replace("\\,", ",") for line in result.output.splitlines()]
+    played = [line for line in lines if re.match(r"\+ gen (init )?--game", line)]
+    assert len(played) == 2 and all(f"--game {MIX} " in line for line in played)  # warm start's games, init
+    evals = [line.split() for line in lines if line.startswith("+ gen eval")]
+    assert all(MIX not in words for words in evals)
+    outs = {Path(words[words.index("--out") + 1]).relative_to(run_dir).as_posix() for words in evals}
+    for env_id, references in zip(SPIRAL, (("random", "minimax"), ("random", "equilibrium"), ("random",))):
+        where = f"textarena_{env_id}"
+        for stage in ("base", "warm", "iter_001"):
+            assert f"{stage}/eval/heldout/{where}" in outs
+            assert {f"{stage}/eval/heldout_vs_{r}/{where}" for r in references} <= outs
+        assert f"report/crossplay/{where}" in outs and f"iter_001/eval/test/{where}" in outs
+    assert sum(line.startswith("+ gen retention") for line in lines) == 3
+
+    league = CliRunner().invoke(iterate_command, [*common, *recipe, "--league_size", "2"])
+    assert league.exit_code == 2 and "a league (league_size, league.promotion) plays one game" in league.output

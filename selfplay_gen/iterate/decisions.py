@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import WARM_START_POLICIES, one_of
-from .plays import DEV_SET
+from .plays import DEV_SET, Part, game_args
 
 
 def wants_warm_start(policy: str, agreement: float | None, below: float) -> bool:
@@ -168,6 +168,28 @@ def references(game_cls: Any, chosen: Sequence[str]) -> dict[str, Mapping[str, A
             "or auto, none)"
         )
     return {name: own[name] for name in chosen}
+
+
+def parts(game: str, reward_mode: str | None, chosen_references: Sequence[str]) -> tuple[Part, ...]:
+    """What a run's evaluations play (`plays.Part`): its game, or each game of its mix apart (in a directory
+    named after it), with that game's instance sets and its fixed references (`references`)."""
+    from .. import games
+    from ..options import partner_scripted_args
+
+    names = games.mixture(game)
+    found = []
+    for name in names:
+        game_cls = games.get(name)
+        chosen = references(game_cls, chosen_references)
+        found.append(
+            Part(
+                "" if len(names) == 1 else name.replace(":", "_"),
+                game_args(name, reward_mode),
+                evaluation_sets(game_cls),
+                {reference: partner_scripted_args(knobs) for reference, knobs in chosen.items()},
+            )
+        )
+    return tuple(found)
 
 
 def crossplays_by_default(game_cls: type) -> bool:

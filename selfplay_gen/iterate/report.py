@@ -130,9 +130,10 @@ def versus_files(run_dir: Path, stages: list[Path]) -> list[Path]:
     found = []
     for stage in stages:
         for model in [*sorted(stage.glob("train/step_*"), key=step), stage]:
-            found += sorted(model.glob(f"eval/{VERSUS}*/metrics.json"))
-    crossplay = run_dir / "report" / "crossplay" / "metrics.json"
-    return [*found, *([crossplay] if crossplay.exists() else [])]
+            for pattern in (f"eval/{VERSUS}*/metrics.json", f"eval/{VERSUS}*/*/metrics.json"):  # one game; a mix
+                found += sorted(model.glob(pattern))
+    crossplay = run_dir / "report" / "crossplay"  # a mix's games each in a directory of its own
+    return [*found, *sorted(crossplay.glob("metrics.json")), *sorted(crossplay.glob("*/metrics.json"))]
 
 
 def versus_rows(metrics: dict) -> list[dict]:
@@ -141,7 +142,12 @@ def versus_rows(metrics: dict) -> list[dict]:
     opponent and its results."""
     entries = metrics.get("wins") or metrics.get("cross_play") or []
     return [
-        {"model": e["models"][0], "opponent": e["models"][1], **{o: e.get(o) for o in ("both", "seat0", "seat1")}}
+        {
+            "game": metrics.get("game") or "",
+            "model": e["models"][0],
+            "opponent": e["models"][1],
+            **{o: e.get(o) for o in ("both", "seat0", "seat1")},
+        }
         for e in entries
         if isinstance(e.get("both"), dict) and "win" in e["both"]
     ]
@@ -154,7 +160,11 @@ def versus_section(run_dir: Path, stages: list[Path]) -> list[str]:
     if not rows:
         return []
     chips = any("chips_per_hand" in (row[o] or {}) for row in rows for o in ("seat0", "seat1"))
-    head = ["model", "against", "games", "win [95% CI]", "draw", "loss", "win in seat 0", "win in seat 1"]
+    mixed = len({row["game"] for row in rows}) > 1  # a mix of games: a row per game
+    if mixed:
+        rows.sort(key=lambda row: row["game"])  # stable: each game's checkpoints in the run's order
+    head = ["game"] if mixed else []
+    head += ["model", "against", "games", "win [95% CI]", "draw", "loss", "win in seat 0", "win in seat 1"]
     head += ["chips a hand in seat 0", "in seat 1"] if chips else []
 
     def cell(result: dict | None, key: str, percent: bool = True) -> str:
@@ -163,7 +173,8 @@ def versus_section(run_dir: Path, stages: list[Path]) -> list[str]:
     table = []
     for row in rows:
         both = row["both"]
-        line = [row["model"], row["opponent"], str(both["games"]), cell(both, "win"), cell(both, "tie")]
+        line = [row["game"]] if mixed else []
+        line += [row["model"], row["opponent"], str(both["games"]), cell(both, "win"), cell(both, "tie")]
         line += [cell(both, "loss"), cell(row["seat0"], "win"), cell(row["seat1"], "win")]
         line += [cell(row[o], "chips_per_hand", percent=False) for o in ("seat0", "seat1")] if chips else []
         table.append(line)
