@@ -437,8 +437,8 @@ def test_iterate_plans_every_models_games_against_the_fixed_references(tmp_path)
 
 def test_the_run_summary_shows_each_checkpoints_wins_against_the_references(tmp_path):
     """The summary's table reads the evaluations against the references as `eval` writes them: scripted
-    seats of known strength stand in for checkpoints, so minimax (iter_1) never loses to random play in
-    either seat, and random play (base) never beats minimax."""
+    seats of known strength stand in for checkpoints, so minimax (iter_1, and online GRPO's saved step
+    iter_1@5 before it) never loses to random play in either seat, and random play (base) never beats minimax."""
     from selfplay_gen.iterate import report
 
     run_dir = tmp_path / "run"
@@ -447,6 +447,7 @@ def test_the_run_summary_shows_each_checkpoints_wins_against_the_references(tmp_
     for stage, label, policy, reference in (
         ("base", "base", "random", "minimax"),
         ("iter_001", "iter_1", "minimax", "random"),
+        ("iter_001/train/step_5", "iter_1@5", "minimax", "random"),
     ):
         out = run_dir / stage / "eval" / f"heldout_vs_{reference}"
         run(
@@ -455,16 +456,18 @@ def test_the_run_summary_shows_each_checkpoints_wins_against_the_references(tmp_
         )  # fmt: skip
     text = report.write_summary(run_dir)
     assert "## Against fixed references and the starting model" in text
-    rows = {
-        tuple(cells[:2]): cells
+    table = [
+        cells
         for line in text.splitlines()
         if line.startswith("| ") and len(cells := [c.strip() for c in line.strip("|").split("|")]) == 8
-    }
+    ]
+    rows = {tuple(cells[:2]): cells for cells in table}
+    assert [cells[0] for cells in table] == ["model", "base", "iter_1@5", "iter_1"]  # the run's order
     head = rows[("model", "against")]
     base, trained = rows[("base", "minimax")], rows[("iter_1", "random")]
     assert base[head.index("games")] == trained[head.index("games")] == "48"  # 12 instances x 2 games x 2 seat orders
     assert base[head.index("win [95% CI]")] == "0.0% [0.0, 0.0]"
-    assert trained[head.index("loss")] == "0.0% [0.0, 0.0]"
+    assert trained[head.index("loss")] == rows[("iter_1@5", "random")][head.index("loss")] == "0.0% [0.0, 0.0]"
     assert float(trained[head.index("win in seat 0")].split("%")[0]) > 50
 
 
