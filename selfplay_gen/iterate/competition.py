@@ -51,7 +51,7 @@ from .. import games as game_registry
 from ..atomic import temporary, write_atomic
 from ..evaluation.splits import SKILL
 from ..games.base import Game
-from ..league import League, Member, Promotion, opponent_weights, promote, scripted_member
+from ..league import League, Member, Promotion, opponent_weights, promote, scripted_member, with_share
 from ..league.progress import progress, progress_table
 from . import decisions, plays
 from .config import Iteration
@@ -275,19 +275,26 @@ class Competition:
         ratings = self.league.ratings()
         if ratings.get(player) is None:  # a learner not promoted (or not rated yet): as strong as the one kept
             ratings[player] = ratings.get(run.kept.label)
-        share = cfg.league.self_play
+        share, past_share = cfg.league.self_play, cfg.league.past_share
+        past = [name for name in candidates if self.league.member(name).kind == "checkpoint"]
         batches = decisions.league_batches(
-            ratings, player, candidates, num_games, cfg.games_per_instance, first, cfg.league.sharpness, share
-        )
+            ratings, player, candidates, num_games, cfg.games_per_instance, first, cfg.league.sharpness, share, past,
+            past_share,
+        )  # fmt: skip
         if not cfg.dry_run:
             out.mkdir(parents=True, exist_ok=True)
-            weights = opponent_weights(ratings, player, candidates, cfg.league.sharpness)
+            weights = with_share(opponent_weights(ratings, player, candidates, cfg.league.sharpness), past, past_share)
             chosen = {
-                "player": player, "ratings": ratings, "self_play": share, "weights": weights, "games": dict(batches)
+                "player": player, "ratings": ratings, "self_play": share, "past_share": past_share, "weights": weights,
+                "games": dict(batches),
             }  # fmt: skip
             write_atomic(out / OPPONENTS_FILE, json.dumps(chosen, indent=1) + "\n")
         drawn = ", ".join(f"{'itself (frozen)' if name == player else name} {games}" for name, games in batches)
-        way = f"{share:.0%} against itself, the rest by rating" if share else "by rating"
+        way = "by rating"
+        if past_share is not None and past:
+            way += f", past checkpoints ({', '.join(past)}) {past_share:.0%} of the draws"
+        if share:
+            way = f"{share:.0%} against itself, the rest {way}"
         run.shell.echo(f"iteration {i}: seat 0 ({player}, trained) plays, {way}: {drawn} games")
         plan = {}  # opponent: (games, first instance, games file), in the order the batches were drawn
         for name, games in batches:

@@ -418,7 +418,11 @@ class League:
     - `past_learners`: every earlier iteration's checkpoint joins the opponent pool, promoted or not, as
       AlphaStar's league keeps every past player. A learner that trains on from kept-out checkpoints then
       meets its own greedier and more yielding versions, not only the promoted ones and its frozen copy;
-      without it the pool holds promoted checkpoints only."""
+      without it the pool holds promoted checkpoints only;
+    - `past_share`: fictitious self-play: the past checkpoints together get this share of the drawn
+      instances, the scripted negotiators the rest (`league.opponents.with_share`);
+    - `joint_weight`: the training reward's term for the joint outcome (`selfplay_gen.reward`), a weight on
+      the joint share of the best deal, so a semi-competitive seat is paid for deals its partner keeps."""
 
     scripted: tuple[float, ...] = knob(
         (0.3, 0.6, 1.0), "Strengths of the scripted negotiators in the league's pool, comma-separated; empty: none.",
@@ -476,6 +480,20 @@ class League:
         False, "League: true: every earlier iteration's checkpoint is an opponent, promoted or not, so a learner "
         "that trains on from kept-out checkpoints (league.learner=latest) meets its own greedier and more yielding "
         "versions; false: the pool holds promoted checkpoints only.", alias=Alias("LEAGUE_PAST_LEARNERS", ON_OFF),
+    )  # fmt: skip
+
+    past_share: float | None = knob(
+        None, "League, fictitious self-play: the share of the drawn instances whose opponent is a past checkpoint "
+        "(the last league_size promoted ones and, with past_learners, every earlier learner), drawn by rating among "
+        "them; the scripted negotiators get the rest. null: one draw by rating over the whole pool.", type=SHARE,
+        alias="LEAGUE_PAST_SHARE",
+    )  # fmt: skip
+    joint_weight: float = knob(
+        0.0, "The training reward's joint-outcome term: + WEIGHT x the game's joint share of the best deal (both "
+        "seats' points over the most the two could get together, in [0, 1]), so a seat of the semi-competitive mode "
+        "is paid for deals its partner keeps, not only for its own points (0 to 10 in negotiation). Every trainer's "
+        "rewards and rankings (selfplay-convert --joint-weight; online +selfplay.joint_weight); evaluation reads the "
+        "raw game reward. 0: off.", type=click.FloatRange(min=0), alias="LEAGUE_JOINT_WEIGHT",
     )  # fmt: skip
 
     def __post_init__(self):

@@ -26,7 +26,7 @@ from ..league import SCRIPTED_PREFIX, Member, scripted_member
 from ..verl import attention
 from . import competition, decisions, report
 from .competition import Competition
-from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl
+from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl, number
 from .gpu_usage import GpuUsage
 from .plays import DEV_SET, TEST_SET, Plays, default_game, game_args, partner_args
 from .server import Slots, Started
@@ -345,6 +345,8 @@ class Run:
         nothing and shows what the rounds would do."""
         from convert.pipeline import EXIT_NO_ROWS
 
+        if self.cfg.league.joint_weight:
+            args = [*args, "--joint-weight", number(self.cfg.league.joint_weight)]
         if rounds > 1:
             args = [*args, "--max-groups", str(wanted)]
         try:

@@ -1,0 +1,193 @@
+"""The remedies a negotiation league can choose so that a seat wins without wrecking the deal, each
+shown changing what the trainer is fed, on games the scripted negotiators play (no model): the
+joint-outcome term of the training reward, the pool's share of past checkpoints (fictitious
+self-play), groups mixed over several partners, the development draw the run's ratings are read
+on apart from the promotion match, and skill levels defined by strength."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from selfplay_gen.cli import main
+from selfplay_gen.games import GameConfig
+from selfplay_gen.games.base import ChatSeat
+from selfplay_gen.games.negotiation import Instance, render_share
+from selfplay_gen.records import read_games
+from selfplay_gen.reward import joint_share, training_reward
+from selfplay_gen.runner import GameSpec, play_game
+
+# --- the joint-outcome term ------------------------------------------------------------------------
+
+
+class Proposer(ChatSeat):
+    """Proposes one share at its first turn: two of them make the deal the test asks for."""
+
+    def __init__(self, seat: int, system: str, share):
+        super().__init__(seat, system)
+        self.share = share
+
+    async def respond(self) -> str:
+        return f"[propose] {render_share(self.share)}"
+
+
+def deal(instance: Instance, share0) -> dict:
+    """The record of a semi-competitive game in which seat 0 takes `share0` and seat 1 the rest."""
+    shares = (share0, instance.rest(share0))
+    seats = [lambda spec, s, game, start: Proposer(s, start.system[s], shares[s])] * 2
+    spec = GameSpec(f"{instance.id}/{share0}", 0, 0, instance)
+    config = GameConfig("negotiation", options={"reward_mode": "semi-competitive"})
+    return asyncio.run(play_game(spec, seats, config, {}))
+
+
+def equal_points_unequal_joint() -> tuple[dict, dict]:
+    """Two deals of one instance in which seat 0 gets the same points and the joint share differs."""
+    for seed in range(100):
+        instance = Instance.from_seed(seed)
+        by_own: dict[int, list] = {}
+        for share in instance.shares():
+            by_own.setdefault(instance.value(0, share), []).append(share)
+        for own, shares in sorted(by_own.items(), reverse=True):
+            partner = {instance.value(1, instance.rest(s)): s for s in shares}
+            if own > 0 and len(partner) > 1:
+                return deal(instance, partner[min(partner)]), deal(instance, partner[max(partner)])
+    raise AssertionError("no instance of the first 100 seeds has such a pair")
+
+
+def test_the_joint_term_ranks_a_deal_with_a_higher_joint_share_higher_at_equal_own_points():
+    low, high = equal_points_unequal_joint()
+    assert low["outcome"]["agreed"] and high["outcome"]["agreed"]
+    assert low["outcome"]["points"][0] == high["outcome"]["points"][0] > 0
+    assert joint_share(low) < joint_share(high) <= 1
+    # unweighted, the seat's reward is its points alone: the two deals are equal
+    assert training_reward(low, 0) == training_reward(high, 0) == low["outcome"]["rewards"][0]
+    for weight in (0.5, 5.0):
+        assert training_reward(high, 0, joint_weight=weight) > training_reward(low, 0, joint_weight=weight)
+        assert training_reward(high, 0, joint_weight=weight) == pytest.approx(
+            high["outcome"]["points"][0] + weight * joint_share(high)
+        )
+    assert high["outcome"]["rewards"][0] == high["outcome"]["points"][0]  # the record's game reward is untouched
+    matching = {"game_id": "g", "game": "matching", "outcome": {"rewards": [1.0, 1.0]}, "players": [{}, {}]}
+    with pytest.raises(ValueError, match="records no points and best_joint"):
+        training_reward(matching, 0, joint_weight=1.0)
+
+
+def play(out: Path, *args: str) -> Path:
+    base = ["play", "--game", "negotiation", "--backend", "scripted", "-q", "--out", str(out)]
+    result = CliRunner().invoke(main, [*base, *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def convert(games: Path, out: Path, *args: str) -> dict:
+    from convert.cli import main as convert_main
+
+    result = CliRunner().invoke(convert_main, [str(games), "--out-dir", str(out), "--val-fraction", "0", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads((out / "convert_summary.json").read_text())
+
+
+def test_convert_adds_the_joint_term_to_the_training_reward_and_reports_it_apart(tmp_path):
+    import pandas as pd
+
+    # random negotiators: the games of one instance end in different deals, so DPO has pairs to rank
+    games = play(tmp_path / "g.jsonl", "--scripted-policy", "random", "-n", "96", "-k", "8")
+    records = {r["game_id"]: r for r in read_games(games)}
+    mean_share = sum(map(joint_share, records.values())) / len(records)
+    plain = convert(games, tmp_path / "plain", "--format", "dpo", "--seat", "0")
+    joint = convert(games, tmp_path / "joint", "--format", "dpo", "--seat", "0", "--joint-weight", "50")
+    # the game reward the evaluation reads is the same; the training reward carries the term, reported apart
+    assert joint["mean_rewards"] == plain["mean_rewards"]
+    assert plain["joint_outcome"] == {"weight": 0.0, "mean_term": 0.0}
+    assert joint["joint_outcome"]["mean_term"] == pytest.approx(50 * mean_share)
+    assert joint["mean_training_reward"] == pytest.approx(plain["mean_training_reward"] + 50 * mean_share)
+
+    def pairs(out: Path) -> list[tuple[str, str]]:
+        info = pd.read_parquet(out / "train.parquet")["extra_info"]
+        return [(row["chosen_game_id"], row["rejected_game_id"]) for row in info]
+
+    by_points, by_joint = pairs(tmp_path / "plain"), pairs(tmp_path / "joint")
+    assert by_points != by_joint  # the weight changes which games the trainer prefers
+    for chosen, rejected in by_points:
+        assert records[chosen]["outcome"]["points"][0] > records[rejected]["outcome"]["points"][0]
+    for chosen, rejected in by_joint:
+        ranked = [training_reward(records[game], 0, joint_weight=50) for game in (chosen, rejected)]
+        assert ranked[0] > ranked[1]
+
+
+def dry_iterate(tmp_path: Path, *args: str) -> list[str]:
+    from selfplay_gen.iterate.cli import iterate_command
+
+    common = ["--dry-run", "--initial_model", "/m0", "--run_dir", str(tmp_path / "run"), "--tools.gen", "gen"]
+    common += ["--tools.convert", "conv", "--verl.python", sys.executable, "--game", "negotiation"]
+    common += ["--warm.policy", "none"]
+    result = CliRunner().invoke(iterate_command, [*common, *args])
+    assert result.exit_code == 0, result.output
+    return result.output.splitlines()
+
+
+def test_a_run_feeds_the_joint_weight_to_every_trainers_rewards(tmp_path):
+    league = ["--league_size", "1", "--num_iterations", "1", "--league.joint_weight", "2.5"]
+    for trainer in ("grpo", "filtered-bc", "dpo"):
+        lines = dry_iterate(tmp_path / trainer, "--trainer", trainer, *league)
+        (convert,) = [line for line in lines if line.startswith("+ conv ") and "/iter_001/" in line]
+        assert "--joint-weight 2.5" in convert, trainer
+    online = dry_iterate(tmp_path / "online", "--trainer", "grpo-online", "--num_iterations", "1", *league[4:])
+    (train,) = [line for line in online if "-m verl.trainer.main_ppo" in line]
+    assert "+selfplay.joint_weight=2.5" in train
+    plain = dry_iterate(tmp_path / "plain", "--trainer", "grpo", *league[:4])
+    assert not any("--joint-weight" in line or "joint_weight=" in line for line in plain)
+
+
+# --- fictitious self-play: the pool's share of past checkpoints ------------------------------------
+
+
+@pytest.mark.parametrize("share", [0.6, 0.9])
+def test_past_checkpoints_are_drawn_with_the_share_asked_for_whatever_their_ratings(share):
+    from selfplay_gen.league import choose_opponents, opponent_weights
+
+    # the past checkpoints are rated far below the player, so by rating alone they are seldom drawn
+    ratings = {"iter_3": 400.0, "warm": 0.0, "iter_1": 50.0, "scripted@0.3": 300.0, "scripted@1": 420.0}
+    candidates = ["warm", "iter_1", "scripted@0.3", "scripted@1"]
+    past = ["warm", "iter_1"]
+    by_rating = opponent_weights(ratings, "iter_3", candidates)
+    assert sum(by_rating[n] for n in past) < 0.3
+    drawn = choose_opponents(ratings, "iter_3", 20_000, 0, candidates, past=past, past_share=share)
+    frequency = {n: drawn.count(n) / len(drawn) for n in candidates}
+    assert sum(frequency[n] for n in past) == pytest.approx(share, abs=0.015)
+    # within each side the ratings still decide: iter_1 is nearer the player than warm, scripted@1 than @0.3
+    assert frequency["iter_1"] > frequency["warm"] and frequency["scripted@1"] > frequency["scripted@0.3"]
+    assert frequency["iter_1"] / frequency["warm"] == pytest.approx(by_rating["iter_1"] / by_rating["warm"], rel=0.15)
+    # without a share, one draw by rating over the whole pool, as before
+    plain = choose_opponents(ratings, "iter_3", 20_000, 0, candidates)
+    assert sum(plain.count(n) for n in past) / len(plain) == pytest.approx(sum(by_rating[n] for n in past), abs=0.015)
+
+
+def test_a_pool_with_no_past_checkpoint_draws_the_scripted_negotiators_alone():
+    from selfplay_gen.league import with_share
+
+    weights = {"scripted@0.3": 0.4, "scripted@1": 0.6}
+    assert with_share(weights, ["warm"], 0.9) == weights
+    with pytest.raises(ValueError, match=r"share of past checkpoints must be in \[0, 1\], got 1.5"):
+        with_share(weights, ["scripted@1"], 1.5)
+
+
+def test_the_dry_run_names_the_past_checkpoints_share_of_the_draws(tmp_path):
+    from selfplay_gen.iterate import decisions
+
+    lines = dry_iterate(
+        tmp_path, "--trainer", "grpo", "--league_size", "2", "--num_iterations", "2", "--league.past_learners",
+        "true", "--league.past_share", "0.7", "--trainers.grpo.games_per_iter", "256",
+    )  # fmt: skip
+    unrated = {"iter_1": None, "base": None, "scripted@0.3": None, "scripted@0.6": None, "scripted@1": None}
+    candidates = ["base", "scripted@0.3", "scripted@0.6", "scripted@1"]
+    expected = decisions.league_batches(unrated, "iter_1", candidates, 256, 8, 2_000_000, past=["base"], past_share=0.7)
+    drawn = ", ".join(f"{name} {games}" for name, games in expected)
+    head = "iteration 2: seat 0 (iter_1, trained) plays, by rating, past checkpoints (base) 70% of the draws"
+    assert f"{head}: {drawn} games" in lines
+    assert dict(expected)["base"] / 256 == pytest.approx(0.7, abs=0.15)
