@@ -141,7 +141,7 @@ def test_a_dpo_league_plays_each_drawn_opponent_in_turn_and_pairs_wins_with_loss
     # the end: every checkpoint also against the scripted negotiator at strength 1, and a report
     assert any("--label iter_2 --partner-label scripted@1" in line for line in lines)
     (report,) = [line for line in lines if line.startswith("+ gen eval") and "--from-games" in line]
-    assert f"scripted@1={run}/crossplay/warm__scripted@1/eval/games/scripted_1__scripted_1.jsonl" in report
+    assert f"scripted@1={run}/crossplay/draw_2/warm__scripted@1/eval/games/scripted_1__scripted_1.jsonl" in report
 
 
 def test_grpo_takes_a_per_seat_baseline_and_the_time_budget_stops_new_iterations(tmp_path):
@@ -530,14 +530,14 @@ def test_progress_reports_each_checkpoint_against_the_previous_and_the_warm_star
     comp.league = League.of([Member("warm", path="/w"), Member("iter_1", path="/i")]).record_file(
         pair / "games" / "iter_1__warm.jsonl", ("iter_1", "warm")
     )
-    written = comp.write_progress(report / "metrics.json", ["warm", "iter_1"], "warm")
+    written = comp.write_progress(report / "metrics.json", ["warm", "iter_1"], "warm", "development draw 2 (...)")
     assert written == tmp_path / "report" / competition.PROGRESS_FILE
     text = written.read_text()
     (row,) = [line for line in text.splitlines() if line.startswith("| iter_1 |")]
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert re.match(r"\d+\.\d% \[\d+\.\d, \d+\.\d\]", cells[4])  # vs warm start, seat 0, with its interval
     assert float(cells[4].split("%")[0]) > 50
-    assert "- iter_1: " in text and "## League ratings" in text
+    assert "- iter_1: " in text and "## League ratings" in text and "Read on development draw 2 (...)." in text
     assert Counter(line.startswith("| warm |") for line in text.splitlines())[True] == 1
 
 

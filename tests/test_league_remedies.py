@@ -191,3 +191,76 @@ def test_the_dry_run_names_the_past_checkpoints_share_of_the_draws(tmp_path):
     head = "iteration 2: seat 0 (iter_1, trained) plays, by rating, past checkpoints (base) 70% of the draws"
     assert f"{head}: {drawn} games" in lines
     assert dict(expected)["base"] / 256 == pytest.approx(0.7, abs=0.15)
+
+
+# --- the run's report read apart from the promotion matches ----------------------------------------
+
+
+@pytest.mark.parametrize("report_draw", [True, False])
+def test_the_report_is_read_on_a_second_development_draw_apart_from_the_promotion_matches(tmp_path, report_draw):
+    lines = dry_iterate(
+        tmp_path, "--trainer", "grpo", "--league_size", "2", "--num_iterations", "2", "--evaluation.instances", "48",
+        "--league.report_draw", "true" if report_draw else "false",
+    )  # fmt: skip
+    run = tmp_path / "run"
+    evals = [line for line in lines if line.startswith("+ gen eval") and "--partner-label" in line]
+    promotion = [line for line in evals if f"--out {run}/crossplay/iter_1__base/eval" in line]
+    # the promotion match (and, without a second draw, the report too): the first draw, dev seeds from 10**9
+    assert len(promotion) == (1 if report_draw else 2) and not any("--seed" in line for line in promotion)
+    final = [line for line in evals if "/crossplay/draw_2/" in line]
+    if report_draw:
+        # every pairing of the report again, on the 48 instances after the promotion matches'
+        assert final and all("--num-instances 48 --seed 48 " in line for line in final)
+        assert any("--label iter_1 --partner-label base" in line for line in final)
+        assert any("--partner-label scripted@1" in line for line in final)
+        source = "development draw 2 (48 instances, seeds 1_000_000_048 to 1_000_000_095), apart from the promotion"
+    else:
+        assert not final
+        source = "development draw 1 (48 instances, seeds 1_000_000_000 to 1_000_000_047): the promotion matches'"
+    (said,) = [line for line in lines if line.startswith("crossplay report: read on ")]
+    assert said.startswith(f"crossplay report: read on {source}")
+    (inputs,) = [line for line in lines if line.startswith("+ gen eval") and "--from-games" in line]
+    assert (f"{run}/crossplay/draw_2/iter_1__base/eval/games" in inputs) is report_draw
+
+
+# --- skill levels as strength ----------------------------------------------------------------------
+
+
+def test_quantile_levels_order_by_win_rate_against_the_scripted_references(tmp_path):
+    from selfplay_gen.games.negotiation import skill
+    from selfplay_gen.games.negotiation.prompts import SKILLS
+
+    files = []
+    for strength in (0.0, 0.5, 1.0):
+        for reference in skill.REFERENCES:
+            for seat in (0, 1):
+                own, other = (strength, reference) if seat == 0 else (reference, strength)
+                out = tmp_path / f"s{strength}_r{reference}_seat{seat}.jsonl"
+                strengths = ["--scripted-strength", f"{own}", "--partner-scripted-strength", f"{other}"]
+                play(out, *strengths, "-n", "12", "-k", "1", "--seed", str(100 * len(files)))
+                files.append(f"{seat}={out}")
+    out = tmp_path / "levels.jsonl"
+    result = CliRunner().invoke(skill.levels_command, [*files, "--out", str(out)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    records = list(read_games(out))
+    assert len(records) == 3 * 3 * 2 * 12
+    judged = json.loads(out.with_suffix(".levels.json").read_text())
+    for reference in ("scripted@0.3", "scripted@0.6", "scripted@1"):
+        shares = [judged[level][reference]["win_share"]["mean"] for level in skill.LEVELS]
+        shares = [0.5 if share is None else share for share in shares]  # every game tied: an even match
+        points = [judged[level][reference]["points"]["mean"] for level in skill.LEVELS]
+        assert shares[0] <= shares[1] <= shares[2] and shares[0] < shares[2], reference  # novice to expert
+        assert points[0] < points[1] < points[2], reference
+        assert all(0 <= judged[level][reference]["joint"]["mean"] <= 1 for level in skill.LEVELS)
+    # each game's graded seat is told its level, in words that never tell it to give way; the reference is not
+    for record in records:
+        graded = (
+            0 if record["settings"]["seat1"]["strength"] in skill.REFERENCES and "skill" in record["players"][0] else 1
+        )
+        level = record["players"][graded]["skill"]
+        assert SKILLS[level] in record["players"][graded]["messages"][0]["content"]
+        assert not any(text in record["players"][1 - graded]["messages"][0]["content"] for text in SKILLS.values())
+    assert not any(word in text for text in SKILLS.values() for word in ("accept", "concede", "little", "readily"))
+    # the games convert into the warm start's chats with each level's prompt
+    summary = convert(out, tmp_path / "sft", "--format", "sft", "--top-fraction", "1")
+    assert summary["seats_retokenized"] == 2 * len(records)

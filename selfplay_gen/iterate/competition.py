@@ -437,10 +437,11 @@ class Competition:
 
     # -- the report ------------------------------------------------------------------------------
 
-    def write_progress(self, metrics: Path, labels: Sequence[str], warm_label: str) -> Path | None:
+    def write_progress(self, metrics: Path, labels: Sequence[str], warm_label: str, source: str) -> Path | None:
         """RUN_DIR/report/progress.md: per promoted checkpoint its win shares against the previous
-        one and the warm start, rating, cooperation and diversity (`league.progress`), then the
-        league's ratings of every member."""
+        one and the warm start, rating, cooperation and diversity (`league.progress`) read on the games
+        `source` names, then the league's ratings of every member (from the training games and the
+        promotion matches)."""
         if self.run.cfg.dry_run or not metrics.exists():
             return None
         rows = progress(json.loads(metrics.read_text()), labels, warm_label)
@@ -448,7 +449,8 @@ class Competition:
         saved = self.run.run_dir / LEAGUE_FILE
         league = self.league if self.league.members or not saved.exists() else League.load(saved)
         ratings = league.ratings()
-        lines = ["## Progress per checkpoint", "", progress_table(rows), "", "## League ratings (Elo, all games)", ""]
+        lines = ["## Progress per checkpoint", "", f"Read on {source}.", "", progress_table(rows), ""]
+        lines += ["## League ratings (Elo, all games)", "", "From the training games and the promotion matches.", ""]
         lines += [f"- {name}: {'–' if r is None else f'{r:.0f}'}" for name, r in ratings.items()]
         write_atomic(out, "\n".join(lines) + "\n")
         return out

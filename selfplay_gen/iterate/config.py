@@ -419,6 +419,8 @@ class League:
       AlphaStar's league keeps every past player. A learner that trains on from kept-out checkpoints then
       meets its own greedier and more yielding versions, not only the promoted ones and its frozen copy;
       without it the pool holds promoted checkpoints only;
+    - `report_draw`: the run's cross-play report on a second development draw, apart from the promotion
+      matches (`Run.report_draw`);
     - `past_share`: fictitious self-play: the past checkpoints together get this share of the drawn
       instances, the scripted negotiators the rest (`league.opponents.with_share`);
     - `joint_weight`: the training reward's term for the joint outcome (`selfplay_gen.reward`), a weight on
@@ -482,6 +484,12 @@ class League:
         "versions; false: the pool holds promoted checkpoints only.", alias=Alias("LEAGUE_PAST_LEARNERS", ON_OFF),
     )  # fmt: skip
 
+    report_draw: bool = knob(
+        True, "true: the run's cross-play report (win shares, ratings, self-play cooperation per checkpoint, "
+        "progress.md) is read on a second draw of development instances, right after the first, so no figure comes "
+        "from the promotion matches that chose the checkpoints; false: on the promotion matches' own instances. "
+        "Either way the report names its instances.", alias=Alias("LEAGUE_REPORT_DRAW", ON_OFF),
+    )  # fmt: skip
     past_share: float | None = knob(
         None, "League, fictitious self-play: the share of the drawn instances whose opponent is a past checkpoint "
         "(the last league_size promoted ones and, with past_learners, every earlier learner), drawn by rating among "

@@ -28,7 +28,7 @@ from . import competition, decisions, report
 from .competition import Competition
 from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl, number
 from .gpu_usage import GpuUsage
-from .plays import DEV_SET, TEST_SET, Plays, default_game, game_args, partner_args
+from .plays import DEV_SET, TEST_SET, Plays, default_game, dev_draw, game_args, partner_args
 from .server import Slots, Started
 from .shell import Shell, StepFailed
 from .stages import Checkpoint, Export, Stage
@@ -473,11 +473,12 @@ class Run:
         self.train(stage, job)
         self.retention(stage, str(stage.model_dir))
 
-    def crossplay_pair(self, a: str, model: str, b: str, partner: str | None) -> Path:
-        """`a` (served `model`) against `b` in both seat orders on held-out instances, with both
-        self-plays, into RUN_DIR/crossplay/A__B/eval (its games/ returned), unless DONE there. `b` is a
-        checkpoint served on the partner slot (`partner`, its model) or a scripted member (None)."""
-        pair = self.run_dir / "crossplay" / f"{a}__{b}"
+    def crossplay_pair(self, a: str, model: str, b: str, partner: str | None, draw: int = 1) -> Path:
+        """`a` (served `model`) against `b` in both seat orders on the `draw`-th set of development instances
+        (`plays.dev_draw`), with both self-plays, into RUN_DIR/crossplay/A__B/eval (a later draw's into
+        RUN_DIR/crossplay/draw_N/A__B/eval; its games/ returned), unless DONE there. `b` is a checkpoint served
+        on the partner slot (`partner`, its model) or a scripted member (None)."""
+        pair = self.run_dir / "crossplay" / (f"draw_{draw}" if draw > 1 else "") / f"{a}__{b}"
         if not (pair / "DONE").exists():
             outside = self.stage is None
             if outside:
@@ -490,18 +491,35 @@ class Run:
                 started = self.slots.serve(1, partner, pair / "sglang-partner.log", shared=True)
                 args, startup = partner_args(started), startup + started.startup_s
             with self.timed(f"{a} vs {b}", startup):
-                self.shell.run(f"crossplay: {a} vs {b}", self.plays.crossplay(server, model, a, args, b, pair / "eval"))
+                command = self.plays.crossplay(server, model, a, args, b, pair / "eval", draw)
+                self.shell.run(f"crossplay: {a} vs {b}" + (f" (development draw {draw})" if draw > 1 else ""), command)
             if not self.cfg.dry_run:
                 (pair / "DONE").touch()
             if outside:
                 self.stage = None
         return pair / "eval" / "games"
 
+    def report_draw(self) -> int:
+        """The development draw the run's cross-play report is read on: a second one (`league.report_draw`)
+        where promotion matches played the first and chose the checkpoints on it, else the first."""
+        return 2 if self.cfg.league.report_draw and self.cfg.promotes() else 1
+
+    def report_source(self) -> str:
+        """Where the cross-play report's figures come from, in words (`report_draw`)."""
+        draw = self.report_draw()
+        where = dev_draw(self.cfg.evaluation, draw)
+        if draw > 1:
+            return f"{where}, apart from the promotion matches, which chose the checkpoints on development draw 1"
+        if self.cfg.promotes():
+            return f"{where}: the promotion matches' own games, which chose the checkpoints (league.report_draw off)"
+        return f"{where}; no promotion match chose on them"
+
     def cross_play(self) -> list[Path]:
         """Each checkpoint from the initial one on against the initial one and the one before it (and,
         in a league, against the scripted negotiator at LEAGUE_EVAL_STRENGTH), both seat orders, then
         one report of every pairing: win rates and ratings (the initial one 0); in a league also the
-        progress per checkpoint (RUN_DIR/report/progress.md)."""
+        progress per checkpoint (RUN_DIR/report/progress.md). Read on the development draw `report_draw`
+        names, so a run with promotion reports figures from games that chose nothing."""
         labels, models = list(self.labels), list(self.checkpoints)
         pairs = decisions.crossplay_pairings(labels)
         scripted = self.cfg.league.eval_strength
@@ -512,17 +530,20 @@ class Run:
         played = []
         for i, j in pairs:
             partner = models[j] if j < len(models) else None
-            played.append(self.crossplay_pair(labels[i], models[i], labels[j], partner))
+            played.append(self.crossplay_pair(labels[i], models[i], labels[j], partner, self.report_draw()))
         self.slots.release()
         if not pairs:
             return []
         out = self.reports / "crossplay"
         inputs = decisions.crossplay_inputs(labels, pairs, played)
+        self.shell.echo(f"crossplay report: read on {self.report_source()}")
         self.shell.run("crossplay: report", [*self.cfg.tools.gen, "eval", *self.game_args, *inputs, "--out", str(out)])
         shown = [out / "report.md"]
         if self.competition is not None:
             first = 1 if len(self.labels) > 1 and self.labels[1] == "warm" else 0
-            written = self.competition.write_progress(out / "metrics.json", self.labels[first:], self.labels[first])
+            written = self.competition.write_progress(
+                out / "metrics.json", self.labels[first:], self.labels[first], self.report_source()
+            )
             shown += [written] if written else []
         return shown
 

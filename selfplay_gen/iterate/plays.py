@@ -92,14 +92,33 @@ class Plays:
         return out
 
     def crossplay(
-        self, server: Started, model: str | None, label: str, partner: list[str], partner_label: str, out: Path
-    ) -> list[str]:
+        self, server: Started, model: str | None, label: str, partner: list[str], partner_label: str, out: Path,
+        draw: int = 1,
+    ) -> list[str]:  # fmt: skip
+        """Cross-play on the `draw`-th set of `evaluation.instances` development instances (`dev_draw`)."""
         e = self.evaluation
+        offset = ["--seed", str(dev_offset(e, draw))] if draw > 1 else []
         return [
             *self.tools.gen, "eval", *self.game, *self.sampling_args(server, model), *partner, "--instances", DEV_SET,
-            "--num-instances", str(e.instances), "-k", str(e.games_per_instance), "--label", label,
+            "--num-instances", str(e.instances), *offset, "-k", str(e.games_per_instance), "--label", label,
             "--partner-label", partner_label, "--out", str(out), "--resume", "--quiet",
         ]  # fmt: skip
+
+
+def dev_offset(evaluation: Evaluation, draw: int) -> int:
+    """The first development seed offset of the `draw`-th set of `evaluation.instances` instances: the first
+    draw (offset 0) is the one every model's evaluation and the promotion matches play; a second one lies
+    right after it, so figures read on it come from games that chose nothing."""
+    return (draw - 1) * evaluation.instances
+
+
+def dev_draw(evaluation: Evaluation, draw: int) -> str:
+    """The development instances of the `draw`-th set, in words with their seeds, as a report names them."""
+    from ..evaluation.splits import DEV
+
+    first = DEV.start + dev_offset(evaluation, draw)
+    last = first + evaluation.instances - 1
+    return f"development draw {draw} ({evaluation.instances} instances, seeds {first:_} to {last:_})"
 
 
 def partner_args(server: Started) -> list[str]:
