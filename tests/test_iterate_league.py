@@ -173,7 +173,8 @@ def test_skill_levels_teach_each_level_and_measure_the_highest_against_the_lowes
     run = tmp_path / "run"
     lines = dry_iterate(
         tmp_path, "--league.skill_levels", "novice,expert", "--warm.policy", "teacher", "--warm.games", "100",
-        "--num_iterations", "1", "--league_size", "1", "--league.scripted", "1",
+        "--num_iterations", "1", "--league_size", "1", "--league.scripted", "1", "--league.skill_data",
+        "scripted-strength",
     )  # fmt: skip
     teacher = [line for line in lines if "--backend scripted" in line and "/warm/gen/levels/" in line]
     assert len(teacher) == 2

@@ -264,3 +264,33 @@ def test_quantile_levels_order_by_win_rate_against_the_scripted_references(tmp_p
     # the games convert into the warm start's chats with each level's prompt
     summary = convert(out, tmp_path / "sft", "--format", "sft", "--top-fraction", "1")
     assert summary["seats_retokenized"] == 2 * len(records)
+
+
+def test_a_skill_run_chooses_level_games_by_quantile_and_judges_every_level_on_the_references(tmp_path):
+    from selfplay_gen.games.negotiation import skill
+
+    run = tmp_path / "run"
+    lines = dry_iterate(
+        tmp_path, "--league.skill_levels", "novice,intermediate,expert", "--warm.policy", "teacher",
+        "--warm.games", "360", "--num_iterations", "1", "--league_size", "1",
+    )  # fmt: skip
+    warm = [line for line in lines if line.startswith("+ gen ") and "/warm/gen/levels/" in line]
+    cells = len(skill.PLAYER_STRENGTHS) * len(skill.REFERENCES) * 2
+    assert len(warm) == cells and all("--num-games 10 " in line and "--skill" not in line for line in warm)
+    seeds = sorted(int(line.split("--seed ")[1].split()[0]) for line in warm)
+    assert seeds == list(range(500_000_000, 500_000_000 + 10 * cells, 10))  # no instance twice
+    assert any(
+        "--scripted-strength 1 --partner-scripted-strength 0.2 " in line and "/levels/seat1_0.2_vs_1/" in line
+        for line in warm
+    )
+    (levels,) = [line for line in lines if "-m selfplay_gen.games.negotiation.skill" in line]
+    assert f"1={run}/warm/gen/levels/seat1_0.2_vs_1/games.jsonl" in levels
+    assert levels.endswith(f"--out {run}/warm/gen/games.jsonl --levels novice\\,intermediate\\,expert")
+    # each model's levels: in seat 0 against every reference, and against itself unconditioned in both seats
+    judged = [line for line in lines if f"{run}/warm/eval/skill/" in line and line.startswith("+ gen ")]
+    for level in skill.LEVELS:
+        for reference in skill.REFERENCES:
+            (line,) = [j for j in judged if f"/skill/{level}__scripted_{reference:g}/" in j]
+            assert f"--partner-scripted-strength {reference:g}" in line and f"--skill {level}\\," in line
+        assert any(f"/skill/{level}__unconditioned/" in j and "--partner-backend sglang" in j for j in judged)
+        assert any(f"/skill/unconditioned__{level}/" in j and f"--skill \\,{level}" in j for j in judged)

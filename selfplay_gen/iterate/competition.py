@@ -41,6 +41,7 @@ import importlib
 import json
 import re
 import shutil
+import sys
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -64,6 +65,8 @@ from .stages import Checkpoint, Stage
 LEAGUE_FILE = "league.json"
 OPPONENTS_FILE = "opponents.json"
 SKILL_SEED = SKILL.start  # the skill match's instances: a range of their own, apart from training and the splits
+SKILL_LEVELS_FILE = "skill_levels.json"  # each level against references outside the model (`judge_levels`)
+UNCONDITIONED = "unconditioned"  # the model asked for no level, as the skill evaluation labels it
 
 
 def safe_name(name: str) -> str:
@@ -374,48 +377,110 @@ class Competition:
     # -- skill levels ----------------------------------------------------------------------------
 
     def warm_games(self, stage: Stage, teacher: list[str]) -> list[list[str]]:
-        """The warm start's teacher games of a skill-conditioned run: per level, the scripted
-        negotiator at the level's strength in both seats, each seat told the level, into
-        gen/levels/<level>/ (joined by `join_warm_games`)."""
+        """The warm start's games of a skill-conditioned run, into gen/levels/<part>/ (joined by
+        `join_warm_games`). league.skill_data=quantile: the scripted negotiator at each of the game's
+        `PLAYER_STRENGTHS` against each of its `REFERENCES`, in both seats, the graded seat told its level
+        only once the games are played (`skill.levels_command`). scripted-strength: per level, the scripted
+        negotiator at the level's strength in both seats, each seat told the level."""
         run, cfg = self.run, self.run.cfg
-        levels, strength_of = cfg.league.skill_levels, self.skill().strength_of
+        levels, skill = cfg.league.skill_levels, self.skill()
+        if cfg.league.skill_data == "quantile":
+            cells = [(seat, own, ref) for own in skill.PLAYER_STRENGTHS for ref in skill.REFERENCES for seat in (0, 1)]
+            per_cell = max(1, cfg.warm.games // len(cells))
+            commands = []
+            for k, (seat, own, ref) in enumerate(cells):
+                first, second = (own, ref) if seat == 0 else (ref, own)
+                commands.append(
+                    [*cfg.tools.gen, *run.game_args, "--backend", "scripted", "--scripted-strength", f"{first:g}",
+                     "--partner-scripted-strength", f"{second:g}", "--seed", str(stage.seed + k * per_cell),
+                     "--num-games", str(per_cell), "--games-per-instance", "1", "--out",
+                     str(self.warm_part(stage, seat, own, ref)), "--resume", "--quiet"]
+                )  # fmt: skip
+            return commands
         per_level = max(1, cfg.warm.games // len(levels))
         commands = []
         for k, level in enumerate(levels):
             out = stage.dir / "gen" / "levels" / level / "games.jsonl"
             commands.append(
                 [*cfg.tools.gen, *run.game_args, "--backend", "scripted", "--scripted-strength",
-                 f"{strength_of(level):g}", "--skill", level, *teacher, "--seed", str(stage.seed + k * per_level),
+                 f"{skill.strength_of(level):g}", "--skill", level, *teacher, "--seed", str(stage.seed + k * per_level),
                  "--num-games", str(per_level), "--games-per-instance", "1", "--out", str(out), "--resume",
                  "--quiet"]
             )  # fmt: skip
         return commands
 
+    @staticmethod
+    def warm_part(stage: Stage, seat: int, own: float, reference: float) -> Path:
+        return stage.dir / "gen" / "levels" / f"seat{seat}_{own:g}_vs_{reference:g}" / "games.jsonl"
+
     def join_warm_games(self, stage: Stage) -> None:
+        """gen/games.jsonl of the warm start's level games: by quantile, each graded seat told its level
+        (`skill.levels_command`, which also writes gen/games.levels.json: each level judged against the
+        references); else the levels' games joined as they are."""
+        run, cfg = self.run, self.run.cfg
         gen = stage.dir / "gen"
-        parts = [gen / "levels" / level / "games.jsonl" for level in self.run.cfg.league.skill_levels]
-        if self.run.cfg.dry_run:
-            self.run.shell.echo(f"+ cat {' '.join(map(str, parts))} > {gen / 'games.jsonl'}")
+        levels = cfg.league.skill_levels
+        if cfg.league.skill_data == "quantile":
+            skill = self.skill()
+            parts = [
+                f"{seat}={self.warm_part(stage, seat, own, ref)}"
+                for own in skill.PLAYER_STRENGTHS
+                for ref in skill.REFERENCES
+                for seat in (0, 1)
+            ]
+            run.shell.run(
+                "warm start: levels by quantile against the references",
+                [cfg.tools.python or sys.executable, "-m", skill.__name__, *parts, "--out", str(gen / "games.jsonl"),
+                 "--levels", ",".join(levels)],
+            )  # fmt: skip
+            return
+        parts_files = [gen / "levels" / level / "games.jsonl" for level in levels]
+        if cfg.dry_run:
+            run.shell.echo(f"+ cat {' '.join(map(str, parts_files))} > {gen / 'games.jsonl'}")
         else:
-            concatenate(parts, gen / "games.jsonl")
+            concatenate(parts_files, gen / "games.jsonl")
 
     def skill_match(self, server, model: str, eval_dir: Path) -> None:
         """The model at its highest skill level against itself at its lowest, both seat orders, on
         instances apart from every other set; the game's `follows_levels` of the games into
-        eval_dir/skill.json (the issue's target: the highest level wins 65% of decided games)."""
+        eval_dir/skill.json (the issue's target: the highest level wins 65% of decided games). Then
+        each level judged on references outside the model (`judge_levels`, eval_dir/skill_levels.json):
+        in seat 0 against each scripted negotiator of the game's `REFERENCES` in seat 1, and against the
+        model unconditioned in both seat orders."""
         run, cfg = self.run, self.run.cfg
         levels = cfg.league.skill_levels
         low, high = levels[0], levels[-1]
         e = cfg.evaluation
+        games = e.instances * e.games_per_instance
         played = []
         for seats in ((high, low), (low, high)):
             out = eval_dir / "skill" / f"{seats[0]}__{seats[1]}"
             command = run.plays.generate(
-                server, model, SKILL_SEED, e.instances * e.games_per_instance, e.games_per_instance, out, [],
-                ["--skill", ",".join(seats)],
-            )  # fmt: skip
+                server, model, SKILL_SEED, games, e.games_per_instance, out, [], ["--skill", ",".join(seats)]
+            )
             run.shell.run(f"skill match: {seats[0]} vs {seats[1]}", command)
             played.append((out / "games.jsonl", seats))
+        skill = self.skill()
+        references = [scripted_member(r) for r in getattr(skill, "REFERENCES", ())]
+        judged = []
+        for level in levels:
+            for member in references:
+                out = eval_dir / "skill" / f"{level}__{safe_name(member.name)}"
+                command = run.plays.generate(
+                    server, model, SKILL_SEED, games, e.games_per_instance, out, member.partner_args(),
+                    ["--skill", f"{level},"],
+                )  # fmt: skip
+                run.shell.run(f"skill level: {level} vs {member.name}", command)
+                judged.append((out / "games.jsonl", (level, member.name)))
+            for seats in ((level, UNCONDITIONED), (UNCONDITIONED, level)):
+                out = eval_dir / "skill" / f"{seats[0]}__{seats[1]}"
+                told = f"{level}," if seats[0] == level else f",{level}"
+                command = run.plays.generate(
+                    server, model, SKILL_SEED, games, e.games_per_instance, out, plays.partner_args(server),
+                    ["--skill", told],
+                )  # fmt: skip
+                run.shell.run(f"skill level: {seats[0]} vs {seats[1]}", command)
+                judged.append((out / "games.jsonl", seats))
         if cfg.dry_run:
             return
         import pandas as pd
@@ -424,10 +489,16 @@ class Competition:
         from ..records import read_games
 
         tables = [records_table(list(read_games(path)), seats) for path, seats in played]
-        result = self.skill().follows_levels(pd.concat(tables, ignore_index=True), (low, high))
+        result = skill.follows_levels(pd.concat(tables, ignore_index=True), (low, high))
         write_atomic(eval_dir / SKILL_FILE, json.dumps(result, indent=1, default=float) + "\n")
         share = result["expert_vs_novice"]
         run.shell.echo(f"skill match: {high} against {low}: decided-game win share {share}")
+        if judged:
+            table = pd.concat([records_table(list(read_games(p)), seats) for p, seats in judged], ignore_index=True)
+            partners = [*(m.name for m in references), UNCONDITIONED]
+            levels_judged = skill.judge_levels(table, levels, partners)
+            write_atomic(eval_dir / SKILL_LEVELS_FILE, json.dumps(levels_judged, indent=1, default=float) + "\n")
+            run.shell.echo(f"skill levels against the references:\n{skill.judged_table(levels_judged)}")
 
     def skill(self) -> ModuleType:
         """The run's game's skill levels (the command line refused levels for a game without them)."""

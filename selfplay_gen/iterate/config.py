@@ -387,6 +387,7 @@ PROMOTION_POLICIES = ("auto", "on", "off")
 LEARNER_POLICIES = ("promoted", "latest")
 SELF_PLAY_SEATS = ("seat0", "both")
 DPO_PAIR_POLICIES = ("reward", "outcome")
+SKILL_DATA = ("quantile", "scripted-strength")  # as the negotiation game's skill levels name them
 
 
 @dataclass(frozen=True)
@@ -404,6 +405,8 @@ class League:
     - `skill_levels`: skill-conditioned play: the warm start imitates the scripted negotiator at each
       level's strength with that level in the prompt, the trained seat plays at the highest level, and
       every model plays its highest level against its lowest (the game's `Game.skill`);
+    - `skill_data`: what teaches a level: games chosen by quantile of outcome against fixed references
+      (strength), or the scripted negotiator at the level's strength;
     - `eval_strength`: the scripted negotiator every checkpoint also cross-plays at the end;
     - `cooperation`: promotion also asks that the checkpoint's self-play cooperation (joint share of
       the best deal) not fall below the previous one's, paired by instance (`league.promotion`);
@@ -449,6 +452,14 @@ class League:
         "start imitates the scripted player at each level's strength with the level in the prompt, the trained "
         "seat plays at the highest level, and every model plays its highest level against its lowest (skill.json; "
         "target 65% of decided games).", alias="SKILL_LEVELS",
+    )  # fmt: skip
+    skill_data: str = knob(
+        "quantile", "What teaches a skill level. quantile: scripted negotiators of many strengths play fixed "
+        "references (strengths 0.3, 0.6, 1) in both seats, and each game goes to the level whose quantile of the "
+        "seat's points against that reference it falls in: a level is how well the seat did; scripted-strength: "
+        "the scripted negotiator at the level's strength (novice 0.3, intermediate 0.6, expert 1). Either way every "
+        "level is judged against the references and the unconditioned model (skill_levels.json).",
+        type=click.Choice(SKILL_DATA), alias="SKILL_DATA",
     )  # fmt: skip
     eval_strength: float | None = knob(
         1.0, "League: every checkpoint also cross-plays the scripted negotiator of this strength at the end.",

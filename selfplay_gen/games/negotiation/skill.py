@@ -40,7 +40,6 @@ LEVELS = tuple(SKILL_STRENGTHS)  # lowest first
 TARGET = 0.65  # expert's share of the decided games against novice
 REFERENCES = (0.3, 0.6, 1.0)  # the scripted negotiators every level is judged against, and quantiled on
 PLAYER_STRENGTHS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # the scripted play a level's games are chosen from
-SKILL_DATA = ("quantile", "scripted-strength")  # what teaches a level (see the module docstring)
 UNCONDITIONED = "unconditioned"  # the label of the model asked for no level
 COOPERATION = ("agreed", "joint", "pareto_optimal")
 
