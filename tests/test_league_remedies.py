@@ -294,3 +294,37 @@ def test_a_skill_run_chooses_level_games_by_quantile_and_judges_every_level_on_t
             assert f"--partner-scripted-strength {reference:g}" in line and f"--skill {level}\\," in line
         assert any(f"/skill/{level}__unconditioned/" in j and "--partner-backend sglang" in j for j in judged)
         assert any(f"/skill/unconditioned__{level}/" in j and f"--skill \\,{level}" in j for j in judged)
+
+
+# --- a population of diverse partners --------------------------------------------------------------
+
+
+def test_a_population_gives_every_partner_its_equal_share_whatever_the_ratings():
+    from selfplay_gen.iterate import decisions
+
+    ratings = {"iter_2": 400.0, "warm": 0.0, "iter_1": 50.0, "scripted@0.2": 100.0, "scripted@0.6": 300.0}
+    ratings |= {"scripted@1": 420.0}
+    candidates = ["warm", "iter_1", "scripted@0.2", "scripted@0.6", "scripted@1"]
+    by_rating = dict(decisions.league_batches(ratings, "iter_2", candidates, 8 * 50, 8, seed=3))
+    population = dict(decisions.league_batches(ratings, "iter_2", candidates, 8 * 50, 8, seed=3, population=True))
+    assert population == {name: 80 for name in candidates}  # 10 groups each, drawn by no rating
+    assert by_rating != population and by_rating.get("warm", 0) < 80  # by rating, the far-below warm start is rare
+    # the past checkpoints together keep their share, each side split evenly (groups left over to the earlier
+    # names); a self-play share comes first
+    mixed = decisions.league_batches(
+        ratings, "iter_2", candidates, 8 * 50, 8, seed=3, self_play=0.2, past=["warm", "iter_1"], past_share=0.5,
+        population=True,
+    )  # fmt: skip
+    assert mixed[0] == ("iter_2", 80)
+    assert dict(mixed[1:]) == {"warm": 80, "iter_1": 80, "scripted@0.2": 56, "scripted@0.6": 56, "scripted@1": 48}
+
+
+def test_the_dry_run_shows_a_population_of_diverse_partners(tmp_path):
+    lines = dry_iterate(
+        tmp_path, "--trainer", "grpo", "--league_size", "2", "--num_iterations", "2", "--league.population", "true",
+        "--league.scripted", "0.2,0.4,0.6,0.8,1", "--trainers.grpo.games_per_iter", "400",
+    )  # fmt: skip
+    first = "iteration 1: seat 0 (base, trained) plays, an equal share each (population): scripted@0.2 80, "
+    assert f"{first}scripted@0.4 80, scripted@0.6 80, scripted@0.8 80, scripted@1 80 games" in lines
+    second = next(line for line in lines if line.startswith("iteration 2: seat 0 (iter_1, trained) plays"))
+    assert "base 72" in second and "scripted@1 64" in second  # 50 groups over six partners: 9, 9, 8, 8, 8, 8

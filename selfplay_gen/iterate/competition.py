@@ -282,7 +282,7 @@ class Competition:
         past = [name for name in candidates if self.league.member(name).kind == "checkpoint"]
         batches = decisions.league_batches(
             ratings, player, candidates, num_games, cfg.games_per_instance, first, cfg.league.sharpness, share, past,
-            past_share,
+            past_share, cfg.league.population,
         )  # fmt: skip
         if not cfg.dry_run:
             out.mkdir(parents=True, exist_ok=True)
@@ -293,7 +293,7 @@ class Competition:
             }  # fmt: skip
             write_atomic(out / OPPONENTS_FILE, json.dumps(chosen, indent=1) + "\n")
         drawn = ", ".join(f"{'itself (frozen)' if name == player else name} {games}" for name, games in batches)
-        way = "by rating"
+        way = "an equal share each (population)" if cfg.league.population else "by rating"
         if past_share is not None and past:
             way += f", past checkpoints ({', '.join(past)}) {past_share:.0%} of the draws"
         if share:

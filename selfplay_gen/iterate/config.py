@@ -426,6 +426,8 @@ class League:
       matches (`Run.report_draw`);
     - `past_share`: fictitious self-play: the past checkpoints together get this share of the drawn
       instances, the scripted negotiators the rest (`league.opponents.with_share`);
+    - `population`: every opponent of the pool gets an equal share of the instances, split exactly, not
+      drawn by rating (`league.opponents.stratified`): a population of diverse partners;
     - `joint_weight`: the training reward's term for the joint outcome (`selfplay_gen.reward`), a weight on
       the joint share of the best deal, so a semi-competitive seat is paid for deals its partner keeps."""
 
@@ -506,6 +508,13 @@ class League:
         "(the last league_size promoted ones and, with past_learners, every earlier learner), drawn by rating among "
         "them; the scripted negotiators get the rest. null: one draw by rating over the whole pool.", type=SHARE,
         alias="LEAGUE_PAST_SHARE",
+    )  # fmt: skip
+    population: bool = knob(
+        False, "League: a population of diverse partners: every opponent of the pool (the scripted negotiators at "
+        "each league.scripted strength, the promoted checkpoints and, with past_learners, every past learner) gets "
+        "an equal share of the instances each iteration, split exactly instead of drawn by rating (past_share "
+        "still weighs the past checkpoints together), so the trained seat keeps meeting partners that refuse as "
+        "well as ones that give way. false: drawn by rating.", alias=Alias("LEAGUE_POPULATION", ON_OFF),
     )  # fmt: skip
     joint_weight: float = knob(
         0.0, "The training reward's joint-outcome term: + WEIGHT x the game's joint share of the best deal (both "

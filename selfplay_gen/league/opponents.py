@@ -14,6 +14,7 @@ a pool that drifts towards exploitable opponents would leave out of view.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
@@ -86,3 +87,15 @@ def choose_opponents(
     rng = np.random.default_rng(seed)
     names = list(weights)
     return [names[i] for i in rng.choice(len(names), size=games, p=list(weights.values()))]
+
+
+def stratified(weights: Mapping[str, float], groups: int) -> dict[str, int]:
+    """`groups` split by `weights` (summing to 1) exactly rather than drawn: each name its whole share,
+    the groups left over to the largest remainders (the earlier name on a tie). A population whose every
+    member should meet the player each iteration gets them so, however few the groups."""
+    exact = {n: w * groups for n, w in weights.items()}
+    counts = {n: math.floor(x) for n, x in exact.items()}
+    left = groups - sum(counts.values())
+    for name in sorted(exact, key=lambda n: -(exact[n] - counts[n]))[:left]:
+        counts[name] += 1
+    return counts
