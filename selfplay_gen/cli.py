@@ -109,6 +109,14 @@ def main():
     help="Games per instance: one GRPO group. GRPO needs K >= 2 for any signal. A K given must divide --num-games.",
 )
 @click.option(
+    "--first-game-index",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="The number of each instance's first game (its game ids end /INDEX, /INDEX+1, ...): the games of one "
+    "instance played by several commands, e.g. against several partners of one group, keep distinct ids.",
+)
+@click.option(
     "--instances",
     type=click.Choice(["random", "human"]),
     default="random",
@@ -130,7 +138,7 @@ def main():
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @game_options
 @generation_options
-def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
+def play(num_games, games_per_instance, first_game_index, instances, out, resume, quiet, **opts):
     """Play games and write each one to OUT as it ends.
 
     Exit status: 0 when games were played, even if some failed (stderr counts them; --resume plays
@@ -155,7 +163,9 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
     needed = instances_needed(num_games, games_per_instance)
     if instances == "random":
         _note_evaluation_seeds(opts["seed"], needed)
-    specs = plan_games(load_instances(instances, needed, opts["seed"], game.name), games_per_instance, num_games)
+    specs = plan_games(
+        load_instances(instances, needed, opts["seed"], game.name), games_per_instance, num_games, first_game_index
+    )
     try:
         writer = GameWriter(out, resume=resume)
     except (OSError, RecordError) as err:

@@ -328,3 +328,63 @@ def test_the_dry_run_shows_a_population_of_diverse_partners(tmp_path):
     assert f"{first}scripted@0.4 80, scripted@0.6 80, scripted@0.8 80, scripted@1 80 games" in lines
     second = next(line for line in lines if line.startswith("iteration 2: seat 0 (iter_1, trained) plays"))
     assert "base 72" in second and "scripted@1 64" in second  # 50 groups over six partners: 9, 9, 8, 8, 8, 8
+
+
+# --- several partners within a group ---------------------------------------------------------------
+
+
+def play_the_plan(tmp_path: Path, partners: int) -> tuple[Path, list[str]]:
+    """A DPO league's first iteration as its dry run plans it, each planned game played by scripted negotiators
+    (the full-strength one standing in for the trained model), joined as the run joins them."""
+    import shlex
+
+    lines = dry_iterate(
+        tmp_path, "--trainer", "dpo", "--league_size", "1", "--num_iterations", "1", "--trainers.dpo.games_per_iter",
+        "64", "--league.partners_per_group", str(partners),
+    )  # fmt: skip
+    run = tmp_path / "run"
+    planned = [line for line in lines if line.startswith("+ gen ") and f"{run}/iter_001/gen/vs/" in line]
+    for line in planned:
+        words = shlex.split(line[2:])
+        value = {key: words[words.index(key) + 1] for key in ("--seed", "--num-games", "--games-per-instance")}
+        numbered = words[words.index("--first-game-index") :][:2] if "--first-game-index" in words else []
+        out, strength = words[words.index("--out") + 1], words[words.index("--partner-scripted-strength") + 1]
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        play(Path(out), "--scripted-strength", "1", "--partner-scripted-strength", strength, "--seed",
+             value["--seed"], "-n", value["--num-games"], "-k", value["--games-per-instance"], *numbered)  # fmt: skip
+    (cat,) = [line for line in lines if line.startswith("+ cat ") and "/iter_001/gen/games.jsonl" in line]
+    parts = cat[len("+ cat ") :].split(" > ")[0].split()
+    games = tmp_path / "games.jsonl"
+    games.write_text("".join(Path(part).read_text() for part in parts))
+    return games, planned
+
+
+def test_several_partners_share_a_group_so_its_games_differ_by_partner(tmp_path):
+    from convert.cli import main as convert_main
+
+    one, planned = play_the_plan(tmp_path / "one", 1)
+    assert all("--games-per-instance 8" in line for line in planned)
+    # one partner a group: the scripted stand-in plays alike in every game of a group, so DPO finds no pair
+    result = CliRunner().invoke(convert_main, [str(one), "--out-dir", str(tmp_path / "one_dpo"), "--format", "dpo"])
+    assert result.exit_code == 3 and "no training rows are left" in result.output
+    mixed, planned = play_the_plan(tmp_path / "two", 2)
+    assert all("--games-per-instance 4" in line for line in planned)
+    assert sum(int(line.split("--num-games ")[1].split()[0]) for line in planned) == 64
+    records = {r["game_id"]: r for r in read_games(mixed)}
+    by_instance: dict[str, list] = {}
+    for record in records.values():
+        by_instance.setdefault(record["instance_id"], []).append(record["settings"]["seat1"]["strength"])
+    assert len(by_instance) == 8 and all(len(strengths) == 8 for strengths in by_instance.values())
+    assert sum(len(set(strengths)) > 1 for strengths in by_instance.values()) >= 4  # most groups: two partners
+    summary = convert(mixed, tmp_path / "two_dpo", "--format", "dpo", "--seat", "0")
+    assert summary["dpo"]["pairs"] > 0
+    import pandas as pd
+
+    for row in pd.read_parquet(tmp_path / "two_dpo" / "train.parquet")["extra_info"]:
+        chosen, rejected = records[row["chosen_game_id"]], records[row["rejected_game_id"]]
+        assert chosen["instance_id"] == rejected["instance_id"]
+        assert chosen["settings"]["seat1"]["strength"] != rejected["settings"]["seat1"]["strength"]
+    from selfplay_gen.iterate.cli import iterate_command
+
+    odd = CliRunner().invoke(iterate_command, ["--dry-run", "--league.partners_per_group", "3"])
+    assert odd.exit_code == 2 and "3 partners cannot share a group of 8 games evenly" in odd.output

@@ -84,6 +84,12 @@ def games_file(out: Path, opponent: str) -> Path:
     return out / "vs" / safe_name(opponent) / "games.jsonl"
 
 
+def layer_file(out: Path, opponent: str, layer: int) -> Path:
+    """A round's games against `opponent` in layer `layer` (0: the first; `Competition.draw_layers`)."""
+    path = games_file(out, opponent)
+    return path if layer == 0 else path.parent / f"layer_{layer + 1}" / path.name
+
+
 def concatenate(parts: Sequence[Path], out: Path) -> None:
     """One JSONL file of games from several (each opponent's games), written whole or not at all."""
     tmp = temporary(out)
@@ -236,28 +242,29 @@ class Competition:
     def replay(self, stage: Stage) -> None:
         """The league as the stage's training games left it, for a run that resumes the stage after its
         training: each round's games recorded again (`record`, as `play_round` did), in the order its
-        opponents.json names the opponents."""
+        opponents.json names the opponents (layer by layer where several partners shared each group)."""
         round_ = 1
         while (chosen_file := round_dir(stage.dir / "gen", round_) / OPPONENTS_FILE).exists():
             try:
                 chosen = json.loads(chosen_file.read_text())
-                player, opponents = chosen["player"], list(chosen["games"])
-            except (ValueError, KeyError, TypeError) as error:
+                player, layers = chosen["player"], chosen.get("layers") or [chosen["games"]]
+                played = [(name, layer) for layer, drawn in enumerate(layers) for name in drawn]
+            except (ValueError, KeyError, TypeError, AttributeError) as error:
                 raise ValueError(f"{chosen_file}: no player or games, the opponents drawn ({error})") from None
             out = chosen_file.parent
-            for name in opponents:
-                if not (path := games_file(out, name)).exists():
+            for name, layer in played:
+                if not (path := layer_file(out, name, layer)).exists():
                     raise FileNotFoundError(
                         f"{path}: missing, and {chosen_file} says {player} played {name} there: the league "
                         "cannot be rebuilt without the stage's training games"
                     )
-            self.record(out, player, opponents)
+            self.record(player, [(name, layer_file(out, name, layer)) for name, layer in played])
             round_ += 1
 
-    def record(self, out: Path, player: str, opponents: Sequence[str]) -> None:
-        """The league with a round's games (in `out`) against each of `opponents` recorded, in that order."""
-        for name in opponents:
-            self.league = self.league.record_file(games_file(out, name), (player, name))
+    def record(self, player: str, played: Sequence[tuple[str, Path]]) -> None:
+        """The league with a round's games recorded: each (opponent, games file), in that order."""
+        for name, path in played:
+            self.league = self.league.record_file(path, (player, name))
 
     def trained_seats(self) -> list[str]:
         """The convert options for the seats a league's games train: seat 0, or with LEAGUE_SELF_PLAY_SEATS=both
@@ -266,48 +273,81 @@ class Competition:
             return ["--seats-of", self.run.model]
         return ["--seat", "0"]
 
+    def draw_layers(
+        self, ratings: dict, player: str, candidates: list[str], num_games: int, first: int
+    ) -> list[list[tuple[str, int]]]:
+        """The opponents of a round, per layer: with league.partners_per_group = P, P layers of games_per_instance
+        / P games an instance on the same instances, each drawn apart (`decisions.league_batches`, seeded
+        `first` + layer, its candidates' order turned by the layer), so an instance's group holds the trained
+        seat's games against up to P partners: its advantage compares one play against several partners, the
+        one that refuses among them. One layer (P = 1): one opponent an instance."""
+        cfg = self.run.cfg
+        league = cfg.league
+        layers = league.partners_per_group
+        past = [name for name in candidates if self.league.member(name).kind == "checkpoint"]
+        drawn = []
+        for layer in range(layers):
+            turn = layer % len(candidates)
+            order = candidates[turn:] + candidates[:turn]
+            drawn.append(
+                decisions.league_batches(
+                    ratings, player, order, num_games // layers, cfg.games_per_instance // layers, first + layer,
+                    league.sharpness, league.self_play, past, league.past_share, league.population,
+                )
+            )  # fmt: skip
+        return drawn
+
     def play_round(
         self, i: int, out: Path, player: str, candidates: list[str], num_games: int, first: int, server: Started,
         played: list[Path],
     ) -> int:  # fmt: skip
         """One round of the player's games, an opponent for each instance from `first` on (its frozen copy for
-        the LEAGUE_SELF_PLAY share, the rest drawn by rating: `decisions.league_batches`), each opponent's
-        games in out/vs/<opponent>/games.jsonl, appended to `played` and recorded in the league; returns the
-        first instance after them."""
+        the LEAGUE_SELF_PLAY share, the rest drawn by rating: `decisions.league_batches`; several a group with
+        league.partners_per_group: `draw_layers`), each opponent's games in out/vs/<opponent>/games.jsonl (a
+        later layer's in out/vs/<opponent>/layer_L/), appended to `played` and recorded in the league; returns
+        the first instance after them."""
         run, cfg = self.run, self.run.cfg
         ratings = self.league.ratings()
         if ratings.get(player) is None:  # a learner not promoted (or not rated yet): as strong as the one kept
             ratings[player] = ratings.get(run.kept.label)
         share, past_share = cfg.league.self_play, cfg.league.past_share
         past = [name for name in candidates if self.league.member(name).kind == "checkpoint"]
-        batches = decisions.league_batches(
-            ratings, player, candidates, num_games, cfg.games_per_instance, first, cfg.league.sharpness, share, past,
-            past_share, cfg.league.population,
-        )  # fmt: skip
+        layers = self.draw_layers(ratings, player, candidates, num_games, first)
+        games_each = cfg.games_per_instance // len(layers)
+        totals: dict[str, int] = {}
+        for drawn in layers:
+            for name, games in drawn:
+                totals[name] = totals.get(name, 0) + games
         if not cfg.dry_run:
             out.mkdir(parents=True, exist_ok=True)
             weights = with_share(opponent_weights(ratings, player, candidates, cfg.league.sharpness), past, past_share)
             chosen = {
                 "player": player, "ratings": ratings, "self_play": share, "past_share": past_share, "weights": weights,
-                "games": dict(batches),
+                "games": totals, "layers": [dict(drawn) for drawn in layers],
             }  # fmt: skip
             write_atomic(out / OPPONENTS_FILE, json.dumps(chosen, indent=1) + "\n")
-        drawn = ", ".join(f"{'itself (frozen)' if name == player else name} {games}" for name, games in batches)
+        drawn_text = ", ".join(f"{'itself (frozen)' if name == player else name} {n}" for name, n in totals.items())
         way = "an equal share each (population)" if cfg.league.population else "by rating"
         if past_share is not None and past:
             way += f", past checkpoints ({', '.join(past)}) {past_share:.0%} of the draws"
         if share:
             way = f"{share:.0%} against itself, the rest {way}"
-        run.shell.echo(f"iteration {i}: seat 0 ({player}, trained) plays, {way}: {drawn} games")
-        plan = {}  # opponent: (games, first instance, games file), in the order the batches were drawn
-        for name, games in batches:
-            plan[name] = (games, first, games_file(out, name))
-            first += games // cfg.games_per_instance
-        for wave in self.waves(list(plan), player):
+        if len(layers) > 1:
+            way += f", {len(layers)} partners a group ({games_each} games each)"
+        run.shell.echo(f"iteration {i}: seat 0 ({player}, trained) plays, {way}: {drawn_text} games")
+        plan = []  # (opponent, games, first instance, games file), layer by layer in the order drawn
+        layer_of: dict[Path, int] = {}  # games file: its layer, whose games are numbered on from the layers' before it
+        for layer, drawn in enumerate(layers):
+            start = first
+            for name, games in drawn:
+                plan.append((name, games, start, layer_file(out, name, layer)))
+                layer_of[plan[-1][3]] = layer
+                start += games // games_each
+        first = start
+        for wave in self.waves(list(totals), player):
             startup = server.startup_s if not played else 0.0
             steps = []
-            for name in wave:
-                games, start, path = plan[name]
+            for name, games, start, path in (entry for entry in plan if entry[0] in wave):
                 member = None if name == player else self.league.member(name)
                 if member is None:  # its own server plays the partner seat: the weights the iteration began with
                     partner_args = plays.partner_args(server)
@@ -317,16 +357,17 @@ class Competition:
                     partner_args = plays.partner_args(partner)
                 else:
                     partner_args = member.partner_args()
+                index = layer_of[path] * games_each
+                extra = [*self.skill_args(), *(["--first-game-index", str(index)] if index else [])]
                 command = run.plays.generate(
-                    server, run.model, start, games, cfg.games_per_instance, path.parent, partner_args,
-                    self.skill_args(),
-                )  # fmt: skip
+                    server, run.model, start, games, games_each, path.parent, partner_args, extra
+                )
                 steps.append((f"iteration {i}: generate vs {name}", command))
             with run.timed(f"generate vs {', '.join(wave)}", startup):
                 run.shell.run_together(steps)
-            played.extend(plan[name][2] for name in wave)
+            played.extend(path for name, _, _, path in plan if name in wave)
         if not cfg.dry_run:
-            self.record(out, player, list(plan))
+            self.record(player, [(name, path) for name, _, _, path in plan])
         return first
 
     def waves(self, opponents: list[str], player: str) -> list[list[str]]:

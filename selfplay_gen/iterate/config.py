@@ -428,6 +428,8 @@ class League:
       instances, the scripted negotiators the rest (`league.opponents.with_share`);
     - `population`: every opponent of the pool gets an equal share of the instances, split exactly, not
       drawn by rating (`league.opponents.stratified`): a population of diverse partners;
+    - `partners_per_group`: several partners within one instance's group of games
+      (`Competition.draw_layers`);
     - `joint_weight`: the training reward's term for the joint outcome (`selfplay_gen.reward`), a weight on
       the joint share of the best deal, so a semi-competitive seat is paid for deals its partner keeps."""
 
@@ -515,6 +517,12 @@ class League:
         "an equal share of the instances each iteration, split exactly instead of drawn by rating (past_share "
         "still weighs the past checkpoints together), so the trained seat keeps meeting partners that refuse as "
         "well as ones that give way. false: drawn by rating.", alias=Alias("LEAGUE_POPULATION", ON_OFF),
+    )  # fmt: skip
+    partners_per_group: int = knob(
+        1, "League: the partners of one instance's group of games: games_per_instance / N games against each of N "
+        "opponents drawn apart, so the group's baseline compares the trained seat's play across partners, the one "
+        "that refuses among them (it must divide games_per_instance). 1: one opponent a group, so a group's games "
+        "differ in the trained seat's play alone.", type=POSITIVE, alias="LEAGUE_PARTNERS_PER_GROUP",
     )  # fmt: skip
     joint_weight: float = knob(
         0.0, "The training reward's joint-outcome term: + WEIGHT x the game's joint share of the best deal (both "
