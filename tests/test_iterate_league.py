@@ -556,6 +556,7 @@ def test_the_summary_shows_each_promotion_skill_match_and_the_progress(tmp_path)
         (stage / report.PROMOTION_FILE).write_text(json.dumps(decision.to_dict()))
     skill = {"expert_vs_novice": {"mean": 0.7, "ci": [0.62, 0.78]}, "meets_target": True, "follows": True}
     (tmp_path / "iter_001" / "eval" / report.SKILL_FILE).write_text(json.dumps(skill))
+    (tmp_path / "iter_001" / "eval" / report.SKILL_LEVELS_TABLE).write_text("| level | against |\n| expert | x |\n")
     (tmp_path / "report").mkdir()
     (tmp_path / "report" / report.PROGRESS_FILE).write_text("## Progress per checkpoint\n\n| checkpoint |\n")
     text = report.write_summary(tmp_path)
@@ -563,6 +564,8 @@ def test_the_summary_shows_each_promotion_skill_match_and_the_progress(tmp_path)
     assert "| iter_2 | kept iter_1 | 52.0% [45.0%, 59.0%] | 512 | reason 2 |" in text
     assert "| iter_1 | 70.0% [62.0%, 78.0%] | True | True |" in text
     assert text.index("## Promotion") < text.index("## Skill levels") < text.index("## Progress per checkpoint")
+    judged = text.index("## Skill levels against references outside the model")
+    assert text.index("### iter_1\n\n| level | against |\n| expert | x |") > judged
 
 
 def test_a_judged_candidate_kept_as_the_final_model_is_evaluated_on_the_test_split_once(tmp_path, capsys):

@@ -245,6 +245,7 @@ def test_quantile_levels_order_by_win_rate_against_the_scripted_references(tmp_p
     records = list(read_games(out))
     assert len(records) == 3 * 3 * 2 * 12
     judged = json.loads(out.with_suffix(".levels.json").read_text())
+    assert "| expert | scripted@1 | 24 |" in result.output  # the table: a row per level and reference
     for reference in ("scripted@0.3", "scripted@0.6", "scripted@1"):
         shares = [judged[level][reference]["win_share"]["mean"] for level in skill.LEVELS]
         shares = [0.5 if share is None else share for share in shares]  # every game tied: an even match

@@ -57,7 +57,7 @@ from ..league.progress import progress, progress_table
 from . import decisions, plays
 from .config import Iteration
 from .plays import Plays
-from .report import PROGRESS_FILE, PROMOTION_FILE, SKILL_FILE
+from .report import PROGRESS_FILE, PROMOTION_FILE, SKILL_FILE, SKILL_LEVELS_FILE, SKILL_LEVELS_TABLE
 from .server import Started
 from .shell import Shell
 from .stages import Checkpoint, Stage
@@ -65,7 +65,6 @@ from .stages import Checkpoint, Stage
 LEAGUE_FILE = "league.json"
 OPPONENTS_FILE = "opponents.json"
 SKILL_SEED = SKILL.start  # the skill match's instances: a range of their own, apart from training and the splits
-SKILL_LEVELS_FILE = "skill_levels.json"  # each level against references outside the model (`judge_levels`)
 UNCONDITIONED = "unconditioned"  # the model asked for no level, as the skill evaluation labels it
 
 
@@ -538,8 +537,10 @@ class Competition:
             table = pd.concat([records_table(list(read_games(p)), seats) for p, seats in judged], ignore_index=True)
             partners = [*(m.name for m in references), UNCONDITIONED]
             levels_judged = skill.judge_levels(table, levels, partners)
+            table_text = skill.judged_table(levels_judged)
             write_atomic(eval_dir / SKILL_LEVELS_FILE, json.dumps(levels_judged, indent=1, default=float) + "\n")
-            run.shell.echo(f"skill levels against the references:\n{skill.judged_table(levels_judged)}")
+            write_atomic(eval_dir / SKILL_LEVELS_TABLE, table_text + "\n")
+            run.shell.echo(f"skill levels against the references:\n{table_text}")
 
     def skill(self) -> ModuleType:
         """The run's game's skill levels (the command line refused levels for a game without them)."""
