@@ -140,7 +140,7 @@ def test_a_dpo_league_plays_each_drawn_opponent_in_turn_and_pairs_wins_with_loss
         assert any(f"--model-path {run}/warm/train/hf --host 127.0.0.1 --port 30001" in line for line in lines)
     # the end: every checkpoint also against the scripted negotiator at strength 1, and a report
     assert any("--label iter_2 --partner-label scripted@1" in line for line in lines)
-    (report,) = [line for line in lines if line.startswith("+ gen eval") and "--from-games" in line]
+    report, _test_split = [line for line in lines if line.startswith("+ gen eval") and "--from-games" in line]
     assert f"scripted@1={run}/crossplay/draw_2/warm__scripted@1/eval/games/scripted_1__scripted_1.jsonl" in report
 
 

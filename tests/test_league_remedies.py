@@ -219,8 +219,16 @@ def test_the_report_is_read_on_a_second_development_draw_apart_from_the_promotio
         source = "development draw 1 (48 instances, seeds 1_000_000_000 to 1_000_000_047): the promotion matches'"
     (said,) = [line for line in lines if line.startswith("crossplay report: read on ")]
     assert said.startswith(f"crossplay report: read on {source}")
-    (inputs,) = [line for line in lines if line.startswith("+ gen eval") and "--from-games" in line]
+    (inputs, tested) = [line for line in lines if line.startswith("+ gen eval") and "--from-games" in line]
     assert (f"{run}/crossplay/draw_2/iter_1__base/eval/games" in inputs) is report_draw
+    # the final model also against the initial one and the scripted reference on the test split, reported apart
+    final = [line for line in evals if f"{run}/crossplay/test/" in line]
+    assert len(final) == 2 and all("--instances test --num-instances 256 -k 4 --label iter_2" in f for f in final)
+    assert {f.split("--partner-label ")[1].split()[0] for f in final} == {"base", "scripted@1"}
+    assert tested.endswith(f"--out {run}/report/crossplay_test") and "iter_1" not in tested.replace(str(run), "")
+    assert "crossplay report of the final model: read on the test split (256 instances from seed 2_000_000_000)" in (
+        "\n".join(lines)
+    )
 
 
 # --- skill levels as strength ----------------------------------------------------------------------

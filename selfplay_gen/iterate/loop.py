@@ -22,6 +22,7 @@ import click
 
 from .. import games
 from ..atomic import write_atomic
+from ..evaluation.splits import TEST
 from ..league import SCRIPTED_PREFIX, Member, scripted_member
 from ..verl import attention
 from . import competition, decisions, report
@@ -473,12 +474,16 @@ class Run:
         self.train(stage, job)
         self.retention(stage, str(stage.model_dir))
 
-    def crossplay_pair(self, a: str, model: str, b: str, partner: str | None, draw: int = 1) -> Path:
+    def crossplay_pair(
+        self, a: str, model: str, b: str, partner: str | None, draw: int = 1, split: str = DEV_SET
+    ) -> Path:
         """`a` (served `model`) against `b` in both seat orders on the `draw`-th set of development instances
         (`plays.dev_draw`), with both self-plays, into RUN_DIR/crossplay/A__B/eval (a later draw's into
-        RUN_DIR/crossplay/draw_N/A__B/eval; its games/ returned), unless DONE there. `b` is a checkpoint served
-        on the partner slot (`partner`, its model) or a scripted member (None)."""
-        pair = self.run_dir / "crossplay" / (f"draw_{draw}" if draw > 1 else "") / f"{a}__{b}"
+        RUN_DIR/crossplay/draw_N/A__B/eval, the test split's into RUN_DIR/crossplay/test/A__B/eval; its games/
+        returned), unless DONE there. `b` is a checkpoint served on the partner slot (`partner`, its model) or a
+        scripted member (None)."""
+        where = "test" if split == TEST_SET else f"draw_{draw}" if draw > 1 else ""
+        pair = self.run_dir / "crossplay" / where / f"{a}__{b}"
         if not (pair / "DONE").exists():
             outside = self.stage is None
             if outside:
@@ -491,8 +496,9 @@ class Run:
                 started = self.slots.serve(1, partner, pair / "sglang-partner.log", shared=True)
                 args, startup = partner_args(started), startup + started.startup_s
             with self.timed(f"{a} vs {b}", startup):
-                command = self.plays.crossplay(server, model, a, args, b, pair / "eval", draw)
-                self.shell.run(f"crossplay: {a} vs {b}" + (f" (development draw {draw})" if draw > 1 else ""), command)
+                command = self.plays.crossplay(server, model, a, args, b, pair / "eval", draw, split)
+                note = " (test split)" if split == TEST_SET else f" (development draw {draw})" if draw > 1 else ""
+                self.shell.run(f"crossplay: {a} vs {b}{note}", command)
             if not self.cfg.dry_run:
                 (pair / "DONE").touch()
             if outside:
@@ -514,12 +520,23 @@ class Run:
             return f"{where}: the promotion matches' own games, which chose the checkpoints (league.report_draw off)"
         return f"{where}; no promotion match chose on them"
 
+    def final_pairs(self, pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The pairings of the cross-play report that the final model (the last promoted checkpoint) plays on
+        the test split too: against the initial checkpoint and the scripted reference, in a league whose
+        evaluation reads the test split (evaluation.test_split)."""
+        if self.competition is None or not self.cfg.evaluation.test_split:
+            return []
+        last = len(self.labels) - 1
+        first = 1 if len(self.labels) > 1 and self.labels[1] == "warm" else 0
+        return [(i, j) for i, j in pairs if i == last and (j == first or j > last)]
+
     def cross_play(self) -> list[Path]:
         """Each checkpoint from the initial one on against the initial one and the one before it (and,
         in a league, against the scripted negotiator at LEAGUE_EVAL_STRENGTH), both seat orders, then
         one report of every pairing: win rates and ratings (the initial one 0); in a league also the
         progress per checkpoint (RUN_DIR/report/progress.md). Read on the development draw `report_draw`
-        names, so a run with promotion reports figures from games that chose nothing."""
+        names, so a run with promotion reports figures from games that chose nothing; in a league, the final
+        model's pairings also on the test split (`final_pairs`, RUN_DIR/report/crossplay_test)."""
         labels, models = list(self.labels), list(self.checkpoints)
         pairs = decisions.crossplay_pairings(labels)
         scripted = self.cfg.league.eval_strength
@@ -531,6 +548,11 @@ class Run:
         for i, j in pairs:
             partner = models[j] if j < len(models) else None
             played.append(self.crossplay_pair(labels[i], models[i], labels[j], partner, self.report_draw()))
+        final = self.final_pairs(pairs)
+        tested = []
+        for i, j in final:
+            partner = models[j] if j < len(models) else None
+            tested.append(self.crossplay_pair(labels[i], models[i], labels[j], partner, split=TEST_SET))
         self.slots.release()
         if not pairs:
             return []
@@ -539,6 +561,17 @@ class Run:
         self.shell.echo(f"crossplay report: read on {self.report_source()}")
         self.shell.run("crossplay: report", [*self.cfg.tools.gen, "eval", *self.game_args, *inputs, "--out", str(out)])
         shown = [out / "report.md"]
+        if final:
+            out_test = self.reports / "crossplay_test"
+            inputs = decisions.crossplay_inputs(labels, final, tested)
+            e = self.cfg.evaluation
+            self.shell.echo(
+                f"crossplay report of the final model: read on the test split ({e.test_instances} instances from seed "
+                f"{TEST.start:_}), played only to report final models"
+            )
+            command = [*self.cfg.tools.gen, "eval", *self.game_args, *inputs, "--out", str(out_test)]
+            self.shell.run("crossplay: report (test split)", command)
+            shown.append(out_test / "report.md")
         if self.competition is not None:
             first = 1 if len(self.labels) > 1 and self.labels[1] == "warm" else 0
             written = self.competition.write_progress(

@@ -93,15 +93,19 @@ class Plays:
 
     def crossplay(
         self, server: Started, model: str | None, label: str, partner: list[str], partner_label: str, out: Path,
-        draw: int = 1,
+        draw: int = 1, split: str = DEV_SET,
     ) -> list[str]:  # fmt: skip
-        """Cross-play on the `draw`-th set of `evaluation.instances` development instances (`dev_draw`)."""
+        """Cross-play on the `draw`-th set of `evaluation.instances` development instances (`dev_draw`), or on
+        the test split (`split` TEST_SET: evaluation.test_instances, test_games_per_instance games each)."""
         e = self.evaluation
-        offset = ["--seed", str(dev_offset(e, draw))] if draw > 1 else []
+        if split == TEST_SET:
+            size = ["--num-instances", str(e.test_instances), "-k", str(e.test_games_per_instance)]
+        else:
+            offset = ["--seed", str(dev_offset(e, draw))] if draw > 1 else []
+            size = ["--num-instances", str(e.instances), *offset, "-k", str(e.games_per_instance)]
         return [
-            *self.tools.gen, "eval", *self.game, *self.sampling_args(server, model), *partner, "--instances", DEV_SET,
-            "--num-instances", str(e.instances), *offset, "-k", str(e.games_per_instance), "--label", label,
-            "--partner-label", partner_label, "--out", str(out), "--resume", "--quiet",
+            *self.tools.gen, "eval", *self.game, *self.sampling_args(server, model), *partner, "--instances", split,
+            *size, "--label", label, "--partner-label", partner_label, "--out", str(out), "--resume", "--quiet",
         ]  # fmt: skip
 
 
