@@ -397,3 +397,40 @@ def test_several_partners_share_a_group_so_its_games_differ_by_partner(tmp_path)
 
     odd = CliRunner().invoke(iterate_command, ["--dry-run", "--league.partners_per_group", "3"])
     assert odd.exit_code == 2 and "3 partners cannot share a group of 8 games evenly" in odd.output
+
+
+def test_a_resumed_stage_records_every_layer_of_its_mixed_groups_again(tmp_path):
+    from selfplay_gen.iterate import competition
+    from selfplay_gen.iterate.config import Iteration, ServerSettings, Tools, Warm
+    from selfplay_gen.iterate.config import League as LeagueSettings
+    from selfplay_gen.iterate.loop import Run
+    from selfplay_gen.iterate.stages import Stage
+
+    cfg = Iteration(
+        run_dir=tmp_path / "run", initial_model="/m0", game="negotiation", num_iterations=1, league_size=1,
+        warm=Warm(policy="none"), league=LeagueSettings(scripted=(0.3, 1.0), partners_per_group=2),
+        servers=ServerSettings(urls=("http://127.0.0.1:9",)), tools=Tools(python=sys.executable, gen=("false",)),
+    )  # fmt: skip
+    run = Run(cfg)
+    run.advance("/m0", "base", run.run_dir / "base")
+    stage = Stage("iter_001", "iter_1", run.run_dir / "iter_001", 1_000_000)
+    out = stage.dir / "gen"
+    layers = [{"scripted@0.3": 8, "scripted@1": 8}, {"scripted@1": 8, "scripted@0.3": 8}]
+    for layer, drawn in enumerate(layers):
+        for k, name in enumerate(drawn):
+            path = competition.layer_file(out, name, layer)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            seed = str(1_000_000 + 2 * k)
+            play(path, "--scripted-strength", "1", "--partner-scripted-strength", name.split("@")[1], "--seed", seed,
+                 "-n", "8", "-k", "4", "--first-game-index", str(4 * layer))  # fmt: skip
+    chosen = {"player": "base", "games": {"scripted@0.3": 16, "scripted@1": 16}, "layers": layers}
+    (out / competition.OPPONENTS_FILE).write_text(json.dumps(chosen))
+    comp = competition.Competition(run)
+    comp.start(1)
+    comp.replay(stage)
+    wins = comp.league.wins
+    assert sum(wins["base"].values()) + sum(wins[n]["base"] for n in ("scripted@0.3", "scripted@1")) == 32
+    assert competition.layer_file(out, "scripted@1", 1) == out / "vs" / "scripted_1" / "layer_2" / "games.jsonl"
+    competition.layer_file(out, "scripted@1", 1).unlink()
+    with pytest.raises(FileNotFoundError, match=r"scripted_1/layer_2/games.jsonl: missing"):
+        competition.Competition(run).replay(stage)
