@@ -102,9 +102,9 @@ class NothingToTrain(click.ClickException):
     type=click.FloatRange(min=0),
     default=0.0,
     show_default=True,
-    help="grpo: training reward = normalized reward - PENALTY x the seat's invalid moves / its turns "
-    "(as +selfplay.invalid_move_penalty online). Gives all-zero groups of weak models a signal; "
-    "the game score in the records is unchanged.",
+    help="Training reward = normalized reward - PENALTY x the seat's invalid moves / its turns "
+    "(as +selfplay.invalid_move_penalty online): GRPO's rewards, filtered BC's and DPO's rankings. Gives all-zero "
+    "groups of weak models a signal; the game score in the records is unchanged.",
 )
 @click.option(
     "--joint-weight",
