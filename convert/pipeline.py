@@ -268,9 +268,13 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
             + ("; failed games are never trained (`selfplay-gen --resume` plays them again)" if failed else "")
         )
     frame = pd.DataFrame(ledger, columns=columns)
-    if frame["game"].nunique() > 1:
+    shared = frame.groupby("instance_id")["game"].nunique()
+    if (shared > 1).any():
+        instance = shared[shared > 1].index[0]
+        both = ", ".join(sorted(frame.loc[frame["instance_id"] == instance, "game"].unique()))
         raise ConvertError(
-            f"{games} holds games of {', '.join(sorted(frame['game'].unique()))}; convert one game at a time"
+            f"{games}: instance {instance} holds games of {both}; a mix of games plays each game on seeds of its own "
+            "(`selfplay-gen --game A,B`), so that a group is the games of one instance of one game"
         )
     return frame, facts
 
@@ -411,7 +415,8 @@ def _summary(
             "games_per_instance": {"min": int(sizes.min()), "mean": float(sizes.mean()), "max": int(sizes.max())},
             "index_from": facts["index_from"],
         },
-        "game": ledger["game"].iloc[0],
+        "game": ",".join(ledger["game"].unique()),  # a mix's games joined by commas, in file order
+        "games_of_each": {str(g): int(n) for g, n in ledger["game"].value_counts(sort=False).items()},
         "mean_rewards": [float(ledger[f"score{seat}"].mean()) for seat in (0, 1)],
         "mean_training_reward": float(ledger[["reward0", "reward1"]].to_numpy().mean()),
         # the joint-outcome term apart, so the raw game reward (mean_rewards) stays what evaluation reads

@@ -40,6 +40,7 @@ class GameSpec:
     group: int  # GRPO group: the games of one instance share it
     game_index: int  # k-th game of its instance
     instance: GameInstance  # of the run's game
+    game: GameConfig | None = None  # the game this one plays, in a mix of games (None: the run's)
 
 
 # (spec, seat, the game just reset, what it showed first) -> the player for that seat of that game
@@ -127,7 +128,7 @@ async def play_game(spec: GameSpec, seats: Sequence[SeatFactory], config: GameCo
     """Play one game to its end and return its record: the one record type that the writer,
     `selfplay-convert` and the online trainer read."""
     started = time.perf_counter()
-    game = config.new()
+    game = (spec.game or config).new()
     start = game.reset(spec.instance)
     players = [seats[s](spec, s, game, start) for s in range(game.seats)]
     failure = await play(game, players, start)

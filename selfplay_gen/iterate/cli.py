@@ -191,6 +191,16 @@ def iterate(o: dict[str, Any]) -> str | None:
             "give a divisor of games_per_instance",
             param_hint="league.partners_per_group",
         )
+    try:
+        decisions.parts(cfg.game or default_game(), cfg.reward_mode, cfg.evaluation.references)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="evaluation.references") from None
+    if len(games.mixture(cfg.game or default_game())) > 1 and (cfg.league_size > 0 or cfg.promotes()):
+        raise click.BadParameter(
+            "a mix of games trains one model on all of them by self-play; a league (league_size, league.promotion) "
+            "plays one game",
+            param_hint="game",
+        )
     if cfg.league.baseline == "per-seat" and trainer.name == "grpo" and cfg.loss.adv_estimator == "grpo":
         raise click.BadParameter(
             "grpo's estimator centers each group, which cancels a per-seat baseline; set loss.adv_estimator to "
@@ -245,7 +255,7 @@ def generate_command(**o: Any) -> None:
     shell = Shell(o["dry_run"])
     plays = Plays(
         cfg.tools.resolved(), game_args(game, cfg.reward_mode), cfg.sampling, cfg.evaluation,
-        decisions.evaluation_sets(games.get(game)),
+        decisions.parts(game, cfg.reward_mode, ("none",)),
     )  # fmt: skip
     label = cfg.eval_label or Path(model or "model").name
     if not shell.dry_run:
@@ -276,7 +286,8 @@ def generate_command(**o: Any) -> None:
     if cfg.num_games > 0:
         click.echo(f"games: {out_dir}/games.jsonl, summary: {out_dir}/games.summary.json, parquet: {out_dir}")
     if eval_dir is not None:
-        click.echo(f"evaluation: {' '.join(str(eval_dir / s) for s in plays.sets)} (report.md in each)")
+        sets = [part.at(name) for part in plays.parts for name in part.sets]
+        click.echo(f"evaluation: {' '.join(str(eval_dir / s) for s in sets)} (report.md in each)")
     if crossplay_dir is not None:
         click.echo(f"cross-play: {crossplay_dir}/report.md")
 

@@ -144,6 +144,13 @@ class Evaluation:
     retention: bool = knob(
         False, "Run `selfplay-gen retention` on every stage's model (where installed).", alias="RETENTION"
     )
+    references: tuple[str, ...] = knob(
+        ("auto",), "Fixed opponents of known strength every evaluated model also plays on the development "
+        "instances, in both seats (win, draw and loss rates per checkpoint in summary.md): auto: the game's own "
+        "(TextArena: random legal play, and minimax at TicTacToe, the equilibrium at Kuhn Poker; none for the "
+        "other games); none; or some of the game's, comma-separated.", type=ListOf(click.STRING),
+        alias="EVAL_REFERENCES",
+    )  # fmt: skip
 
 
 # How a LoRA actor's weights reach SGLang: merged into the base weights, as a full weight update.
@@ -638,7 +645,8 @@ class GameName(click.ParamType):
 
     def convert(self, value, param, ctx):
         try:
-            games.get(value)
+            for part in games.mixture(value):
+                games.get(part)
         except ValueError as err:
             self.fail(str(err), param, ctx)
         return value
@@ -648,7 +656,10 @@ def game_knob() -> str | None:
     """The game of a run or of a generation: one declaration for both trees."""
     return knob(
         None, "The game [null: the one selfplay-gen plays when told none], a registered one or one of a family "
-        "(textarena:ENV_ID).", type=GameName(), alias="GAME",
+        "(textarena:ENV_ID); several joined by commas train one model on a mix (SPIRAL's three at once: "
+        "textarena:TicTacToe-v0,textarena:KuhnPoker-v0,textarena:SimpleNegotiation-v0): every iteration's instances "
+        "split evenly between them, each game evaluated apart (RUN_DIR/report/<set>/<game>).", type=GameName(),
+        alias="GAME",
     )  # fmt: skip
 
 
@@ -729,9 +740,11 @@ class Iteration:
         sampling = self.sampling
         if sampling.max_response_tokens is None:
             sampling = replace(sampling, max_response_tokens=self.verl.max_response_length)
-        game = games.get(self.game or games.UNNAMED)
-        plan = self.warm.teacher_plan or game.teacher.get("plan", "")
-        needed = game.teacher_new_tokens.get(plan, 0)
+        needed = 0
+        for name in games.mixture(self.game or games.UNNAMED):  # the longest moves of a mix's games
+            game = games.get(name)
+            plan = self.warm.teacher_plan or game.teacher.get("plan", "")
+            needed = max(needed, game.teacher_new_tokens.get(plan, 0))
         if sampling.max_new_tokens < needed:
             sampling = replace(sampling, max_new_tokens=needed)
         return sampling

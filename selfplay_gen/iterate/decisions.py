@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import WARM_START_POLICIES, one_of
-from .plays import DEV_SET
+from .plays import DEV_SET, Part, game_args
 
 
 def wants_warm_start(policy: str, agreement: float | None, below: float) -> bool:
@@ -163,6 +163,47 @@ def evaluation_sets(game_cls: type) -> tuple[str, ...]:
     """The instance sets every model of this game is evaluated on: development instances (`plays.DEV_SET`),
     and the instances people played when the game has them (`human_games` on the game class)."""
     return (DEV_SET, "human") if getattr(game_cls, "human_games", 0) else (DEV_SET,)
+
+
+def references(game_cls: Any, chosen: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+    """The fixed opponents every model of the run also plays (`evaluation.references`): `auto`, the
+    game's own (`Game.references`); `none` (or nothing), none; else the game's references named, in
+    that order. A name the game has not is an error naming the game's."""
+    own = game_cls.references()
+    if list(chosen) == ["auto"]:
+        return dict(own)
+    if list(chosen) in ([], ["none"]):
+        return {}
+    unknown = [name for name in chosen if name not in own]
+    if unknown:
+        has = ", ".join(own) or "none"
+        raise ValueError(
+            f"evaluation.references: the {game_cls.name} game has no reference {unknown[0]!r} (its references: {has}; "
+            "or auto, none)"
+        )
+    return {name: own[name] for name in chosen}
+
+
+def parts(game: str, reward_mode: str | None, chosen_references: Sequence[str]) -> tuple[Part, ...]:
+    """What a run's evaluations play (`plays.Part`): its game, or each game of its mix apart (in a directory
+    named after it), with that game's instance sets and its fixed references (`references`)."""
+    from .. import games
+    from ..options import partner_scripted_args
+
+    names = games.mixture(game)
+    found = []
+    for name in names:
+        game_cls = games.get(name)
+        chosen = references(game_cls, chosen_references)
+        found.append(
+            Part(
+                "" if len(names) == 1 else name.replace(":", "_"),
+                game_args(name, reward_mode),
+                evaluation_sets(game_cls),
+                {reference: partner_scripted_args(knobs) for reference, knobs in chosen.items()},
+            )
+        )
+    return tuple(found)
 
 
 def crossplays_by_default(game_cls: type) -> bool:

@@ -29,7 +29,7 @@ from . import competition, decisions, report
 from .competition import Competition
 from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl, number
 from .gpu_usage import GpuUsage
-from .plays import DEV_SET, TEST_SET, Plays, default_game, dev_draw, game_args, partner_args
+from .plays import DEV_SET, TEST_SET, Part, Plays, default_game, dev_draw, game_args, partner_args
 from .server import Slots, Started
 from .shell import Shell, StepFailed
 from .stages import Checkpoint, Export, Stage
@@ -56,12 +56,13 @@ class Run:
         self.cfg = cfg
         self.shell = Shell(cfg.dry_run)
         game = cfg.game or default_game()
-        self.game_cls = games.get(game)
+        # a mix of games (`games.mixture`) plays, converts and trains as one and is evaluated game by game
+        # (`Plays.parts`); what is decided for its game is decided on its first one (a mix has no league)
+        self.game_cls = games.get(games.mixture(game)[0])
         self.game_args = game_args(game, cfg.reward_mode)
         self.sampling = cfg.sampling_for_run()
-        self.plays = Plays(
-            cfg.tools, self.game_args, self.sampling, cfg.evaluation, decisions.evaluation_sets(self.game_cls)
-        )
+        parts = decisions.parts(game, cfg.reward_mode, cfg.evaluation.references)
+        self.plays = Plays(cfg.tools, self.game_args, self.sampling, cfg.evaluation, parts)
         self.trainer: Trainer = get(cfg.trainer)(cfg)
         self.slots = Slots(cfg.servers, self.shell)
         self.crossplay = decisions.crossplays_by_default(self.game_cls) if cfg.crossplay is None else cfg.crossplay
@@ -153,7 +154,7 @@ class Run:
             self.learn(self.kept)  # the run's output: its last promoted checkpoint
             self.evaluate_current(final=True)
             self.slots.release()
-            shown = [self.reports / DEV_SET / "report.md"]
+            shown = [self.reports / part.at(DEV_SET) / "report.md" for part in self.plays.parts]
             if self.crossplay:
                 shown += self.cross_play()
         if not cfg.dry_run:
@@ -286,7 +287,7 @@ class Run:
         server = self.serve(0, model, shared)
         evaluations = self.plays.evaluations(server, model, label, eval_for / "eval", self.reports, final)
         if done.exists():
-            evaluations = [(name, command) for name, command in evaluations if name == TEST_SET]
+            evaluations = [(name, command) for name, command in evaluations if name.split("/")[0] == TEST_SET]
         steps = [(f"{label}: evaluate ({name})", command) for name, command in evaluations]
         row = f"evaluate {label}" + (" + " + alongside[0].split(": ")[-1] if alongside else "")
         with self.timed(row, server.startup_s + startup_s):
@@ -432,7 +433,8 @@ class Run:
         not needed."""
         if self.cfg.dry_run or self.cfg.warm.policy != "auto":
             return None
-        agreement = decisions.dev_agreement(self.run_dir / "base" / "eval" / DEV_SET / "metrics.json", "base")
+        evaluations = [self.run_dir / "base" / "eval" / part.at(DEV_SET) / "metrics.json" for part in self.plays.parts]
+        agreement = sum(decisions.dev_agreement(path, "base") for path in evaluations) / len(evaluations)
         click.echo(f"initial model: held-out agreement {agreement:.3f}", err=True)
         return agreement
 
@@ -475,15 +477,18 @@ class Run:
         self.retention(stage, str(stage.model_dir))
 
     def crossplay_pair(
-        self, a: str, model: str, b: str, partner: str | None, draw: int = 1, split: str = DEV_SET
-    ) -> Path:
-        """`a` (served `model`) against `b` in both seat orders on the `draw`-th set of development instances
-        (`plays.dev_draw`), with both self-plays, into RUN_DIR/crossplay/A__B/eval (a later draw's into
-        RUN_DIR/crossplay/draw_N/A__B/eval, the test split's into RUN_DIR/crossplay/test/A__B/eval; its games/
-        returned), unless DONE there. `b` is a checkpoint served on the partner slot (`partner`, its model) or a
-        scripted member (None)."""
+        self, a: str, model: str, b: str, partner: str | None, part: Part | None = None, draw: int = 1,
+        split: str = DEV_SET,
+    ) -> Path:  # fmt: skip
+        """`a` (served `model`) against `b` in both seat orders on held-out instances of the run's game (`part`,
+        one game of a mix), with both self-plays, into RUN_DIR/crossplay/[GAME/]A__B/eval (its games/ returned),
+        unless DONE there: on the `draw`-th set of development instances (`plays.dev_draw`; a later draw's into
+        RUN_DIR/crossplay/[GAME/]draw_N/A__B/eval), or on the test split (`split`, into .../test/A__B/eval). `b` is
+        a checkpoint served on the partner slot (`partner`, its model) or a scripted member (None). A run of one
+        game has one part (its default)."""
+        part = part or self.plays.parts[0]
         where = "test" if split == TEST_SET else f"draw_{draw}" if draw > 1 else ""
-        pair = self.run_dir / "crossplay" / where / f"{a}__{b}"
+        pair = self.run_dir / "crossplay" / part.dir / where / f"{a}__{b}"
         if not (pair / "DONE").exists():
             outside = self.stage is None
             if outside:
@@ -495,10 +500,13 @@ class Run:
             else:
                 started = self.slots.serve(1, partner, pair / "sglang-partner.log", shared=True)
                 args, startup = partner_args(started), startup + started.startup_s
-            with self.timed(f"{a} vs {b}", startup):
-                command = self.plays.crossplay(server, model, a, args, b, pair / "eval", draw, split)
-                note = " (test split)" if split == TEST_SET else f" (development draw {draw})" if draw > 1 else ""
-                self.shell.run(f"crossplay: {a} vs {b}{note}", command)
+            what = f"{a} vs {b}" + (f" ({part.dir})" if part.dir else "")
+            note = " (test split)" if split == TEST_SET else f" (development draw {draw})" if draw > 1 else ""
+            with self.timed(what, startup):
+                command = self.plays.crossplay(
+                    server, model, a, args, b, pair / "eval", draw=draw, split=split, game=part.game
+                )
+                self.shell.run(f"crossplay: {what}{note}", command)
             if not self.cfg.dry_run:
                 (pair / "DONE").touch()
             if outside:
@@ -534,9 +542,10 @@ class Run:
         """Each checkpoint from the initial one on against the initial one and the one before it (and,
         in a league, against the scripted negotiator at LEAGUE_EVAL_STRENGTH), both seat orders, then
         one report of every pairing: win rates and ratings (the initial one 0); in a league also the
-        progress per checkpoint (RUN_DIR/report/progress.md). Read on the development draw `report_draw`
-        names, so a run with promotion reports figures from games that chose nothing; in a league, the final
-        model's pairings also on the test split (`final_pairs`, RUN_DIR/report/crossplay_test)."""
+        progress per checkpoint (RUN_DIR/report/progress.md). A mix of games cross-plays each game apart
+        (RUN_DIR/report/crossplay/GAME). Read on the development draw `report_draw` names, so a run with
+        promotion reports figures from games that chose nothing; in a league, the final model's pairings also
+        on the test split (`final_pairs`, RUN_DIR/report/crossplay_test)."""
         labels, models = list(self.labels), list(self.checkpoints)
         pairs = decisions.crossplay_pairings(labels)
         scripted = self.cfg.league.eval_strength
@@ -544,10 +553,13 @@ class Run:
             first = 1 if len(labels) > 1 and labels[1] == "warm" else 0
             labels.append(scripted_member(scripted).name)
             pairs += [(i, len(labels) - 1) for i in range(first, len(labels) - 1)]
-        played = []
+        played: list[list[Path]] = [[] for _ in self.plays.parts]  # per part, each pairing's games
         for i, j in pairs:
             partner = models[j] if j < len(models) else None
-            played.append(self.crossplay_pair(labels[i], models[i], labels[j], partner, self.report_draw()))
+            for games_of, part in zip(played, self.plays.parts):
+                games_of.append(
+                    self.crossplay_pair(labels[i], models[i], labels[j], partner, part, draw=self.report_draw())
+                )
         final = self.final_pairs(pairs)
         tested = []
         for i, j in final:
@@ -556,11 +568,13 @@ class Run:
         self.slots.release()
         if not pairs:
             return []
-        out = self.reports / "crossplay"
-        inputs = decisions.crossplay_inputs(labels, pairs, played)
+        shown = []
         self.shell.echo(f"crossplay report: read on {self.report_source()}")
-        self.shell.run("crossplay: report", [*self.cfg.tools.gen, "eval", *self.game_args, *inputs, "--out", str(out)])
-        shown = [out / "report.md"]
+        for games_of, part in zip(played, self.plays.parts):
+            out = self.reports / "crossplay" / part.dir
+            inputs = decisions.crossplay_inputs(labels, pairs, games_of)
+            self.shell.run("crossplay: report", [*self.cfg.tools.gen, "eval", *part.game, *inputs, "--out", str(out)])
+            shown.append(out / "report.md")
         if final:
             out_test = self.reports / "crossplay_test"
             inputs = decisions.crossplay_inputs(labels, final, tested)
@@ -574,6 +588,7 @@ class Run:
             shown.append(out_test / "report.md")
         if self.competition is not None:
             first = 1 if len(self.labels) > 1 and self.labels[1] == "warm" else 0
+            out = self.reports / "crossplay"
             written = self.competition.write_progress(
                 out / "metrics.json", self.labels[first:], self.labels[first], self.report_source()
             )

@@ -6,7 +6,8 @@ trainer sample alike."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import Evaluation, Sampling, Tools
@@ -17,6 +18,8 @@ from .server import Started
 # heldout, RUN_DIR/report/heldout), kept so that every run directory made before resumes and reads alike.
 DEV_SET = "heldout"
 TEST_SET = "test"
+# a model against a fixed reference on the development instances (`Part.references`): <stage>/eval/heldout_vs_NAME
+VERSUS = f"{DEV_SET}_vs_"
 
 
 @functools.cache
@@ -34,12 +37,28 @@ def game_args(game: str, reward_mode: str | None) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class Part:
+    """One game of a run as its evaluations see it (`decisions.parts`): a run of one game has one part, a
+    mix of games one per game, each evaluated apart into its own directory under each evaluation's."""
+
+    dir: str  # under each evaluation's directory ('' for a run of one game)
+    game: tuple[str, ...]  # game_args() of this game
+    sets: tuple[str, ...]  # its evaluation's instance sets (DEV_SET first)
+    # fixed opponents every evaluated model also plays (`decisions.references`): name -> the options seating it
+    references: Mapping[str, list[str]] = field(default_factory=dict)
+
+    def at(self, name: str) -> str:
+        """An evaluation's name (and directory) for this game: `name`, or `name`/dir in a mix."""
+        return f"{name}/{self.dir}" if self.dir else name
+
+
+@dataclass(frozen=True)
 class Plays:
     tools: Tools
-    game: tuple[str, ...]  # game_args()
+    game: tuple[str, ...]  # game_args() of the run's game, or of its mix of games (generation, init, warm start)
     sampling: Sampling
     evaluation: Evaluation
-    sets: tuple[str, ...]  # the evaluation's instance sets (DEV_SET first)
+    parts: tuple[Part, ...]  # what the evaluations play: each game of the run apart
 
     def sampling_args(self, server: Started, model: str | None) -> list[str]:
         return [
@@ -72,30 +91,38 @@ class Plays:
         append_to: Path | None,
         final: bool = False,
     ) -> list[tuple[str, list[str]]]:
-        """(set, command) for every evaluation set; `final` adds the test split where it exists."""
+        """(name, command) for every evaluation set of every game of the run (`Part`), and for every fixed
+        reference the model's games against it on the development instances, both seat orders (`VERSUS`);
+        `final` adds the test split where it exists."""
         e = self.evaluation
-        sets = [*self.sets, *([TEST_SET] if final and e.test_split else [])]
         out = []
-        for name in sets:
-            if name == DEV_SET:
-                size = ["--num-instances", str(e.instances), "-k", str(e.games_per_instance)]
-            elif name == TEST_SET:
-                size = ["--num-instances", str(e.test_instances), "-k", str(e.test_games_per_instance)]
-            else:
-                size = ["-k", str(e.human_games_per_instance)]
-            append = ["--append-to", str(append_to / name)] if append_to is not None else []
-            command = [
-                *self.tools.gen, "eval", *self.game, *self.sampling_args(server, model), "--instances", name, *size,
-                "--label", label, "--out", str(eval_dir / name), "--resume", "--quiet", *append,
-            ]  # fmt: skip
-            out.append((name, command))
+        for part in self.parts:
+            for name in [*part.sets, *([TEST_SET] if final and e.test_split else [])]:
+                if name == DEV_SET:
+                    size = ["--num-instances", str(e.instances), "-k", str(e.games_per_instance)]
+                elif name == TEST_SET:
+                    size = ["--num-instances", str(e.test_instances), "-k", str(e.test_games_per_instance)]
+                else:
+                    size = ["-k", str(e.human_games_per_instance)]
+                where = part.at(name)
+                append = ["--append-to", str(append_to / where)] if append_to is not None else []
+                command = [
+                    *self.tools.gen, "eval", *part.game, *self.sampling_args(server, model), "--instances", name,
+                    *size, "--label", label, "--out", str(eval_dir / where), "--resume", "--quiet", *append,
+                ]  # fmt: skip
+                out.append((where, command))
+            for name, partner in part.references.items():
+                where = part.at(f"{VERSUS}{name}")
+                command = self.crossplay(server, model, label, partner, name, eval_dir / where, game=part.game)
+                out.append((where, command))
         return out
 
     def crossplay(
         self, server: Started, model: str | None, label: str, partner: list[str], partner_label: str, out: Path,
-        draw: int = 1, split: str = DEV_SET,
+        draw: int = 1, split: str = DEV_SET, game: tuple[str, ...] | None = None,
     ) -> list[str]:  # fmt: skip
-        """Cross-play on the `draw`-th set of `evaluation.instances` development instances (`dev_draw`), or on
+        """The model against a partner, both seat orders, of `game` (a game of the run's mix; the run's game
+        by default): on the `draw`-th set of `evaluation.instances` development instances (`dev_draw`), or on
         the test split (`split` TEST_SET: evaluation.test_instances, test_games_per_instance games each)."""
         e = self.evaluation
         if split == TEST_SET:
@@ -104,8 +131,9 @@ class Plays:
             offset = ["--seed", str(dev_offset(e, draw))] if draw > 1 else []
             size = ["--num-instances", str(e.instances), *offset, "-k", str(e.games_per_instance)]
         return [
-            *self.tools.gen, "eval", *self.game, *self.sampling_args(server, model), *partner, "--instances", split,
-            *size, "--label", label, "--partner-label", partner_label, "--out", str(out), "--resume", "--quiet",
+            *self.tools.gen, "eval", *(self.game if game is None else game), *self.sampling_args(server, model),
+            *partner, "--instances", split, *size, "--label", label, "--partner-label", partner_label, "--out",
+            str(out), "--resume", "--quiet",
         ]  # fmt: skip
 
 
