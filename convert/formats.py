@@ -1,7 +1,8 @@
 """Output formats as projections of the spilled seat rows, given the ledger (one row per game,
 indexed by game ordinal, with `dest`, `index`, each seat's reward `score0`/`score1`, ...).
-A seat is always judged by its own reward: in a cooperative game both seats share it, in a
-competitive game one seat's win is the other's loss.
+A seat is always judged by its own training reward (`reward0`/`reward1`: its game reward with the
+shaping `selfplay_gen.reward` adds): in a cooperative game both seats share it, in a competitive
+game one seat's win is the other's loss.
 
 - grpo: one row per group of K games of one instance and seat (see rows.py and groups.py).
 - sft: `messages` (the player's whole conversation) for verl's `MultiTurnSFTDataset`, which
@@ -150,7 +151,7 @@ DPO_PAIRS = ("reward", "outcome")
 def _pairs(games: pd.DataFrame, seat: int, by: str, per_group: int = 1) -> pd.DataFrame:
     """(chosen, rejected) game labels, up to `per_group` a group of `games`, for `seat` (see `DPO_PAIRS`)."""
     if by == "reward":
-        return ranked_pairs(games[f"score{seat}"], games[f"score{seat}"], games["group_no"], per_group)
+        return ranked_pairs(games[f"reward{seat}"], games[f"reward{seat}"], games["group_no"], per_group)
     margin = games[f"score{seat}"] - games[f"score{1 - seat}"]
     return ranked_pairs(margin, np.sign(margin), games["group_no"], per_group)
 

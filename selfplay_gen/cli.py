@@ -112,6 +112,14 @@ def main():
     help="Games per instance: one GRPO group. GRPO needs K >= 2 for any signal. A K given must divide --num-games.",
 )
 @click.option(
+    "--first-game-index",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="The number of each instance's first game (its game ids end /INDEX, /INDEX+1, ...): the games of one "
+    "instance played by several commands, e.g. against several partners of one group, keep distinct ids.",
+)
+@click.option(
     "--instances",
     type=click.Choice(["random", "human"]),
     default="random",
@@ -133,7 +141,7 @@ def main():
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @game_options
 @generation_options
-def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
+def play(num_games, games_per_instance, first_game_index, instances, out, resume, quiet, **opts):
     """Play games and write each one to OUT as it ends.
 
     Exit status: 0 when games were played, even if some failed (stderr counts them; --resume plays
@@ -163,7 +171,8 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
     needed = instances_needed(num_games, games_per_instance)
     if instances == "random":
         _note_evaluation_seeds(opts["seed"], needed)
-    specs = plan_mix(mix, instances, range(opts["seed"], opts["seed"] + needed), games_per_instance, num_games)
+    seeds = range(opts["seed"], opts["seed"] + needed)
+    specs = plan_mix(mix, instances, seeds, games_per_instance, num_games, first_game_index)
     try:
         writer = GameWriter(out, resume=resume)
     except (OSError, RecordError) as err:
@@ -189,18 +198,22 @@ def play(num_games, games_per_instance, instances, out, resume, quiet, **opts):
         _play(out, specs, game, writer, quiet, run, opts)
 
 
-def plan_mix(mix: list[GameConfig], kind: str, seeds: range, games_per_instance: int, num_games: int) -> list[GameSpec]:
+def plan_mix(
+    mix: list[GameConfig], kind: str, seeds: range, games_per_instance: int, num_games: int, first_index: int = 0
+) -> list[GameSpec]:
     """`plan_games` for one game, or for a mix of games: each game gets its even share of the instances
-    (`games.shares`: contiguous seeds of its own), the games in the mix's order, each spec naming its game."""
+    (`games.shares`: contiguous seeds of its own), the games in the mix's order, each spec naming its game;
+    an instance's games numbered from `first_index`."""
     if len(mix) == 1:
-        return plan_games(load_instances(kind, len(seeds), seeds.start, mix[0].name), games_per_instance, num_games)
+        instances = load_instances(kind, len(seeds), seeds.start, mix[0].name)
+        return plan_games(instances, games_per_instance, num_games, first_index)
     by_name = {g.name: g for g in mix}
     played = [
         (instance, by_name[part])
         for part, share in games.shares(games.MIX.join(by_name), seeds)
         for instance in load_instances(kind, len(share), share.start, part)
     ]
-    specs = plan_games([instance for instance, _ in played], games_per_instance, num_games)
+    specs = plan_games([instance for instance, _ in played], games_per_instance, num_games, first_index)
     return [replace(spec, game=played[spec.group][1]) for spec in specs]
 
 

@@ -47,12 +47,15 @@ class GameSpec:
 SeatFactory = Callable[[GameSpec, int, Game[Any, Any], Observation], Player]
 
 
-def plan_games(instances: Sequence[GameInstance], games_per_instance: int, num_games: int) -> list[GameSpec]:
-    """`num_games` games, `games_per_instance` per instance, in instance order."""
+def plan_games(
+    instances: Sequence[GameInstance], games_per_instance: int, num_games: int, first_index: int = 0
+) -> list[GameSpec]:
+    """`num_games` games, `games_per_instance` per instance, in instance order; an instance's games are
+    numbered from `first_index` (the games of one instance played by several runs keep distinct ids)."""
     specs = [
         GameSpec(f"{inst.id}/{k}", group, k, inst)
         for group, inst in enumerate(instances)
-        for k in range(games_per_instance)
+        for k in range(first_index, first_index + games_per_instance)
     ]
     return specs[:num_games]
 

@@ -185,6 +185,12 @@ def iterate(o: dict[str, Any]) -> str | None:
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="trainer") from None
     check_skill_levels(cfg.game, cfg.league.skill_levels)
+    if cfg.games_per_instance % cfg.league.partners_per_group:
+        raise click.BadParameter(
+            f"{cfg.league.partners_per_group} partners cannot share a group of {cfg.games_per_instance} games evenly; "
+            "give a divisor of games_per_instance",
+            param_hint="league.partners_per_group",
+        )
     try:
         decisions.parts(cfg.game or default_game(), cfg.reward_mode, cfg.evaluation.references)
     except ValueError as error:

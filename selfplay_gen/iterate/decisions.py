@@ -49,6 +49,9 @@ def league_batches(
     seed: int,
     sharpness: float = 1.0,
     self_play: float = 0.0,
+    past: Sequence[str] = (),
+    past_share: float | None = None,
+    population: bool = False,
 ) -> list[tuple[str, int]]:
     """(opponent, games) for the player's next `num_games` games: one opponent for each instance,
     whose `games_per_instance` games stay one group, so a group's games differ only in the trained
@@ -56,16 +59,27 @@ def league_batches(
     the player itself, a frozen copy of the model the iteration started from: AlphaStar's main agents
     play 35% of their games so, where a pool of exploitable opponents alone rewards demands no equal
     would accept. The rest are drawn by rating (`league.opponents.choose_opponents`, reproducible
-    from `seed`). The player first, then opponents in `candidates` order, those drawn for no instance
-    left out."""
-    from ..league import choose_opponents
+    from `seed`), the `past` checkpoints together `past_share` of them where given (fictitious
+    self-play). With `population`, no draw by rating: every candidate gets an equal share of those
+    instances (the past checkpoints together `past_share` where given), split exactly
+    (`league.opponents.stratified`), so each iteration meets the whole diverse pool. The player first,
+    then opponents in `candidates` order, those drawn for no instance left out."""
+    from ..league import choose_opponents, stratified, with_share
 
     if not 0 <= self_play <= 1:
         raise ValueError(f"the self-play share must be in [0, 1], got {self_play}")
     groups = math.ceil(num_games / games_per_instance)
     own = round(self_play * groups) if candidates else groups
-    rest = choose_opponents(ratings, player, groups - own, seed, candidates, sharpness) if own < groups else []
-    drawn = Counter(rest)
+    if population and own < groups:
+        even = with_share({name: 1 / len(candidates) for name in candidates}, past, past_share)
+        drawn = Counter(stratified(even, groups - own))
+    else:
+        rest = (
+            choose_opponents(ratings, player, groups - own, seed, candidates, sharpness, past, past_share)
+            if own < groups
+            else []
+        )
+        drawn = Counter(rest)
     mine = [(player, own * games_per_instance)] if own else []
     return mine + [(name, drawn[name] * games_per_instance) for name in candidates if drawn[name]]
 

@@ -22,13 +22,14 @@ import click
 
 from .. import games
 from ..atomic import write_atomic
+from ..evaluation.splits import TEST
 from ..league import SCRIPTED_PREFIX, Member, scripted_member
 from ..verl import attention
 from . import competition, decisions, report
 from .competition import Competition
-from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl
+from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl, number
 from .gpu_usage import GpuUsage
-from .plays import DEV_SET, TEST_SET, Part, Plays, default_game, game_args, partner_args
+from .plays import DEV_SET, TEST_SET, Part, Plays, default_game, dev_draw, game_args, partner_args
 from .server import Slots, Started
 from .shell import Shell, StepFailed
 from .stages import Checkpoint, Export, Stage
@@ -346,6 +347,8 @@ class Run:
         nothing and shows what the rounds would do."""
         from convert.pipeline import EXIT_NO_ROWS
 
+        if self.cfg.league.joint_weight:
+            args = [*args, "--joint-weight", number(self.cfg.league.joint_weight)]
         if rounds > 1:
             args = [*args, "--max-groups", str(wanted)]
         try:
@@ -473,13 +476,19 @@ class Run:
         self.train(stage, job)
         self.retention(stage, str(stage.model_dir))
 
-    def crossplay_pair(self, a: str, model: str, b: str, partner: str | None, part: Part | None = None) -> Path:
+    def crossplay_pair(
+        self, a: str, model: str, b: str, partner: str | None, part: Part | None = None, draw: int = 1,
+        split: str = DEV_SET,
+    ) -> Path:  # fmt: skip
         """`a` (served `model`) against `b` in both seat orders on held-out instances of the run's game (`part`,
         one game of a mix), with both self-plays, into RUN_DIR/crossplay/[GAME/]A__B/eval (its games/ returned),
-        unless DONE there. `b` is a checkpoint served on the partner slot (`partner`, its model) or a scripted
-        member (None). A run of one game has one part (its default)."""
+        unless DONE there: on the `draw`-th set of development instances (`plays.dev_draw`; a later draw's into
+        RUN_DIR/crossplay/[GAME/]draw_N/A__B/eval), or on the test split (`split`, into .../test/A__B/eval). `b` is
+        a checkpoint served on the partner slot (`partner`, its model) or a scripted member (None). A run of one
+        game has one part (its default)."""
         part = part or self.plays.parts[0]
-        pair = self.run_dir / "crossplay" / part.dir / f"{a}__{b}"
+        where = "test" if split == TEST_SET else f"draw_{draw}" if draw > 1 else ""
+        pair = self.run_dir / "crossplay" / part.dir / where / f"{a}__{b}"
         if not (pair / "DONE").exists():
             outside = self.stage is None
             if outside:
@@ -492,21 +501,51 @@ class Run:
                 started = self.slots.serve(1, partner, pair / "sglang-partner.log", shared=True)
                 args, startup = partner_args(started), startup + started.startup_s
             what = f"{a} vs {b}" + (f" ({part.dir})" if part.dir else "")
+            note = " (test split)" if split == TEST_SET else f" (development draw {draw})" if draw > 1 else ""
             with self.timed(what, startup):
-                command = self.plays.crossplay(server, model, a, args, b, pair / "eval", part.game)
-                self.shell.run(f"crossplay: {what}", command)
+                command = self.plays.crossplay(
+                    server, model, a, args, b, pair / "eval", draw=draw, split=split, game=part.game
+                )
+                self.shell.run(f"crossplay: {what}{note}", command)
             if not self.cfg.dry_run:
                 (pair / "DONE").touch()
             if outside:
                 self.stage = None
         return pair / "eval" / "games"
 
+    def report_draw(self) -> int:
+        """The development draw the run's cross-play report is read on: a second one (`league.report_draw`)
+        where promotion matches played the first and chose the checkpoints on it, else the first."""
+        return 2 if self.cfg.league.report_draw and self.cfg.promotes() else 1
+
+    def report_source(self) -> str:
+        """Where the cross-play report's figures come from, in words (`report_draw`)."""
+        draw = self.report_draw()
+        where = dev_draw(self.cfg.evaluation, draw)
+        if draw > 1:
+            return f"{where}, apart from the promotion matches, which chose the checkpoints on development draw 1"
+        if self.cfg.promotes():
+            return f"{where}: the promotion matches' own games, which chose the checkpoints (league.report_draw off)"
+        return f"{where}; no promotion match chose on them"
+
+    def final_pairs(self, pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The pairings of the cross-play report that the final model (the last promoted checkpoint) plays on
+        the test split too: against the initial checkpoint and the scripted reference, in a league whose
+        evaluation reads the test split (evaluation.test_split)."""
+        if self.competition is None or not self.cfg.evaluation.test_split:
+            return []
+        last = len(self.labels) - 1
+        first = 1 if len(self.labels) > 1 and self.labels[1] == "warm" else 0
+        return [(i, j) for i, j in pairs if i == last and (j == first or j > last)]
+
     def cross_play(self) -> list[Path]:
         """Each checkpoint from the initial one on against the initial one and the one before it (and,
         in a league, against the scripted negotiator at LEAGUE_EVAL_STRENGTH), both seat orders, then
         one report of every pairing: win rates and ratings (the initial one 0); in a league also the
         progress per checkpoint (RUN_DIR/report/progress.md). A mix of games cross-plays each game apart
-        (RUN_DIR/report/crossplay/GAME)."""
+        (RUN_DIR/report/crossplay/GAME). Read on the development draw `report_draw` names, so a run with
+        promotion reports figures from games that chose nothing; in a league, the final model's pairings also
+        on the test split (`final_pairs`, RUN_DIR/report/crossplay_test)."""
         labels, models = list(self.labels), list(self.checkpoints)
         pairs = decisions.crossplay_pairings(labels)
         scripted = self.cfg.league.eval_strength
@@ -518,20 +557,41 @@ class Run:
         for i, j in pairs:
             partner = models[j] if j < len(models) else None
             for games_of, part in zip(played, self.plays.parts):
-                games_of.append(self.crossplay_pair(labels[i], models[i], labels[j], partner, part))
+                games_of.append(
+                    self.crossplay_pair(labels[i], models[i], labels[j], partner, part, draw=self.report_draw())
+                )
+        final = self.final_pairs(pairs)
+        tested = []
+        for i, j in final:
+            partner = models[j] if j < len(models) else None
+            tested.append(self.crossplay_pair(labels[i], models[i], labels[j], partner, split=TEST_SET))
         self.slots.release()
         if not pairs:
             return []
         shown = []
+        self.shell.echo(f"crossplay report: read on {self.report_source()}")
         for games_of, part in zip(played, self.plays.parts):
             out = self.reports / "crossplay" / part.dir
             inputs = decisions.crossplay_inputs(labels, pairs, games_of)
             self.shell.run("crossplay: report", [*self.cfg.tools.gen, "eval", *part.game, *inputs, "--out", str(out)])
             shown.append(out / "report.md")
+        if final:
+            out_test = self.reports / "crossplay_test"
+            inputs = decisions.crossplay_inputs(labels, final, tested)
+            e = self.cfg.evaluation
+            self.shell.echo(
+                f"crossplay report of the final model: read on the test split ({e.test_instances} instances from seed "
+                f"{TEST.start:_}), played only to report final models"
+            )
+            command = [*self.cfg.tools.gen, "eval", *self.game_args, *inputs, "--out", str(out_test)]
+            self.shell.run("crossplay: report (test split)", command)
+            shown.append(out_test / "report.md")
         if self.competition is not None:
             first = 1 if len(self.labels) > 1 and self.labels[1] == "warm" else 0
             out = self.reports / "crossplay"
-            written = self.competition.write_progress(out / "metrics.json", self.labels[first:], self.labels[first])
+            written = self.competition.write_progress(
+                out / "metrics.json", self.labels[first:], self.labels[first], self.report_source()
+            )
             shown += [written] if written else []
         return shown
 

@@ -113,22 +113,44 @@ class Plays:
                 out.append((where, command))
             for name, partner in part.references.items():
                 where = part.at(f"{VERSUS}{name}")
-                out.append((where, self.crossplay(server, model, label, partner, name, eval_dir / where, part.game)))
+                command = self.crossplay(server, model, label, partner, name, eval_dir / where, game=part.game)
+                out.append((where, command))
         return out
 
     def crossplay(
         self, server: Started, model: str | None, label: str, partner: list[str], partner_label: str, out: Path,
-        game: tuple[str, ...] | None = None,
+        draw: int = 1, split: str = DEV_SET, game: tuple[str, ...] | None = None,
     ) -> list[str]:  # fmt: skip
-        """The model against a partner on the development instances, both seat orders, of `game` (a game of
-        the run's mix; the run's game by default)."""
+        """The model against a partner, both seat orders, of `game` (a game of the run's mix; the run's game
+        by default): on the `draw`-th set of `evaluation.instances` development instances (`dev_draw`), or on
+        the test split (`split` TEST_SET: evaluation.test_instances, test_games_per_instance games each)."""
         e = self.evaluation
+        if split == TEST_SET:
+            size = ["--num-instances", str(e.test_instances), "-k", str(e.test_games_per_instance)]
+        else:
+            offset = ["--seed", str(dev_offset(e, draw))] if draw > 1 else []
+            size = ["--num-instances", str(e.instances), *offset, "-k", str(e.games_per_instance)]
         return [
             *self.tools.gen, "eval", *(self.game if game is None else game), *self.sampling_args(server, model),
-            *partner, "--instances", DEV_SET,
-            "--num-instances", str(e.instances), "-k", str(e.games_per_instance), "--label", label,
-            "--partner-label", partner_label, "--out", str(out), "--resume", "--quiet",
+            *partner, "--instances", split, *size, "--label", label, "--partner-label", partner_label, "--out",
+            str(out), "--resume", "--quiet",
         ]  # fmt: skip
+
+
+def dev_offset(evaluation: Evaluation, draw: int) -> int:
+    """The first development seed offset of the `draw`-th set of `evaluation.instances` instances: the first
+    draw (offset 0) is the one every model's evaluation and the promotion matches play; a second one lies
+    right after it, so figures read on it come from games that chose nothing."""
+    return (draw - 1) * evaluation.instances
+
+
+def dev_draw(evaluation: Evaluation, draw: int) -> str:
+    """The development instances of the `draw`-th set, in words with their seeds, as a report names them."""
+    from ..evaluation.splits import DEV
+
+    first = DEV.start + dev_offset(evaluation, draw)
+    last = first + evaluation.instances - 1
+    return f"development draw {draw} ({evaluation.instances} instances, seeds {first:_} to {last:_})"
 
 
 def partner_args(server: Started) -> list[str]:

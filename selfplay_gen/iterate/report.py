@@ -184,12 +184,15 @@ def versus_section(run_dir: Path, stages: list[Path]) -> list[str]:
 
 PROMOTION_FILE = "promotion.json"  # an iteration's promotion decision (`league.promotion.Promotion`)
 SKILL_FILE = "skill.json"  # a model's highest skill level against its lowest (the game's `follows_levels`)
+# each skill level against references outside the model (the game's `judge_levels`), and its table
+SKILL_LEVELS_FILE, SKILL_LEVELS_TABLE = "skill_levels.json", "skill_levels.md"
 PROGRESS_FILE = "progress.md"  # RUN_DIR/report/: progress per promoted checkpoint (`league.progress`)
 
 
 def league_sections(run_dir: Path, stages: list[Path], name: Any) -> list[str]:
     """The league's part of the summary: each iteration's promotion decision, each model's skill
-    match, and the progress per promoted checkpoint (where the run made them)."""
+    match and its levels judged against the references, and the progress per promoted checkpoint (where
+    the run made them)."""
     parts = []
     decisions = [
         (name(p), json.loads((p / PROMOTION_FILE).read_text())) for p in stages if (p / PROMOTION_FILE).exists()
@@ -216,6 +219,13 @@ def league_sections(run_dir: Path, stages: list[Path], name: Any) -> list[str]:
             rows.append((stage, cell, str(result.get("meets_target", "")), str(result.get("follows", ""))))
         parts.append("\n## Skill levels (highest against lowest, decided games; target 65%)\n\n")
         parts.append(markdown_table(("model", "win share", "meets target", "levels followed"), rows) + "\n")
+    judged = [(name(p), p / "eval" / SKILL_LEVELS_TABLE) for p in stages if (p / "eval" / SKILL_LEVELS_TABLE).exists()]
+    if judged:
+        parts.append(
+            "\n## Skill levels against references outside the model (the level in seat 0 against each scripted "
+            "negotiator; both seat orders against the model unconditioned; cooperation of the same games beside)\n"
+        )
+        parts += [f"\n### {stage}\n\n{table.read_text()}" for stage, table in judged]
     progress = run_dir / "report" / PROGRESS_FILE
     if progress.exists():
         parts.append("\n" + progress.read_text())
