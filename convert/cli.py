@@ -102,9 +102,19 @@ class NothingToTrain(click.ClickException):
     type=click.FloatRange(min=0),
     default=0.0,
     show_default=True,
-    help="grpo: training reward = normalized reward - PENALTY x the seat's invalid moves / its turns "
-    "(as +selfplay.invalid_move_penalty online). Gives all-zero groups of weak models a signal; "
-    "the game score in the records is unchanged.",
+    help="Training reward = normalized reward - PENALTY x the seat's invalid moves / its turns "
+    "(as +selfplay.invalid_move_penalty online): GRPO's rewards, filtered BC's and DPO's rankings. Gives all-zero "
+    "groups of weak models a signal; the game score in the records is unchanged.",
+)
+@click.option(
+    "--joint-weight",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Training reward += WEIGHT x the game's joint share of the best deal (both seats' points over the most "
+    "the two could get together; negotiation), as +selfplay.joint_weight online: pays a seat of the "
+    "semi-competitive mode for the deals its partner keeps. GRPO's rewards, filtered BC's and DPO's rankings; "
+    "the game score in the records (what evaluation reads) is unchanged, the term's mean is in the summary.",
 )
 @click.option(
     "--baseline",
@@ -162,6 +172,7 @@ def main(
     max_response_tokens: int | None,
     model: str | None,
     invalid_move_penalty: float,
+    joint_weight: float,
     baseline: str,
     seat: int | None,
     seats_of: str | None,
@@ -194,6 +205,7 @@ def main(
             dpo_pairs=dpo_pairs,
             dpo_pairs_per_group=dpo_pairs_per_group,
             max_groups=max_groups,
+            joint_weight=joint_weight,
         )
         with _sigterm_unwinds():
             summary = convert(games, out_dir, options, overwrite=overwrite)

@@ -1,7 +1,8 @@
 """Output formats as projections of the spilled seat rows, given the ledger (one row per game,
 indexed by game ordinal, with `dest`, `index`, each seat's reward `score0`/`score1`, ...).
-A seat is always judged by its own reward: in a cooperative game both seats share it, in a
-competitive game one seat's win is the other's loss.
+A seat is always judged by its own training reward (`reward0`/`reward1`: its game reward with the
+shaping `selfplay_gen.reward` adds): in a cooperative game both seats share it, in a competitive
+game one seat's win is the other's loss.
 
 - grpo: one row per group of K games of one instance and seat (see rows.py and groups.py).
 - sft: `messages` (the player's whole conversation) for verl's `MultiTurnSFTDataset`, which
@@ -61,11 +62,6 @@ DPO_SCHEMA = pa.schema(
 Pieces = list[tuple[int, pa.RecordBatch | pa.Table]]
 
 
-def game_of(ledger: pd.DataFrame) -> str:
-    """The one game of the ledger's records (an empty ledger gives no rows to name one for)."""
-    return str(next(iter(ledger["game"]), ""))
-
-
 def _by_destination(batch: pa.RecordBatch, dest: np.ndarray):
     """Per destination, the batch's runs of rows going there (zero-copy slices: the games of one
     instance are usually adjacent, so a batch holds a few runs) with their game ordinals.
@@ -88,7 +84,7 @@ class GrpoRows:
     schema = GRPO_SCHEMA
 
     def __init__(self, ledger: pd.DataFrame, groups: pd.DataFrame):
-        self.groups, self.game = groups, game_of(ledger)
+        self.groups = groups
         self.wanted = {
             (game, int(group.player)): (g, j)
             for g, group in enumerate(groups.itertuples())
@@ -112,7 +108,7 @@ class GrpoRows:
             ready = [g for g in done if self.groups["dest"].iat[g] == code]
             if ready:
                 seats = pa.Table.from_batches([s for g in ready for s in self.pending.pop(g)])
-                pieces.append((code, group_rows(seats, self.groups.iloc[ready], self.game)))
+                pieces.append((code, group_rows(seats, self.groups.iloc[ready])))
         return pieces
 
 
@@ -120,7 +116,8 @@ class SftRows:
     schema = SFT_SCHEMA
 
     def __init__(self, ledger: pd.DataFrame):
-        self.index, self.source = ledger["index"].to_numpy(), data_source(game_of(ledger))
+        self.index = ledger["index"].to_numpy()
+        self.sources = ledger["game"].map(data_source).to_numpy()  # each game's own (a file may hold a mix)
         self.dest = np.stack([np.where(ledger[f"keep{seat}"], ledger["dest"], DROP) for seat in (0, 1)])
 
     def __call__(self, batch: pa.RecordBatch) -> Pieces:
@@ -135,7 +132,7 @@ class SftRows:
         return pa.RecordBatch.from_arrays(
             [
                 extra.field("messages"),
-                pa.array([self.source] * rows.num_rows, pa.string()),
+                pa.array(self.sources[games], pa.string()),
                 pa.StructArray.from_arrays(info, fields=list(SFT_INFO)),
             ],
             schema=SFT_SCHEMA,
@@ -154,7 +151,7 @@ DPO_PAIRS = ("reward", "outcome")
 def _pairs(games: pd.DataFrame, seat: int, by: str, per_group: int = 1) -> pd.DataFrame:
     """(chosen, rejected) game labels, up to `per_group` a group of `games`, for `seat` (see `DPO_PAIRS`)."""
     if by == "reward":
-        return ranked_pairs(games[f"score{seat}"], games[f"score{seat}"], games["group_no"], per_group)
+        return ranked_pairs(games[f"reward{seat}"], games[f"reward{seat}"], games["group_no"], per_group)
     margin = games[f"score{seat}"] - games[f"score{1 - seat}"]
     return ranked_pairs(margin, np.sign(margin), games["group_no"], per_group)
 
@@ -177,7 +174,7 @@ class DpoRows:
                 self.pairs.append({"seat": seat, "chosen": chosen, "rejected": rejected})
                 self.wanted.setdefault((chosen, seat), []).append((pair, "chosen"))
                 self.wanted.setdefault((rejected, seat), []).append((pair, "rejected"))
-        self.ledger, self.source = ledger, data_source(game_of(ledger))
+        self.ledger = ledger
         self.pending: dict[int, dict[str, list]] = {}
 
     def __call__(self, batch: pa.RecordBatch) -> Pieces:
@@ -204,7 +201,7 @@ class DpoRows:
             "prompt": halves["chosen"][:shared],
             "chosen": halves["chosen"][shared:],
             "rejected": halves["rejected"][shared:],
-            "data_source": self.source,
+            "data_source": data_source(chosen["game"]),
             "extra_info": {
                 "index": int(chosen["index"]),
                 "instance_id": chosen["instance_id"],

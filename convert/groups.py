@@ -67,6 +67,7 @@ def grpo_groups(ledger: pd.DataFrame, k: int, keep_constant: bool) -> tuple[pd.D
             ordered = pd.concat([games[sampled], games[~sampled]])
             rows.append(
                 {
+                    "game": games["game"].iloc[0],
                     "index": int(games["index"].iloc[0]),
                     "group_id": f"{instance}/p{seat}" + (f"#{part}" if part else ""),
                     "instance_id": instance,

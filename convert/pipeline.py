@@ -25,7 +25,7 @@ from selfplay_gen.games.base import end_of
 from selfplay_gen.locking import Lock
 from selfplay_gen.models import load_tokenizer
 from selfplay_gen.records import Record, read_games
-from selfplay_gen.reward import training_reward
+from selfplay_gen.reward import joint_term, training_reward
 from selfplay_gen.seat_tokens import RETOKENIZED, seat_tokens
 from selfplay_gen.token_context import TokenInvariantError
 
@@ -78,6 +78,7 @@ class Options:
     # grpo: write at most this many groups, the first in the file's order (DAPO's batch: games played in rounds
     # until enough groups differ keep the earliest rounds' groups); None: every group
     max_groups: int | None = None
+    joint_weight: float = 0.0  # training reward += weight x the game's joint share of the best deal (`reward`)
 
     def __post_init__(self):
         if self.format not in FORMATS:
@@ -90,6 +91,8 @@ class Options:
             raise ConvertError(f"the top fraction must be in (0, 1], got {self.top_fraction}")
         if self.invalid_move_penalty < 0:
             raise ConvertError(f"the invalid-move penalty must be >= 0, got {self.invalid_move_penalty}")
+        if self.joint_weight < 0:
+            raise ConvertError(f"the joint-outcome weight must be >= 0, got {self.joint_weight}")
         if self.baseline not in BASELINES:
             raise ConvertError(f"the baseline must be one of {', '.join(BASELINES)}, got {self.baseline!r}")
         if self.baseline != "group" and self.format != "grpo":
@@ -211,7 +214,8 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
                 record["instance_id"],
                 record["group"],
                 *map(float, outcome["rewards"]),
-                *(training_reward(record, s, options.invalid_move_penalty) for s in (0, 1)),
+                *(training_reward(record, s, options.invalid_move_penalty, options.joint_weight) for s in (0, 1)),
+                joint_term(record, options.joint_weight),
                 *status,
                 sampling.get("temperature", np.nan),
                 sampling.get("top_p", np.nan),
@@ -241,6 +245,7 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
         "score1",
         "reward0",  # each seat's training reward (convert.reward)
         "reward1",
+        "joint",  # the joint-outcome term in both seats' training rewards
         "status0",
         "status1",
         "temperature",
@@ -263,9 +268,13 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
             + ("; failed games are never trained (`selfplay-gen --resume` plays them again)" if failed else "")
         )
     frame = pd.DataFrame(ledger, columns=columns)
-    if frame["game"].nunique() > 1:
+    shared = frame.groupby("instance_id")["game"].nunique()
+    if (shared > 1).any():
+        instance = shared[shared > 1].index[0]
+        both = ", ".join(sorted(frame.loc[frame["instance_id"] == instance, "game"].unique()))
         raise ConvertError(
-            f"{games} holds games of {', '.join(sorted(frame['game'].unique()))}; convert one game at a time"
+            f"{games}: instance {instance} holds games of {both}; a mix of games plays each game on seeds of its own "
+            "(`selfplay-gen --game A,B`), so that a group is the games of one instance of one game"
         )
     return frame, facts
 
@@ -360,7 +369,7 @@ def _plan(ledger: pd.DataFrame, options: Options) -> str:
     ledger["dest"] = np.where(ledger["instance_id"].isin(val), VAL, TRAIN)
     if options.format == "sft":
         for seat in (0, 1):
-            ledger[f"keep{seat}"] = groups.top(ledger[f"score{seat}"], ledger["group_no"], options.top_fraction)
+            ledger[f"keep{seat}"] = groups.top(ledger[f"reward{seat}"], ledger["group_no"], options.top_fraction)
     return index_from
 
 
@@ -406,9 +415,12 @@ def _summary(
             "games_per_instance": {"min": int(sizes.min()), "mean": float(sizes.mean()), "max": int(sizes.max())},
             "index_from": facts["index_from"],
         },
-        "game": ledger["game"].iloc[0],
+        "game": ",".join(ledger["game"].unique()),  # a mix's games joined by commas, in file order
+        "games_of_each": {str(g): int(n) for g, n in ledger["game"].value_counts(sort=False).items()},
         "mean_rewards": [float(ledger[f"score{seat}"].mean()) for seat in (0, 1)],
         "mean_training_reward": float(ledger[["reward0", "reward1"]].to_numpy().mean()),
+        # the joint-outcome term apart, so the raw game reward (mean_rewards) stays what evaluation reads
+        "joint_outcome": {"weight": options.joint_weight, "mean_term": float(ledger["joint"].mean())},
         "split": split,
     }
     if options.format == "grpo":

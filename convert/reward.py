@@ -15,10 +15,12 @@ import pandas as pd
 BASELINES = ("group", "per-seat")  # what a GRPO row's rewards are relative to, besides verl's group mean
 
 
-def per_seat_baseline(rewards: pd.DataFrame) -> list[float]:
+def per_seat_baseline(rewards: pd.DataFrame) -> list[float] | dict[str, list[float]]:
     """Subtract from each seat's column (`reward0`, `reward1`: training rewards, one row per
-    game) its mean, in place; returns the means."""
-    means = [float(rewards[f"reward{seat}"].mean()) for seat in (0, 1)]
-    for seat, mean in enumerate(means):
-        rewards[f"reward{seat}"] -= mean
-    return means
+    game) its mean, in place, per game where the file holds a mix of games (a role is a seat of
+    one game); returns the means, per game for a mix."""
+    by_game = rewards.groupby("game", sort=False)
+    means = {game: [float(rows[f"reward{seat}"].mean()) for seat in (0, 1)] for game, rows in by_game}
+    for seat in (0, 1):
+        rewards[f"reward{seat}"] -= by_game[f"reward{seat}"].transform("mean")
+    return next(iter(means.values())) if len(means) == 1 else means

@@ -210,11 +210,11 @@ def seat_prompts(seats: pa.Table) -> pa.ListArray:
     return _leading(seats.column("extra_info").combine_chunks().field("messages"), seats.column(PROMPT_SIZE).to_numpy())
 
 
-def group_rows(seats: pa.Table, groups: pd.DataFrame, game: str) -> pa.Table:
+def group_rows(seats: pa.Table, groups: pd.DataFrame) -> pa.Table:
     """GRPO rows from whole groups: `seats` holds their trained seat rows (spill rows), group
     after group in entry order, `trained` of them per group; `groups` has one row per group with
-    the columns index, group_id, instance_id, player, temperature, top_p, ground_truth, trained
-    and the K-lists of PER_GAME; all of them of `game`."""
+    the columns game, index, group_id, instance_id, player, temperature, top_p, ground_truth,
+    trained and the K-lists of PER_GAME."""
     seats = seats.combine_chunks()
     extra = seats.column("extra_info").combine_chunks()
     sizes = groups["trained"].to_numpy()
@@ -233,8 +233,8 @@ def group_rows(seats: pa.Table, groups: pd.DataFrame, game: str) -> pa.Table:
     return pa.Table.from_arrays(
         [
             seat_prompts(seats.take(firsts)),
-            pa.array([data_source(game)] * n, pa.string()),
-            pa.array([games.get(game).ability] * n, pa.string()),
+            pa.array([data_source(game) for game in groups["game"]], pa.string()),
+            pa.array([games.get(game).ability for game in groups["game"]], pa.string()),
             pa.StructArray.from_arrays(
                 [pa.array(["rule"] * n), pa.array(truth)], fields=list(GRPO_SCHEMA.field("reward_model").type)
             ),

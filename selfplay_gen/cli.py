@@ -8,6 +8,7 @@ import importlib
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -17,13 +18,14 @@ import click
 # busy cores: 3.6 tokens/s spinning, 19 waiting passively; bench/results/cpu_engines/notes.md)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from . import config_tree
+from . import config_tree, games
 from .atomic import write_json_atomic
 from .backends.base import BackendError
 from .games import GameConfig
-from .options import QUIET, RESUME, Play, configuration, game_from, load_instances, open_seats, settings
+from .options import QUIET, RESUME, Play, configuration, games_from, load_instances, open_seats, settings
 from .records import UNNAMED_GAME, GameWriter, RecordError
 from .runner import (
+    GameSpec,
     SettingsChanged,
     Summary,
     check_same_settings,
@@ -109,7 +111,13 @@ def play(resume: bool, quiet: bool, **given):
         return
     opts = settings(cfg)
     num_games, games_per_instance, instances, out = cfg.num_games, cfg.games_per_instance, cfg.instances, cfg.out
-    game = game_from(opts)
+    first_game_index = cfg.first_game_index
+    mix = games_from(opts)
+    game = mix[0]
+    if len(mix) > 1 and instances == "human":
+        raise click.BadParameter(
+            "a mix of games plays seeded instances, not the ones people played", param_hint="--instances"
+        )
     if num_games % games_per_instance:
         uneven = (
             f"--num-games {num_games} is not a multiple of -k/--games-per-instance {games_per_instance}: the last "
@@ -121,12 +129,13 @@ def play(resume: bool, quiet: bool, **given):
             raise click.UsageError(f"{uneven}; ask for {asked} games, or another -k")
         if not quiet:  # the default K with a few games (a trial run): said, not refused
             click.echo(f"note: {uneven} (-k sets the group size)", err=True)
-    run = {"game": game.name, **game.options, "instances": instances, "seed": opts["seed"]}
+    run = {"game": games.MIX.join(g.name for g in mix), **game.options, "instances": instances, "seed": opts["seed"]}
     run["games_per_instance"] = games_per_instance
     needed = instances_needed(num_games, games_per_instance)
     if instances == "random":
         _note_evaluation_seeds(opts["seed"], needed)
-    specs = plan_games(load_instances(instances, needed, opts["seed"], game.name), games_per_instance, num_games)
+    seeds = range(opts["seed"], opts["seed"] + needed)
+    specs = plan_mix(mix, instances, seeds, games_per_instance, num_games, first_game_index)
     try:
         writer = GameWriter(out, resume=resume)
     except (OSError, RecordError) as err:
@@ -150,6 +159,25 @@ def play(resume: bool, quiet: bool, **given):
         if dropped:
             click.echo(f"{out}: {dropped} failed games are played again", err=True)
         _play(out, specs, game, writer, quiet, run, opts)
+
+
+def plan_mix(
+    mix: list[GameConfig], kind: str, seeds: range, games_per_instance: int, num_games: int, first_index: int = 0
+) -> list[GameSpec]:
+    """`plan_games` for one game, or for a mix of games: each game gets its even share of the instances
+    (`games.shares`: contiguous seeds of its own), the games in the mix's order, each spec naming its game;
+    an instance's games numbered from `first_index`."""
+    if len(mix) == 1:
+        instances = load_instances(kind, len(seeds), seeds.start, mix[0].name)
+        return plan_games(instances, games_per_instance, num_games, first_index)
+    by_name = {g.name: g for g in mix}
+    played = [
+        (instance, by_name[part])
+        for part, share in games.shares(games.MIX.join(by_name), seeds)
+        for instance in load_instances(kind, len(share), share.start, part)
+    ]
+    specs = plan_games([instance for instance, _ in played], games_per_instance, num_games, first_index)
+    return [replace(spec, game=played[spec.group][1]) for spec in specs]
 
 
 def _note_evaluation_seeds(seed: int, count: int) -> None:

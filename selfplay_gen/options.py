@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -64,7 +65,8 @@ class GameName(click.ParamType):
 
     def convert(self, value, param, ctx):
         try:
-            games.get(value)
+            for part in games.mixture(value):
+                games.get(part)
         except ValueError as err:
             self.fail(str(err), param, ctx)
         return value
@@ -74,7 +76,10 @@ def game_knob() -> str | None:
     """The game of a run, of a generation or of a command that plays: one declaration for every tree."""
     return knob(
         None, f"The game [null: {games.UNNAMED}], by its registered name ({', '.join(games.names())}) or one of a "
-        "family (textarena:ENV_ID).", type=GameName(), alias="GAME",
+        "family (textarena:ENV_ID). Several joined by commas play a mix (play, init and iterate): the instances "
+        "are split evenly between the games, in order, each game on seeds of its own, e.g. "
+        "textarena:TicTacToe-v0,textarena:KuhnPoker-v0,textarena:SimpleNegotiation-v0.", type=GameName(),
+        alias="GAME",
     )  # fmt: skip
 
 
@@ -235,6 +240,11 @@ class Play(Playing):
         flags=("-n",),
     )  # fmt: skip
     games_per_instance: int = games_per_instance_knob("-k")
+    first_game_index: int = knob(
+        0, "The number of each instance's first game (its game ids end /INDEX, /INDEX+1, ...): the games of one "
+        "instance played by several commands, e.g. against several partners of one group, keep distinct ids.",
+        type=click.IntRange(min=0),
+    )  # fmt: skip
     instances: str = knob(
         "random", "Seeded random instances, or the instances people played (for a game that has them).",
         type=click.Choice(["random", "human"]),
@@ -333,6 +343,17 @@ def _llm_seat(backend, tokenizer, params: SamplingParams, response_length: int |
 SCRIPTED_KNOBS = {"policy": "scripted_policy", "share": "scripted_share", "strength": "scripted_strength"}
 
 
+def partner_scripted_args(knobs: Mapping[str, Any]) -> list[str]:
+    """The options that seat the game's scripted player with `knobs` in seat 1 (e.g. one of the game's
+    `Game.references`): its policy, or its strength."""
+    flags = {"policy": "--partner-scripted-policy", "strength": "--partner-scripted-strength"}
+    unknown = sorted(set(knobs) - set(flags))
+    if unknown:
+        raise ValueError(f"a scripted partner is set by {' and '.join(flags)}, not by the knobs {', '.join(unknown)}")
+    values = [(flags[k], f"{v:g}" if isinstance(v, float) else str(v)) for k, v in knobs.items()]
+    return ["--partner-backend", SCRIPTED, *(part for pair in values for part in pair)]
+
+
 def _scripted_knobs(opts, prefix: str = "") -> dict:
     """The knobs the chosen game's scripted player has, from the options (`prefix` "partner_":
     seat 1's, where a partner option exists and is given), the game's defaults for those not
@@ -350,6 +371,25 @@ def _scripted_knobs(opts, prefix: str = "") -> dict:
         return next((v for v in given if v is not None), default)
 
     return {k: value(k, default) for k, default in game.scripted_knobs.items()}
+
+
+def _mixed_knobs(opts, seat: int, prefix: str) -> dict:
+    """The scripted player's knobs for `seat`, checked in every game of a mix (`games.mixture`), which
+    must give it the same knobs (a record names one scripted player per seat)."""
+    found = {}
+    for part in games.mixture(opts.get("game") or games.UNNAMED):
+        knobs = _scripted_knobs({**opts, "game": part}, prefix)
+        _check_scripted({**opts, "game": part}, seat, knobs, prefix)
+        found[part] = knobs
+    first = next(iter(found.values()))
+    differ = [part for part, knobs in found.items() if knobs != first]
+    if differ:
+        raise click.BadParameter(
+            f"the games of the mix give their scripted players other knobs ({found[differ[0]]} in {differ[0]}, "
+            f"{first} in {next(iter(found))}); a mix seats one scripted player in each seat",
+            param_hint=f"--{prefix.replace('_', '-')}scripted-policy",
+        )
+    return first
 
 
 def _check_scripted(opts, seat: int, knobs: dict, prefix: str) -> None:
@@ -435,8 +475,7 @@ async def open_seats(**opts):
                 "base_urls": list(urls),
             }
             if name == SCRIPTED:
-                knobs = _scripted_knobs(opts, prefix)
-                _check_scripted(opts, seat, knobs, prefix)
+                knobs = _mixed_knobs(opts, seat, prefix)
                 seats.append(_scripted_seat(knobs, opts["seed"]))
                 settings[f"seat{seat}"].update(knobs)
                 continue
@@ -461,10 +500,22 @@ async def open_seats(**opts):
         )
 
 
+def games_from(opts) -> list[GameConfig]:
+    """Each game the options choose (`--game`: one, or a mix), with their limits and its options."""
+    return [game_from({**opts, "game": part}) for part in games.mixture(opts.get("game") or games.UNNAMED)]
+
+
 def game_from(opts) -> GameConfig:
-    """The game the options choose, with their limits and its options; a bad option is a usage error."""
+    """The game the options choose, with their limits and its options; a bad option is a usage error,
+    and so is a mix of games (which `games_from` takes) where a command plays one game."""
     options = {k: opts[k] for k in ("reward_mode", "skill") if opts.get(k)}
     name = opts.get("game") or games.UNNAMED
+    if games.MIX in name:
+        raise click.BadParameter(
+            f"{name!r}: this command plays one game at a time; a mix is played by play, init and iterate, and "
+            "evaluated one game at a time",
+            param_hint="--game",
+        )
     if opts.get("teacher_plan") and "plan" not in games.get(name).teacher:
         raise click.BadParameter(f"the {name} teacher has no plans", param_hint="--teacher-plan")
     try:

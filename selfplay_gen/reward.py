@@ -1,11 +1,18 @@
 """The training reward of one seat of one game: the one definition that `selfplay-convert` and
 the online agent loop share, so offline and online GRPO optimize the same thing.
 
-It is the seat's own reward in the game (`outcome.rewards`) minus an opt-in penalty for the
-seat's own invalid moves: `penalty x invalid moves / turns`, so the shaping lies in
-[-penalty, 0]. A seat that plays only valid moves gets no shaping at all, so the penalty cannot
-be farmed; agreement is still the only way to a positive reward. The game's score in the
-records is never changed.
+It is the seat's own reward in the game (`outcome.rewards`) with two opt-in terms:
+
+- a penalty for the seat's own invalid moves: `penalty x invalid moves / turns`, so the shaping
+  lies in [-penalty, 0]. A seat that plays only valid moves gets no shaping at all, so the penalty
+  cannot be farmed; agreement is still the only way to a positive reward.
+- a term for the joint outcome: `joint_weight x` the game's joint share of the best deal (both
+  seats' points over the most the two could get together, in [0, 1]; 0 without a deal). In the
+  semi-competitive mode a seat's reward is its own points, so a seat trained on it alone learns to
+  demand what a partner of its own kind refuses; the term pays for the deals both sides keep,
+  so at equal own points the deal with the higher joint share ranks higher.
+
+The game's score in the records is never changed, so evaluation reads the raw game reward.
 """
 
 from __future__ import annotations
@@ -14,10 +21,31 @@ from collections.abc import Mapping
 from typing import Any
 
 
-def training_reward(record: Mapping[str, Any], seat: int, invalid_move_penalty: float = 0.0) -> float:
-    """`seat`'s reward in `record`, less the penalty for its share of invalid turns.
-    A seat without sampled turns (a scripted player) makes no invalid moves."""
-    reward = float(record["outcome"]["rewards"][seat])
+def joint_share(record: Mapping[str, Any]) -> float:
+    """Both seats' points over the best joint points of the instance (`outcome.points` and
+    `outcome.best_joint`, as a game with a joint outcome records them; 0 without a deal)."""
+    outcome = record["outcome"]
+    try:
+        points, best = outcome["points"], outcome["best_joint"]
+        return float(sum(points)) / float(best) if best else 0.0
+    except (KeyError, TypeError) as error:
+        raise ValueError(
+            f"game {record.get('game_id')!r} ({record.get('game', 'matching')}): its outcome records no points and "
+            f"best_joint ({error!r}), so it has no joint share for a joint-outcome reward term"
+        ) from None
+
+
+def joint_term(record: Mapping[str, Any], joint_weight: float) -> float:
+    """The joint-outcome term `training_reward` adds: `joint_weight` x the joint share (0 when unweighted)."""
+    return joint_weight * joint_share(record) if joint_weight else 0.0
+
+
+def training_reward(
+    record: Mapping[str, Any], seat: int, invalid_move_penalty: float = 0.0, joint_weight: float = 0.0
+) -> float:
+    """`seat`'s reward in `record`, less the penalty for its share of invalid turns, plus the weighted
+    joint share of the best deal. A seat without sampled turns (a scripted player) makes no invalid moves."""
+    reward = float(record["outcome"]["rewards"][seat]) + joint_term(record, joint_weight)
     turns = len(record["players"][seat].get("turns") or ())
     if not invalid_move_penalty or not turns:
         return reward

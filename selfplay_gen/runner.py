@@ -40,18 +40,22 @@ class GameSpec:
     group: int  # GRPO group: the games of one instance share it
     game_index: int  # k-th game of its instance
     instance: GameInstance  # of the run's game
+    game: GameConfig | None = None  # the game this one plays, in a mix of games (None: the run's)
 
 
 # (spec, seat, the game just reset, what it showed first) -> the player for that seat of that game
 SeatFactory = Callable[[GameSpec, int, Game[Any, Any], Observation], Player]
 
 
-def plan_games(instances: Sequence[GameInstance], games_per_instance: int, num_games: int) -> list[GameSpec]:
-    """`num_games` games, `games_per_instance` per instance, in instance order."""
+def plan_games(
+    instances: Sequence[GameInstance], games_per_instance: int, num_games: int, first_index: int = 0
+) -> list[GameSpec]:
+    """`num_games` games, `games_per_instance` per instance, in instance order; an instance's games are
+    numbered from `first_index` (the games of one instance played by several runs keep distinct ids)."""
     specs = [
         GameSpec(f"{inst.id}/{k}", group, k, inst)
         for group, inst in enumerate(instances)
-        for k in range(games_per_instance)
+        for k in range(first_index, first_index + games_per_instance)
     ]
     return specs[:num_games]
 
@@ -124,7 +128,7 @@ async def play_game(spec: GameSpec, seats: Sequence[SeatFactory], config: GameCo
     """Play one game to its end and return its record: the one record type that the writer,
     `selfplay-convert` and the online trainer read."""
     started = time.perf_counter()
-    game = config.new()
+    game = (spec.game or config).new()
     start = game.reset(spec.instance)
     players = [seats[s](spec, s, game, start) for s in range(game.seats)]
     failure = await play(game, players, start)

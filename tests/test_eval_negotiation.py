@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from selfplay_gen.cli import main
-from selfplay_gen.games.negotiation.evaluation import evaluate, win_counts
+from selfplay_gen.games.negotiation.evaluation import evaluate
+from selfplay_gen.stats.metrics import win_counts
 
 STRONG, WEAK = "scripted-strength-1", "scripted-strength-0.3"
 
@@ -95,7 +96,7 @@ def table(rows):
 
 def test_wins_count_per_instance_with_ties_as_halves_and_self_play_left_out():
     games = table([("x", "a", "b", 6, 4), ("x", "b", "a", 5, 5), ("y", "b", "a", 7, 3), ("y", "a", "a", 9, 1)])
-    wins = win_counts(games, ["a", "b"])
+    wins = win_counts(games, ["a", "b"], "points")
     assert wins.tolist() == [[[0, 1.5], [0.5, 0]], [[0, 0], [1, 0]]]
 
 

@@ -140,8 +140,8 @@ def test_a_dpo_league_plays_each_drawn_opponent_in_turn_and_pairs_wins_with_loss
         assert any(f"--model-path {run}/warm/train/hf --host 127.0.0.1 --port 30001" in line for line in lines)
     # the end: every checkpoint also against the scripted negotiator at strength 1, and a report
     assert any("--label iter_2 --partner-label scripted@1" in line for line in lines)
-    (report,) = [line for line in lines if line.startswith("+ gen eval") and "--from-games" in line]
-    assert f"scripted@1={run}/crossplay/warm__scripted@1/eval/games/scripted_1__scripted_1.jsonl" in report
+    report, _test_split = [line for line in lines if line.startswith("+ gen eval") and "--from-games" in line]
+    assert f"scripted@1={run}/crossplay/draw_2/warm__scripted@1/eval/games/scripted_1__scripted_1.jsonl" in report
 
 
 def test_grpo_takes_a_per_seat_baseline_and_the_time_budget_stops_new_iterations(tmp_path):
@@ -173,7 +173,8 @@ def test_skill_levels_teach_each_level_and_measure_the_highest_against_the_lowes
     run = tmp_path / "run"
     lines = dry_iterate(
         tmp_path, "--league.skill_levels", "novice,expert", "--warm.policy", "teacher", "--warm.games", "100",
-        "--num_iterations", "1", "--league_size", "1", "--league.scripted", "1",
+        "--num_iterations", "1", "--league_size", "1", "--league.scripted", "1", "--league.skill_data",
+        "scripted-strength",
     )  # fmt: skip
     teacher = [line for line in lines if "--backend scripted" in line and "/warm/gen/levels/" in line]
     assert len(teacher) == 2
@@ -530,14 +531,14 @@ def test_progress_reports_each_checkpoint_against_the_previous_and_the_warm_star
     comp.league = League.of([Member("warm", path="/w"), Member("iter_1", path="/i")]).record_file(
         pair / "games" / "iter_1__warm.jsonl", ("iter_1", "warm")
     )
-    written = comp.write_progress(report / "metrics.json", ["warm", "iter_1"], "warm")
+    written = comp.write_progress(report / "metrics.json", ["warm", "iter_1"], "warm", "development draw 2 (...)")
     assert written == tmp_path / "report" / competition.PROGRESS_FILE
     text = written.read_text()
     (row,) = [line for line in text.splitlines() if line.startswith("| iter_1 |")]
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert re.match(r"\d+\.\d% \[\d+\.\d, \d+\.\d\]", cells[4])  # vs warm start, seat 0, with its interval
     assert float(cells[4].split("%")[0]) > 50
-    assert "- iter_1: " in text and "## League ratings" in text
+    assert "- iter_1: " in text and "## League ratings" in text and "Read on development draw 2 (...)." in text
     assert Counter(line.startswith("| warm |") for line in text.splitlines())[True] == 1
 
 
@@ -555,6 +556,7 @@ def test_the_summary_shows_each_promotion_skill_match_and_the_progress(tmp_path)
         (stage / report.PROMOTION_FILE).write_text(json.dumps(decision.to_dict()))
     skill = {"expert_vs_novice": {"mean": 0.7, "ci": [0.62, 0.78]}, "meets_target": True, "follows": True}
     (tmp_path / "iter_001" / "eval" / report.SKILL_FILE).write_text(json.dumps(skill))
+    (tmp_path / "iter_001" / "eval" / report.SKILL_LEVELS_TABLE).write_text("| level | against |\n| expert | x |\n")
     (tmp_path / "report").mkdir()
     (tmp_path / "report" / report.PROGRESS_FILE).write_text("## Progress per checkpoint\n\n| checkpoint |\n")
     text = report.write_summary(tmp_path)
@@ -562,6 +564,8 @@ def test_the_summary_shows_each_promotion_skill_match_and_the_progress(tmp_path)
     assert "| iter_2 | kept iter_1 | 52.0% [45.0%, 59.0%] | 512 | reason 2 |" in text
     assert "| iter_1 | 70.0% [62.0%, 78.0%] | True | True |" in text
     assert text.index("## Promotion") < text.index("## Skill levels") < text.index("## Progress per checkpoint")
+    judged = text.index("## Skill levels against references outside the model")
+    assert text.index("### iter_1\n\n| level | against |\n| expert | x |") > judged
 
 
 def test_a_judged_candidate_kept_as_the_final_model_is_evaluated_on_the_test_split_once(tmp_path, capsys):

@@ -144,10 +144,13 @@ def test_dpo_pairs_each_seats_winner_against_its_loser(records, tmp_path):
         assert pair["chosen"][-1]["role"] == pair["rejected"][-1]["role"] == "assistant"
 
 
-def test_a_file_of_two_games_is_refused(records, tmp_path):
-    matching = json.loads((Path(__file__).parent / "data" / "golden_matching.jsonl").read_text().splitlines()[12])
+def test_an_instance_played_under_two_games_is_refused(records, tmp_path):
+    """A mix of games plays each game on seeds of its own, so one instance under two games is a
+    file put together by hand: a GRPO group would compare games of different rules."""
+    matching = json.loads((Path(__file__).parent / "data" / "golden_matching.jsonl").read_text().splitlines()[0])
+    matching["game_id"] = "matching-" + matching["game_id"]  # distinct ids, so the instance is what clashes
     games = write(tmp_path / "games.jsonl", [*records, matching])
-    assert "holds games of matching, negotiation" in convert(games, ok=False).output
+    assert "instance seed-3 holds games of matching, negotiation" in convert(games, ok=False).output
 
 
 def play(*args):

@@ -633,7 +633,8 @@ def test_gpu_learning_run_values_may_hold_commas(tmp_path):
         "=== sk (port 30010): WARM_START=teacher GAME=negotiation SKILL_LEVELS=novice,expert NUM_ITERATIONS=0 "
         "LEAGUE_SCRIPTED=0.3,1" in result.stdout
     )
-    assert "/warm/gen/levels/expert/games.jsonl" in result.stdout  # the iteration script read both levels
+    assert "/warm/gen/levels/seat1_0.2_vs_1/games.jsonl" in result.stdout  # the levels chosen by quantile
+    assert "-m selfplay_gen.games.negotiation.skill" in result.stdout
 
 
 def test_gpu_learning_runs_side_by_side_train_in_smaller_micro_batches(tmp_path):

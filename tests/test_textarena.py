@@ -389,3 +389,192 @@ def test_an_invalid_move_is_refused_with_the_environments_reason_then_lost():
     ended = game.step(1, "no move")
     assert ended.done and game.outcome is not None and game.outcome.termination == adapter.INVALID_MOVE
     assert game.outcome.terminated and game.outcome.rewards == (1.0, -1.0) and game.invalid_moves == 2
+
+
+def test_iterate_plans_every_models_games_against_the_fixed_references(tmp_path):
+    """Each model the run evaluates (base, the warm start, each iteration) also plays the game's fixed
+    references in both seats: random legal play and, where the game has one, its exact player; the
+    references are chosen in the configuration tree, and one the game has not is refused."""
+    from selfplay_gen.iterate.cli import iterate_command
+
+    run_dir = tmp_path / "run"
+    common = ["--dry-run", "--initial_model", "/m0", "--run_dir", str(run_dir), "--tools.gen", "gen"]
+    common += ["--tools.convert", "conv", "--verl.python", sys.executable, "--num_iterations", "1"]
+    common += ["--warm.policy", "format", "--trainer", "grpo"]
+
+    def against(game: str, *more: str) -> list[tuple[str, str, str]]:
+        result = CliRunner().invoke(iterate_command, [*common, "--game", game, *more])
+        assert result.exit_code == 0, result.output
+        found = []
+        for line in result.output.splitlines():
+            if line.startswith("+ gen eval") and "--partner-scripted-policy" in line:
+                words = line.split()
+                assert words[words.index("--partner-backend") + 1] == "scripted"
+                policy = words[words.index("--partner-scripted-policy") + 1]
+                out = Path(words[words.index("--out") + 1])
+                found.append((words[words.index("--label") + 1], policy, f"{out.parent.parent.name}/{out.name}"))
+        return found
+
+    planned = against("textarena:TicTacToe-v0")
+    assert planned == [
+        (label, policy, f"{stage}/heldout_vs_{policy}")
+        for label, stage in (("base", "base"), ("warm", "warm"), ("iter_1", "iter_001"))
+        for policy in ("random", "minimax")
+    ]
+    assert {p for _, p, _ in against("textarena:KuhnPoker-v0")} == {"random", "equilibrium"}
+    assert {p for _, p, _ in against("textarena:SimpleNegotiation-v0")} == {"random"}
+    assert against("textarena:TicTacToe-v0", "--evaluation.references", "none") == []
+    assert {p for _, p, _ in against("textarena:TicTacToe-v0", "evaluation.references=minimax")} == {"minimax"}
+    assert against("negotiation") == []  # a game that names no references plays none
+
+    refused = CliRunner().invoke(
+        iterate_command, [*common, "--game", "textarena:KuhnPoker-v0", "--evaluation.references", "minimax"]
+    )
+    assert refused.exit_code == 2
+    assert "the textarena:KuhnPoker-v0 game has no reference 'minimax' (its references: random, equilibrium" in (
+        refused.output
+    )
+
+
+def test_the_run_summary_shows_each_checkpoints_wins_against_the_references(tmp_path):
+    """The summary's table reads the evaluations against the references as `eval` writes them: scripted
+    seats of known strength stand in for checkpoints, so minimax (iter_1, and online GRPO's saved step
+    iter_1@5 before it) never loses to random play in either seat, and random play (base) never beats minimax."""
+    from selfplay_gen.iterate import report
+
+    run_dir = tmp_path / "run"
+    game = ["--game", "textarena:TicTacToe-v0", "--backend", "scripted", "--instances", "heldout"]
+    game += ["--num-instances", "12", "-k", "2", "--bootstrap", "200", "-q"]
+    for stage, label, policy, reference in (
+        ("base", "base", "random", "minimax"),
+        ("iter_001", "iter_1", "minimax", "random"),
+        ("iter_001/train/step_5", "iter_1@5", "minimax", "random"),
+    ):
+        out = run_dir / stage / "eval" / f"heldout_vs_{reference}"
+        run(
+            "eval", *game, "--scripted-policy", policy, "--partner-scripted-policy", reference,
+            "--label", label, "--partner-label", reference, "--out", str(out),
+        )  # fmt: skip
+    text = report.write_summary(run_dir)
+    assert "## Against fixed references and the starting model" in text
+    table = [
+        cells
+        for line in text.splitlines()
+        if line.startswith("| ") and len(cells := [c.strip() for c in line.strip("|").split("|")]) == 8
+    ]
+    rows = {tuple(cells[:2]): cells for cells in table}
+    assert [cells[0] for cells in table] == ["model", "base", "iter_1@5", "iter_1"]  # the run's order
+    head = rows[("model", "against")]
+    base, trained = rows[("base", "minimax")], rows[("iter_1", "random")]
+    assert base[head.index("games")] == trained[head.index("games")] == "48"  # 12 instances x 2 games x 2 seat orders
+    assert base[head.index("win [95% CI]")] == "0.0% [0.0, 0.0]"
+    assert trained[head.index("loss")] == rows[("iter_1@5", "random")][head.index("loss")] == "0.0% [0.0, 0.0]"
+    assert float(trained[head.index("win in seat 0")].split("%")[0]) > 50
+
+
+MIX = ",".join(f"textarena:{env_id}" for env_id in SPIRAL)
+
+
+def test_a_mix_of_games_plays_each_on_its_share_of_the_instances_and_converts_into_each_games_rows(tmp_path, tokenizer):
+    """SPIRAL's three games at once: `--game A,B,C` splits the instances evenly, each game on seeds of
+    its own; scripted and model seats (a stand-in backend through the real tokenizer) play them in one
+    run, and every format's rows hold each game's, named by its data source."""
+    from selfplay_gen.cli import plan_mix
+    from selfplay_gen.options import games_from
+
+    out = tmp_path / "games.jsonl"
+    run("--game", MIX, "--backend", "scripted", "-n", "32", "-k", "2", "--seed", "5", "--out", str(out), "-q")
+    records = list(read_games(out))
+    seeds: dict[str, set[int]] = {}
+    for record in records:
+        seeds.setdefault(record["game"], set()).add(record["instance"]["seed"])
+    # 16 instances: 6, 5 and 5, in the mix's order, on seeds of their own
+    assert seeds == {
+        "textarena:TicTacToe-v0": set(range(5, 11)),
+        "textarena:KuhnPoker-v0": set(range(11, 16)),
+        "textarena:SimpleNegotiation-v0": set(range(16, 21)),
+    }
+    assert all(r["outcome"]["terminated"] and r["settings"]["run"]["game"] == MIX for r in records)
+    for fmt in ("sft", "dpo"):
+        rows = convert(out, tmp_path / fmt, fmt)
+        assert {row["data_source"] for row in rows} == {f"selfplay_textarena:{env_id}" for env_id in SPIRAL}
+
+    mix = games_from({"game": MIX, "max_moves": 30, "max_invalid": 3})
+    backend, k = MoveListBackend(tokenizer), 4
+
+    def seat(spec, s, game, start):
+        return LLMPlayer(s, start.system[s], backend, tokenizer, SamplingParams(), f"{spec.game_id}#{s}")
+
+    specs = plan_mix(mix, "random", range(9), k, 9 * k)
+    played = tmp_path / "model.jsonl"
+    with GameWriter(played) as writer:
+        settings = {"backend": "test", "sampling": {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 16}}
+        asyncio.run(run_games(specs, (seat, seat), mix[0], writer, 8, settings, progress=False))
+    grpo = [str(played), "--val-fraction", "0", "--keep-constant-groups", "--out-dir", str(tmp_path / "grpo")]
+    result = CliRunner().invoke(convert_main, grpo)
+    assert result.exit_code == 0, result.output
+    rows = pq.read_table(tmp_path / "grpo" / "train.parquet").to_pylist()
+    by_game: dict[str, set[str]] = {}
+    for row in rows:
+        instances = {g.split("/")[0] for g in row["extra_info"]["game_ids"]}
+        assert len(instances) == 1  # a group is one instance of one game
+        by_game.setdefault(row["data_source"], set()).update(instances)
+    assert by_game == {
+        "selfplay_textarena:TicTacToe-v0": {f"seed-{s}" for s in range(3)},
+        "selfplay_textarena:KuhnPoker-v0": {f"seed-{s}" for s in range(3, 6)},
+        "selfplay_textarena:SimpleNegotiation-v0": {f"seed-{s}" for s in range(6, 9)},
+    }
+    summary = json.loads((tmp_path / "grpo" / "convert_summary.json").read_text())
+    assert summary["game"] == MIX and summary["games_of_each"] == {f"textarena:{e}": 3 * k for e in SPIRAL}
+
+    init = tmp_path / "init"
+    run("init", "--game", MIX, "--num-train", "7", "--num-test", "3", "--out-dir", str(init))
+    train = pq.read_table(init / "train.parquet").to_pylist()
+    assert [row["data_source"] for row in train] == [
+        f"selfplay_textarena:{e}" for e, n in zip(SPIRAL, (3, 2, 2)) for _ in range(2 * n)
+    ]
+    assert sorted(row["extra_info"]["index"] for row in train) == list(range(14))
+
+
+def test_a_command_that_plays_one_game_refuses_a_mix(tmp_path):
+    result = CliRunner().invoke(main, ["eval", "--game", MIX, "--backend", "scripted", "--out", str(tmp_path / "e")])
+    assert result.exit_code == 2 and "this command plays one game at a time" in result.output
+    twice = CliRunner().invoke(
+        main, ["--game", "textarena:TicTacToe-v0,textarena:TicTacToe-v0", "--backend", "scripted"]
+    )
+    assert twice.exit_code == 2 and "names each game once" in twice.output
+
+
+def test_iterate_plans_a_mix_played_as_one_and_evaluated_game_by_game(tmp_path):
+    """SPIRAL's three games together: the warm start, the training games and online GRPO's rows are one mix;
+    every model is evaluated on each game apart (its own report, its own references, its own cross-play),
+    with the capability-retention check beside; a league plays one game and refuses a mix."""
+    from selfplay_gen.iterate.cli import iterate_command
+
+    run_dir = tmp_path / "run"
+    common = ["--dry-run", "--initial_model", "/m0", "--run_dir", str(run_dir), "--tools.gen", "gen"]
+    common += ["--tools.convert", "conv", "--verl.python", sys.executable, "--game", MIX]
+    recipe = ["--num_iterations", "1", "--warm.policy", "format", "--evaluation.retention", "true"]
+    result = CliRunner().invoke(iterate_command, [*common, *recipe, "--trainer", "grpo-online"])
+    assert result.exit_code == 0, result.output
+    lines = [line.replace("\\,", ",") for line in result.output.splitlines()]
+    played = [line for line in lines if line.startswith("+ gen --config")]
+    assert played and all(config_of(line, result.output)["game"] == MIX for line in played)  # the warm start's games
+    inits = [line for line in lines if line.startswith("+ gen init")]
+    assert len(inits) == 1 and f"--game {MIX} " in inits[0]
+    eval_lines = [line for line in lines if line.startswith("+ gen eval")]
+    evals = [line.split() for line in eval_lines]
+    for line, words in zip(eval_lines, evals):  # each game evaluated apart, reading a file of its game alone
+        game = config_of(line, result.output)["game"]
+        assert game in games.mixture(MIX) and game.replace(":", "_") in words[words.index("--out") + 1]
+    outs = {Path(words[words.index("--out") + 1]).relative_to(run_dir).as_posix() for words in evals}
+    for env_id, references in zip(SPIRAL, (("random", "minimax"), ("random", "equilibrium"), ("random",))):
+        where = f"textarena_{env_id}"
+        for stage in ("base", "warm", "iter_001"):
+            assert f"{stage}/eval/heldout/{where}" in outs
+            assert {f"{stage}/eval/heldout_vs_{r}/{where}" for r in references} <= outs
+        assert f"report/crossplay/{where}" in outs and f"iter_001/eval/test/{where}" in outs
+    assert sum(line.startswith("+ gen retention") for line in lines) == 3
+
+    league = CliRunner().invoke(iterate_command, [*common, *recipe, "--league_size", "2"])
+    assert league.exit_code == 2 and "a league (league_size, league.promotion) plays one game" in league.output

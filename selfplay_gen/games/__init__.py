@@ -61,9 +61,46 @@ def known(name: str) -> bool:
     return name in _TARGETS or name.partition(":")[0] in _FAMILIES
 
 
+# several games in one run: their names joined by commas ("textarena:TicTacToe-v0,textarena:KuhnPoker-v0")
+MIX = ","
+
+
+def mixture(name: str) -> list[str]:
+    """The games `name` plays: itself, or each game of a mix (names joined by `MIX`), in order. A mix
+    names each game once and only games the registry knows (`get` checks each)."""
+    parts = [part.strip() for part in name.split(MIX)]
+    if len(parts) > 1:
+        if not all(parts):
+            raise ValueError(f"{name!r}: a mix of games names one game between each pair of commas")
+        repeated = sorted({part for part in parts if parts.count(part) > 1})
+        if repeated:
+            raise ValueError(f"{name!r}: a mix of games names each game once, not {repeated[0]!r} twice")
+        for part in parts:
+            get(part)
+    return parts
+
+
+def shares(name: str, seeds: range) -> list[tuple[str, range]]:
+    """Each game of `name` (`mixture`) with its share of `seeds`: contiguous ranges, as even as they
+    can be (the first games one seed more where the count does not divide), so a mix's instances are
+    split evenly between its games and no two games share a seed (nor an instance id)."""
+    parts, start = mixture(name), seeds.start
+    out = []
+    for i, part in enumerate(parts):
+        size = len(seeds) // len(parts) + (i < len(seeds) % len(parts))
+        out.append((part, range(start, start + size)))
+        start += size
+    return out
+
+
 def get(name: str) -> type[Game[Any, Any]]:
     """The game class registered as `name`, or made by its family for "family:PARAM", its module
     imported now."""
+    if MIX in name:
+        raise ValueError(
+            f"{name!r} is a mix of games; where a mix is taken (play, init, iterate) each of its games is "
+            "played, converted and evaluated apart"
+        )
     family, colon, param = name.partition(":")
     if colon and family in _FAMILIES:
         module, _, function = _FAMILIES[family].rpartition(".")
@@ -120,4 +157,17 @@ class GameConfig:
             raise ValueError(f"the {self.name} game does not take the options {dict(self.options)} ({err})") from None
 
 
-__all__ = ["UNNAMED", "Game", "GameConfig", "families", "get", "known", "names", "register", "seeded"]
+__all__ = [
+    "MIX",
+    "UNNAMED",
+    "Game",
+    "GameConfig",
+    "families",
+    "get",
+    "known",
+    "mixture",
+    "names",
+    "register",
+    "seeded",
+    "shares",
+]

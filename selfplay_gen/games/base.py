@@ -238,6 +238,16 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
         return None
 
     @classmethod
+    def references(cls) -> Mapping[str, Mapping[str, Any]]:
+        """Fixed opponents of known strength that every model a run evaluates also plays, in both
+        seats, so progress reads against them and not only against the model's past selves: by
+        name, the knobs of the scripted player that sits as each (`scripted_player`'s; `{"policy":
+        "random"}` is `random_player`). None by default: a game whose wins mean something names its
+        own (TextArena: random legal play and its exact player where it has one; a negotiator at a
+        strength would be `{"strength": 1.0}`)."""
+        return {}
+
+    @classmethod
     def human_instances(cls, count: int) -> list[GameInstance]:
         """The first `count` of the `human_games` instances people played (none by default)."""
         raise ValueError(f"the {cls.name} game has random ones only")

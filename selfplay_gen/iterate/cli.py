@@ -156,6 +156,22 @@ def iterate(o: dict[str, Any]) -> str | None:
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="trainer") from None
     check_skill_levels(cfg.game, cfg.league.skill_levels)
+    if cfg.games_per_instance % cfg.league.partners_per_group:
+        raise click.BadParameter(
+            f"{cfg.league.partners_per_group} partners cannot share a group of {cfg.games_per_instance} games evenly; "
+            "give a divisor of games_per_instance",
+            param_hint="league.partners_per_group",
+        )
+    try:
+        decisions.parts(Played(game=cfg.game, reward_mode=cfg.reward_mode), cfg.evaluation.references)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="evaluation.references") from None
+    if len(games.mixture(cfg.game or default_game())) > 1 and (cfg.league_size > 0 or cfg.promotes()):
+        raise click.BadParameter(
+            "a mix of games trains one model on all of them by self-play; a league (league_size, league.promotion) "
+            "plays one game",
+            param_hint="game",
+        )
     if cfg.league.baseline == "per-seat" and trainer.name == "grpo" and cfg.loss.adv_estimator == "grpo":
         raise click.BadParameter(
             "grpo's estimator centers each group, which cancels a per-seat baseline; set loss.adv_estimator to "
@@ -206,10 +222,9 @@ def generate_command(**o: Any) -> None:
     if printed(cfg, o):
         return
     model, out_dir, eval_dir, crossplay_dir = cfg.model, cfg.out_dir, cfg.eval_dir, cfg.crossplay_dir
-    game = cfg.game or default_game()
     shell = Shell(o["dry_run"], environment())
     played = Played(game=cfg.game, reward_mode=cfg.reward_mode, sampling=cfg.sampling)
-    plays = Plays(cfg.tools.resolved(), played, cfg.evaluation, decisions.evaluation_sets(games.get(game)), shell)
+    plays = Plays(cfg.tools.resolved(), played, cfg.evaluation, decisions.parts(played, ("none",)), shell)
     label = cfg.eval_label or Path(model or "model").name
     if not shell.dry_run:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -239,7 +254,8 @@ def generate_command(**o: Any) -> None:
     if cfg.num_games > 0:
         click.echo(f"games: {out_dir}/games.jsonl, summary: {out_dir}/games.summary.json, parquet: {out_dir}")
     if eval_dir is not None:
-        click.echo(f"evaluation: {' '.join(str(eval_dir / s) for s in plays.sets)} (report.md in each)")
+        sets = [part.at(name) for part in plays.parts for name in part.sets]
+        click.echo(f"evaluation: {' '.join(str(eval_dir / s) for s in sets)} (report.md in each)")
     if crossplay_dir is not None:
         click.echo(f"cross-play: {crossplay_dir}/report.md")
 

@@ -41,6 +41,7 @@ import importlib
 import json
 import re
 import shutil
+import sys
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -51,12 +52,12 @@ from .. import games as game_registry
 from ..atomic import temporary, write_atomic
 from ..evaluation.splits import SKILL
 from ..games.base import Game
-from ..league import League, Member, Promotion, opponent_weights, promote, scripted_member
+from ..league import League, Member, Promotion, opponent_weights, promote, scripted_member, with_share
 from ..league.progress import progress, progress_table
 from . import decisions, plays
 from .config import Iteration
 from .plays import Plays
-from .report import PROGRESS_FILE, PROMOTION_FILE, SKILL_FILE
+from .report import PROGRESS_FILE, PROMOTION_FILE, SKILL_FILE, SKILL_LEVELS_FILE, SKILL_LEVELS_TABLE
 from .server import Started
 from .shell import Shell
 from .stages import Checkpoint, Stage
@@ -64,6 +65,7 @@ from .stages import Checkpoint, Stage
 LEAGUE_FILE = "league.json"
 OPPONENTS_FILE = "opponents.json"
 SKILL_SEED = SKILL.start  # the skill match's instances: a range of their own, apart from training and the splits
+UNCONDITIONED = "unconditioned"  # the model asked for no level, as the skill evaluation labels it
 
 
 def safe_name(name: str) -> str:
@@ -79,6 +81,12 @@ def round_dir(gen: Path, round_: int) -> Path:
 def games_file(out: Path, opponent: str) -> Path:
     """A round's games against `opponent`: out/vs/<opponent>/games.jsonl."""
     return out / "vs" / safe_name(opponent) / "games.jsonl"
+
+
+def layer_file(out: Path, opponent: str, layer: int) -> Path:
+    """A round's games against `opponent` in layer `layer` (0: the first; `Competition.draw_layers`)."""
+    path = games_file(out, opponent)
+    return path if layer == 0 else path.parent / f"layer_{layer + 1}" / path.name
 
 
 def concatenate(parts: Sequence[Path], out: Path) -> None:
@@ -231,28 +239,29 @@ class Competition:
     def replay(self, stage: Stage) -> None:
         """The league as the stage's training games left it, for a run that resumes the stage after its
         training: each round's games recorded again (`record`, as `play_round` did), in the order its
-        opponents.json names the opponents."""
+        opponents.json names the opponents (layer by layer where several partners shared each group)."""
         round_ = 1
         while (chosen_file := round_dir(stage.dir / "gen", round_) / OPPONENTS_FILE).exists():
             try:
                 chosen = json.loads(chosen_file.read_text())
-                player, opponents = chosen["player"], list(chosen["games"])
-            except (ValueError, KeyError, TypeError) as error:
+                player, layers = chosen["player"], chosen.get("layers") or [chosen["games"]]
+                played = [(name, layer) for layer, drawn in enumerate(layers) for name in drawn]
+            except (ValueError, KeyError, TypeError, AttributeError) as error:
                 raise ValueError(f"{chosen_file}: no player or games, the opponents drawn ({error})") from None
             out = chosen_file.parent
-            for name in opponents:
-                if not (path := games_file(out, name)).exists():
+            for name, layer in played:
+                if not (path := layer_file(out, name, layer)).exists():
                     raise FileNotFoundError(
                         f"{path}: missing, and {chosen_file} says {player} played {name} there: the league "
                         "cannot be rebuilt without the stage's training games"
                     )
-            self.record(out, player, opponents)
+            self.record(player, [(name, layer_file(out, name, layer)) for name, layer in played])
             round_ += 1
 
-    def record(self, out: Path, player: str, opponents: Sequence[str]) -> None:
-        """The league with a round's games (in `out`) against each of `opponents` recorded, in that order."""
-        for name in opponents:
-            self.league = self.league.record_file(games_file(out, name), (player, name))
+    def record(self, player: str, played: Sequence[tuple[str, Path]]) -> None:
+        """The league with a round's games recorded: each (opponent, games file), in that order."""
+        for name, path in played:
+            self.league = self.league.record_file(path, (player, name))
 
     def trained_seats(self) -> list[str]:
         """The convert options for the seats a league's games train: seat 0, or with LEAGUE_SELF_PLAY_SEATS=both
@@ -261,41 +270,81 @@ class Competition:
             return ["--seats-of", self.run.model]
         return ["--seat", "0"]
 
+    def draw_layers(
+        self, ratings: dict, player: str, candidates: list[str], num_games: int, first: int
+    ) -> list[list[tuple[str, int]]]:
+        """The opponents of a round, per layer: with league.partners_per_group = P, P layers of games_per_instance
+        / P games an instance on the same instances, each drawn apart (`decisions.league_batches`, seeded
+        `first` + layer, its candidates' order turned by the layer), so an instance's group holds the trained
+        seat's games against up to P partners: its advantage compares one play against several partners, the
+        one that refuses among them. One layer (P = 1): one opponent an instance."""
+        cfg = self.run.cfg
+        league = cfg.league
+        layers = league.partners_per_group
+        past = [name for name in candidates if self.league.member(name).kind == "checkpoint"]
+        drawn = []
+        for layer in range(layers):
+            turn = layer % len(candidates)
+            order = candidates[turn:] + candidates[:turn]
+            drawn.append(
+                decisions.league_batches(
+                    ratings, player, order, num_games // layers, cfg.games_per_instance // layers, first + layer,
+                    league.sharpness, league.self_play, past, league.past_share, league.population,
+                )
+            )  # fmt: skip
+        return drawn
+
     def play_round(
         self, i: int, out: Path, player: str, candidates: list[str], num_games: int, first: int, server: Started,
         played: list[Path],
     ) -> int:  # fmt: skip
         """One round of the player's games, an opponent for each instance from `first` on (its frozen copy for
-        the LEAGUE_SELF_PLAY share, the rest drawn by rating: `decisions.league_batches`), each opponent's
-        games in out/vs/<opponent>/games.jsonl, appended to `played` and recorded in the league; returns the
-        first instance after them."""
+        the LEAGUE_SELF_PLAY share, the rest drawn by rating: `decisions.league_batches`; several a group with
+        league.partners_per_group: `draw_layers`), each opponent's games in out/vs/<opponent>/games.jsonl (a
+        later layer's in out/vs/<opponent>/layer_L/), appended to `played` and recorded in the league; returns
+        the first instance after them."""
         run, cfg = self.run, self.run.cfg
         ratings = self.league.ratings()
         if ratings.get(player) is None:  # a learner not promoted (or not rated yet): as strong as the one kept
             ratings[player] = ratings.get(run.kept.label)
-        share = cfg.league.self_play
-        batches = decisions.league_batches(
-            ratings, player, candidates, num_games, cfg.games_per_instance, first, cfg.league.sharpness, share
-        )
+        share, past_share = cfg.league.self_play, cfg.league.past_share
+        past = [name for name in candidates if self.league.member(name).kind == "checkpoint"]
+        layers = self.draw_layers(ratings, player, candidates, num_games, first)
+        games_each = cfg.games_per_instance // len(layers)
+        totals: dict[str, int] = {}
+        for drawn in layers:
+            for name, games in drawn:
+                totals[name] = totals.get(name, 0) + games
         if not cfg.dry_run:
             out.mkdir(parents=True, exist_ok=True)
-            weights = opponent_weights(ratings, player, candidates, cfg.league.sharpness)
+            weights = with_share(opponent_weights(ratings, player, candidates, cfg.league.sharpness), past, past_share)
             chosen = {
-                "player": player, "ratings": ratings, "self_play": share, "weights": weights, "games": dict(batches)
+                "player": player, "ratings": ratings, "self_play": share, "past_share": past_share, "weights": weights,
+                "games": totals, "layers": [dict(drawn) for drawn in layers],
             }  # fmt: skip
             write_atomic(out / OPPONENTS_FILE, json.dumps(chosen, indent=1) + "\n")
-        drawn = ", ".join(f"{'itself (frozen)' if name == player else name} {games}" for name, games in batches)
-        way = f"{share:.0%} against itself, the rest by rating" if share else "by rating"
-        run.shell.echo(f"iteration {i}: seat 0 ({player}, trained) plays, {way}: {drawn} games")
-        plan = {}  # opponent: (games, first instance, games file), in the order the batches were drawn
-        for name, games in batches:
-            plan[name] = (games, first, games_file(out, name))
-            first += games // cfg.games_per_instance
-        for wave in self.waves(list(plan), player):
+        drawn_text = ", ".join(f"{'itself (frozen)' if name == player else name} {n}" for name, n in totals.items())
+        way = "an equal share each (population)" if cfg.league.population else "by rating"
+        if past_share is not None and past:
+            way += f", past checkpoints ({', '.join(past)}) {past_share:.0%} of the draws"
+        if share:
+            way = f"{share:.0%} against itself, the rest {way}"
+        if len(layers) > 1:
+            way += f", {len(layers)} partners a group ({games_each} games each)"
+        run.shell.echo(f"iteration {i}: seat 0 ({player}, trained) plays, {way}: {drawn_text} games")
+        plan = []  # (opponent, games, first instance, games file), layer by layer in the order drawn
+        layer_of: dict[Path, int] = {}  # games file: its layer, whose games are numbered on from the layers' before it
+        for layer, drawn in enumerate(layers):
+            start = first
+            for name, games in drawn:
+                plan.append((name, games, start, layer_file(out, name, layer)))
+                layer_of[plan[-1][3]] = layer
+                start += games // games_each
+        first = start
+        for wave in self.waves(list(totals), player):
             startup = server.startup_s if not played else 0.0
             steps = []
-            for name in wave:
-                games, start, path = plan[name]
+            for name, games, start, path in (entry for entry in plan if entry[0] in wave):
                 member = None if name == player else self.league.member(name)
                 if member is None:  # its own server plays the partner seat: the weights the iteration began with
                     partner_args = plays.partner_args(server)
@@ -305,16 +354,17 @@ class Competition:
                     partner_args = plays.partner_args(partner)
                 else:
                     partner_args = member.partner_args()
+                index = layer_of[path] * games_each
+                extra = [*self.skill_args(), *(["--first-game-index", str(index)] if index else [])]
                 command = run.plays.generate(
-                    server, run.model, start, games, cfg.games_per_instance, path.parent, partner_args,
-                    self.skill_args(),
-                )  # fmt: skip
+                    server, run.model, start, games, games_each, path.parent, partner_args, extra
+                )
                 steps.append((f"iteration {i}: generate vs {name}", command))
             with run.timed(f"generate vs {', '.join(wave)}", startup):
                 run.shell.run_together(steps)
-            played.extend(plan[name][2] for name in wave)
+            played.extend(path for name, _, _, path in plan if name in wave)
         if not cfg.dry_run:
-            self.record(out, player, list(plan))
+            self.record(player, [(name, path) for name, _, _, path in plan])
         return first
 
     def waves(self, opponents: list[str], player: str) -> list[list[str]]:
@@ -365,48 +415,111 @@ class Competition:
     # -- skill levels ----------------------------------------------------------------------------
 
     def warm_games(self, stage: Stage, teacher: list[str]) -> list[list[str]]:
-        """The warm start's teacher games of a skill-conditioned run: per level, the scripted
-        negotiator at the level's strength in both seats, each seat told the level, into
-        gen/levels/<level>/ (joined by `join_warm_games`)."""
+        """The warm start's games of a skill-conditioned run, into gen/levels/<part>/ (joined by
+        `join_warm_games`). league.skill_data=quantile: the scripted negotiator at each of the game's
+        `PLAYER_STRENGTHS` against each of its `REFERENCES`, in both seats, the graded seat told its level
+        only once the games are played (`skill.levels_command`). scripted-strength: per level, the scripted
+        negotiator at the level's strength in both seats, each seat told the level."""
         run, cfg = self.run, self.run.cfg
-        levels, strength_of = cfg.league.skill_levels, self.skill().strength_of
+        levels, skill = cfg.league.skill_levels, self.skill()
+        if cfg.league.skill_data == "quantile":
+            cells = [(seat, own, ref) for own in skill.PLAYER_STRENGTHS for ref in skill.REFERENCES for seat in (0, 1)]
+            per_cell = max(1, cfg.warm.games // len(cells))
+            commands = []
+            for k, (seat, own, ref) in enumerate(cells):
+                first, second = (own, ref) if seat == 0 else (ref, own)
+                commands.append(
+                    [*cfg.tools.gen, *run.plays.config(self.warm_part(stage, seat, own, ref).parent), "--backend",
+                     "scripted", "--scripted-strength", f"{first:g}",
+                     "--partner-scripted-strength", f"{second:g}", "--seed", str(stage.seed + k * per_cell),
+                     "--num-games", str(per_cell), "--games-per-instance", "1", "--out",
+                     str(self.warm_part(stage, seat, own, ref)), "--resume", "--quiet"]
+                )  # fmt: skip
+            return commands
         per_level = max(1, cfg.warm.games // len(levels))
         commands = []
         for k, level in enumerate(levels):
             out = stage.dir / "gen" / "levels" / level / "games.jsonl"
             commands.append(
                 [*cfg.tools.gen, *run.plays.config(out.parent), "--backend", "scripted", "--scripted-strength",
-                 f"{strength_of(level):g}", "--skill", level, *teacher, "--seed", str(stage.seed + k * per_level),
+                 f"{skill.strength_of(level):g}", "--skill", level, *teacher, "--seed", str(stage.seed + k * per_level),
                  "--num-games", str(per_level), "--games-per-instance", "1", "--out", str(out), "--resume",
                  "--quiet"]
             )  # fmt: skip
         return commands
 
+    @staticmethod
+    def warm_part(stage: Stage, seat: int, own: float, reference: float) -> Path:
+        return stage.dir / "gen" / "levels" / f"seat{seat}_{own:g}_vs_{reference:g}" / "games.jsonl"
+
     def join_warm_games(self, stage: Stage) -> None:
+        """gen/games.jsonl of the warm start's level games: by quantile, each graded seat told its level
+        (`skill.levels_command`, which also writes gen/games.levels.json: each level judged against the
+        references); else the levels' games joined as they are."""
+        run, cfg = self.run, self.run.cfg
         gen = stage.dir / "gen"
-        parts = [gen / "levels" / level / "games.jsonl" for level in self.run.cfg.league.skill_levels]
-        if self.run.cfg.dry_run:
-            self.run.shell.echo(f"+ cat {' '.join(map(str, parts))} > {gen / 'games.jsonl'}")
+        levels = cfg.league.skill_levels
+        if cfg.league.skill_data == "quantile":
+            skill = self.skill()
+            parts = [
+                f"{seat}={self.warm_part(stage, seat, own, ref)}"
+                for own in skill.PLAYER_STRENGTHS
+                for ref in skill.REFERENCES
+                for seat in (0, 1)
+            ]
+            run.shell.run(
+                "warm start: levels by quantile against the references",
+                [cfg.tools.python or sys.executable, "-m", skill.__name__, *parts, "--out", str(gen / "games.jsonl"),
+                 "--levels", ",".join(levels)],
+            )  # fmt: skip
+            return
+        parts_files = [gen / "levels" / level / "games.jsonl" for level in levels]
+        if cfg.dry_run:
+            run.shell.echo(f"+ cat {' '.join(map(str, parts_files))} > {gen / 'games.jsonl'}")
         else:
-            concatenate(parts, gen / "games.jsonl")
+            concatenate(parts_files, gen / "games.jsonl")
 
     def skill_match(self, server, model: str, eval_dir: Path) -> None:
         """The model at its highest skill level against itself at its lowest, both seat orders, on
         instances apart from every other set; the game's `follows_levels` of the games into
-        eval_dir/skill.json (the issue's target: the highest level wins 65% of decided games)."""
+        eval_dir/skill.json (the issue's target: the highest level wins 65% of decided games). Then
+        each level judged on references outside the model (`judge_levels`, eval_dir/skill_levels.json):
+        in seat 0 against each scripted negotiator of the game's `REFERENCES` in seat 1, and against the
+        model unconditioned in both seat orders."""
         run, cfg = self.run, self.run.cfg
         levels = cfg.league.skill_levels
         low, high = levels[0], levels[-1]
         e = cfg.evaluation
+        games = e.instances * e.games_per_instance
         played = []
         for seats in ((high, low), (low, high)):
             out = eval_dir / "skill" / f"{seats[0]}__{seats[1]}"
             command = run.plays.generate(
-                server, model, SKILL_SEED, e.instances * e.games_per_instance, e.games_per_instance, out, [],
-                ["--skill", ",".join(seats)],
-            )  # fmt: skip
+                server, model, SKILL_SEED, games, e.games_per_instance, out, [], ["--skill", ",".join(seats)]
+            )
             run.shell.run(f"skill match: {seats[0]} vs {seats[1]}", command)
             played.append((out / "games.jsonl", seats))
+        skill = self.skill()
+        references = [scripted_member(r) for r in getattr(skill, "REFERENCES", ())]
+        judged = []
+        for level in levels:
+            for member in references:
+                out = eval_dir / "skill" / f"{level}__{safe_name(member.name)}"
+                command = run.plays.generate(
+                    server, model, SKILL_SEED, games, e.games_per_instance, out, member.partner_args(),
+                    ["--skill", f"{level},"],
+                )  # fmt: skip
+                run.shell.run(f"skill level: {level} vs {member.name}", command)
+                judged.append((out / "games.jsonl", (level, member.name)))
+            for seats in ((level, UNCONDITIONED), (UNCONDITIONED, level)):
+                out = eval_dir / "skill" / f"{seats[0]}__{seats[1]}"
+                told = f"{level}," if seats[0] == level else f",{level}"
+                command = run.plays.generate(
+                    server, model, SKILL_SEED, games, e.games_per_instance, out, plays.partner_args(server),
+                    ["--skill", told],
+                )  # fmt: skip
+                run.shell.run(f"skill level: {seats[0]} vs {seats[1]}", command)
+                judged.append((out / "games.jsonl", seats))
         if cfg.dry_run:
             return
         import pandas as pd
@@ -415,10 +528,18 @@ class Competition:
         from ..records import read_games
 
         tables = [records_table(list(read_games(path)), seats) for path, seats in played]
-        result = self.skill().follows_levels(pd.concat(tables, ignore_index=True), (low, high))
+        result = skill.follows_levels(pd.concat(tables, ignore_index=True), (low, high))
         write_atomic(eval_dir / SKILL_FILE, json.dumps(result, indent=1, default=float) + "\n")
         share = result["expert_vs_novice"]
         run.shell.echo(f"skill match: {high} against {low}: decided-game win share {share}")
+        if judged:
+            table = pd.concat([records_table(list(read_games(p)), seats) for p, seats in judged], ignore_index=True)
+            partners = [*(m.name for m in references), UNCONDITIONED]
+            levels_judged = skill.judge_levels(table, levels, partners)
+            table_text = skill.judged_table(levels_judged)
+            write_atomic(eval_dir / SKILL_LEVELS_FILE, json.dumps(levels_judged, indent=1, default=float) + "\n")
+            write_atomic(eval_dir / SKILL_LEVELS_TABLE, table_text + "\n")
+            run.shell.echo(f"skill levels against the references:\n{table_text}")
 
     def skill(self) -> ModuleType:
         """The run's game's skill levels (the command line refused levels for a game without them)."""
@@ -428,10 +549,11 @@ class Competition:
 
     # -- the report ------------------------------------------------------------------------------
 
-    def write_progress(self, metrics: Path, labels: Sequence[str], warm_label: str) -> Path | None:
+    def write_progress(self, metrics: Path, labels: Sequence[str], warm_label: str, source: str) -> Path | None:
         """RUN_DIR/report/progress.md: per promoted checkpoint its win shares against the previous
-        one and the warm start, rating, cooperation and diversity (`league.progress`), then the
-        league's ratings of every member."""
+        one and the warm start, rating, cooperation and diversity (`league.progress`) read on the games
+        `source` names, then the league's ratings of every member (from the training games and the
+        promotion matches)."""
         if self.run.cfg.dry_run or not metrics.exists():
             return None
         rows = progress(json.loads(metrics.read_text()), labels, warm_label)
@@ -439,7 +561,8 @@ class Competition:
         saved = self.run.run_dir / LEAGUE_FILE
         league = self.league if self.league.members or not saved.exists() else League.load(saved)
         ratings = league.ratings()
-        lines = ["## Progress per checkpoint", "", progress_table(rows), "", "## League ratings (Elo, all games)", ""]
+        lines = ["## Progress per checkpoint", "", f"Read on {source}.", "", progress_table(rows), ""]
+        lines += ["## League ratings (Elo, all games)", "", "From the training games and the promotion matches.", ""]
         lines += [f"- {name}: {'–' if r is None else f'{r:.0f}'}" for name, r in ratings.items()]
         write_atomic(out, "\n".join(lines) + "\n")
         return out

@@ -144,6 +144,13 @@ class Evaluation:
     retention: bool = knob(
         False, "Run `selfplay-gen retention` on every stage's model (where installed).", alias="RETENTION"
     )
+    references: tuple[str, ...] = knob(
+        ("auto",), "Fixed opponents of known strength every evaluated model also plays on the development "
+        "instances, in both seats (win, draw and loss rates per checkpoint in summary.md): auto: the game's own "
+        "(TextArena: random legal play, and minimax at TicTacToe, the equilibrium at Kuhn Poker; none for the "
+        "other games); none; or some of the game's, comma-separated.", type=ListOf(click.STRING),
+        alias="EVAL_REFERENCES",
+    )  # fmt: skip
 
 
 # How a LoRA actor's weights reach SGLang: merged into the base weights, as a full weight update.
@@ -387,6 +394,7 @@ PROMOTION_POLICIES = ("auto", "on", "off")
 LEARNER_POLICIES = ("promoted", "latest")
 SELF_PLAY_SEATS = ("seat0", "both")
 DPO_PAIR_POLICIES = ("reward", "outcome")
+SKILL_DATA = ("quantile", "scripted-strength")  # as the negotiation game's skill levels name them
 
 
 @dataclass(frozen=True)
@@ -404,6 +412,8 @@ class League:
     - `skill_levels`: skill-conditioned play: the warm start imitates the scripted negotiator at each
       level's strength with that level in the prompt, the trained seat plays at the highest level, and
       every model plays its highest level against its lowest (the game's `Game.skill`);
+    - `skill_data`: what teaches a level: games chosen by quantile of outcome against fixed references
+      (strength), or the scripted negotiator at the level's strength;
     - `eval_strength`: the scripted negotiator every checkpoint also cross-plays at the end;
     - `cooperation`: promotion also asks that the checkpoint's self-play cooperation (joint share of
       the best deal) not fall below the previous one's, paired by instance (`league.promotion`);
@@ -418,7 +428,17 @@ class League:
     - `past_learners`: every earlier iteration's checkpoint joins the opponent pool, promoted or not, as
       AlphaStar's league keeps every past player. A learner that trains on from kept-out checkpoints then
       meets its own greedier and more yielding versions, not only the promoted ones and its frozen copy;
-      without it the pool holds promoted checkpoints only."""
+      without it the pool holds promoted checkpoints only;
+    - `report_draw`: the run's cross-play report on a second development draw, apart from the promotion
+      matches (`Run.report_draw`);
+    - `past_share`: fictitious self-play: the past checkpoints together get this share of the drawn
+      instances, the scripted negotiators the rest (`league.opponents.with_share`);
+    - `population`: every opponent of the pool gets an equal share of the instances, split exactly, not
+      drawn by rating (`league.opponents.stratified`): a population of diverse partners;
+    - `partners_per_group`: several partners within one instance's group of games
+      (`Competition.draw_layers`);
+    - `joint_weight`: the training reward's term for the joint outcome (`selfplay_gen.reward`), a weight on
+      the joint share of the best deal, so a semi-competitive seat is paid for deals its partner keeps."""
 
     scripted: tuple[float, ...] = knob(
         (0.3, 0.6, 1.0), "Strengths of the scripted negotiators in the league's pool, comma-separated; empty: none.",
@@ -443,6 +463,14 @@ class League:
         "start imitates the scripted player at each level's strength with the level in the prompt, the trained "
         "seat plays at the highest level, and every model plays its highest level against its lowest (skill.json; "
         "target 65% of decided games).", alias="SKILL_LEVELS",
+    )  # fmt: skip
+    skill_data: str = knob(
+        "quantile", "What teaches a skill level. quantile: scripted negotiators of many strengths play fixed "
+        "references (strengths 0.3, 0.6, 1) in both seats, and each game goes to the level whose quantile of the "
+        "seat's points against that reference it falls in: a level is how well the seat did; scripted-strength: "
+        "the scripted negotiator at the level's strength (novice 0.3, intermediate 0.6, expert 1). Either way every "
+        "level is judged against the references and the unconditioned model (skill_levels.json).",
+        type=click.Choice(SKILL_DATA), alias="SKILL_DATA",
     )  # fmt: skip
     eval_strength: float | None = knob(
         1.0, "League: every checkpoint also cross-plays the scripted negotiator of this strength at the end.",
@@ -476,6 +504,39 @@ class League:
         False, "League: true: every earlier iteration's checkpoint is an opponent, promoted or not, so a learner "
         "that trains on from kept-out checkpoints (league.learner=latest) meets its own greedier and more yielding "
         "versions; false: the pool holds promoted checkpoints only.", alias=Alias("LEAGUE_PAST_LEARNERS", ON_OFF),
+    )  # fmt: skip
+
+    report_draw: bool = knob(
+        True, "true: the run's cross-play report (win shares, ratings, self-play cooperation per checkpoint, "
+        "progress.md) is read on a second draw of development instances, right after the first, so no figure comes "
+        "from the promotion matches that chose the checkpoints; false: on the promotion matches' own instances. "
+        "Either way the report names its instances.", alias=Alias("LEAGUE_REPORT_DRAW", ON_OFF),
+    )  # fmt: skip
+    past_share: float | None = knob(
+        None, "League, fictitious self-play: the share of the drawn instances whose opponent is a past checkpoint "
+        "(the last league_size promoted ones and, with past_learners, every earlier learner), drawn by rating among "
+        "them; the scripted negotiators get the rest. null: one draw by rating over the whole pool.", type=SHARE,
+        alias="LEAGUE_PAST_SHARE",
+    )  # fmt: skip
+    population: bool = knob(
+        False, "League: a population of diverse partners: every opponent of the pool (the scripted negotiators at "
+        "each league.scripted strength, the promoted checkpoints and, with past_learners, every past learner) gets "
+        "an equal share of the instances each iteration, split exactly instead of drawn by rating (past_share "
+        "still weighs the past checkpoints together), so the trained seat keeps meeting partners that refuse as "
+        "well as ones that give way. false: drawn by rating.", alias=Alias("LEAGUE_POPULATION", ON_OFF),
+    )  # fmt: skip
+    partners_per_group: int = knob(
+        1, "League: the partners of one instance's group of games: games_per_instance / N games against each of N "
+        "opponents drawn apart, so the group's baseline compares the trained seat's play across partners, the one "
+        "that refuses among them (it must divide games_per_instance). 1: one opponent a group, so a group's games "
+        "differ in the trained seat's play alone.", type=POSITIVE, alias="LEAGUE_PARTNERS_PER_GROUP",
+    )  # fmt: skip
+    joint_weight: float = knob(
+        0.0, "The training reward's joint-outcome term: + WEIGHT x the game's joint share of the best deal (both "
+        "seats' points over the most the two could get together, in [0, 1]), so a seat of the semi-competitive mode "
+        "is paid for deals its partner keeps, not only for its own points (0 to 10 in negotiation). Every trainer's "
+        "rewards and rankings (selfplay-convert --joint-weight; online +selfplay.joint_weight); evaluation reads the "
+        "raw game reward. 0: off.", type=click.FloatRange(min=0), alias="LEAGUE_JOINT_WEIGHT",
     )  # fmt: skip
 
     def __post_init__(self):
@@ -642,9 +703,11 @@ class Iteration:
         sampling = self.sampling
         if sampling.max_response_tokens is None:
             sampling = replace(sampling, max_response_tokens=self.verl.max_response_length)
-        game = games.get(self.game or games.UNNAMED)
-        plan = self.warm.teacher_plan or game.teacher.get("plan", "")
-        needed = game.teacher_new_tokens.get(plan, 0)
+        needed = 0
+        for name in games.mixture(self.game or games.UNNAMED):  # the longest moves of a mix's games
+            game = games.get(name)
+            plan = self.warm.teacher_plan or game.teacher.get("plan", "")
+            needed = max(needed, game.teacher_new_tokens.get(plan, 0))
         if sampling.max_new_tokens < needed:
             sampling = replace(sampling, max_new_tokens=needed)
         return sampling

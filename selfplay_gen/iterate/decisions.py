@@ -5,6 +5,7 @@ run's summary. Pure functions of what the run has written, so each is tested on 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import Counter
@@ -12,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..options import Played
 from .config import WARM_START_POLICIES, one_of
-from .plays import DEV_SET
+from .plays import DEV_SET, Part
 
 
 def wants_warm_start(policy: str, agreement: float | None, below: float) -> bool:
@@ -49,6 +51,9 @@ def league_batches(
     seed: int,
     sharpness: float = 1.0,
     self_play: float = 0.0,
+    past: Sequence[str] = (),
+    past_share: float | None = None,
+    population: bool = False,
 ) -> list[tuple[str, int]]:
     """(opponent, games) for the player's next `num_games` games: one opponent for each instance,
     whose `games_per_instance` games stay one group, so a group's games differ only in the trained
@@ -56,16 +61,27 @@ def league_batches(
     the player itself, a frozen copy of the model the iteration started from: AlphaStar's main agents
     play 35% of their games so, where a pool of exploitable opponents alone rewards demands no equal
     would accept. The rest are drawn by rating (`league.opponents.choose_opponents`, reproducible
-    from `seed`). The player first, then opponents in `candidates` order, those drawn for no instance
-    left out."""
-    from ..league import choose_opponents
+    from `seed`), the `past` checkpoints together `past_share` of them where given (fictitious
+    self-play). With `population`, no draw by rating: every candidate gets an equal share of those
+    instances (the past checkpoints together `past_share` where given), split exactly
+    (`league.opponents.stratified`), so each iteration meets the whole diverse pool. The player first,
+    then opponents in `candidates` order, those drawn for no instance left out."""
+    from ..league import choose_opponents, stratified, with_share
 
     if not 0 <= self_play <= 1:
         raise ValueError(f"the self-play share must be in [0, 1], got {self_play}")
     groups = math.ceil(num_games / games_per_instance)
     own = round(self_play * groups) if candidates else groups
-    rest = choose_opponents(ratings, player, groups - own, seed, candidates, sharpness) if own < groups else []
-    drawn = Counter(rest)
+    if population and own < groups:
+        even = with_share({name: 1 / len(candidates) for name in candidates}, past, past_share)
+        drawn = Counter(stratified(even, groups - own))
+    else:
+        rest = (
+            choose_opponents(ratings, player, groups - own, seed, candidates, sharpness, past, past_share)
+            if own < groups
+            else []
+        )
+        drawn = Counter(rest)
     mine = [(player, own * games_per_instance)] if own else []
     return mine + [(name, drawn[name] * games_per_instance) for name in candidates if drawn[name]]
 
@@ -149,6 +165,48 @@ def evaluation_sets(game_cls: type) -> tuple[str, ...]:
     """The instance sets every model of this game is evaluated on: development instances (`plays.DEV_SET`),
     and the instances people played when the game has them (`human_games` on the game class)."""
     return (DEV_SET, "human") if getattr(game_cls, "human_games", 0) else (DEV_SET,)
+
+
+def references(game_cls: Any, chosen: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+    """The fixed opponents every model of the run also plays (`evaluation.references`): `auto`, the
+    game's own (`Game.references`); `none` (or nothing), none; else the game's references named, in
+    that order. A name the game has not is an error naming the game's."""
+    own = game_cls.references()
+    if list(chosen) == ["auto"]:
+        return dict(own)
+    if list(chosen) in ([], ["none"]):
+        return {}
+    unknown = [name for name in chosen if name not in own]
+    if unknown:
+        has = ", ".join(own) or "none"
+        raise ValueError(
+            f"evaluation.references: the {game_cls.name} game has no reference {unknown[0]!r} (its references: {has}; "
+            "or auto, none)"
+        )
+    return {name: own[name] for name in chosen}
+
+
+def parts(played: Played, chosen_references: Sequence[str]) -> tuple[Part, ...]:
+    """What a run's evaluations play (`plays.Part`): its game, or each game of its mix apart (in a directory
+    named after it, configured as the run's games with that game alone), with that game's instance sets and
+    its fixed references (`references`)."""
+    from .. import games
+    from ..options import partner_scripted_args
+
+    names = games.mixture(played.game or games.UNNAMED)
+    found = []
+    for name in names:
+        game_cls = games.get(name)
+        chosen = references(game_cls, chosen_references)
+        found.append(
+            Part(
+                "" if len(names) == 1 else name.replace(":", "_"),
+                played if len(names) == 1 else dataclasses.replace(played, game=name),
+                evaluation_sets(game_cls),
+                {reference: partner_scripted_args(knobs) for reference, knobs in chosen.items()},
+            )
+        )
+    return tuple(found)
 
 
 def crossplays_by_default(game_cls: type) -> bool:

@@ -22,14 +22,15 @@ import click
 
 from .. import games
 from ..atomic import write_atomic
+from ..evaluation.splits import TEST
 from ..league import SCRIPTED_PREFIX, Member, scripted_member
 from ..options import Played
 from ..verl import attention
 from . import competition, decisions, report
 from .competition import Competition
-from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl
+from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl, number
 from .gpu_usage import GpuUsage
-from .plays import DEV_SET, TEST_SET, Plays, default_game, environment, game_args, partner_args
+from .plays import DEV_SET, TEST_SET, Part, Plays, default_game, dev_draw, environment, game_args, partner_args
 from .server import Slots, Started
 from .shell import Shell, StepFailed
 from .stages import Checkpoint, Export, Stage
@@ -56,11 +57,14 @@ class Run:
         self.cfg = cfg
         self.shell = Shell(cfg.dry_run, environment())
         game = cfg.game or default_game()
-        self.game_cls = games.get(game)
+        # a mix of games (`games.mixture`) plays, converts and trains as one and is evaluated game by game
+        # (`Plays.parts`); what is decided for its game is decided on its first one (a mix has no league)
+        self.game_cls = games.get(games.mixture(game)[0])
         self.game_args = game_args(game, cfg.reward_mode)
         self.sampling = cfg.sampling_for_run()
         played = Played(game=cfg.game, reward_mode=cfg.reward_mode, sampling=self.sampling)
-        self.plays = Plays(cfg.tools, played, cfg.evaluation, decisions.evaluation_sets(self.game_cls), self.shell)
+        parts = decisions.parts(played, cfg.evaluation.references)
+        self.plays = Plays(cfg.tools, played, cfg.evaluation, parts, self.shell)
         self.trainer: Trainer = get(cfg.trainer)(cfg)
         self.slots = Slots(cfg.servers, self.shell)
         self.crossplay = decisions.crossplays_by_default(self.game_cls) if cfg.crossplay is None else cfg.crossplay
@@ -152,7 +156,7 @@ class Run:
             self.learn(self.kept)  # the run's output: its last promoted checkpoint
             self.evaluate_current(final=True)
             self.slots.release()
-            shown = [self.reports / DEV_SET / "report.md"]
+            shown = [self.reports / part.at(DEV_SET) / "report.md" for part in self.plays.parts]
             if self.crossplay:
                 shown += self.cross_play()
         if not cfg.dry_run:
@@ -285,7 +289,7 @@ class Run:
         server = self.serve(0, model, shared)
         evaluations = self.plays.evaluations(server, model, label, eval_for / "eval", self.reports, final)
         if done.exists():
-            evaluations = [(name, command) for name, command in evaluations if name == TEST_SET]
+            evaluations = [(name, command) for name, command in evaluations if name.split("/")[0] == TEST_SET]
         steps = [(f"{label}: evaluate ({name})", command) for name, command in evaluations]
         row = f"evaluate {label}" + (" + " + alongside[0].split(": ")[-1] if alongside else "")
         with self.timed(row, server.startup_s + startup_s):
@@ -345,6 +349,8 @@ class Run:
         nothing and shows what the rounds would do."""
         from convert.pipeline import EXIT_NO_ROWS
 
+        if self.cfg.league.joint_weight:
+            args = [*args, "--joint-weight", number(self.cfg.league.joint_weight)]
         if rounds > 1:
             args = [*args, "--max-groups", str(wanted)]
         try:
@@ -429,7 +435,8 @@ class Run:
         not needed."""
         if self.cfg.dry_run or self.cfg.warm.policy != "auto":
             return None
-        agreement = decisions.dev_agreement(self.run_dir / "base" / "eval" / DEV_SET / "metrics.json", "base")
+        evaluations = [self.run_dir / "base" / "eval" / part.at(DEV_SET) / "metrics.json" for part in self.plays.parts]
+        agreement = sum(decisions.dev_agreement(path, "base") for path in evaluations) / len(evaluations)
         click.echo(f"initial model: held-out agreement {agreement:.3f}", err=True)
         return agreement
 
@@ -471,11 +478,19 @@ class Run:
         self.train(stage, job)
         self.retention(stage, str(stage.model_dir))
 
-    def crossplay_pair(self, a: str, model: str, b: str, partner: str | None) -> Path:
-        """`a` (served `model`) against `b` in both seat orders on held-out instances, with both
-        self-plays, into RUN_DIR/crossplay/A__B/eval (its games/ returned), unless DONE there. `b` is a
-        checkpoint served on the partner slot (`partner`, its model) or a scripted member (None)."""
-        pair = self.run_dir / "crossplay" / f"{a}__{b}"
+    def crossplay_pair(
+        self, a: str, model: str, b: str, partner: str | None, part: Part | None = None, draw: int = 1,
+        split: str = DEV_SET,
+    ) -> Path:  # fmt: skip
+        """`a` (served `model`) against `b` in both seat orders on held-out instances of the run's game (`part`,
+        one game of a mix), with both self-plays, into RUN_DIR/crossplay/[GAME/]A__B/eval (its games/ returned),
+        unless DONE there: on the `draw`-th set of development instances (`plays.dev_draw`; a later draw's into
+        RUN_DIR/crossplay/[GAME/]draw_N/A__B/eval), or on the test split (`split`, into .../test/A__B/eval). `b` is
+        a checkpoint served on the partner slot (`partner`, its model) or a scripted member (None). A run of one
+        game has one part (its default)."""
+        part = part or self.plays.parts[0]
+        where = "test" if split == TEST_SET else f"draw_{draw}" if draw > 1 else ""
+        pair = self.run_dir / "crossplay" / part.dir / where / f"{a}__{b}"
         if not (pair / "DONE").exists():
             outside = self.stage is None
             if outside:
@@ -487,19 +502,52 @@ class Run:
             else:
                 started = self.slots.serve(1, partner, pair / "sglang-partner.log", shared=True)
                 args, startup = partner_args(started), startup + started.startup_s
-            with self.timed(f"{a} vs {b}", startup):
-                self.shell.run(f"crossplay: {a} vs {b}", self.plays.crossplay(server, model, a, args, b, pair / "eval"))
+            what = f"{a} vs {b}" + (f" ({part.dir})" if part.dir else "")
+            note = " (test split)" if split == TEST_SET else f" (development draw {draw})" if draw > 1 else ""
+            with self.timed(what, startup):
+                command = self.plays.crossplay(
+                    server, model, a, args, b, pair / "eval", draw=draw, split=split, played=part.played
+                )
+                self.shell.run(f"crossplay: {what}{note}", command)
             if not self.cfg.dry_run:
                 (pair / "DONE").touch()
             if outside:
                 self.stage = None
         return pair / "eval" / "games"
 
+    def report_draw(self) -> int:
+        """The development draw the run's cross-play report is read on: a second one (`league.report_draw`)
+        where promotion matches played the first and chose the checkpoints on it, else the first."""
+        return 2 if self.cfg.league.report_draw and self.cfg.promotes() else 1
+
+    def report_source(self) -> str:
+        """Where the cross-play report's figures come from, in words (`report_draw`)."""
+        draw = self.report_draw()
+        where = dev_draw(self.cfg.evaluation, draw)
+        if draw > 1:
+            return f"{where}, apart from the promotion matches, which chose the checkpoints on development draw 1"
+        if self.cfg.promotes():
+            return f"{where}: the promotion matches' own games, which chose the checkpoints (league.report_draw off)"
+        return f"{where}; no promotion match chose on them"
+
+    def final_pairs(self, pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The pairings of the cross-play report that the final model (the last promoted checkpoint) plays on
+        the test split too: against the initial checkpoint and the scripted reference, in a league whose
+        evaluation reads the test split (evaluation.test_split)."""
+        if self.competition is None or not self.cfg.evaluation.test_split:
+            return []
+        last = len(self.labels) - 1
+        first = 1 if len(self.labels) > 1 and self.labels[1] == "warm" else 0
+        return [(i, j) for i, j in pairs if i == last and (j == first or j > last)]
+
     def cross_play(self) -> list[Path]:
         """Each checkpoint from the initial one on against the initial one and the one before it (and,
         in a league, against the scripted negotiator at LEAGUE_EVAL_STRENGTH), both seat orders, then
         one report of every pairing: win rates and ratings (the initial one 0); in a league also the
-        progress per checkpoint (RUN_DIR/report/progress.md)."""
+        progress per checkpoint (RUN_DIR/report/progress.md). A mix of games cross-plays each game apart
+        (RUN_DIR/report/crossplay/GAME). Read on the development draw `report_draw` names, so a run with
+        promotion reports figures from games that chose nothing; in a league, the final model's pairings also
+        on the test split (`final_pairs`, RUN_DIR/report/crossplay_test)."""
         labels, models = list(self.labels), list(self.checkpoints)
         pairs = decisions.crossplay_pairings(labels)
         scripted = self.cfg.league.eval_strength
@@ -507,21 +555,46 @@ class Run:
             first = 1 if len(labels) > 1 and labels[1] == "warm" else 0
             labels.append(scripted_member(scripted).name)
             pairs += [(i, len(labels) - 1) for i in range(first, len(labels) - 1)]
-        played = []
+        played: list[list[Path]] = [[] for _ in self.plays.parts]  # per part, each pairing's games
         for i, j in pairs:
             partner = models[j] if j < len(models) else None
-            played.append(self.crossplay_pair(labels[i], models[i], labels[j], partner))
+            for games_of, part in zip(played, self.plays.parts):
+                games_of.append(
+                    self.crossplay_pair(labels[i], models[i], labels[j], partner, part, draw=self.report_draw())
+                )
+        final = self.final_pairs(pairs)
+        tested = []
+        for i, j in final:
+            partner = models[j] if j < len(models) else None
+            tested.append(self.crossplay_pair(labels[i], models[i], labels[j], partner, split=TEST_SET))
         self.slots.release()
         if not pairs:
             return []
-        out = self.reports / "crossplay"
-        inputs = decisions.crossplay_inputs(labels, pairs, played)
-        command = [*self.cfg.tools.gen, "eval", *self.plays.config(out), *inputs, "--out", str(out)]
-        self.shell.run("crossplay: report", command)
-        shown = [out / "report.md"]
+        shown = []
+        self.shell.echo(f"crossplay report: read on {self.report_source()}")
+        for games_of, part in zip(played, self.plays.parts):
+            out = self.reports / "crossplay" / part.dir
+            inputs = decisions.crossplay_inputs(labels, pairs, games_of)
+            command = [*self.cfg.tools.gen, "eval", *self.plays.config(out, part.played), *inputs, "--out", str(out)]
+            self.shell.run("crossplay: report", command)
+            shown.append(out / "report.md")
+        if final:
+            out_test = self.reports / "crossplay_test"
+            inputs = decisions.crossplay_inputs(labels, final, tested)
+            e = self.cfg.evaluation
+            self.shell.echo(
+                f"crossplay report of the final model: read on the test split ({e.test_instances} instances from seed "
+                f"{TEST.start:_}), played only to report final models"
+            )
+            command = [*self.cfg.tools.gen, "eval", *self.plays.config(out_test), *inputs, "--out", str(out_test)]
+            self.shell.run("crossplay: report (test split)", command)
+            shown.append(out_test / "report.md")
         if self.competition is not None:
             first = 1 if len(self.labels) > 1 and self.labels[1] == "warm" else 0
-            written = self.competition.write_progress(out / "metrics.json", self.labels[first:], self.labels[first])
+            out = self.reports / "crossplay"
+            written = self.competition.write_progress(
+                out / "metrics.json", self.labels[first:], self.labels[first], self.report_source()
+            )
             shown += [written] if written else []
         return shown
 

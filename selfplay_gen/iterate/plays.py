@@ -7,6 +7,7 @@ trainer sample alike, with the defaults of one tree."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from .shell import Shell
 DEV_SET = "heldout"
 TEST_SET = "test"
 CONFIG_FILE = "play.yaml"  # the configuration of the games of a stage's play and eval commands
+# a model against a fixed reference on the development instances (`Part.references`): <stage>/eval/heldout_vs_NAME
+VERSUS = f"{DEV_SET}_vs_"
 
 
 def default_game() -> str:
@@ -45,25 +48,48 @@ def environment() -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class Part:
+    """One game of a run as its evaluations see it (`decisions.parts`): a run of one game has one part, a
+    mix of games one per game, each evaluated apart into its own directory under each evaluation's."""
+
+    dir: str  # under each evaluation's directory ('' for a run of one game)
+    played: Played  # this game's configuration (the run's, its game this one), which its commands read
+    sets: tuple[str, ...]  # its evaluation's instance sets (DEV_SET first)
+    # fixed opponents every evaluated model also plays (`decisions.references`): name -> the options seating it
+    references: Mapping[str, list[str]] = field(default_factory=dict)
+
+    def at(self, name: str) -> str:
+        """An evaluation's name (and directory) for this game: `name`, or `name`/dir in a mix."""
+        return f"{name}/{self.dir}" if self.dir else name
+
+    @property
+    def config_file(self) -> str:
+        """The name of its configuration file in an evaluation's directory, which its games share."""
+        return f"play_{self.dir}.yaml" if self.dir else CONFIG_FILE
+
+
+@dataclass(frozen=True)
 class Plays:
-    """The run's `play` and `eval` commands. Each reads the run's configuration of its games (`played`: the
-    game and its sampling, written once to CONFIG_FILE beside the command's output) and gets on its command
-    line only what differs from one command to the next: its seats, instances and output."""
+    """The run's `play` and `eval` commands. Each reads the configuration of its games (the run's `played`:
+    its game, or mix of games, and their sampling; an evaluation of one game of a mix, that game's
+    `Part.played`), written once to a file beside the command's output, and gets on its command line only
+    what differs from one command to the next: its seats, instances and output."""
 
     tools: Tools
-    played: Played
+    played: Played  # the run's game or mix of games (generation, init, warm start)
     evaluation: Evaluation
-    sets: tuple[str, ...]  # the evaluation's instance sets (DEV_SET first)
+    parts: tuple[Part, ...]  # what the evaluations play: each game of the run apart
     shell: Shell
-    written: set[Path] = field(default_factory=set)
+    written: dict[Path, Played] = field(default_factory=dict)
 
-    def config(self, directory: Path) -> list[str]:
-        """`--config FILE`: the games' configuration in directory/CONFIG_FILE, written the first time a command
-        of this run names it."""
-        path = directory / CONFIG_FILE
-        if path not in self.written:
-            self.shell.write(path, config_tree.to_yaml(self.played))
-            self.written.add(path)
+    def config(self, directory: Path, played: Played | None = None, name: str = CONFIG_FILE) -> list[str]:
+        """`--config FILE`: the configuration of `played` (the run's by default) in directory/`name`, written
+        the first time a command of this run names it."""
+        played = self.played if played is None else played
+        path = directory / name
+        if self.written.get(path) != played:
+            self.shell.write(path, config_tree.to_yaml(played))
+            self.written[path] = played
         return ["--config", str(path)]
 
     def seat_args(self, server: Started, model: str | None) -> list[str]:
@@ -91,34 +117,68 @@ class Plays:
         append_to: Path | None,
         final: bool = False,
     ) -> list[tuple[str, list[str]]]:
-        """(set, command) for every evaluation set; `final` adds the test split where it exists."""
+        """(name, command) for every evaluation set of every game of the run (`Part`), and for every fixed
+        reference the model's games against it on the development instances, both seat orders (`VERSUS`);
+        `final` adds the test split where it exists."""
         e = self.evaluation
-        sets = [*self.sets, *([TEST_SET] if final and e.test_split else [])]
         out = []
-        for name in sets:
-            if name == DEV_SET:
-                size = ["--num-instances", str(e.instances), "-k", str(e.games_per_instance)]
-            elif name == TEST_SET:
-                size = ["--num-instances", str(e.test_instances), "-k", str(e.test_games_per_instance)]
-            else:
-                size = ["-k", str(e.human_games_per_instance)]
-            append = ["--append-to", str(append_to / name)] if append_to is not None else []
-            command = [
-                *self.tools.gen, "eval", *self.config(eval_dir), *self.seat_args(server, model), "--instances", name,
-                *size, "--label", label, "--out", str(eval_dir / name), "--resume", "--quiet", *append,
-            ]  # fmt: skip
-            out.append((name, command))
+        for part in self.parts:
+            for name in [*part.sets, *([TEST_SET] if final and e.test_split else [])]:
+                if name == DEV_SET:
+                    size = ["--num-instances", str(e.instances), "-k", str(e.games_per_instance)]
+                elif name == TEST_SET:
+                    size = ["--num-instances", str(e.test_instances), "-k", str(e.test_games_per_instance)]
+                else:
+                    size = ["-k", str(e.human_games_per_instance)]
+                where = part.at(name)
+                append = ["--append-to", str(append_to / where)] if append_to is not None else []
+                command = [
+                    *self.tools.gen, "eval", *self.config(eval_dir, part.played, part.config_file),
+                    *self.seat_args(server, model), "--instances", name, *size, "--label", label, "--out",
+                    str(eval_dir / where), "--resume", "--quiet", *append,
+                ]  # fmt: skip
+                out.append((where, command))
+            for name, partner in part.references.items():
+                where = part.at(f"{VERSUS}{name}")
+                command = self.crossplay(server, model, label, partner, name, eval_dir / where, played=part.played)
+                out.append((where, command))
         return out
 
     def crossplay(
-        self, server: Started, model: str | None, label: str, partner: list[str], partner_label: str, out: Path
-    ) -> list[str]:
+        self, server: Started, model: str | None, label: str, partner: list[str], partner_label: str, out: Path,
+        draw: int = 1, split: str = DEV_SET, played: Played | None = None,
+    ) -> list[str]:  # fmt: skip
+        """The model against a partner, both seat orders, of `played` (a game of the run's mix, `Part.played`;
+        the run's game by default): on the `draw`-th set of `evaluation.instances` development instances
+        (`dev_draw`), or on the test split (`split` TEST_SET: evaluation.test_instances, test_games_per_instance
+        games each)."""
         e = self.evaluation
+        if split == TEST_SET:
+            size = ["--num-instances", str(e.test_instances), "-k", str(e.test_games_per_instance)]
+        else:
+            offset = ["--seed", str(dev_offset(e, draw))] if draw > 1 else []
+            size = ["--num-instances", str(e.instances), *offset, "-k", str(e.games_per_instance)]
         return [
-            *self.tools.gen, "eval", *self.config(out), *self.seat_args(server, model), *partner, "--instances",
-            DEV_SET, "--num-instances", str(e.instances), "-k", str(e.games_per_instance), "--label", label,
-            "--partner-label", partner_label, "--out", str(out), "--resume", "--quiet",
+            *self.tools.gen, "eval", *self.config(out, played), *self.seat_args(server, model), *partner,
+            "--instances", split, *size, "--label", label, "--partner-label", partner_label, "--out", str(out),
+            "--resume", "--quiet",
         ]  # fmt: skip
+
+
+def dev_offset(evaluation: Evaluation, draw: int) -> int:
+    """The first development seed offset of the `draw`-th set of `evaluation.instances` instances: the first
+    draw (offset 0) is the one every model's evaluation and the promotion matches play; a second one lies
+    right after it, so figures read on it come from games that chose nothing."""
+    return (draw - 1) * evaluation.instances
+
+
+def dev_draw(evaluation: Evaluation, draw: int) -> str:
+    """The development instances of the `draw`-th set, in words with their seeds, as a report names them."""
+    from ..evaluation.splits import DEV
+
+    first = DEV.start + dev_offset(evaluation, draw)
+    last = first + evaluation.instances - 1
+    return f"development draw {draw} ({evaluation.instances} instances, seeds {first:_} to {last:_})"
 
 
 def partner_args(server: Started) -> list[str]:

@@ -1,5 +1,6 @@
 """The run's own report, RUN_DIR/summary.md (and summary.tsv): one row per stage (training games,
-agreement, reward, wall time), a wall-time table per step with server start-up apart from work, the
+agreement, reward, wall time), a wall-time table per step with server start-up apart from work, each
+checkpoint's wins, draws and losses against the game's fixed references and the starting model, the
 capability-retention rows where they were measured, and plots of verl's per-step metrics (reward,
 entropy, KL, clip fraction) read from each training log."""
 
@@ -13,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json_atomic
-from ..stats.report import markdown_table
+from ..stats.report import format_interval, markdown_table
 from .decisions import SUMMARY_HEADER
+from .plays import VERSUS
 
 ROW_FILE = "summary_row.json"
 TIMINGS_FILE = "timings.json"
@@ -86,6 +88,7 @@ def write_summary(run_dir: Path) -> str:
             )
             + "\n"
         )
+    parts += versus_section(run_dir, stages)
     retention = [
         (name(p), json.loads((p / RETENTION_FILE).read_text())) for p in stages if (p / RETENTION_FILE).exists()
     ]
@@ -108,14 +111,88 @@ def write_summary(run_dir: Path) -> str:
     return text
 
 
+VERSUS_NOTE = (
+    "Each checkpoint in both seats against the game's fixed references (`evaluation.references`, on the development "
+    "instances, RUN_DIR/<stage>/eval/{versus}NAME) and against the checkpoints it cross-played (the starting model "
+    "among them, RUN_DIR/report/crossplay): its win, draw and loss rates over both seat orders, and its win rate "
+    "(and, in a game of chips, its chips a hand) in each; means of per-instance means, 95% bootstrap intervals over "
+    "instances."
+)
+
+
+def versus_files(run_dir: Path, stages: list[Path]) -> list[Path]:
+    """The metrics.json of every evaluation against a fixed reference, stage by stage (a stage's saved
+    steps before its last), then the run's cross-play report."""
+
+    def step(path: Path) -> int:
+        return int(path.name.removeprefix("step_")) if path.name.removeprefix("step_").isdigit() else 0
+
+    found = []
+    for stage in stages:
+        for model in [*sorted(stage.glob("train/step_*"), key=step), stage]:
+            for pattern in (f"eval/{VERSUS}*/metrics.json", f"eval/{VERSUS}*/*/metrics.json"):  # one game; a mix
+                found += sorted(model.glob(pattern))
+    crossplay = run_dir / "report" / "crossplay"  # a mix's games each in a directory of its own
+    return [*found, *sorted(crossplay.glob("metrics.json")), *sorted(crossplay.glob("*/metrics.json"))]
+
+
+def versus_rows(metrics: dict) -> list[dict]:
+    """Each pairing of an evaluation's metrics whose results count wins (`stats.metrics.head_to_head`'s
+    entries, under `wins` or `cross_play` as the game's evaluation names them): the first model, its
+    opponent and its results."""
+    entries = metrics.get("wins") or metrics.get("cross_play") or []
+    return [
+        {
+            "game": metrics.get("game") or "",
+            "model": e["models"][0],
+            "opponent": e["models"][1],
+            **{o: e.get(o) for o in ("both", "seat0", "seat1")},
+        }
+        for e in entries
+        if isinstance(e.get("both"), dict) and "win" in e["both"]
+    ]
+
+
+def versus_section(run_dir: Path, stages: list[Path]) -> list[str]:
+    """The summary's table of every checkpoint against the fixed references and the checkpoints it
+    cross-played, where the run measured them."""
+    rows = [row for path in versus_files(run_dir, stages) for row in versus_rows(json.loads(path.read_text()))]
+    if not rows:
+        return []
+    chips = any("chips_per_hand" in (row[o] or {}) for row in rows for o in ("seat0", "seat1"))
+    mixed = len({row["game"] for row in rows}) > 1  # a mix of games: a row per game
+    if mixed:
+        rows.sort(key=lambda row: row["game"])  # stable: each game's checkpoints in the run's order
+    head = ["game"] if mixed else []
+    head += ["model", "against", "games", "win [95% CI]", "draw", "loss", "win in seat 0", "win in seat 1"]
+    head += ["chips a hand in seat 0", "in seat 1"] if chips else []
+
+    def cell(result: dict | None, key: str, percent: bool = True) -> str:
+        return format_interval((result or {}).get(key), percent=percent)
+
+    table = []
+    for row in rows:
+        both = row["both"]
+        line = [row["game"]] if mixed else []
+        line += [row["model"], row["opponent"], str(both["games"]), cell(both, "win"), cell(both, "tie")]
+        line += [cell(both, "loss"), cell(row["seat0"], "win"), cell(row["seat1"], "win")]
+        line += [cell(row[o], "chips_per_hand", percent=False) for o in ("seat0", "seat1")] if chips else []
+        table.append(line)
+    title = "\n## Against fixed references and the starting model\n\n"
+    return [title, markdown_table(head, table) + "\n\n", VERSUS_NOTE.format(versus=VERSUS) + "\n"]
+
+
 PROMOTION_FILE = "promotion.json"  # an iteration's promotion decision (`league.promotion.Promotion`)
 SKILL_FILE = "skill.json"  # a model's highest skill level against its lowest (the game's `follows_levels`)
+# each skill level against references outside the model (the game's `judge_levels`), and its table
+SKILL_LEVELS_FILE, SKILL_LEVELS_TABLE = "skill_levels.json", "skill_levels.md"
 PROGRESS_FILE = "progress.md"  # RUN_DIR/report/: progress per promoted checkpoint (`league.progress`)
 
 
 def league_sections(run_dir: Path, stages: list[Path], name: Any) -> list[str]:
     """The league's part of the summary: each iteration's promotion decision, each model's skill
-    match, and the progress per promoted checkpoint (where the run made them)."""
+    match and its levels judged against the references, and the progress per promoted checkpoint (where
+    the run made them)."""
     parts = []
     decisions = [
         (name(p), json.loads((p / PROMOTION_FILE).read_text())) for p in stages if (p / PROMOTION_FILE).exists()
@@ -142,6 +219,13 @@ def league_sections(run_dir: Path, stages: list[Path], name: Any) -> list[str]:
             rows.append((stage, cell, str(result.get("meets_target", "")), str(result.get("follows", ""))))
         parts.append("\n## Skill levels (highest against lowest, decided games; target 65%)\n\n")
         parts.append(markdown_table(("model", "win share", "meets target", "levels followed"), rows) + "\n")
+    judged = [(name(p), p / "eval" / SKILL_LEVELS_TABLE) for p in stages if (p / "eval" / SKILL_LEVELS_TABLE).exists()]
+    if judged:
+        parts.append(
+            "\n## Skill levels against references outside the model (the level in seat 0 against each scripted "
+            "negotiator; both seat orders against the model unconditioned; cooperation of the same games beside)\n"
+        )
+        parts += [f"\n### {stage}\n\n{table.read_text()}" for stage, table in judged]
     progress = run_dir / "report" / PROGRESS_FILE
     if progress.exists():
         parts.append("\n" + progress.read_text())

@@ -230,7 +230,12 @@ class OnlineGRPO(Trainer):
              "--num-test", str(self.own.test_instances), "--seed", str(ctx.stage.seed), "--out-dir", str(gen),
              "--overwrite"],
         )  # fmt: skip
-        overrides = (f"trainer.test_freq={self.own.test_freq}", *self.cfg.overrides)
+        joint = self.cfg.league.joint_weight
+        overrides = (
+            f"trainer.test_freq={self.own.test_freq}",
+            *([f"+selfplay.joint_weight={number(joint)}"] if joint else []),
+            *self.cfg.overrides,
+        )
         job = self.job(
             ctx, "online", val_files=str(gen / "test.parquet"), total_steps=steps,
             rollout_n=self.cfg.games_per_instance, overrides=overrides,

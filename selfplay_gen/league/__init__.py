@@ -4,7 +4,7 @@ whether a new checkpoint replaces the previous one (`promotion`), what shows pro
 checkpoint (`progress`). Whether a game's skill-conditioned play follows its level is the game's own
 measurement, in its package."""
 
-from .opponents import choose_opponents, opponent_weights, win_probability
+from .opponents import choose_opponents, opponent_weights, stratified, win_probability, with_share
 from .pool import SCRIPTED_PREFIX, League, Member, scripted_member
 from .promotion import Promotion, promote
 
@@ -17,5 +17,7 @@ __all__ = [
     "opponent_weights",
     "promote",
     "scripted_member",
+    "stratified",
     "win_probability",
+    "with_share",
 ]

@@ -5,11 +5,17 @@ player (it always wins) or far above (it always loses) are drawn rarely, never n
 member keeps a floor weight, so a rating that is wrong gets corrected by new games.
 
 A member without a rating yet (no games) counts as the player's equal: it is tried early.
+
+Fictitious self-play (`past_share`): the past checkpoints of the pool together get a fixed share of
+the draws and the other opponents (the scripted negotiators) the rest, each part keeping the
+rating weights within it, so a learner keeps meeting the past versions of itself, whose refusals
+a pool that drifts towards exploitable opponents would leave out of view.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -51,6 +57,19 @@ def opponent_weights(
     return {n: float(w) for n, w in zip(names, weights / weights.sum())}
 
 
+def with_share(weights: Mapping[str, float], part: Collection[str], share: float | None) -> dict[str, float]:
+    """`weights` (summing to 1) rescaled so the names in `part` hold `share` of them together and the others
+    the rest, each side keeping its relative weights; unchanged where `share` is None or either side is
+    empty (the side present takes everything)."""
+    if share is not None and not 0 <= share <= 1:
+        raise ValueError(f"the share of past checkpoints must be in [0, 1], got {share}")
+    inside = sum(w for n, w in weights.items() if n in part)
+    outside = sum(w for n, w in weights.items() if n not in part)
+    if share is None or not inside or not outside:
+        return dict(weights)
+    return {n: w * share / inside if n in part else w * (1 - share) / outside for n, w in weights.items()}
+
+
 def choose_opponents(
     ratings: Mapping[str, float | None],
     player: str,
@@ -58,10 +77,25 @@ def choose_opponents(
     seed: int,
     candidates: Sequence[str] | None = None,
     sharpness: float = 1.0,
+    past: Collection[str] = (),
+    past_share: float | None = None,
 ) -> list[str]:
     """One opponent per game of the player's next batch, drawn independently by `opponent_weights`
-    (reproducible from `seed`)."""
-    weights = opponent_weights(ratings, player, candidates, sharpness)
+    (the `past` checkpoints together with `past_share` of the weight: `with_share`; reproducible from
+    `seed`)."""
+    weights = with_share(opponent_weights(ratings, player, candidates, sharpness), past, past_share)
     rng = np.random.default_rng(seed)
     names = list(weights)
     return [names[i] for i in rng.choice(len(names), size=games, p=list(weights.values()))]
+
+
+def stratified(weights: Mapping[str, float], groups: int) -> dict[str, int]:
+    """`groups` split by `weights` (summing to 1) exactly rather than drawn: each name its whole share,
+    the groups left over to the largest remainders (the earlier name on a tie). A population whose every
+    member should meet the player each iteration gets them so, however few the groups."""
+    exact = {n: w * groups for n, w in weights.items()}
+    counts = {n: math.floor(x) for n, x in exact.items()}
+    left = groups - sum(counts.values())
+    for name in sorted(exact, key=lambda n: -(exact[n] - counts[n]))[:left]:
+        counts[name] += 1
+    return counts

@@ -1,6 +1,8 @@
 """Metrics any game's evaluation uses: bootstrap intervals over instances, paired differences,
-the wording measures of dialogue (distinct n-grams, repeated messages), and a model's share of the
-decided games in a competitive game's cross-play (`decided_share`). A game's own rows and
+the wording measures of dialogue (distinct n-grams, repeated messages), and who wins in a competitive
+game's cross-play: each model's wins, ties and losses per seat order (`head_to_head`, from a
+per-seat score a game names), the win counts ratings are fitted to (`win_counts`), and a model's
+share of the decided games (`decided_share`). A game's own rows and
 summaries live in its package (`Game.evaluation`); these functions know nothing of a game.
 
 Games played from one instance are correlated (same setup, same hidden information), so intervals
@@ -12,7 +14,7 @@ weighs every instance equally whatever its number of games.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -94,6 +96,96 @@ def endings(games: pd.DataFrame) -> dict[str, dict]:
     """How the games ended: games and share per termination reason."""
     counts = games["termination"].value_counts()
     return {str(k): {"games": int(v), "share": float(v / len(games))} for k, v in counts.items()}
+
+
+def side_results(games: pd.DataFrame, model: str, score: str, own: Sequence[str] = ()) -> pd.DataFrame:
+    """Games from `model`'s side (seat 0 where it sits in both): its `score` (the game's per-seat
+    columns `score`0 and `score`1) and its partner's (`partner_`score), and whether it won (the
+    higher score), tied (a draw: equal scores) or lost; `own` names further per-seat columns taken
+    from its side. The index is the games' own, so a caller may add game-level columns."""
+    first = games["seat0"] == model
+
+    def mine(column: str) -> pd.Series:
+        return games[f"{column}0"].where(first, games[f"{column}1"])
+
+    ours, theirs = mine(score), games[f"{score}1"].where(first, games[f"{score}0"])
+    return pd.DataFrame(
+        {
+            "instance_id": games["instance_id"],
+            score: ours,
+            f"partner_{score}": theirs,
+            "win": (ours > theirs).astype(float),
+            "tie": (ours == theirs).astype(float),
+            "loss": (ours < theirs).astype(float),
+            **{column: mine(column) for column in own},
+        }
+    )
+
+
+def win_rates(results: pd.DataFrame, resamples: int, rng: np.random.Generator, means: Sequence[str] = ()) -> dict:
+    """Win, tie and loss rates of one side of some games (`side_results`), the mean of each column
+    in `means`, and the share of the decided games it won, each with its interval over instances."""
+    rates = {
+        c: mean_interval(per_instance(results, c).to_numpy(float), resamples, rng)
+        for c in ("win", "tie", "loss", *means)
+    }
+    sums = results.groupby("instance_id")[["win", "loss"]].sum()
+    return {
+        "games": len(results),
+        "instances": int(results["instance_id"].nunique()),
+        **rates,
+        "decided_win_share": ratio_interval(sums["win"], sums["win"] + sums["loss"], resamples, rng),
+    }
+
+
+def pairs_met(games: pd.DataFrame, models: Sequence[str]) -> list[tuple[str, str]]:
+    """The pairs of `models` that met in cross-play, in the order of their first game, each from
+    the side of the model in seat 0 there (a run lists a later checkpoint's games first, so its
+    results are reported against the earlier one)."""
+    met = games[(games["seat0"] != games["seat1"]) & games["seat0"].isin(models) & games["seat1"].isin(models)]
+    first: dict[frozenset, tuple[str, str]] = {}
+    for a, b in zip(met["seat0"], met["seat1"]):
+        first.setdefault(frozenset((a, b)), (a, b))
+    return list(first.values())
+
+
+def head_to_head(
+    games: pd.DataFrame, models: Sequence[str], results: Callable[[pd.DataFrame, str], dict]
+) -> list[dict]:
+    """For each pair of models that met (`pairs_met`): `results(games, first model)` of the first
+    model's games in seat 0, in seat 1 and in both together (None for an order not played)."""
+    entries = []
+    for a, b in pairs_met(games, models):
+        orders = {
+            "seat0": games[(games["seat0"] == a) & (games["seat1"] == b)],
+            "seat1": games[(games["seat0"] == b) & (games["seat1"] == a)],
+        }
+        both = pd.concat(orders.values())
+        entries.append(
+            {
+                "models": [a, b],
+                **{order: results(g, a) if len(g) else None for order, g in {**orders, "both": both}.items()},
+            }
+        )
+    return entries
+
+
+def win_counts(games: pd.DataFrame, models: Sequence[str], score: str) -> np.ndarray:
+    """(instances, models, models): cross-play games the row model won against the column model on
+    each instance by the higher `score` (the game's per-seat columns `score`0, `score`1), ties as halves."""
+    instances = {i: k for k, i in enumerate(games["instance_id"].unique())}
+    index = {m: k for k, m in enumerate(models)}
+    counts = np.zeros((len(instances), len(models), len(models)))
+    for seat0, seat1, instance, ours, theirs in zip(
+        games["seat0"], games["seat1"], games["instance_id"], games[f"{score}0"], games[f"{score}1"]
+    ):
+        if seat0 == seat1 or seat0 not in index or seat1 not in index:
+            continue
+        a, b, k = index[seat0], index[seat1], instances[instance]
+        won = 1.0 if ours > theirs else 0.5 if ours == theirs else 0.0
+        counts[k, a, b] += won
+        counts[k, b, a] += 1 - won
+    return counts
 
 
 def decided_share(metrics: Mapping[str, Any], model: str, other: str, order: str = "both") -> tuple[dict, int]:

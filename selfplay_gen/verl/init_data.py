@@ -28,7 +28,7 @@ from .. import config_tree, games
 from ..evaluation.splits import EvaluationSeedError, check_training_seeds, split_seeds
 from ..games import GameConfig
 from ..games.base import GameInstance
-from ..options import GameChoice, game_from, settings
+from ..options import GameChoice, games_from, settings
 from . import ONLINE_AGENT, data_source
 
 
@@ -44,10 +44,12 @@ def game_of(info: Mapping[str, Any]) -> GameConfig:
     return GameConfig(info.get("game") or games.UNNAMED, options=json.loads(info.get("game_options") or "{}"))
 
 
-def init_rows(game: GameConfig, instances: list[GameInstance]) -> pd.DataFrame:
+def init_rows(game: GameConfig, instances: list[GameInstance], first: int = 0) -> pd.DataFrame:
+    """Two rows (one a seat) per instance; `first`: the ordinal of the first instance (a mix's later games
+    go on from the earlier ones', so every row's index is its own)."""
     played = game.new()
     rows = []
-    for ordinal, instance in enumerate(instances):
+    for ordinal, instance in enumerate(instances, start=first):
         optima = {k: v for k, v in instance.to_dict().items() if k.startswith("best_") and not isinstance(v, list)}
         for seat in range(played.seats):
             rows.append(
@@ -104,9 +106,10 @@ def write_parquet_atomic(frame: pd.DataFrame, path: Path) -> None:
 @config_tree.options(GameChoice)
 def init_command(num_train: int, num_test: int, seed: int, out_dir: Path, overwrite: bool, **opts: Any) -> None:
     """Write game-initialization parquet for online self-play training (agent `selfplay_online`)
-    of the game `--game` (with its options), which the rows name for the loop that plays them."""
+    of the game `--game` (with its options), which the rows name for the loop that plays them; a mix of
+    games (`--game A,B`) writes each game's rows for its even share of the instances, on seeds of its own."""
     # default limits: the trainer's come from +selfplay.max_moves and the like
-    game = game_from(settings(config_tree.resolve(GameChoice, opts)[0]))
+    mix = {g.name: g for g in games_from(settings(config_tree.resolve(GameChoice, opts)[0]))}
     try:
         check_training_seeds(seed, num_train, "--seed/--num-train")
     except EvaluationSeedError as err:
@@ -118,10 +121,11 @@ def init_command(num_train: int, num_test: int, seed: int, out_dir: Path, overwr
         raise click.ClickException(f"{', '.join(existing)} already exist; pass --overwrite to replace them")
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, path in targets.items():
-        instances = games.seeded(game.name, splits[name], desc=f"{name} instances")
-        rows = init_rows(game, instances)
+        frames, said = [], []
+        for part, seeds in games.shares(games.MIX.join(mix), splits[name]):
+            instances = games.seeded(part, seeds, desc=f"{name} instances")
+            frames.append(init_rows(mix[part], instances, first=seeds.start - splits[name].start))
+            said.append(f"{len(instances)} {part} instances (seeds {seeds.start}..{seeds.stop - 1})")
+        rows = pd.concat(frames, ignore_index=True)
         write_parquet_atomic(rows, path)
-        click.echo(
-            f"{path}: {len(rows)} rows from {len(instances)} {game.name} instances "
-            f"(seeds {splits[name].start}..{splits[name].stop - 1})"
-        )
+        click.echo(f"{path}: {len(rows)} rows from {', '.join(said)}")

@@ -31,7 +31,8 @@ A game that failed (the record has a `failure`: a backend error such as an abort
 a broken token invariant) is never trained either: both seats return that fully masked
 trajectory, and its reward (0: no agreement) still counts in the group's mean and std, since
 verl's GRPO cannot leave one session of a group out. The reward is `selfplay_gen.reward`'s training
-reward, the same as offline (`+selfplay.invalid_move_penalty`, as `selfplay-convert`'s option).
+reward, the same as offline (`+selfplay.invalid_move_penalty` and `+selfplay.joint_weight`, as
+`selfplay-convert`'s options; the joint-outcome term apart in the output's `joint_term`).
 
 Game settings come from the optional trainer config group `selfplay` (Hydra
 `+selfplay.max_moves=30 +selfplay.max_invalid=3 +selfplay.max_new_tokens=512
@@ -59,7 +60,7 @@ from ..games import GameConfig
 from ..games.base import Game, GameInstance, Limits, Observation
 from ..players import LLMPlayer
 from ..records import Record
-from ..reward import training_reward
+from ..reward import joint_term, training_reward
 from ..runner import GameSpec, play_game
 from ..sampling import Sampling
 from ..seat_tokens import sampled
@@ -129,6 +130,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
         )
         self.max_new_tokens = int(settings.get("max_new_tokens", Sampling.max_new_tokens))
         self.invalid_move_penalty = float(settings.get("invalid_move_penalty", 0.0))  # as selfplay-convert's
+        self.joint_weight = float(settings.get("joint_weight", 0.0))  # as selfplay-convert's --joint-weight
         partner = settings.get("partner_temperature")
         self.partner_temperature = None if partner is None else float(partner)
         rollout = self.rollout_config
@@ -172,12 +174,13 @@ class SelfPlayAgentLoop(AgentLoopBase):
         outcome = record["outcome"]
         return AgentLoopOutput(
             **self._trajectory(record, seat, game, instance),
-            reward_score=training_reward(record, seat, self.invalid_move_penalty),
+            reward_score=training_reward(record, seat, self.invalid_move_penalty, self.joint_weight),
             num_turns=len(record["players"][seat]["messages"]),
             metrics=AgentLoopMetrics(),
             extra_fields={
                 "game_id": record["game_id"],
                 "normalized_reward": outcome["rewards"][seat],  # the seat's own reward, as convert's rows
+                "joint_term": joint_term(record, self.joint_weight),  # the training reward's joint-outcome part
                 "termination": outcome["termination"],
                 "failed": bool(record["failure"]),
                 **backend.versions(),

@@ -25,12 +25,15 @@ from ...records import UNNAMED_GAME, Record
 from ...stats.metrics import (
     distinct_n,
     endings,
+    head_to_head,
     mean_interval,
     paired_difference,
     per_instance,
-    ratio_interval,
     repeated_share,
+    side_results,
     valid_move_rate,
+    win_counts,
+    win_rates,
 )
 from ...stats.ratings import rate_wins
 from ...stats.report import (
@@ -172,85 +175,16 @@ def paired_self_play(selfplay: dict[str, pd.DataFrame], resamples: int, rng: np.
 
 
 def results_of(games: pd.DataFrame, model: str) -> pd.DataFrame:
-    """Cross-play games from `model`'s side: its points, its partner's, and win/tie/loss."""
-    first = games["seat0"] == model
-    own = games["points0"].where(first, games["points1"])
-    other = games["points1"].where(first, games["points0"])
-    return pd.DataFrame(
-        {
-            "instance_id": games["instance_id"],
-            "points": own,
-            "partner_points": other,
-            "win": (own > other).astype(float),
-            "tie": (own == other).astype(float),
-            "loss": (own < other).astype(float),
-            "agreed": games["agreed"].astype(float),
-        }
-    )
-
-
-def head_to_head(results: pd.DataFrame, resamples: int, rng: np.random.Generator) -> dict:
-    """Win, tie and loss rates, points and agreement of one side of some cross-play games."""
-    rates = {
-        c: mean_interval(per_instance(results, c).to_numpy(float), resamples, rng)
-        for c in ("win", "tie", "loss", "points", "partner_points", "agreed")
-    }
-    sums = results.groupby("instance_id")[["win", "loss"]].sum()
-    return {
-        "games": len(results),
-        "instances": int(results["instance_id"].nunique()),
-        **rates,
-        "decided_win_share": ratio_interval(sums["win"], sums["win"] + sums["loss"], resamples, rng),
-    }
-
-
-def pairs(games: pd.DataFrame, models: list[str]) -> list[tuple[str, str]]:
-    """The pairs of `models` that met in cross-play, in the order of their first game, each from
-    the side of the model in seat 0 there: `A,B=FILE` given first reports A's results (a later
-    checkpoint against an earlier one, when a run lists its cross-play so)."""
-    met = games[(games["seat0"] != games["seat1"]) & games["seat0"].isin(models) & games["seat1"].isin(models)]
-    first: dict[frozenset, tuple[str, str]] = {}
-    for a, b in zip(met["seat0"], met["seat1"]):
-        first.setdefault(frozenset((a, b)), (a, b))
-    return list(first.values())
+    """Cross-play games from `model`'s side: its points, its partner's, win/tie/loss and agreement."""
+    return side_results(games, model, "points").assign(agreed=games["agreed"].astype(float))
 
 
 def cross_play(games: pd.DataFrame, models: list[str], resamples: int, rng: np.random.Generator) -> list[dict]:
-    """For each pair of models with cross-play games (`pairs`): the first model's results when it
-    sits in seat 0, in seat 1, and in both together."""
-    entries = []
-    for a, b in pairs(games, models):
-        orders = {
-            "seat0": games[(games["seat0"] == a) & (games["seat1"] == b)],
-            "seat1": games[(games["seat0"] == b) & (games["seat1"] == a)],
-        }
-        both = pd.concat(orders.values())
-        entries.append(
-            {
-                "models": [a, b],
-                **{
-                    name: head_to_head(results_of(g, a), resamples, rng) if len(g) else None
-                    for name, g in {**orders, "both": both}.items()
-                },
-            }
-        )
-    return entries
-
-
-def win_counts(games: pd.DataFrame, models: list[str]) -> np.ndarray:
-    """(instances, models, models): games the row model won against the column model on each
-    instance, ties as halves; cross-play games only."""
-    instances = {i: k for k, i in enumerate(games["instance_id"].unique())}
-    index = {m: k for k, m in enumerate(models)}
-    wins = np.zeros((len(instances), len(models), len(models)))
-    for row in games.itertuples():
-        if row.seat0 == row.seat1 or row.seat0 not in index or row.seat1 not in index:
-            continue
-        a, b, k = index[row.seat0], index[row.seat1], instances[row.instance_id]
-        score = 1.0 if row.points0 > row.points1 else 0.5 if row.points0 == row.points1 else 0.0
-        wins[k, a, b] += score
-        wins[k, b, a] += 1 - score
-    return wins
+    """For each pair of models with cross-play games (`stats.metrics.head_to_head`): the first
+    model's win, tie and loss rates, points and agreement when it sits in seat 0, in seat 1, and
+    in both together."""
+    means = ("points", "partner_points", "agreed")
+    return head_to_head(games, models, lambda g, a: win_rates(results_of(g, a), resamples, rng, means))
 
 
 def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) -> dict:
@@ -264,7 +198,7 @@ def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) 
         "bootstrap": {"resamples": resamples, "unit": "instance", "level": 0.95, "seed": seed},
         "models": {m: summarize(g, resamples, rng) for m, g in selfplay.items()},
         "cross_play": crossed,
-        "ratings": rate_wins(win_counts(games, models), models, resamples, rng) if crossed else {},
+        "ratings": rate_wins(win_counts(games, models, "points"), models, resamples, rng) if crossed else {},
         "paired_self_play": paired_self_play(selfplay, resamples, rng),
     }
 

@@ -15,13 +15,14 @@ GOALS = {
 }
 
 # Skill levels a seat can be asked to play at (skill-conditioned play: one model standing in for a
-# league of graded opponents), each described by how the scripted negotiator of the strength in
-# `SKILL_STRENGTHS` plays, so games of that strength teach the level's words.
+# league of graded opponents). A level names how well the seat plays, never how: no prompt tells a
+# seat to give way, so a level's play is what its training games taught it (`skill`: games whose
+# outcomes fall in the level's quantile against fixed references, or the scripted negotiator at the
+# strength in `SKILL_STRENGTHS`).
 SKILLS = {
-    "novice": "Play as a novice negotiator: ask for little, and accept your partner's offers readily.",
-    "intermediate": "Play as an intermediate negotiator: ask for a fair part of what you value, "
-    "and concede a little at a time.",
-    "expert": "Play as an expert negotiator: ask for everything you value, and concede only slowly.",
+    "novice": "Play as a novice negotiator.",
+    "intermediate": "Play as an intermediate negotiator.",
+    "expert": "Play as an expert negotiator.",
 }
 SKILL_STRENGTHS = {"novice": 0.3, "intermediate": 0.6, "expert": 1.0}
 

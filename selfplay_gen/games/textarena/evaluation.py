@@ -1,7 +1,8 @@
 """Evaluation of a TextArena game (the module `TextArenaGame.evaluation` names): the generic
 evaluation (rewards per seat, moves, endings, wording) and, since these games are won and lost,
 who wins: per seat order and pooled, each model's win, draw and loss rates against each other
-model, and Bradley–Terry ratings from those games.
+model (counted by `stats.metrics`, as every game's wins are: a draw is a `tie` in metrics.json), and
+Bradley–Terry ratings from those games.
 
 A game is won by the seat with the higher reward (the environment's own: 1 and -1 for most, a
 draw 0 and 0); a game cut short by a limit is scored 0 and 0, a draw. Failed games say nothing
@@ -22,7 +23,7 @@ from ...atomic import write_atomic
 from ...records import Record
 from ...stats import generic
 from ...stats.generic import append_to_run, summary_text
-from ...stats.metrics import mean_interval, per_instance, ratio_interval
+from ...stats.metrics import head_to_head, side_results, win_counts, win_rates
 from ...stats.ratings import rate_wins
 from ...stats.report import format_interval, markdown_table, report_head
 
@@ -54,79 +55,17 @@ def game_table(records: Iterable[Record], seats: tuple[str, str]) -> pd.DataFram
 
 
 def results_of(games: pd.DataFrame, model: str) -> pd.DataFrame:
-    """Games from `model`'s side (seat 0 where it sits in both): its reward and win, draw, loss."""
-    first = games["seat0"] == model
-    own = games["reward0"].where(first, games["reward1"])
-    other = games["reward1"].where(first, games["reward0"])
-    return pd.DataFrame(
-        {
-            "instance_id": games["instance_id"],
-            "reward": own,
-            "chips": games["chips0"].where(first, games["chips1"]),
-            "win": (own > other).astype(float),
-            "draw": (own == other).astype(float),
-            "loss": (own < other).astype(float),
-        }
-    )
+    """Games from `model`'s side (seat 0 where it sits in both): its reward, its chips a hand and
+    win, draw (`tie`) or loss (`stats.metrics.side_results`)."""
+    return side_results(games, model, "reward", own=("chips",))
 
 
 def wins(results: pd.DataFrame, resamples: int, rng: np.random.Generator) -> dict:
-    """Win, draw and loss rates and the mean reward of one side of some games."""
-    rates = {
-        c: mean_interval(per_instance(results, c).to_numpy(float), resamples, rng)
-        for c in ("win", "draw", "loss", "reward")
-    }
-    if results["chips"].notna().all():  # a game of chips: what a seat wins a hand
-        rates["chips_per_hand"] = mean_interval(per_instance(results, "chips").to_numpy(float), resamples, rng)
-    sums = results.groupby("instance_id")[["win", "loss"]].sum()
-    return {
-        "games": len(results),
-        "instances": int(results["instance_id"].nunique()),
-        **rates,
-        "decided_win_share": ratio_interval(sums["win"], sums["win"] + sums["loss"], resamples, rng),
-    }
-
-
-def head_to_head(games: pd.DataFrame, models: list[str], resamples: int, rng: np.random.Generator) -> list[dict]:
-    """For each pair of models that met, in the order of their first game: the first model's
-    results in seat 0, in seat 1 and in both."""
-    met = games[(games["seat0"] != games["seat1"]) & games["seat0"].isin(models) & games["seat1"].isin(models)]
-    pairs: dict[frozenset, tuple[str, str]] = {}
-    for a, b in zip(met["seat0"], met["seat1"]):
-        pairs.setdefault(frozenset((a, b)), (a, b))
-    entries = []
-    for a, b in pairs.values():
-        orders = {
-            "seat0": met[(met["seat0"] == a) & (met["seat1"] == b)],
-            "seat1": met[(met["seat0"] == b) & (met["seat1"] == a)],
-        }
-        both = pd.concat(orders.values())
-        entries.append(
-            {
-                "models": [a, b],
-                **{
-                    k: wins(results_of(g, a), resamples, rng) if len(g) else None
-                    for k, g in {**orders, "both": both}.items()
-                },
-            }
-        )
-    return entries
-
-
-def win_counts(games: pd.DataFrame, models: list[str]) -> np.ndarray:
-    """(instances, models, models): cross-play games the row model won against the column model
-    on each instance, draws as halves."""
-    instances = {i: k for k, i in enumerate(games["instance_id"].unique())}
-    index = {m: k for k, m in enumerate(models)}
-    counts = np.zeros((len(instances), len(models), len(models)))
-    for row in games.itertuples():
-        if row.seat0 == row.seat1 or row.seat0 not in index or row.seat1 not in index:
-            continue
-        a, b, k = index[row.seat0], index[row.seat1], instances[row.instance_id]
-        score = 1.0 if row.reward0 > row.reward1 else 0.5 if row.reward0 == row.reward1 else 0.0
-        counts[k, a, b] += score
-        counts[k, b, a] += 1 - score
-    return counts
+    """Win, draw (`tie`) and loss rates and the mean reward of one side of some games, and its
+    chips a hand (`chips_per_hand`) in a game of chips."""
+    chips = results["chips"].notna().all()
+    means = ("reward", "chips_per_hand") if chips else ("reward",)
+    return win_rates(results.rename(columns={"chips": "chips_per_hand"}), resamples, rng, means)
 
 
 def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) -> dict:
@@ -137,11 +76,11 @@ def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) 
     for model, summary in metrics["models"].items():
         selfplay = played[(played["seat0"] == model) & (played["seat1"] == model)]
         summary["seat0_wins"] = wins(results_of(selfplay, model), resamples, rng) if len(selfplay) else None
-    crossed = head_to_head(played, models, resamples, rng) if len(played) else []
+    crossed = head_to_head(played, models, lambda g, a: wins(results_of(g, a), resamples, rng)) if len(played) else []
     metrics.update(
         schema=SCHEMA,
         wins=crossed,
-        ratings=rate_wins(win_counts(played, models), models, resamples, rng) if crossed else {},
+        ratings=rate_wins(win_counts(played, models, "reward"), models, resamples, rng) if crossed else {},
     )
     return metrics
 
@@ -155,7 +94,7 @@ def wins_table(metrics: dict) -> str:
             ORDERS[order],
             str(r["games"]),
             format_interval(r["win"], percent=True),
-            format_interval(r["draw"], percent=True),
+            format_interval(r["tie"], percent=True),
             format_interval(r["loss"], percent=True),
             format_interval(r["decided_win_share"], percent=True),
             format_interval(r["reward"], digits=2),
@@ -167,7 +106,7 @@ def wins_table(metrics: dict) -> str:
     ]
     rows += [
         [f"{m} (self-play)", "seat 0", str(w["games"]), format_interval(w["win"], percent=True)]
-        + [format_interval(w["draw"], percent=True), format_interval(w["loss"], percent=True)]
+        + [format_interval(w["tie"], percent=True), format_interval(w["loss"], percent=True)]
         + [format_interval(w["decided_win_share"], percent=True), format_interval(w["reward"], digits=2)]
         + [format_interval(w["chips_per_hand"], digits=3) if "chips_per_hand" in w else "–"]
         for m, s in metrics["models"].items()

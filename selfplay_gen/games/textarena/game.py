@@ -111,6 +111,12 @@ def make_env(env_id: str) -> Any:
 
 
 @cache
+def env_class(env_id: str) -> str:
+    """The class name of `env_id`'s environment (the rules it plays, whatever its id)."""
+    return type(make_env(env_id)).__name__
+
+
+@cache
 def check_env(env_id: str) -> None:
     """Refuse an environment that cannot be played by two players here: one made for another
     number of players, or one that needs what a run cannot have (a download at run time, such
@@ -287,6 +293,15 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
     def random_player(self, seat: int, *, seed: Seed = None):
         """Random legal play: the `random` policy."""
         return self.scripted_player(seat, seed=seed, policy="random")
+
+    @classmethod
+    def references(cls) -> Mapping[str, Mapping[str, Any]]:
+        """Random legal play, and the exact player of this environment where it has one (TicTacToe's
+        `minimax`, Kuhn Poker's `equilibrium`; `scripted.EXACT`)."""
+        from .scripted import EXACT
+
+        kind = env_class(cls.env_id)
+        return {policy: {"policy": policy} for policy in ("random", *(p for p, env in EXACT.items() if env == kind))}
 
     @classmethod
     def record_view(cls, record: Mapping[str, Any], view: dict[str, Any]) -> dict[str, Any] | None:
