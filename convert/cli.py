@@ -112,9 +112,10 @@ class NothingToTrain(click.ClickException):
     default=0.0,
     show_default=True,
     help="Training reward += WEIGHT x the game's joint share of the best deal (both seats' points over the most "
-    "the two could get together; negotiation), as +selfplay.joint_weight online: pays a seat of the "
-    "semi-competitive mode for the deals its partner keeps. GRPO's rewards, filtered BC's and DPO's rankings; "
-    "the game score in the records (what evaluation reads) is unchanged, the term's mean is in the summary.",
+    "the two could get together, for a game whose outcome records them), as +selfplay.joint_weight online: pays "
+    "a seat of the semi-competitive mode for the deals its partner keeps. GRPO's rewards, filtered BC's and "
+    "DPO's rankings; the game score in the records (what evaluation reads) is unchanged, the term's mean is in "
+    "the summary.",
 )
 @click.option(
     "--baseline",

@@ -30,8 +30,8 @@ def joint_share(record: Mapping[str, Any]) -> float:
         return float(sum(points)) / float(best) if best else 0.0
     except (KeyError, TypeError) as error:
         raise ValueError(
-            f"game {record.get('game_id')!r} ({record.get('game', 'matching')}): its outcome records no points and "
-            f"best_joint ({error!r}), so it has no joint share for a joint-outcome reward term"
+            f"game {record.get('game_id')!r} ({record.get('game', 'the unnamed game')}): its outcome records no "
+            f"points and best_joint ({error!r}), so it has no joint share for a joint-outcome reward term"
         ) from None
 
 

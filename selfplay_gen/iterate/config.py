@@ -394,7 +394,7 @@ PROMOTION_POLICIES = ("auto", "on", "off")
 LEARNER_POLICIES = ("promoted", "latest")
 SELF_PLAY_SEATS = ("seat0", "both")
 DPO_PAIR_POLICIES = ("reward", "outcome")
-SKILL_DATA = ("quantile", "scripted-strength")  # as the negotiation game's skill levels name them
+SKILL_DATA = ("quantile", "scripted-strength")  # as the skill levels of a game with levels name them
 
 
 @dataclass(frozen=True)
@@ -534,7 +534,7 @@ class League:
     joint_weight: float = knob(
         0.0, "The training reward's joint-outcome term: + WEIGHT x the game's joint share of the best deal (both "
         "seats' points over the most the two could get together, in [0, 1]), so a seat of the semi-competitive mode "
-        "is paid for deals its partner keeps, not only for its own points (0 to 10 in negotiation). Every trainer's "
+        "is paid for deals its partner keeps, not only for its own points. Every trainer's "
         "rewards and rankings (selfplay-convert --joint-weight; online +selfplay.joint_weight); evaluation reads the "
         "raw game reward. 0: off.", type=click.FloatRange(min=0), alias="LEAGUE_JOINT_WEIGHT",
     )  # fmt: skip
