@@ -255,7 +255,7 @@ def replay_rows(records: list[dict], masked: int = 0, temperature: float = 1.0) 
         "normalized_rewards": [0.0] * K_REPLAY,
         "terminations": [r["outcome"]["termination"] for r in records[:K_REPLAY]],
     }
-    return group_rows(pa.Table.from_batches([rows.take()]), pd.DataFrame([group]), "matching")
+    return group_rows(pa.Table.from_batches([rows.take()]), pd.DataFrame([{"game": "matching", **group}]))
 
 
 @pytest.fixture(scope="module")
