@@ -391,6 +391,18 @@ def test_an_invalid_move_is_refused_with_the_environments_reason_then_lost():
     assert game.outcome.terminated and game.outcome.rewards == (1.0, -1.0) and game.invalid_moves == 2
 
 
+@pytest.mark.parametrize("reason, rewards", [("max_new_tokens", (1.0, -1.0)), ("context_length", (0.0, 0.0))])
+def test_a_seat_that_cannot_finish_a_move_loses_and_a_game_cut_short_is_a_draw(reason, rewards):
+    """A move cut at the token limit is the mover's failure, scored as TextArena scores a game lost to
+    invalid moves, so a model cannot draw against a stronger player by rambling; a context too long
+    for the game says nothing of who would win."""
+    game = games.get("textarena:TicTacToe-v0")()
+    game.reset(game.instance_type.from_seed(0))
+    assert game.step(0, "[4]").valid
+    outcome = game.stop(reason)  # seat 1 is to move
+    assert outcome.truncated and outcome.termination == reason and outcome.rewards == rewards
+
+
 def test_iterate_plans_every_models_games_against_the_fixed_references(tmp_path):
     """Each model the run evaluates (base, the warm start, each iteration) also plays the game's fixed
     references in both seats: random legal play and, where the game has one, its exact player; the

@@ -5,7 +5,8 @@ model (counted by `stats.metrics`, as every game's wins are: a draw is a `tie` i
 Bradley–Terry ratings from those games.
 
 A game is won by the seat with the higher reward (the environment's own: 1 and -1 for most, a
-draw 0 and 0); a game cut short by a limit is scored 0 and 0, a draw. Failed games say nothing
+draw 0 and 0); a seat that hits a limit by itself loses it, and a game cut short by another
+limit is scored 0 and 0, a draw (`TextArenaGame`). Failed games say nothing
 of the players and are left out of wins. Intervals resample instances, as in every report.
 """
 
@@ -30,8 +31,9 @@ from ...stats.report import format_interval, markdown_table, report_head
 SCHEMA = "selfplay-gen-eval-textarena/1"
 WIN_NOTE = (
     "Agreement, in these games: played out by their rules (not ended by an invalid move or a limit). "
-    "A game is won by the seat with the higher reward (the environment's; a game cut short by a limit is a "
-    "draw). Rates are the first model's, with it in seat 0, in seat 1 and both pooled; decided: its wins / "
+    "A game is won by the seat with the higher reward (the environment's; a seat that hits a limit by itself, "
+    "invalid moves or a move cut at the token limit, loses; a game cut short by another limit is a draw). "
+    "Rates are the first model's, with it in seat 0, in seat 1 and both pooled; decided: its wins / "
     "(wins + losses). Self-play rows are seat 0's. Ratings: Bradley–Terry on the Elo scale (first model 0) "
     "from cross-play wins, draws as halves. Chips a hand (Kuhn Poker): the first model's chips won a hand, "
     "against Kuhn Poker's value of -1/18 for the first to act, 1/18 for the second, 0 over both seats."

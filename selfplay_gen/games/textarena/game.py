@@ -29,12 +29,25 @@ from typing import Annotated, Any, ClassVar, TypedDict
 
 from ...records import Event as RecordEvent
 from ...records import terminations
-from ..base import LIMIT_ENDS, STOPS, Game, InvalidMove, Limits, Observation, Outcome, Seed, StepResult
+from ..base import (
+    LIMIT_ENDS,
+    MAX_INVALID,
+    MAX_NEW_TOKENS,
+    STOPS,
+    Game,
+    InvalidMove,
+    Limits,
+    Observation,
+    Outcome,
+    Seed,
+    StepResult,
+)
 from . import fixes
 
 FAMILY = "textarena"
 GAME_OVER, INVALID_MOVE = "game_over", "invalid_move"  # the environment's own ends
 TERMINATIONS = (GAME_OVER, INVALID_MOVE, *LIMIT_ENDS, *STOPS)
+SEAT_LIMITS = (MAX_INVALID, MAX_NEW_TOKENS)  # limits one seat hits by itself: that seat loses
 INSTALL = f'pip install "selfplay-gen[{FAMILY}]"'
 FIRST_MOVE = "[GAME] You move first."  # the adapter's words, where the environment says nothing before a first move
 
@@ -142,15 +155,18 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
 
     Ends: `game_over` (the environment's rules ended it; its rewards, e.g. 1 / -1 for a win, 0 / 0
     for a draw) and `invalid_move` (the environment ended it for a player's invalid moves, with
-    the environment's rewards for that); a limit of this project (`Limits`, tokens, context) is
-    a truncation scored 0 for both seats, as a game cut short says nothing of who would win. An
-    invalid move the environment lets a player retry is refused (the player is told why) and
-    counts toward `Limits.max_invalid`. The seats of these games agree on nothing but to play:
-    `agreed` says that they played the game out by its rules (`game_over`), which is what the
-    iteration's automatic warm start asks of a model."""
+    the environment's rewards for that). A limit of this project is a truncation: one that a seat
+    hit by itself (`max_invalid` invalid moves in a row, a move cut at `max_new_tokens`) is lost by
+    that seat as TextArena scores a game lost to invalid moves (-1, its partner +1), so a seat
+    cannot draw by failing to move; the others (`max_moves`, the context) are scored 0 for both
+    seats, as a game cut short says nothing of who would win. An invalid move the environment lets
+    a player retry is refused (the player is told why) and counts toward `Limits.max_invalid`.
+    The seats of these games agree on nothing but to play: `agreed` says that they played the game
+    out by its rules (`game_over`), which is what the iteration's automatic warm start asks of a
+    model."""
 
     env_id: str = ""
-    version = 1
+    version = 2  # 2: a seat that hits a limit by itself loses (SEAT_LIMITS); 1 scored it a draw
     instance_type = TextArenaInstance
     event_type = Event
     terminations = TERMINATIONS
@@ -265,6 +281,10 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
                 str(state.game_info[seat].get("reason")) for seat in range(2) if state.game_info[seat].get("reason")
             }
             reason = " ".join(sorted(reasons)) or None
+        elif termination in SEAT_LIMITS:
+            loser = self._events[-1].player  # `_refuse` and `stop` log who hit the limit before ending
+            rewards = tuple(-1.0 if seat == loser else 1.0 for seat in range(2))
+            reason = f"Player {loser} hit the limit {termination}"
         else:
             rewards, reason = (0.0, 0.0), None
         self._outcome = Outcome(
