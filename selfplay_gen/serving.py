@@ -166,6 +166,26 @@ def choose(installed: dict[str, bool], cuda_graphs: bool = True, priority_schedu
     )
 
 
+def with_own_args(install: Sequence[str], own: Sequence[str]) -> list[str]:
+    """Server arguments: the install's (`ServerChoice.sglang_args`, its fallbacks) less every option
+    that `own` sets, then `own`, so that a user's `--mem-fraction-static` adds to the fallbacks an
+    install needs to start and a user's `--attention-backend` replaces the install's."""
+    named = {arg.split("=", 1)[0] for arg in own if arg.startswith("--")}
+    kept, dropping = [], False
+    for arg in install:
+        if arg.startswith("--"):
+            dropping = arg.split("=", 1)[0] in named
+        if not dropping:
+            kept.append(arg)
+    return [*kept, *own]
+
+
+def with_own_kwargs(install: Sequence[str], own: Sequence[str]) -> list[str]:
+    """Engine options (`key=value`) of verl's rollout: the install's less every key `own` sets, then `own`."""
+    named = {kv.split("=", 1)[0] for kv in own}
+    return [kv for kv in install if kv.split("=", 1)[0] not in named] + list(own)
+
+
 def vocab_size(model: str) -> int | None:
     """The vocabulary size in `model`'s config.json; None for a model that is not a local checkpoint."""
     try:

@@ -96,3 +96,19 @@ def test_an_iteration_server_gets_the_cap_for_its_model(tmp_path):
     stages = SGLangServer(qwen, 31000, tmp_path / "a.log", settings, Shell(dry_run=True), None).stages()
     workers = [" ".join(launch.command) for launch in stages[0]]
     assert len(workers) == 2 and all("--sampling-backend pytorch --max-running-requests 1280 " in c for c in workers)
+
+
+def test_a_users_server_arguments_add_to_the_installs_fallbacks():
+    """A memory share for a GPU several runs share keeps the fallbacks an install without FA3 needs to
+    start; an option the user gives replaces the install's."""
+    install = serving.choose({}).sglang_args()
+    assert "--attention-backend" in install
+    added = serving.with_own_args(install, ["--mem-fraction-static", "0.12"])
+    assert added == [*install, "--mem-fraction-static", "0.12"]
+    replaced = serving.with_own_args(install, ["--attention-backend=flashinfer", "--disable-cuda-graph"])
+    assert "triton" not in replaced and replaced[-2:] == ["--attention-backend=flashinfer", "--disable-cuda-graph"]
+    assert replaced[:-2] == serving.with_own_args(install, ["--attention-backend", "x"])[:-2]
+    kwargs = serving.choose({}).engine_kwargs()
+    own = serving.with_own_kwargs(kwargs, ["attention_backend=fa3", "mem_fraction_static=0.1"])
+    assert own[-2:] == ["attention_backend=fa3", "mem_fraction_static=0.1"]
+    assert not any(kv.startswith("attention_backend=") for kv in own[:-2]) and len(own) == len(kwargs) + 1

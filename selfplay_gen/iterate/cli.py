@@ -97,10 +97,12 @@ def install_choice(python: str, what: str) -> serving.ServerChoice:
 
 
 def with_servers(servers: ServerSettings) -> ServerSettings:
-    """The server settings with SGLang's arguments worked out for the install, where none are given."""
-    if servers.extra_args is not None:
-        return servers
-    return replace(servers, extra_args=shlex.join(install_choice(servers.python, "sglang server").sglang_args()))
+    """The server settings with SGLang's arguments worked out for the install, and the user's added to
+    them (`serving.with_own_args`)."""
+    install = install_choice(servers.python, "sglang server").sglang_args()
+    return replace(
+        servers, extra_args=shlex.join(serving.with_own_args(install, shlex.split(servers.extra_args or "")))
+    )
 
 
 def with_verl(verl: Verl) -> Verl:
@@ -114,10 +116,9 @@ def with_verl(verl: Verl) -> Verl:
             f"{verl.ppo_micro_tokens} tokens cannot hold one sequence of up to {longest} (prompt + response limits)",
             param_hint="verl.ppo_micro_tokens",
         )
-    if verl.sglang_engine_kwargs is None:
-        kwargs = " ".join(install_choice(verl.python, "verl rollout").engine_kwargs())
-        verl = replace(verl, sglang_engine_kwargs=kwargs)
-    return verl
+    install = install_choice(verl.python, "verl rollout").engine_kwargs()
+    kwargs = serving.with_own_kwargs(install, (verl.sglang_engine_kwargs or "").split())
+    return replace(verl, sglang_engine_kwargs=" ".join(kwargs))
 
 
 def trainer_alias(knob: config_tree.Knob, values: Mapping[str, Any]) -> bool:

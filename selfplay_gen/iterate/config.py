@@ -55,9 +55,10 @@ class ServerSettings:
         "workers on port + 1000, port + 2000, ...", type=POSITIVE, alias="DP",
     )  # fmt: skip
     extra_args: str | None = knob(
-        None, "Server arguments [null: SGLang's own (CUDA graphs on), with a fallback only for a kernel or "
-        "backend the install lacks, said on stderr: python -m selfplay_gen.serving sglang-args]; add "
-        "--disable-cuda-graph to turn CUDA graphs off.", alias="EXTRA_SGLANG_ARGS",
+        None, "Server arguments added to SGLang's own (CUDA graphs on) and to the fallbacks for a kernel or "
+        "backend the install lacks (said on stderr: python -m selfplay_gen.serving sglang-args); an option "
+        "given here replaces the install's. --disable-cuda-graph turns CUDA graphs off; --mem-fraction-static "
+        "0.12 leaves room for other runs on the same GPU.", alias="EXTRA_SGLANG_ARGS",
     )  # fmt: skip
     timeout_s: float = knob(900.0, "Seconds to wait for /health.", alias="SERVER_TIMEOUT")
     start_tries: int = knob(
@@ -315,8 +316,9 @@ class Verl:
     )
     enforce_eager: bool = knob(False, "Rollout without CUDA graphs.", alias=Alias("ENFORCE_EAGER", TRUE_FALSE))
     sglang_engine_kwargs: str | None = knob(
-        None, "Engine options of verl's SGLang rollout [null: SGLang's own, with a fallback only for what "
-        "verl's Python lacks: python -m selfplay_gen.serving verl-overrides].", alias="SGLANG_ENGINE_KWARGS",
+        None, "Engine options (key=value) of verl's SGLang rollout, added to the fallbacks for what verl's "
+        "Python lacks (python -m selfplay_gen.serving verl-overrides); a key given here replaces the "
+        "install's.", alias="SGLANG_ENGINE_KWARGS",
     )  # fmt: skip
     rollout_is: str = knob(
         "token", "offline: truncated importance sampling per token or sequence.",
