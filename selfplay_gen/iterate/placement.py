@@ -27,6 +27,8 @@ from typing import Any, Protocol
 
 import click
 
+from .. import environments
+
 PLACEMENTS = ("local", "ray")
 LOCAL_HOST = "127.0.0.1"
 STOP_WAIT_S = 60.0  # SIGTERM, then SIGKILL
@@ -83,17 +85,18 @@ def connect() -> Any:
         import ray
     except ImportError:
         raise PlacementError(
-            f"servers.placement=ray: ray is not importable in {sys.executable}; run selfplay-gen with a Python "
-            "whose ray is the cluster's (verl's environment, where this repository is importable)"
+            f"servers.placement=ray: ray is not importable in {sys.executable}; run selfplay-gen with the Python "
+            f"whose ray started the cluster (the training environment: {environments.verl_python()} -m "
+            "selfplay_gen.cli iterate ...)"
         ) from None
     if not ray.is_initialized():
         address = os.environ.get("RAY_ADDRESS")
         try:
             ray.init(address=address or "auto", log_to_driver=False, logging_level=logging.WARNING)
-        except (ConnectionError, RuntimeError) as err:
+        except (ConnectionError, RuntimeError) as err:  # none running, or another Ray version's
             where = f"at RAY_ADDRESS={address}" if address else "on this machine (RAY_ADDRESS is not set)"
             raise PlacementError(
-                f"servers.placement=ray: no Ray cluster reachable {where} ({err}); start one with "
+                f"servers.placement=ray: cannot join a Ray cluster {where}: {err}. Start one with "
                 "`ray start --head` on the first node and `ray start --address=FIRST:6379` on each other "
                 "node, or set RAY_ADDRESS"
             ) from None
