@@ -138,12 +138,18 @@ class Process(Protocol):
     def reads(self, path: str) -> bool: ...
 
 
-def _die_with_parent() -> None:
-    """In a child before exec: SIGTERM when the process that started it dies (Linux's PR_SET_PDEATHSIG), so a
-    server outlives neither its Ray actor nor, locally, a killed run."""
+def _as_a_server() -> None:
+    """In a server's process before exec: SIGTERM when the actor that started it dies (Linux's
+    PR_SET_PDEATHSIG), so a server does not outlive it; and the scheduling priority of a process started by
+    hand, where allowed (Ray starts its workers at niceness 15, RAY_worker_niceness, which the SGLang
+    scheduler's CPU work would inherit)."""
     try:
         ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
     except (OSError, AttributeError):
+        pass
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, 0)
+    except OSError:  # lowering the niceness needs CAP_SYS_NICE
         pass
 
 
@@ -200,7 +206,7 @@ class NodeServer:
         with log_path.open("w") as sink:
             self.process = subprocess.Popen(
                 list(command), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=_as_a_server,
             )  # fmt: skip
         return self.process.pid
 
