@@ -153,11 +153,15 @@ def _as_a_server() -> None:
         pass
 
 
-def popen(command: Sequence[str], log: Path) -> subprocess.Popen:
-    """`command` in its own process group, its output into `log`."""
+def popen(command: Sequence[str], log: Path, on_node: bool = False) -> subprocess.Popen:
+    """`command` in its own process group, its output into `log`; `on_node`: started by a Ray actor
+    (`_as_a_server`)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as sink:
-        return subprocess.Popen(list(command), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            list(command), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=_as_a_server if on_node else None,
+        )  # fmt: skip
 
 
 def stop_group(process: subprocess.Popen) -> None:
@@ -201,13 +205,7 @@ class NodeServer:
     process: subprocess.Popen | None = None
 
     def start(self, command: Sequence[str], log: str) -> int:
-        log_path = Path(log)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("w") as sink:
-            self.process = subprocess.Popen(
-                list(command), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=_as_a_server,
-            )  # fmt: skip
+        self.process = popen(command, Path(log), on_node=True)
         return self.process.pid
 
     def poll(self) -> int | None:
