@@ -224,18 +224,24 @@ def probe(python: str = sys.executable) -> dict[str, bool]:
 # -- launching -------------------------------------------------------------------------------------
 
 
-def launch_command(python: str, model: str, port: int, tp: int, args: Sequence[str] = ()) -> list[str]:
-    """One SGLang server of `model` on 127.0.0.1:`port` over `tp` GPUs, with launch arguments `args`."""
-    where = ["--model-path", model, "--host", "127.0.0.1", "--port", str(port), "--tp", str(tp)]
+def launch_command(
+    python: str, model: str, port: int, tp: int, args: Sequence[str] = (), host: str = "127.0.0.1"
+) -> list[str]:
+    """One SGLang server of `model` on `host`:`port` (this machine's loopback, or a cluster node's address)
+    over `tp` GPUs, with launch arguments `args`."""
+    where = ["--model-path", model, "--host", host, "--port", str(port), "--tp", str(tp)]
     return [python, "-m", "sglang.launch_server", *where, *args]
 
 
-def router_command(python: str, port: int, workers: Sequence[str], metrics_port: int) -> list[str]:
-    """An sglang_router on 127.0.0.1:`port` in front of the servers at `workers`; its Prometheus metrics
-    on `metrics_port` (the router's own default lets only one router run on a machine)."""
+def router_command(
+    python: str, port: int, workers: Sequence[str], metrics_port: int, args: Sequence[str] = ()
+) -> list[str]:
+    """An sglang_router on 127.0.0.1:`port` in front of the servers at `workers`, with router arguments
+    `args`; its Prometheus metrics on `metrics_port` (the router's own default lets only one router run on
+    a machine)."""
     router = [python, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(port)]
     router += ["--worker-urls", *workers]
-    return router + ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port)]
+    return router + ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port), *args]
 
 
 # what SGLang logs when it found too little free GPU memory for its KV cache at start

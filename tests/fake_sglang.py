@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import random
 import socket
 import sys
@@ -66,8 +67,9 @@ class FakeSGLang:
         seed: int = 0,
         port: int | None = None,
         memory_saver: bool = False,
+        host: str = "127.0.0.1",
     ):
-        self.tokenizer, self.model_dir, self.seed, self.port = tokenizer, model_dir, seed, port
+        self.tokenizer, self.model_dir, self.seed, self.port, self.host = tokenizer, model_dir, seed, port, host
         # --enable-memory-saver: /release_memory_occupation frees the weights (they must be loaded
         # again after /resume_memory_occupation); without it the server answers and keeps them
         self.memory_saver = memory_saver
@@ -113,9 +115,9 @@ class FakeSGLang:
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
         port = self.port or free_port()
-        self._site = web.TCPSite(self._runner, "127.0.0.1", port)
+        self._site = web.TCPSite(self._runner, self.host, port)
         await self._site.start()
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"http://{self.host}:{port}"
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -284,17 +286,19 @@ def launcher(directory: Path) -> str:
     return str(python)
 
 
-async def _serve_until_killed(model_dir: str, port: int, memory_saver: bool) -> None:
+async def _serve_until_killed(model_dir: str, host: str, port: int, memory_saver: bool) -> None:
     from selfplay_gen import models
 
-    async with FakeSGLang(models.load_tokenizer(), model_dir, port=port, memory_saver=memory_saver):
+    async with FakeSGLang(models.load_tokenizer(), model_dir, port=port, memory_saver=memory_saver, host=host):
         await asyncio.Event().wait()
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model-path", required=True)
+    parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--enable-memory-saver", action="store_true")
     known, _ = parser.parse_known_args()  # SGLang's other arguments are accepted and ignored
-    asyncio.run(_serve_until_killed(known.model_path, known.port, known.enable_memory_saver))
+    logging.basicConfig(level=logging.INFO)  # a line for each request in the log, as SGLang's server writes
+    asyncio.run(_serve_until_killed(known.model_path, known.host, known.port, known.enable_memory_saver))

@@ -22,6 +22,7 @@ from .. import environments, games
 from ..config_tree import Alias, ListOf, Number, knob, outside, section
 from ..options import game_knob, games_per_instance_knob, reward_mode_knob, teacher_plan_help
 from ..sampling import GROUP_SIZE, POSITIVE, Sampling, number
+from .placement import PLACEMENTS
 
 ON_OFF = ("on", "off")
 TRUE_FALSE = ("True", "False")
@@ -59,6 +60,16 @@ class ServerSettings:
         "backend the install lacks (said on stderr: python -m selfplay_gen.serving sglang-args); an option "
         "given here replaces the install's. --disable-cuda-graph turns CUDA graphs off; --mem-fraction-static "
         "0.12 leaves room for other runs on the same GPU.", alias="EXTRA_SGLANG_ARGS",
+    )  # fmt: skip
+    placement: str = knob(
+        "local", "Where the servers run. local: on this machine, DP workers on GPUs apart. ray: across the nodes of "
+        "the Ray cluster at RAY_ADDRESS (else the one `ray start` runs here), the DP workers spread one a node "
+        "first, each on its node's GPUs and address, the router here; every node must read the run directory at "
+        "the same path (a shared filesystem).", type=click.Choice(PLACEMENTS), alias="SERVER_PLACEMENT",
+    )  # fmt: skip
+    router_args: str | None = knob(
+        None, "sglang_router arguments, e.g. --policy round_robin [null: the router's own: cache-aware].",
+        alias="ROUTER_ARGS",
     )  # fmt: skip
     timeout_s: float = knob(900.0, "Seconds to wait for /health.", alias="SERVER_TIMEOUT")
     start_tries: int = knob(

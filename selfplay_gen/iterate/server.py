@@ -11,10 +11,7 @@ start-up and CUDA-graph capture); where that is refused, a new server starts. Wi
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import signal
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -26,7 +23,9 @@ import click
 
 from .. import serving
 from ..backends.sglang import router_workers
+from . import placement
 from .config import ServerSettings
+from .placement import Place, Process
 from .shell import Shell, StepFailed
 
 
@@ -64,20 +63,27 @@ def without_option(args: list[str], option: str) -> list[str]:
 
 @dataclass
 class Launch:
-    """One process of a server: its command, its log, and the URL whose /health says it is up; a router
-    is up once it also lists its `workers` at /workers (it registers them after its /health answers)."""
+    """One process of a server: its command, its log, the URL whose /health says it is up, and where it
+    runs; a router is up once it also lists its `workers` at /workers (it registers them after its
+    /health answers)."""
 
     command: list[str]
     log: Path
     url: str
     workers: tuple[str, ...] = ()
+    place: Place = Place(placement.LOCAL_HOST, 0)
+
+    def shown(self) -> str:
+        where = f"[on Ray node {self.place.host}] " if self.place.node is not None else ""
+        return f"+ {where}{' '.join(self.command)} > {self.log} 2>&1 &"
 
 
 class SGLangServer:
     """One SGLang server for `model` on `port`, logging to `log`; with `settings.dp > 1`, that many
     servers (TP GPUs each, GPUs apart) behind sglang_router on `port`, whose cache-aware routing
     sends a game's next turn to the worker holding its prefix. A worker logs beside `log`
-    (sglang.worker0.log, ...).
+    (sglang.worker0.log, ...). With `settings.placement` ray the servers run across a Ray cluster's
+    nodes (`placement`), the router here.
 
     SGLang sizes its KV cache from the GPU memory free before it loaded the model; when another
     process allocates meanwhile it stops with "Not enough memory", and that start is tried again
@@ -88,8 +94,28 @@ class SGLangServer:
     ):
         self.model, self.port, self.log, self.settings, self.shell = model, port, log, settings, shell
         self.mem_fraction = mem_fraction
-        self.url = f"http://127.0.0.1:{port}"
-        self.processes: list[subprocess.Popen] = []  # in start order: the workers, then the router
+        self.processes: list[Process] = []  # in start order: the workers, then the router
+        self._places: list[Place] | None = None
+
+    def places(self) -> list[Place]:
+        """Where each DP worker runs (worked out once: on a Ray cluster, where it has room; in a dry run
+        there, on nodes named NODE0, NODE1, ...)."""
+        if self._places is None:
+            s = self.settings
+            if s.placement == "local":
+                self._places = placement.local(s.dp, s.tp)
+            elif self.shell.dry_run:
+                self._places = [Place(f"NODE{i}", 0, f"node{i}") for i in range(s.dp)]
+            else:
+                self._places = placement.on_ray(s.dp, s.tp)
+        return self._places
+
+    @property
+    def url(self) -> str:
+        """Where games reach the server: the one server, or the router on this machine."""
+        if self.settings.dp <= 1:
+            return f"http://{self.places()[0].host}:{self.port}"
+        return f"http://{placement.LOCAL_HOST}:{self.port}"
 
     def stages(self) -> list[list[Launch]]:
         """What to start, stage by stage (each stage's processes at once, every one up before the next
@@ -102,18 +128,20 @@ class SGLangServer:
         if s.keep_servers:
             extra += ["--enable-memory-saver"]
 
-        def server(port: int, gpu: list[str]) -> list[str]:
-            return serving.launch_command(s.python, self.model, port, s.tp, [*gpu, *extra])
+        def server(port: int, place: Place, log: Path) -> Launch:
+            gpu = ["--base-gpu-id", str(place.base_gpu)] if s.dp > 1 else []
+            command = serving.launch_command(s.python, self.model, port, s.tp, [*gpu, *extra], host=place.host)
+            return Launch(command, log, f"http://{place.host}:{port}", place=place)
 
         if s.dp <= 1:
-            return [[Launch(server(self.port, []), self.log, self.url)]]
+            return [[server(self.port, self.places()[0], self.log)]]
         workers = []
-        for i in range(s.dp):
+        for i, place in enumerate(self.places()):
             port = self.port + WORKER_PORT_STEP * (i + 1)
-            log = self.log.with_name(f"{self.log.stem}.worker{i}{self.log.suffix}")
-            workers.append(Launch(server(port, ["--base-gpu-id", str(i * s.tp)]), log, f"http://127.0.0.1:{port}"))
+            workers.append(server(port, place, self.log.with_name(f"{self.log.stem}.worker{i}{self.log.suffix}")))
         metrics = self.port + WORKER_PORT_STEP * (s.dp + 1)
-        router = serving.router_command(s.python, self.port, [w.url for w in workers], metrics)
+        router_args = shlex.split(s.router_args or "")
+        router = serving.router_command(s.python, self.port, [w.url for w in workers], metrics, router_args)
         return [workers, [Launch(router, self.log, self.url, tuple(w.url for w in workers))]]
 
     def worker_urls(self) -> list[str]:
@@ -126,12 +154,16 @@ class SGLangServer:
         launches = [launch for stage in stages for launch in stage]
         for attempt in range(1, self.settings.start_tries + 1):
             for launch in launches:
-                self.shell.echo(f"+ {' '.join(launch.command)} > {launch.log} 2>&1 &")
+                self.shell.echo(launch.shown())
             for launch in launches:
                 self.shell.echo(f"+ wait for {launch.url}/health (up to {self.settings.timeout_s:g}s)")
             if self.shell.dry_run:
                 return Started(self.url, self.model, 0.0)
-            exited = self._start(stages)
+            try:
+                exited = self._start(stages)
+            except placement.PlacementError:  # a checkpoint a node cannot read
+                self._stop()
+                raise
             if exited is None:
                 return Started(self.url, self.model, time.monotonic() - started)
             self._stop()
@@ -152,11 +184,7 @@ class SGLangServer:
         for stage in stages:
             running = []
             for launch in stage:
-                launch.log.parent.mkdir(parents=True, exist_ok=True)
-                with launch.log.open("w") as sink:
-                    process = subprocess.Popen(
-                        launch.command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
-                    )
+                process = placement.start(launch.command, launch.log, launch.place, self.model)
                 self.processes.append(process)
                 running.append((launch, process))
             for launch, process in running:
@@ -164,7 +192,7 @@ class SGLangServer:
                     return launch
         return None
 
-    def _healthy(self, launch: Launch, process: subprocess.Popen) -> bool:
+    def _healthy(self, launch: Launch, process: Process) -> bool:
         deadline = time.monotonic() + self.settings.timeout_s
         while process.poll() is None:
             try:
@@ -196,18 +224,10 @@ class SGLangServer:
         """Stop the router first, then the workers (each process group, SIGKILL after 60 s)."""
         processes, self.processes = self.processes, []
         for process in reversed(processes):
-            if process.poll() is not None:
-                continue
-            click.echo(f"stopping the SGLang server (pid {process.pid})", err=True)
-            try:
-                os.killpg(process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            if process.poll() is None:
+                where = f" on Ray node {process.node}" if process.node is not None else ""
+                click.echo(f"stopping the SGLang server (pid {process.pid}{where})", err=True)
+            process.stop()
 
     def __exit__(self, *exc: object) -> None:
         self._stop()
@@ -226,6 +246,9 @@ class SGLangServer:
         """Load `model`'s weights into this running server (every DP worker): the seconds it took, or
         None, said why, when the server should be restarted for `model` instead."""
         started, timeout = time.monotonic(), self.settings.timeout_s
+        unreadable = placement.readable_everywhere(self.processes, model)
+        if unreadable is not None:
+            raise placement.PlacementError(unreadable)
         refused = self._on_each_worker(
             f"update_weights_from_disk model_path={model}", lambda url: serving.load_weights(url, model, timeout)
         )
