@@ -83,6 +83,22 @@ def check_skill_levels(game: str | None, levels: tuple[str, ...]) -> None:
         )
 
 
+def check_overlap(cfg: Iteration, trainer: type[trainers.Trainer]) -> None:
+    """Overlap plays the next iteration's games before this one's model is judged: not for a trainer that plays
+    inside verl, nor where a model must be judged before the next iteration starts (`loop` says why)."""
+    if not trainer.plays_games:
+        raise click.BadParameter(
+            f"{trainer.name} plays its games inside verl, on-policy, with nothing to play ahead; use overlap=off",
+            param_hint="overlap",
+        )
+    if cfg.league_size > 0 or cfg.promotes() or cfg.league.skill_levels:
+        raise click.BadParameter(
+            "a league (league_size, league.promotion, league.skill_levels) judges each model before the next "
+            "iteration plays; use overlap=off",
+            param_hint="overlap",
+        )
+
+
 def install_choice(python: str, what: str) -> serving.ServerChoice:
     """SGLang's settings for the install behind `python`, each fallback said on stderr."""
     try:
@@ -178,6 +194,8 @@ def iterate(o: dict[str, Any]) -> str | None:
             "reinforce_plus_plus_baseline or rloo (one baseline across the batch)",
             param_hint="league.baseline=per-seat",
         )
+    if cfg.overlaps():
+        check_overlap(cfg, trainer)
     if printed(cfg, o):
         return None
     run = replace(cfg, servers=with_servers(cfg.servers), verl=with_verl(cfg.verl), tools=cfg.tools.resolved())

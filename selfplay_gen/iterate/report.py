@@ -42,6 +42,7 @@ class Timing:
     startup_s: float | None  # None: not known
     work_s: float
     gpu_percent: float | None = None  # the GPUs' mean utilization while working
+    during: str | None = None  # the stage whose training it ran beside (`overlap` one-step), by label
 
 
 def stage_order(name: str) -> tuple[int, str]:
