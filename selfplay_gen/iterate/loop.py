@@ -407,7 +407,7 @@ class Run:
         self.ahead.join()
         if not self.cfg.dry_run:
             took = time.monotonic() - started
-            report.add_timing(stage.dir, report.Timing(WAIT_AHEAD, None, took))
+            report.add_timing(stage.dir, report.Timing(report.WAIT_AHEAD, None, took))
 
     def play_games(
         self, player: Checkpoint, stage: Stage, num_games: int, convert_args: list[str], rounds: int = 1,
@@ -504,7 +504,10 @@ class Run:
         def train(job: TrainJob, loss: PolicyLoss | None = None, *, every_checkpoint: bool = False) -> list[Export]:
             return self.train(stage, job, loss, every_checkpoint)
 
-        return Context(stage, self.model, self.game_args, self.limits(), self.shell, play, train)
+        def timed(step: str) -> contextlib.AbstractContextManager[None]:
+            return self.timed(step)
+
+        return Context(stage, self.model, self.game_args, self.limits(), self.shell, play, train, timed)
 
     def limits(self) -> list[str]:
         v = self.cfg.verl
@@ -719,8 +722,6 @@ class Run:
             shown += [written] if written else []
         return shown
 
-
-WAIT_AHEAD = "wait for the work played ahead"  # a stage's timing: the loop waiting for its games played ahead
 
 # the line verl's GRPO trainer prints when its workers are up and the first step starts
 VERL_READY = "Training Progress"
