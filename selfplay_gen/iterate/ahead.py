@@ -44,9 +44,9 @@ class Ahead:
 
     def join(self) -> None:
         """Wait for the work to end, and raise what it raised."""
-        thread, self._thread, self.owner = self._thread, None, None
-        if thread is not None:
-            thread.join()
+        if self._thread is not None:
+            self._thread.join()  # stopped meanwhile (Ctrl-C), the thread stays here for `stop`
+        self._thread, self.owner = None, None
         error, self._error = self._error, None
         if error is not None:
             raise error
@@ -54,7 +54,7 @@ class Ahead:
     def stop(self) -> None:
         """Kill the commands of the run (the work's among them) and wait for the work to end; what it raised is
         dropped, since the run stops for a reason of its own."""
-        if self._thread is not None:
+        if self._thread is not None and self._thread.is_alive():
             self.shell.stop()
         try:
             self.join()

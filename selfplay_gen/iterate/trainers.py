@@ -47,7 +47,8 @@ class PlayGames(Protocol):
     def __call__(self, num_games: int, convert_args: list[str], *, rounds: int = 1) -> None:
         """The current model plays `num_games` training games on the stage's instances (self-play, or
         in a league against opponents drawn by rating), converted into stage.dir/gen with `convert_args`;
-        with `rounds` > 1, more rounds while too few groups differ in reward."""
+        with `rounds` > 1, more rounds while too few groups differ in reward. With `overlap` one-step the
+        games were played ahead, beside the training before, by the model before (gen/played_by.json)."""
 
 
 class RunJob(Protocol):
