@@ -250,3 +250,13 @@ def test_the_help_and_the_printed_configuration_explain_overlap():
     assert "--overlap" in helped and "one-step" in helped and "--servers.overlap_mem_fraction" in helped
     printed = CliRunner().invoke(iterate_command, ["--print-config"]).output
     assert "overlap: 'off'" in printed and "overlap_mem_fraction: 0.3" in printed
+
+
+def test_running_out_of_memory_beside_a_server_playing_ahead_names_its_share(tmp_path):
+    from selfplay_gen.iterate.config import TrainJob, Verl
+    from selfplay_gen.iterate.loop import memory_advice
+
+    job = TrainJob("offline", "/m", "", "", out_dir=tmp_path, experiment="x", lr="1e-6")
+    assert "overlap_mem_fraction" not in memory_advice(job, Verl(), tmp_path / "verl.log")
+    advice = memory_advice(job, Verl(), tmp_path / "verl.log", beside=0.3)
+    assert "lower servers.overlap_mem_fraction, the share of the server playing beside training (now 0.3)" in advice

@@ -150,13 +150,14 @@ def trainer_alias(knob: config_tree.Knob, values: Mapping[str, Any]) -> bool:
 @configured(Iteration)
 def iterate_command(**o: Any) -> None:
     """Self-play iterations: evaluate the initial model, warm-start it when it cannot play, then per
-    iteration play games with the current model on new instances, convert, train and merge; every
-    model is evaluated with the server that plays its games; checkpoints of a competitive game
-    cross-play. Stages live under RUN_DIR (base/, warm/, iter_NNN/, crossplay/), each skipped once its
-    DONE marker exists, so a stopped run resumes (an iteration whose model was trained and merged, its
-    trained.json, at that model's evaluation). RUN_DIR/config.yaml holds the run's configuration (read it
-    back with --config), RUN_DIR/report/<set> every model's evaluation rows, RUN_DIR/summary.md each
-    stage's games, reward and wall time (per step, start-up apart).
+    iteration play games with the current model on new instances, convert, train and merge; every model is
+    evaluated with the server that plays its games; checkpoints of a competitive game cross-play. With
+    --overlap one-step, the next iteration's games are played while this one trains (by the model this one
+    started from, one policy version behind). Stages live under RUN_DIR (base/, warm/, iter_NNN/,
+    crossplay/), each skipped once its DONE marker exists, so a stopped run resumes (an iteration whose
+    model was trained and merged, its trained.json, at that model's evaluation). RUN_DIR/config.yaml holds
+    the run's configuration (read it back with --config), RUN_DIR/report/<set> every model's evaluation
+    rows, RUN_DIR/summary.md each stage's games, reward and wall time (per step, start-up apart).
 
     OVERRIDES: `path=value` sets a setting (trainers.grpo.lr=1e-5); any other argument goes to verl as a
     Hydra override."""

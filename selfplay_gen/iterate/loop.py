@@ -422,6 +422,8 @@ class Run:
         by = self.ahead.played.get(stage.name) or (recorded.label if recorded is not None else "")
         if stage.name in self.ahead.played:
             choice = decisions.REUSE
+        elif self.cfg.dry_run:  # a plan: nothing on disk is read or moved
+            choice = decisions.PLAY
         else:
             producer = recorded is not None and (Path(recorded.model) / "config.json").exists()
             have = (gen / "games.jsonl").exists()
@@ -519,12 +521,13 @@ class Run:
         """Free the GPU for verl (the servers stop, or release their memory; not while they play ahead), train,
         merge the last checkpoint into train/hf (and, with `every_checkpoint`, each earlier one into
         train/step_N/hf, evaluated as `label@N`)."""
-        if self.ahead.owner is None:  # the server keeps its memory while it plays ahead beside training
+        beside = None if self.ahead.owner is None else self.slots.mem_fraction
+        if beside is None:  # else the server keeps its memory share while it plays ahead beside training
             self.slots.free_gpu()
         started = time.monotonic()
         log = stage.dir / "train" / report.TRAIN_LOG
         with GpuUsage(enabled=not self.cfg.dry_run) as usage:
-            startup = train(self.shell, job, self.cfg.verl, loss or self.cfg.loss, self.sampling, log)
+            startup = train(self.shell, job, self.cfg.verl, loss or self.cfg.loss, self.sampling, log, beside)
         if not self.cfg.dry_run:
             took = time.monotonic() - started
             work, busy = took - (startup or 0.0), usage.mean_percent(after_s=startup or 0.0)
@@ -728,10 +731,12 @@ VERL_READY = "Training Progress"
 
 
 def train(
-    shell: Shell, job: TrainJob, verl: Verl, loss: PolicyLoss, sampling: Sampling, log: Path | None = None
-) -> float | None:
+    shell: Shell, job: TrainJob, verl: Verl, loss: PolicyLoss, sampling: Sampling, log: Path | None = None,
+    beside: float | None = None,
+) -> float | None:  # fmt: skip
     """One verl training job (`job.mode`: sft, offline or online) into job.out_dir/checkpoints; the
-    seconds verl took to start (to its first step), where its output shows them."""
+    seconds verl took to start (to its first step), where its output shows them. `beside`: the GPU memory
+    share of a server playing ahead beside it (`overlap`), which its advice on running out of memory names."""
     if not shell.dry_run:
         for name in dict.fromkeys((job.train_files, job.val_files)):
             if not Path(name).exists():
@@ -755,7 +760,7 @@ def train(
         return shell.run("train", command, log, VERL_READY)
     except StepFailed as failed:
         if failed.step == "train" and log is not None and ran_out_of_memory(log, written):
-            raise StepFailed("train", failed.code, memory_advice(job, verl, log)) from failed
+            raise StepFailed("train", failed.code, memory_advice(job, verl, log, beside)) from failed
         raise
 
 
@@ -770,8 +775,9 @@ def ran_out_of_memory(log: Path, since: int) -> bool:
         return OUT_OF_MEMORY.encode() in f.read()
 
 
-def memory_advice(job: TrainJob, verl: Verl, log: Path) -> str:
-    """What to change when verl ran out of GPU memory, with the settings the job ran with."""
+def memory_advice(job: TrainJob, verl: Verl, log: Path, beside: float | None = None) -> str:
+    """What to change when verl ran out of GPU memory, with the settings the job ran with (`beside`: the share of
+    a server playing ahead beside the job)."""
     if job.mode == "sft":
         fixes = [f"lower verl.sft_micro_tokens (now {verl.sft_micro_tokens})"]
     else:
@@ -779,6 +785,10 @@ def memory_advice(job: TrainJob, verl: Verl, log: Path) -> str:
             f"lower verl.ppo_micro_tokens (now {verl.ppo_micro_tokens})",
             f"lower verl.gpu_memory_utilization, the rollout engine's share (now {verl.gpu_memory_utilization})",
         ]
+    if beside is not None:
+        fixes.append(
+            f"lower servers.overlap_mem_fraction, the share of the server playing beside training (now {beside})"
+        )
     if not verl.gradient_checkpointing:
         fixes.append("set verl.gradient_checkpointing=true")
     return f"the GPU ran out of memory (see {log}): " + ", or ".join(fixes)
