@@ -83,6 +83,22 @@ def check_skill_levels(game: str | None, levels: tuple[str, ...]) -> None:
         )
 
 
+def check_overlap(cfg: Iteration, trainer: type[trainers.Trainer]) -> None:
+    """Overlap plays the next iteration's games before this one's model is judged: not for a trainer that plays
+    inside verl, nor where a model must be judged before the next iteration starts (`loop` says why)."""
+    if not trainer.plays_games:
+        raise click.BadParameter(
+            f"{trainer.name} plays its games inside verl, on-policy, with nothing to play ahead; use overlap=off",
+            param_hint="overlap",
+        )
+    if cfg.league_size > 0 or cfg.promotes() or cfg.league.skill_levels:
+        raise click.BadParameter(
+            "a league (league_size, league.promotion, league.skill_levels) judges each model before the next "
+            "iteration plays; use overlap=off",
+            param_hint="overlap",
+        )
+
+
 def install_choice(python: str, what: str) -> serving.ServerChoice:
     """SGLang's settings for the install behind `python`, each fallback said on stderr."""
     try:
@@ -135,13 +151,14 @@ def trainer_alias(knob: config_tree.Knob, values: Mapping[str, Any]) -> bool:
 @configured(Iteration)
 def iterate_command(**o: Any) -> None:
     """Self-play iterations: evaluate the initial model, warm-start it when it cannot play, then per
-    iteration play games with the current model on new instances, convert, train and merge; every
-    model is evaluated with the server that plays its games; checkpoints of a competitive game
-    cross-play. Stages live under RUN_DIR (base/, warm/, iter_NNN/, crossplay/), each skipped once its
-    DONE marker exists, so a stopped run resumes (an iteration whose model was trained and merged, its
-    trained.json, at that model's evaluation). RUN_DIR/config.yaml holds the run's configuration (read it
-    back with --config), RUN_DIR/report/<set> every model's evaluation rows, RUN_DIR/summary.md each
-    stage's games, reward and wall time (per step, start-up apart).
+    iteration play games with the current model on new instances, convert, train and merge; every model is
+    evaluated with the server that plays its games; checkpoints of a competitive game cross-play. With
+    --overlap one-step, the next iteration's games are played while this one trains (by the model this one
+    started from, one policy version behind). Stages live under RUN_DIR (base/, warm/, iter_NNN/,
+    crossplay/), each skipped once its DONE marker exists, so a stopped run resumes (an iteration whose
+    model was trained and merged, its trained.json, at that model's evaluation). RUN_DIR/config.yaml holds
+    the run's configuration (read it back with --config), RUN_DIR/report/<set> every model's evaluation
+    rows, RUN_DIR/summary.md each stage's games, reward and wall time (per step, start-up apart).
 
     OVERRIDES: `path=value` sets a setting (trainers.grpo.lr=1e-5); any other argument goes to verl as a
     Hydra override."""
@@ -179,6 +196,8 @@ def iterate(o: dict[str, Any]) -> str | None:
             "reinforce_plus_plus_baseline or rloo (one baseline across the batch)",
             param_hint="league.baseline=per-seat",
         )
+    if cfg.overlaps():
+        check_overlap(cfg, trainer)
     if printed(cfg, o):
         return None
     run = replace(cfg, servers=with_servers(cfg.servers), verl=with_verl(cfg.verl), tools=cfg.tools.resolved())

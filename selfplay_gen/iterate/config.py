@@ -95,6 +95,12 @@ class ServerSettings:
         "starts its server once (bench/results/kept_iteration_h100_2026-11-26/). A server that cannot release "
         "its memory is stopped as with false.", alias=Alias("KEEP_SERVERS", TRUE_FALSE),
     )  # fmt: skip
+    overlap_mem_fraction: float = knob(
+        0.3, "With overlap one-step: the GPU memory share (--mem-fraction-static) of the server that plays the next "
+        "iteration's games while verl trains beside it on the same GPU; the rest is the trainer's (verl's own "
+        "rollout engine takes verl.gpu_memory_utilization of it). Lower it if training runs out of memory.",
+        type=click.FloatRange(0, 1, min_open=True), alias="OVERLAP_MEM_FRACTION",
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -404,6 +410,7 @@ def one_of(what: str, value: str, choices: tuple[str, ...]) -> str:
 
 
 PROMOTION_POLICIES = ("auto", "on", "off")
+OVERLAP_POLICIES = ("off", "one-step")
 LEARNER_POLICIES = ("promoted", "latest")
 SELF_PLAY_SEATS = ("seat0", "both")
 DPO_PAIR_POLICIES = ("reward", "outcome")
@@ -688,6 +695,16 @@ class Iteration:
         "(league.promotion).", type=COUNT, alias="LEAGUE_SIZE",
     )  # fmt: skip
     league: League = section(League)
+    overlap: str = knob(
+        "off", "off: each iteration plays its games, then trains on them (the reference). one-step: verl's "
+        "one-step-off-policy schedule: while the trainer learns from iteration N's games, the server plays "
+        "iteration N+1's with the model iteration N started from (and evaluates that model alongside), keeping its "
+        "GPU memory (servers.overlap_mem_fraction); iteration N+1 then trains on games one policy version old, "
+        "their records naming the model that played them (RUN_DIR/iter_NNN/gen/played_by.json) and carrying its "
+        "log-probs, which offline GRPO's importance weights (verl.rollout_is) correct for. Not with grpo-online "
+        "(it plays inside verl) nor a league or promotion (which judge each model before the next iteration).",
+        type=click.Choice(OVERLAP_POLICIES), alias="OVERLAP",
+    )  # fmt: skip
     time_budget_min: float | None = knob(
         None, "Minutes of training for the run: an iteration starts only while one as long as the last finished "
         "one would end within them (equal-time comparisons from one warm start: each iteration's generation, "
@@ -703,6 +720,10 @@ class Iteration:
     tools: Tools = section(Tools)
     overrides: tuple[str, ...] = verl_overrides_knob()
     dry_run: bool = outside(False)
+
+    def overlaps(self) -> bool:
+        """Whether the next iteration's games are played while this one trains (`overlap` one-step)."""
+        return self.overlap == "one-step"
 
     def promotes(self) -> bool:
         """Whether each iteration's checkpoint must beat the previous one to be kept."""

@@ -1,6 +1,6 @@
 """Every decision of a run that is not a command: whether to warm-start, which opponents the league
-offers and how many games each gets, whether the time budget allows another iteration, which
-checkpoints cross-play, what a game does by default, the rows of the
+offers and how many games each gets, whether the time budget allows another iteration, what becomes of
+a stage's games found on disk, which checkpoints cross-play, what a game does by default, the rows of the
 run's summary. Pure functions of what the run has written, so each is tested on its own."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 from ..options import Played
 from .config import WARM_START_POLICIES, one_of
 from .plays import DEV_SET, Part
+from .stages import PlayedBy
 
 
 def wants_warm_start(policy: str, agreement: float | None, below: float) -> bool:
@@ -130,6 +131,32 @@ def within_budget(run_dir: Path, budget_min: float | None) -> bool:
         return True
     minutes = iteration_minutes(run_dir)
     return sum(minutes) + (minutes[-1] if minutes else 0.0) <= budget_min
+
+
+# what `games_to_play` decides for a stage's training games
+REUSE = "reuse"  # played ahead to the end and converted: trained on as they are
+PLAY = "play"  # played (on) by the model asked for: none yet, or its own games (`play --resume` keeps them)
+CONTINUE = "continue"  # played on by the model that started them (another, still on disk), one version behind
+REPLAY = "replay"  # set aside and played anew by the model asked for: the model that started them is unknown or gone
+
+
+def games_to_play(
+    recorded: PlayedBy | None, have_games: bool, player: str, overlap: bool, producer_on_disk: bool
+) -> str:
+    """What becomes of a stage's games when `player` (a model) is to play them: `recorded` is the stage's
+    record of who played them (gen/played_by.json), `have_games` whether its games file exists,
+    `producer_on_disk` whether the recorded model's weights are still there. `play --resume` refuses to add
+    one model's games to another's, so a file started by another model is played on by that model or set
+    aside. Without overlap, a file without a record is the stage's own, as in runs made before records."""
+    if recorded is not None and recorded.complete and recorded.during is not None:
+        return REUSE
+    if not have_games:
+        return PLAY
+    if recorded is None:
+        return REPLAY if overlap else PLAY
+    if recorded.model == player:
+        return PLAY
+    return CONTINUE if producer_on_disk else REPLAY
 
 
 def crossplay_pairings(labels: Sequence[str], warm_label: str = "warm") -> list[tuple[int, int]]:

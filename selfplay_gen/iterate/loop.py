@@ -8,14 +8,24 @@ run resumes where it stopped (an iteration stopped after its training, at its mo
   crossplay/ checkpoints against the initial one and the one before (`crossplay_pairings`)
 
 Every model is evaluated with the server that plays its games (`Slots` keeps it between the two),
-into its stage's eval/ and the run-level reports RUN_DIR/report/<set>."""
+into its stage's eval/ and the run-level reports RUN_DIR/report/<set>.
+
+With `overlap` one-step (verl's one-step-off-policy schedule), iteration N+1's games are played while
+iteration N trains, in the background (`Ahead`), by the model iteration N started from: the server keeps that
+model and its memory share while verl trains beside it. That model's evaluation plays alongside those games,
+so a new model is evaluated one iteration later than in the synchronous loop, once the server has its weights
+for the games it plays ahead, never by stopping those games to load it: the evaluation leaves the critical
+path, and the server holds one model at a time. What must judge a model before the next iteration starts (a
+league's promotion match, its opponents' ratings) therefore does not combine with overlap."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -27,13 +37,14 @@ from ..league import SCRIPTED_PREFIX, Member, scripted_member
 from ..options import Played
 from ..verl import attention
 from . import competition, decisions, report
+from .ahead import Ahead
 from .competition import Competition
 from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl, number
 from .gpu_usage import GpuUsage
 from .plays import DEV_SET, TEST_SET, Part, Plays, default_game, dev_draw, environment, game_args, partner_args
 from .server import Slots, Started
 from .shell import Shell, StepFailed
-from .stages import Checkpoint, Export, Stage
+from .stages import Checkpoint, Export, PlayedBy, Stage
 from .trainers import Context, Trainer, get, rollout_n, val_file
 from .verl_jobs import merge, ppo_command, saved_steps, sft_command
 
@@ -66,17 +77,34 @@ class Run:
         parts = decisions.parts(played, cfg.evaluation.references)
         self.plays = Plays(cfg.tools, played, cfg.evaluation, parts, self.shell)
         self.trainer: Trainer = get(cfg.trainer)(cfg)
-        self.slots = Slots(cfg.servers, self.shell)
+        self.overlap = cfg.overlaps()
+        self.slots = Slots(cfg.servers, self.shell, cfg.servers.overlap_mem_fraction if self.overlap else None)
+        self.ahead = Ahead(self.shell)  # the next iteration's games, played while this one trains
+        self._here = threading.local()  # what each thread of the run is running (`stage`, `during`)
         self.crossplay = decisions.crossplays_by_default(self.game_cls) if cfg.crossplay is None else cfg.crossplay
         self.run_dir = cfg.run_dir
         self.reports = self.run_dir / "report"
         self.learner = self.kept = Checkpoint("", "", self.run_dir / "base")
         self.checkpoints: list[str] = []
         self.labels: list[str] = []
-        self.stage: Stage | None = None  # the stage running now, whose timings are being recorded
         # the league: opponents by rating, promotion, skill levels (`competition`)
         wanted = cfg.league_size > 0 or cfg.promotes() or bool(cfg.league.skill_levels)
         self.competition = Competition(self) if wanted else None
+
+    @property
+    def stage(self) -> Stage | None:
+        """The stage this thread is running, whose timings it records: the loop's, or in the background the stage
+        whose games are played ahead."""
+        return getattr(self._here, "stage", None)
+
+    @stage.setter
+    def stage(self, stage: Stage | None) -> None:
+        self._here.stage = stage
+
+    @property
+    def during(self) -> Stage | None:
+        """In the background, the stage whose training this thread's work runs beside; else None."""
+        return getattr(self._here, "during", None)
 
     # -- the loop --------------------------------------------------------------------------------
 
@@ -85,7 +113,7 @@ class Run:
         initial = cfg.initial_model or (EMBEDDED_MODEL_DIR if cfg.dry_run else _embedded_model())
         base = Stage("base", "base", self.run_dir / "base")
         self.advance(initial, "base", base.dir)
-        with self.slots:
+        with self.slots, self.ahead:
             if not base.done:
                 with self.running(base):
                     self.retention(base, initial)
@@ -122,6 +150,8 @@ class Run:
                             )
                             if self.competition is not None:
                                 self.competition.replay(stage)
+                            if self.overlap:  # the games it trained on were played ahead, not beside this evaluation
+                                self.evaluate_current()
                         else:
                             self.trains_from(stage)
                             if not self.trainer.plays_games:
@@ -135,6 +165,8 @@ class Run:
                             promoted = self.competition.decide(stage, exports[-1].model)
                         if self.competition is not None:
                             self.competition.save(stage)
+                        if self.ahead.owner == stage:  # the last iteration's evaluation of the model it started from
+                            self.wait_ahead(stage)
                 else:
                     self.shell.echo(f"iteration {i}: done already ({stage.dir}/DONE), skipped")
                     decision = competition.read_promotion(stage.dir) if cfg.promotes() else None
@@ -153,6 +185,8 @@ class Run:
                     )
                 else:
                     self.shell.echo(f"iteration {i + 1} starts again from {self.label} ({self.model})")
+            if self.ahead.owner is not None:  # games played ahead for an iteration the time budget left out
+                self.wait_ahead(self.ahead.owner)
             self.learn(self.kept)  # the run's output: its last promoted checkpoint
             self.evaluate_current(final=True)
             self.slots.release()
@@ -197,12 +231,15 @@ class Run:
             write_atomic(stage.dir / TRAINED_FROM_FILE, self.model + "\n")
 
     def save_trained(self, stage: Stage, exports: list[Export]) -> None:
-        """Record the stage's merged models and the model they were trained from (TRAINED_FILE), so a run
-        stopped before the stage ends goes on from them (`trained`)."""
+        """Record the stage's merged models, the model they were trained from and the one that played their games
+        (TRAINED_FILE), so a run stopped before the stage ends goes on from them (`trained`)."""
         if self.cfg.dry_run:
             return
         listed = [{"label": e.label, "model": e.model, "eval_dir": str(e.eval_dir)} for e in exports]
-        write_atomic(stage.dir / TRAINED_FILE, json.dumps({"trained_from": self.model, "exports": listed}, indent=1))
+        played = PlayedBy.read(stage.dir / "gen")
+        games_from = {"games_played_by": played.model, "games_played_during": played.during} if played else {}
+        saved = {"trained_from": self.model, **games_from, "exports": listed}
+        write_atomic(stage.dir / TRAINED_FILE, json.dumps(saved, indent=1))
 
     def trained(self, stage: Stage) -> list[Export]:
         """The models an unfinished stage trained from the current model already (its TRAINED_FILE), when
@@ -254,7 +291,8 @@ class Run:
         if not self.cfg.dry_run:
             where = self.stage.dir if self.stage is not None else self.eval_for
             took = time.monotonic() - started
-            report.add_timing(where, report.Timing(step, startup_s, took, usage.mean_percent()))
+            during = self.during.label if self.during is not None else None
+            report.add_timing(where, report.Timing(step, startup_s, took, usage.mean_percent(), during))
 
     # -- steps the stages and trainers share -----------------------------------------------------
 
@@ -317,28 +355,112 @@ class Run:
         (LEAGUE_SIZE > 0) against opponents drawn by rating with only seat 0 trained (`Competition.play`).
         With `rounds` > 1 (offline GRPO's FILTER_GROUPS), up to that many rounds of `num_games` games, each
         on the instances after the last, while the converted groups are fewer than the games' groups
-        (`decisions.needs_another_round`)."""
+        (`decisions.needs_another_round`). With `overlap` one-step, the games played ahead for this stage
+        (`play_ahead`) are waited for and taken, and the next stage's are started in the background."""
         if league and self.cfg.league_size > 0 and self.competition is not None:
             self.competition.play(stage, num_games, convert_args, rounds)
             return
+        if self.ahead.owner == stage:
+            self.wait_ahead(stage)
+        self.play_games(self.learner, stage, num_games, convert_args, rounds)
+        if self.overlap:
+            self.play_ahead(stage, num_games, convert_args, rounds)
+
+    def play_ahead(self, stage: Stage, num_games: int, convert_args: list[str], rounds: int) -> None:
+        """Start, beside this stage's training, the next iteration's games by the current model (the one this
+        stage trains from), its evaluation alongside (unless done); for the last iteration, that evaluation
+        alone. The next stage trains on those games one policy version after the model that played them."""
         i = int(stage.name.split("_")[-1])
-        server = self.serve(0, self.model)
+        following = Stage.iteration(self.run_dir, i + 1)
+        player = self.learner
+        if i < self.cfg.num_iterations and not following.done:
+            self.shell.echo(
+                f"iteration {i + 1}: its games played ahead by {player.label} ({player.model}) while iteration {i} "
+                "trains"
+            )
+            owner: Stage | None = following
+        elif self.evaluated(player.made_by):
+            return
+        else:
+            owner = None
+        work_stage = owner or stage
+
+        def work() -> None:
+            before = self.stage, self.during  # a dry run works in the loop's own thread
+            self._here.stage, self._here.during = work_stage, stage
+            try:
+                choice = None
+                if owner is not None:
+                    choice = self.play_games(player, owner, num_games, convert_args, rounds, during=stage.label)
+                    self.ahead.played[owner.name] = player.label
+                if choice in (None, decisions.REUSE):  # else evaluated alongside the games
+                    self.evaluate(player.model, player.label, player.made_by)
+            finally:
+                self._here.stage, self._here.during = before
+
+        self.ahead.start(work_stage, work)
+
+    def wait_ahead(self, stage: Stage) -> None:
+        """Wait for the work started for `stage` in the background (`play_ahead`), timed in its stage as the wait
+        the loop spent on it."""
+        started = time.monotonic()
+        self.ahead.join()
+        if not self.cfg.dry_run:
+            took = time.monotonic() - started
+            report.add_timing(stage.dir, report.Timing(report.WAIT_AHEAD, None, took))
+
+    def play_games(
+        self, player: Checkpoint, stage: Stage, num_games: int, convert_args: list[str], rounds: int = 1,
+        during: str | None = None,
+    ) -> str:  # fmt: skip
+        """`player` plays the stage's training games (`play`), beside the training of `during` where played ahead;
+        games on disk are taken, played on or set aside as `decisions.games_to_play` says (returned), and
+        gen/played_by.json says which model played them."""
+        i = int(stage.name.split("_")[-1])
         gen = stage.dir / "gen"
+        recorded = None if self.cfg.dry_run else PlayedBy.read(gen)
+        by = self.ahead.played.get(stage.name) or (recorded.label if recorded is not None else "")
+        if stage.name in self.ahead.played:
+            choice = decisions.REUSE
+        elif self.cfg.dry_run:  # a plan: nothing on disk is read or moved
+            choice = decisions.PLAY
+        else:
+            producer = recorded is not None and (Path(recorded.model) / "config.json").exists()
+            have = (gen / "games.jsonl").exists()
+            choice = decisions.games_to_play(recorded, have, player.model, self.overlap, producer)
+        if choice == decisions.REUSE:
+            self.shell.echo(f"iteration {i}: trains on the games {by} played ahead")
+            return choice
+        if choice == decisions.CONTINUE and recorded is not None:
+            self.shell.echo(f"iteration {i}: its games go on with {recorded.label} ({recorded.model}), their player")
+            player, during = recorded.checkpoint, recorded.during
+        elif choice == decisions.REPLAY:
+            aside = set_aside(gen / "games.jsonl")
+            self.shell.echo(f"iteration {i}: the model that played {aside.name} is unknown: set aside, played anew")
+        if not self.cfg.dry_run:
+            PlayedBy.of(player, during).write(gen)
+        server = self.serve(0, player.model)
         skill = self.competition.skill_args(seat0_only=False) if self.competition is not None else []
         wanted = num_games // self.cfg.games_per_instance * 2  # both seats are trained
         for played in range(1, rounds + 1):
             # the same first instance and more games: --resume keeps the earlier rounds' games
             command = self.plays.generate(
-                server, self.model, stage.seed, num_games * played, self.cfg.games_per_instance, gen, [], skill
+                server, player.model, stage.seed, num_games * played, self.cfg.games_per_instance, gen, [], skill
             )
             step = "generate" if played == 1 else f"generate, round {played}"
-            if played > 1 or self.evaluated(self.eval_for):
+            if played > 1 or self.evaluated(player.made_by):
                 with self.timed(step, server.startup_s if played == 1 else 0.0):
                     self.shell.run(f"iteration {i}: {step}", command)
             else:  # the model's evaluation and its training games share its server's batches
-                self.evaluate_current(alongside=(f"iteration {i}: {step}", command), startup_s=server.startup_s)
+                self.evaluate(
+                    player.model, player.label, player.made_by, alongside=(f"iteration {i}: {step}", command),
+                    startup_s=server.startup_s,
+                )  # fmt: skip
             if not self.convert(i, gen, convert_args, wanted, played, rounds):
-                return
+                break
+        if not self.cfg.dry_run:
+            replace(PlayedBy.of(player, during), complete=True).write(gen)
+        return choice
 
     def convert(self, iteration: int, gen: Path, args: list[str], wanted: int, played: int, rounds: int) -> bool:
         """Convert the stage's games (gen/games.jsonl) with `args`; then whether to play another round
@@ -384,7 +506,10 @@ class Run:
         def train(job: TrainJob, loss: PolicyLoss | None = None, *, every_checkpoint: bool = False) -> list[Export]:
             return self.train(stage, job, loss, every_checkpoint)
 
-        return Context(stage, self.model, self.game_args, self.limits(), self.shell, play, train)
+        def timed(step: str) -> contextlib.AbstractContextManager[None]:
+            return self.timed(step)
+
+        return Context(stage, self.model, self.game_args, self.limits(), self.shell, play, train, timed)
 
     def limits(self) -> list[str]:
         v = self.cfg.verl
@@ -393,14 +518,16 @@ class Run:
     def train(
         self, stage: Stage, job: TrainJob, loss: PolicyLoss | None = None, every_checkpoint: bool = False
     ) -> list[Export]:
-        """Free the GPU for verl (the servers stop, or release their memory), train, merge the last
-        checkpoint into train/hf (and, with `every_checkpoint`, each earlier one into train/step_N/hf,
-        evaluated as `label@N`)."""
-        self.slots.free_gpu()
+        """Free the GPU for verl (the servers stop, or release their memory; not while they play ahead), train,
+        merge the last checkpoint into train/hf (and, with `every_checkpoint`, each earlier one into
+        train/step_N/hf, evaluated as `label@N`)."""
+        beside = None if self.ahead.owner is None else self.slots.mem_fraction
+        if beside is None:  # else the server keeps its memory share while it plays ahead beside training
+            self.slots.free_gpu()
         started = time.monotonic()
         log = stage.dir / "train" / report.TRAIN_LOG
         with GpuUsage(enabled=not self.cfg.dry_run) as usage:
-            startup = train(self.shell, job, self.cfg.verl, loss or self.cfg.loss, self.sampling, log)
+            startup = train(self.shell, job, self.cfg.verl, loss or self.cfg.loss, self.sampling, log, beside)
         if not self.cfg.dry_run:
             took = time.monotonic() - started
             work, busy = took - (startup or 0.0), usage.mean_percent(after_s=startup or 0.0)
@@ -604,10 +731,12 @@ VERL_READY = "Training Progress"
 
 
 def train(
-    shell: Shell, job: TrainJob, verl: Verl, loss: PolicyLoss, sampling: Sampling, log: Path | None = None
-) -> float | None:
+    shell: Shell, job: TrainJob, verl: Verl, loss: PolicyLoss, sampling: Sampling, log: Path | None = None,
+    beside: float | None = None,
+) -> float | None:  # fmt: skip
     """One verl training job (`job.mode`: sft, offline or online) into job.out_dir/checkpoints; the
-    seconds verl took to start (to its first step), where its output shows them."""
+    seconds verl took to start (to its first step), where its output shows them. `beside`: the GPU memory
+    share of a server playing ahead beside it (`overlap`), which its advice on running out of memory names."""
     if not shell.dry_run:
         for name in dict.fromkeys((job.train_files, job.val_files)):
             if not Path(name).exists():
@@ -631,7 +760,7 @@ def train(
         return shell.run("train", command, log, VERL_READY)
     except StepFailed as failed:
         if failed.step == "train" and log is not None and ran_out_of_memory(log, written):
-            raise StepFailed("train", failed.code, memory_advice(job, verl, log)) from failed
+            raise StepFailed("train", failed.code, memory_advice(job, verl, log, beside)) from failed
         raise
 
 
@@ -646,8 +775,9 @@ def ran_out_of_memory(log: Path, since: int) -> bool:
         return OUT_OF_MEMORY.encode() in f.read()
 
 
-def memory_advice(job: TrainJob, verl: Verl, log: Path) -> str:
-    """What to change when verl ran out of GPU memory, with the settings the job ran with."""
+def memory_advice(job: TrainJob, verl: Verl, log: Path, beside: float | None = None) -> str:
+    """What to change when verl ran out of GPU memory, with the settings the job ran with (`beside`: the share of
+    a server playing ahead beside the job)."""
     if job.mode == "sft":
         fixes = [f"lower verl.sft_micro_tokens (now {verl.sft_micro_tokens})"]
     else:
@@ -655,6 +785,10 @@ def memory_advice(job: TrainJob, verl: Verl, log: Path) -> str:
             f"lower verl.ppo_micro_tokens (now {verl.ppo_micro_tokens})",
             f"lower verl.gpu_memory_utilization, the rollout engine's share (now {verl.gpu_memory_utilization})",
         ]
+    if beside is not None:
+        fixes.append(
+            f"lower servers.overlap_mem_fraction, the share of the server playing beside training (now {beside})"
+        )
     if not verl.gradient_checkpointing:
         fixes.append("set verl.gradient_checkpointing=true")
     return f"the GPU ran out of memory (see {log}): " + ", or ".join(fixes)
@@ -715,6 +849,15 @@ def _embedded_model() -> str:
     from ..models import resolve
 
     return str(resolve(None))
+
+
+def set_aside(games: Path) -> Path:
+    """Move a games file out of the way (games.replaced-N.jsonl beside it, N the first free), keeping it."""
+    n = 1
+    while (aside := games.with_name(f"{games.stem}.replaced-{n}{games.suffix}")).exists():
+        n += 1
+    games.replace(aside)
+    return aside
 
 
 def _read(path: Path) -> str:

@@ -17,12 +17,14 @@ from ..atomic import write_json_atomic
 from ..stats.report import format_interval, markdown_table
 from .decisions import SUMMARY_HEADER
 from .plays import VERSUS
+from .stages import PlayedBy
 
 ROW_FILE = "summary_row.json"
 TIMINGS_FILE = "timings.json"
 RETENTION_FILE = "retention.json"
 TRAIN_LOG = "verl.log"
 TENSORBOARD_DIR = "tensorboard"  # verl's tensorboard events, under a stage's train/
+WAIT_AHEAD = "wait for the work played ahead"  # a stage's step: the loop waiting for its games played ahead
 
 # verl's metric names for each curve; the first one the log has is plotted
 CURVES = {
@@ -42,6 +44,7 @@ class Timing:
     startup_s: float | None  # None: not known
     work_s: float
     gpu_percent: float | None = None  # the GPUs' mean utilization while working
+    during: str | None = None  # the stage whose training it ran beside (`overlap` one-step), by label
 
 
 def stage_order(name: str) -> tuple[int, str]:
@@ -84,10 +87,11 @@ def write_summary(run_dir: Path) -> str:
         parts.append(
             markdown_table(
                 ("stage", "step", "start-up (s)", "work (s)", "GPU utilization while working (%)"),
-                [(stage, t.step, _whole(t.startup_s), _whole(t.work_s), _whole(t.gpu_percent)) for stage, t in steps],
+                [(stage, _step(t), _whole(t.startup_s), _whole(t.work_s), _whole(t.gpu_percent)) for stage, t in steps],
             )
             + "\n"
         )
+        parts += iterations_section([p for p in stages if p.name.startswith("iter_")], name)
     parts += versus_section(run_dir, stages)
     retention = [
         (name(p), json.loads((p / RETENTION_FILE).read_text())) for p in stages if (p / RETENTION_FILE).exists()
@@ -109,6 +113,49 @@ def write_summary(run_dir: Path) -> str:
     tmp.write_text(text)
     tmp.replace(run_dir / "summary.md")
     return text
+
+
+def _step(timing: Timing) -> str:
+    return timing.step + (f" (beside {timing.during}'s training)" if timing.during else "")
+
+
+def _seconds(timing: Timing) -> float:
+    return (timing.startup_s or 0.0) + timing.work_s
+
+
+def iterations_section(iterations: list[Path], name: Any) -> list[str]:
+    """Each iteration's generation and training side by side, and its wall time (its summary row: the loop's
+    own time, from its start to its end), with the iterations per hour they make: with `overlap` one-step an
+    iteration's games were played beside the training before it, and its wall time holds only the wait for
+    them."""
+    rows, total = [], 0.0
+    for stage in iterations:
+        steps, row_file = timings(stage), stage / ROW_FILE
+        if not steps or not row_file.exists():
+            continue
+        wall = float(json.loads(row_file.read_text())["row"][SUMMARY_HEADER.index("wall time (s)")] or 0)
+        total += wall
+        made = [t for t in steps if "generate" in t.step or t.step == "convert"]
+        trained = [t for t in steps if t.step.startswith("train") or t.step == "merge"]
+        beside = sorted({t.during for t in made if t.during})
+        played = PlayedBy.read(stage / "gen")
+        rows.append((
+            name(stage), played.label if played else "", _whole(sum(map(_seconds, made))) if made else "",
+            ", ".join(beside), _whole(sum(map(_seconds, trained))) if trained else "",
+            _whole(sum(t.work_s for t in steps if t.step == WAIT_AHEAD)), _whole(wall),
+        ))  # fmt: skip
+    if not rows:
+        return []
+    head = (
+        "iteration", "games played by", "generation (s)", "beside the training of", "training (s)",
+        "waited for the work beside (s)", "wall time (s)",
+    )  # fmt: skip
+    rate = f"{3600 * len(rows) / total:.2f}" if total > 0 else ""
+    return [
+        "\n## Generation and training per iteration\n\n",
+        markdown_table(head, rows) + "\n\n",
+        f"{len(rows)} iterations in {total:.0f} s of their wall time: {rate} iterations per hour.\n",
+    ]
 
 
 VERSUS_NOTE = (

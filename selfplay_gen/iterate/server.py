@@ -291,10 +291,12 @@ class Slots:
     for the model it already serves, with the same memory share, keeps its server; asked for another
     checkpoint that `serving.swap_blocker` allows, with the same memory share, it swaps the server's weights
     (with `settings.swap_weights`; behind a router, each worker's). A slot whose server released its
-    memory for training (`free_gpu`) takes it back on its next use, with that use's weights."""
+    memory for training (`free_gpu`) takes it back on its next use, with that use's weights. `mem_fraction`: a
+    lone server's share of GPU memory (None: its extra_args' or SGLang's own), less than the whole where it
+    plays beside training (`overlap` one-step)."""
 
-    def __init__(self, settings: ServerSettings, shell: Shell):
-        self.settings, self.shell = settings, shell
+    def __init__(self, settings: ServerSettings, shell: Shell, mem_fraction: float | None = None):
+        self.settings, self.shell, self.mem_fraction = settings, shell, mem_fraction
         self._servers: dict[int, tuple[tuple[str, float | None], SGLangServer]] = {}
         self._released: set[int] = set()  # slots whose server holds no GPU memory now
 
@@ -303,7 +305,7 @@ class Slots:
         share the GPU, each with `partner_mem_fraction` of its memory."""
         if slot == 0 and self.settings.urls:
             return Started(self.settings.urls[0], model, 0.0, self.settings.urls)
-        key = (model, self.settings.partner_mem_fraction if shared else None)
+        key = (model, self.settings.partner_mem_fraction if shared else self.mem_fraction)
         held = self._servers.get(slot)
         if held is not None:
             (served, share), server = held

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -42,10 +43,34 @@ class StepFailed(click.ClickException):
 
 @dataclass
 class Shell:
-    """Runs (or, with `dry_run`, only prints) the commands of one run, in `env` (None: this process's)."""
+    """Runs (or, with `dry_run`, only prints) the commands of one run, in `env` (None: this process's), from
+    one thread or several (`ahead`: the next iteration's games beside training)."""
 
     dry_run: bool = False
     env: Mapping[str, str] | None = None
+    running: set[subprocess.Popen] = field(default_factory=set, repr=False, compare=False)  # its commands now
+    stopped: bool = field(default=False, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def stop(self) -> None:
+        """Kill every command running now, from any thread, and start none after: each one's step fails (a
+        run that stops ends what it started in the background too)."""
+        with self._lock:
+            self.stopped = True
+            for process in self.running:
+                process.kill()
+
+    def _start(self, step: str, command: Sequence[str]) -> subprocess.Popen:
+        """Start `command`, listed in `running` (unless the shell was stopped: then its step fails)."""
+        with self._lock:
+            if self.stopped:
+                raise StepFailed(step, 130, "the run is stopping")
+            try:
+                process = subprocess.Popen(list(map(str, command)), env=self.env)
+            except OSError as error:
+                raise StepFailed(step, 127, str(error)) from error
+            self.running.add(process)
+            return process
 
     def echo(self, line: str) -> None:
         click.echo(line)
@@ -69,7 +94,7 @@ class Shell:
         startup, started = None, time.monotonic()
         try:
             if log is None:
-                code = subprocess.call(list(map(str, command)), env=self.env)
+                code = self._call(step, command)
             else:
                 code, startup = _tee(command, log, ready, self.env)
         except OSError as error:
@@ -78,6 +103,17 @@ class Shell:
         if code != 0:
             raise StepFailed(step, code)
         return startup
+
+    def _call(self, step: str, command: Sequence[str]) -> int:
+        """`subprocess.call`, the process listed in `running` while it runs."""
+        with self._start(step, command) as process:
+            try:
+                return process.wait()
+            except BaseException:
+                process.kill()
+                raise
+            finally:
+                self.running.discard(process)
 
     def run_together(self, steps: Sequence[tuple[str, Sequence[str]]]) -> None:
         """Print each (step, command), then run them all at once unless this is a dry run: commands
@@ -90,16 +126,15 @@ class Shell:
         processes: list[tuple[str, subprocess.Popen]] = []
         try:
             for step, command in steps:
-                try:
-                    processes.append((step, subprocess.Popen(list(map(str, command)), env=self.env)))
-                except OSError as error:
-                    raise StepFailed(step, 127, str(error)) from error
+                processes.append((step, self._start(step, command)))
             codes = [(step, process.wait()) for step, process in processes]
         except BaseException:
             for _, process in processes:
                 process.kill()
                 process.wait()
             raise
+        finally:
+            self.running.difference_update(process for _, process in processes)
         for step, code in codes:
             if code != 0:
                 raise StepFailed(step, code)

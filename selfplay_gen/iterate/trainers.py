@@ -19,6 +19,7 @@ import abc
 import json
 import math
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar, Protocol
@@ -46,7 +47,8 @@ class PlayGames(Protocol):
     def __call__(self, num_games: int, convert_args: list[str], *, rounds: int = 1) -> None:
         """The current model plays `num_games` training games on the stage's instances (self-play, or
         in a league against opponents drawn by rating), converted into stage.dir/gen with `convert_args`;
-        with `rounds` > 1, more rounds while too few groups differ in reward."""
+        with `rounds` > 1, more rounds while too few groups differ in reward. With `overlap` one-step the
+        games were played ahead, beside the training before, by the model before (gen/played_by.json)."""
 
 
 class RunJob(Protocol):
@@ -60,8 +62,8 @@ class RunJob(Protocol):
 @dataclass(frozen=True)
 class Context:
     """What a trainer gets for one stage: where it lives, the model it trains from, the conversion's
-    token limits, a shell for its own commands, and the loop's steps of playing games and of running a
-    verl training job."""
+    token limits, a shell for its own commands, the loop's steps of playing games and of running a
+    verl training job, and a timer of its own steps (a row of the run's wall-time table)."""
 
     stage: Stage
     model: str  # the current model, which the stage trains from
@@ -70,6 +72,7 @@ class Context:
     shell: Shell
     play: PlayGames
     train: RunJob
+    timed: Callable[[str], AbstractContextManager[None]]
 
     @property
     def gen(self) -> Path:
@@ -257,12 +260,13 @@ class DPO(Trainer):
         ctx.play(self.settings.games_per_iter, ["--format", "dpo", *pairs, *ctx.limits])
         out = ctx.stage.model_dir
         s = self.settings
-        ctx.shell.run(
-            f"{ctx.stage.name}: train (dpo)",
-            [self.cfg.tools.trl(), "-m", "selfplay_gen.train.dpo", "--model", ctx.model,
-             "--pairs", str(ctx.gen / "train.parquet"), "--out", str(out), "--lora-rank", str(s.lora_rank),
-             "--lr", s.lr, "--epochs", str(s.epochs), "--batch-size", str(s.batch_size)],
-        )  # fmt: skip
+        with ctx.timed("train (dpo)"):
+            ctx.shell.run(
+                f"{ctx.stage.name}: train (dpo)",
+                [self.cfg.tools.trl(), "-m", "selfplay_gen.train.dpo", "--model", ctx.model,
+                 "--pairs", str(ctx.gen / "train.parquet"), "--out", str(out), "--lora-rank", str(s.lora_rank),
+                 "--lr", s.lr, "--epochs", str(s.epochs), "--batch-size", str(s.batch_size)],
+            )  # fmt: skip
         return [Export(ctx.stage.label, str(out), ctx.stage.dir / "eval")]
 
 
