@@ -96,6 +96,16 @@ class Bool(click.ParamType):
         self.fail(f"{value!r} is not true or false", param, ctx)
 
 
+class Switch(click.Choice):
+    """A choice among words that include off (and maybe on): YAML reads an unquoted off and on as false
+    and true, which this takes back as the words."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, bool):
+            value = "on" if value else "off"
+        return super().convert(value, param, ctx)
+
+
 class FiniteRange(click.FloatRange):
     """A FloatRange that also refuses nan and inf: nan passes every bound, and either would be
     written into every record of a run."""

@@ -187,6 +187,16 @@ def test_a_bad_config_file_names_its_line_the_knob_and_the_value(tmp_path):
     assert f"{bad}, line 2: no setting 'sampling.temprature' (did you mean 'sampling.temperature'?)" in result.output
 
 
+def test_an_unquoted_off_in_a_config_file_is_the_word_off(tmp_path):
+    """YAML reads `off` as false; a setting whose words include off takes it back as the word."""
+    given = tmp_path / "run.yaml"
+    given.write_text("overlap: off\nleague:\n  promotion: off\n")
+    result = CliRunner().invoke(iterate_command, ["--config", str(given), "--print-config"])
+    assert result.exit_code == 0, result.output
+    printed = yaml.safe_load(result.output)
+    assert printed["overlap"] == "off" and printed["league"]["promotion"] == "off"
+
+
 @pytest.mark.parametrize("command", ["play", "eval"])
 def test_play_and_eval_name_what_is_wrong_in_their_config_file_or_arguments(command, tmp_path):
     from selfplay_gen.cli import main

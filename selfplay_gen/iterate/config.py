@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from .. import environments, games
-from ..config_tree import Alias, ListOf, Number, knob, outside, section
+from ..config_tree import Alias, ListOf, Number, Switch, knob, outside, section
 from ..options import game_knob, games_per_instance_knob, reward_mode_knob, teacher_plan_help
 from ..sampling import GROUP_SIZE, POSITIVE, Sampling, number
 from .placement import PLACEMENTS
@@ -471,7 +471,7 @@ class League:
     promotion: str = knob(
         "auto", "auto: on in a league; on: an iteration's checkpoint is kept (the next iteration's model, the "
         "pool's newest) only when its cross-play win share against the previous one has a 95% interval above 50%; "
-        "off: always kept.", type=click.Choice(PROMOTION_POLICIES), alias="PROMOTION",
+        "off: always kept.", type=Switch(PROMOTION_POLICIES), alias="PROMOTION",
     )  # fmt: skip
     baseline: str = knob(
         "group", "grpo: per-seat subtracts each seat's mean training reward over the iteration's games (a per-role "
@@ -703,7 +703,7 @@ class Iteration:
         "their records naming the model that played them (RUN_DIR/iter_NNN/gen/played_by.json) and carrying its "
         "log-probs, which offline GRPO's importance weights (verl.rollout_is) correct for. Not with grpo-online "
         "(it plays inside verl) nor a league or promotion (which judge each model before the next iteration).",
-        type=click.Choice(OVERLAP_POLICIES), alias="OVERLAP",
+        type=Switch(OVERLAP_POLICIES), alias="OVERLAP",
     )  # fmt: skip
     time_budget_min: float | None = knob(
         None, "Minutes of training for the run: an iteration starts only while one as long as the last finished "
