@@ -282,8 +282,10 @@ class Verl:
         "games have, the earliest rounds'. 0: off.", type=COUNT, alias="FILTER_GROUPS",
     )  # fmt: skip
     sft_args: str = knob("", "sft: extra Hydra overrides for verl's SFT trainer.", alias="SFT_ARGS")
-    rollout_tp: int = knob(1, "Rollout tensor-parallel size.", type=POSITIVE, alias="ROLLOUT_TP")
-    gpu_memory_utilization: float = knob(0.4, "Rollout KV-cache share of GPU memory.", alias="GPU_MEMORY_UTILIZATION")
+    rollout_tp: int = knob(1, "Online GRPO: rollout tensor-parallel size.", type=POSITIVE, alias="ROLLOUT_TP")
+    gpu_memory_utilization: float = knob(
+        0.4, "Online GRPO: the rollout's KV-cache share of GPU memory.", alias="GPU_MEMORY_UTILIZATION"
+    )
     save_freq: int = knob(50, "Checkpoint every N steps; the last step is always saved.", alias="SAVE_FREQ")
     test_freq: int = knob(-1, "Validate every N steps, -1: never.", alias="TEST_FREQ")
     attn_impl: str = knob(
@@ -313,10 +315,12 @@ class Verl:
     use_remove_padding: bool = knob(
         False, "actor_rollout_ref.model.use_remove_padding.", alias=Alias("USE_REMOVE_PADDING", TRUE_FALSE)
     )
-    enforce_eager: bool = knob(False, "Rollout without CUDA graphs.", alias=Alias("ENFORCE_EAGER", TRUE_FALSE))
+    enforce_eager: bool = knob(
+        False, "Online GRPO: rollout without CUDA graphs.", alias=Alias("ENFORCE_EAGER", TRUE_FALSE)
+    )
     sglang_engine_kwargs: str | None = knob(
-        None, "Engine options of verl's SGLang rollout [null: SGLang's own, with a fallback only for what "
-        "verl's Python lacks: python -m selfplay_gen.serving verl-overrides].", alias="SGLANG_ENGINE_KWARGS",
+        None, "Online GRPO: engine options of verl's SGLang rollout [null: SGLang's own, with a fallback only "
+        "for what verl's Python lacks: python -m selfplay_gen.serving verl-overrides].", alias="SGLANG_ENGINE_KWARGS",
     )  # fmt: skip
     rollout_is: str = knob(
         "token", "offline: truncated importance sampling per token or sequence.",
