@@ -18,12 +18,23 @@ from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls
 from verl.utils.config import omega_conf_to_dataclass, validate_config
 from verl.utils.import_utils import import_external_libs
 from verl.workers.config import RolloutConfig
+from verl.workers.rollout.llm_server import LLMServerManager
+from verl.workers.rollout.replica import RolloutReplica
 
 from selfplay_gen.iterate.cli import iterate_command
 from selfplay_gen.verl.replay_buffer import QuickPollReplayBuffer
 from selfplay_gen.verl.replay_trainer import ReplayTrainer
 
 EXTERNAL_MODULES = "VERL_USE_EXTERNAL_MODULES"
+
+
+class EmptyServers(LLMServerManager):
+    """verl's LLM server manager, its server class named (verl's hook for recipes) rather than imported from
+    the engine, which this machine lacks; an empty one uses it for nothing."""
+
+    rollout_replica_class = RolloutReplica
+
+
 ENGINE_SETTINGS = ("gpu_memory_utilization", "enforce_eager", "tensor_model_parallel_size", "engine_kwargs")
 
 
@@ -66,6 +77,7 @@ def test_offline_grpo_trains_with_actor_only_workers_and_no_rollout_engine(tmp_p
     assert trainer.replay_buffer.gen_batch_size == config.data.train_batch_size
     trainer._init_resource_pool_mgr()
     assert set(trainer.role_worker_mapping) == {Role.Actor}  # a worker that builds no rollout
+    EmptyServers(config=trainer.config)  # what _setup builds LLMServerManager.create_empty() with
     # what the agent loops read of the rollout's settings: the replayed groups' size and sampling
     rollout = omega_conf_to_dataclass(config.actor_rollout_ref.rollout, dataclass_type=RolloutConfig)
     assert (rollout.n, rollout.temperature, rollout.calculate_log_probs) == (8, 0.7, True)

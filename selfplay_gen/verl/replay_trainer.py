@@ -34,10 +34,14 @@ class ReplayTrainer(PPOTrainer):
     _enable_hybrid_replicas = False
 
     def __init__(self, config: DictConfig):
-        # verl's base tells its synchronous trainer from the asynchronous ones by this name (the replay
-        # buffer's mode, whole dataloader batches, no TransferQueue checkpoint); this one is synchronous
         with open_dict(config):
+            # verl's base tells its synchronous trainer from the asynchronous ones by this name (the replay
+            # buffer's mode, whole dataloader batches, no TransferQueue checkpoint); this one is synchronous
             config.trainer.v1.trainer_mode = "sync"
+            # the empty LLM server manager checks the settings of the standalone servers it would otherwise
+            # start (`LLMServerManager.__init__`: rollout.nnodes > 0); it starts none
+            rollout = config.actor_rollout_ref.rollout
+            rollout.nnodes = max(1, rollout.nnodes)
         super().__init__(config)
 
     def on_step_end(self):
