@@ -651,10 +651,11 @@ def memory_advice(job: TrainJob, verl: Verl, log: Path) -> str:
     if job.mode == "sft":
         fixes = [f"lower verl.sft_micro_tokens (now {verl.sft_micro_tokens})"]
     else:
-        fixes = [
-            f"lower verl.ppo_micro_tokens (now {verl.ppo_micro_tokens})",
-            f"lower verl.gpu_memory_utilization, the rollout engine's share (now {verl.gpu_memory_utilization})",
-        ]
+        fixes = [f"lower verl.ppo_micro_tokens (now {verl.ppo_micro_tokens})"]
+    if job.mode == "online":  # offline GRPO starts no rollout engine
+        fixes.append(
+            f"lower verl.gpu_memory_utilization, the rollout engine's share (now {verl.gpu_memory_utilization})"
+        )
     if not verl.gradient_checkpointing:
         fixes.append("set verl.gradient_checkpointing=true")
     return f"the GPU ran out of memory (see {log}): " + ", or ".join(fixes)
