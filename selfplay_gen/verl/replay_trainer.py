@@ -16,7 +16,7 @@ Old log-probs are still the actor's (verl's decoupled mode); the stored sampling
 rollout log-probs that `algorithm.rollout_correction` weighs. verl looks a trainer up by name in the
 task runner's process, so the job names this module in `VERL_USE_EXTERNAL_MODULES`, which verl imports
 whenever it is imported (verl/__init__.py), and passes it to its Ray workers through
-`ray_kwargs.ray_init.runtime_env` (`iterate.verl_jobs.REPLAY_TRAINER`).
+`ray_kwargs.ray_init.runtime_env` (`iterate.verl_jobs.REPLAY_TRAINER_MODE`).
 """
 
 from __future__ import annotations
