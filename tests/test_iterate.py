@@ -889,6 +889,8 @@ def test_dpo_trains_on_each_groups_best_game_against_its_worst(tmp_path):
 
 
 def test_out_of_memory_advice_for_grpo_names_the_actors_micro_batches_and_the_rollouts_share(tmp_path):
+    from dataclasses import replace
+
     from selfplay_gen.iterate.loop import memory_advice
 
     job = TrainJob("online", "/m", "", "", out_dir=tmp_path, experiment="x", lr="1e-6")
@@ -896,3 +898,8 @@ def test_out_of_memory_advice_for_grpo_names_the_actors_micro_batches_and_the_ro
     assert "lower verl.ppo_micro_tokens (now 16384)" in advice
     assert "lower verl.gpu_memory_utilization, the rollout engine's share (now 0.4)" in advice
     assert "gradient_checkpointing" not in advice  # already on
+    offline = replace(job, mode="offline")
+    engine = memory_advice(offline, Verl(ppo_micro_tokens=16384), tmp_path / "verl.log")
+    assert "ppo_micro_tokens" in engine and "gpu_memory_utilization" in engine
+    none = memory_advice(offline, Verl(ppo_micro_tokens=16384, offline_engine=False), tmp_path / "verl.log")
+    assert "ppo_micro_tokens" in none and "gpu_memory_utilization" not in none  # it starts no rollout engine

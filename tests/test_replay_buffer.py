@@ -1,21 +1,22 @@
-"""GRPO's sampler: from a training job's command line, verl's own sync trainer builds selfplay_gen's
-QuickPollReplayBuffer with every setting its built-in ReplayBuffer gets from the same command, group
-filtering (DAPO) on or off, and a poll of 0.1 s where verl's waits 2 s for the groups of each step."""
+"""GRPO's sampler: from a training job's command line, verl's sync trainer (offline: the replay trainer, a
+sync one without a rollout engine) builds selfplay_gen's QuickPollReplayBuffer with every setting its
+built-in ReplayBuffer gets from the same command, group filtering (DAPO) on or off, and a poll of 0.1 s
+where verl's waits 2 s for the groups of each step."""
 
 from __future__ import annotations
 
 import shlex
 import sys
 import time
-import types
 
 import pytest
 from click.testing import CliRunner
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
-from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+from verl.trainer.ppo.v1.trainer_base import get_trainer_cls
 
+import selfplay_gen.verl.replay_trainer  # noqa: F401  (registers trainer.v1.trainer_mode=replay)
 from selfplay_gen.iterate.cli import train_command
 from selfplay_gen.verl.replay_buffer import QuickPollReplayBuffer
 
@@ -47,14 +48,19 @@ def job_config(*args: str):
 
 
 def built_by_verl(config):
-    """The sampler verl's PPOTrainer builds for `config`, through its own `_build_replay_buffer`."""
-    mode = config.trainer.v1.trainer_mode
-    trainer = types.SimpleNamespace(config=config, trainer_mode=mode, _add_prompts_to_generate=lambda n: None)
-    trainer._resolve_filter_groups_metric = types.MethodType(PPOTrainer._resolve_filter_groups_metric, trainer)
-    return PPOTrainer._build_replay_buffer(trainer)
+    """The sampler that the trainer of `config`'s trainer mode (offline: selfplay_gen's replay trainer, which
+    this module's import registered) builds, through verl's own `PPOTrainer.__init__`."""
+    return get_trainer_cls(config.trainer.v1.trainer_mode)(config).replay_buffer
 
 
-@pytest.mark.parametrize("args", [["--mode", "offline"], ["--mode", "online", "--verl.filter_groups", "3"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--mode", "offline"],
+        ["--mode", "offline", "--verl.offline_engine", "false"],
+        ["--mode", "online", "--verl.filter_groups", "3"],
+    ],
+)
 def test_verl_builds_the_quick_sampler_with_the_settings_of_its_own(args):
     config = job_config(*args)
     ours = built_by_verl(config)

@@ -300,8 +300,10 @@ class Verl:
         "games have, the earliest rounds'. 0: off.", type=COUNT, alias="FILTER_GROUPS",
     )  # fmt: skip
     sft_args: str = knob("", "sft: extra Hydra overrides for verl's SFT trainer.", alias="SFT_ARGS")
-    rollout_tp: int = knob(1, "Rollout tensor-parallel size.", type=POSITIVE, alias="ROLLOUT_TP")
-    gpu_memory_utilization: float = knob(0.4, "Rollout KV-cache share of GPU memory.", alias="GPU_MEMORY_UTILIZATION")
+    rollout_tp: int = knob(1, "Rollout engine: tensor-parallel size.", type=POSITIVE, alias="ROLLOUT_TP")
+    gpu_memory_utilization: float = knob(
+        0.4, "Rollout engine: its KV-cache share of GPU memory.", alias="GPU_MEMORY_UTILIZATION"
+    )
     save_freq: int = knob(50, "Checkpoint every N steps; the last step is always saved.", alias="SAVE_FREQ")
     test_freq: int = knob(-1, "Validate every N steps, -1: never.", alias="TEST_FREQ")
     attn_impl: str = knob(
@@ -331,7 +333,13 @@ class Verl:
     use_remove_padding: bool = knob(
         False, "actor_rollout_ref.model.use_remove_padding.", alias=Alias("USE_REMOVE_PADDING", TRUE_FALSE)
     )
-    enforce_eager: bool = knob(False, "Rollout without CUDA graphs.", alias=Alias("ENFORCE_EAGER", TRUE_FALSE))
+    offline_engine: bool = knob(
+        True, "Offline GRPO starts verl's rollout engine, which it never samples from; false: verl's synchronous "
+        "trainer without one (selfplay_gen.verl.replay_trainer), no SGLang start, CUDA-graph capture or weight "
+        "sync. The rollout engine's settings apply to online GRPO, and to offline GRPO while this is true.",
+        alias=Alias("OFFLINE_ENGINE", TRUE_FALSE),
+    )  # fmt: skip
+    enforce_eager: bool = knob(False, "Rollout engine: without CUDA graphs.", alias=Alias("ENFORCE_EAGER", TRUE_FALSE))
     sglang_engine_kwargs: str | None = knob(
         None, "Engine options (key=value) of verl's SGLang rollout, added to the fallbacks for what verl's "
         "Python lacks (python -m selfplay_gen.serving verl-overrides); a key given here replaces the "

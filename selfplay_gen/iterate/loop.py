@@ -781,10 +781,11 @@ def memory_advice(job: TrainJob, verl: Verl, log: Path, beside: float | None = N
     if job.mode == "sft":
         fixes = [f"lower verl.sft_micro_tokens (now {verl.sft_micro_tokens})"]
     else:
-        fixes = [
-            f"lower verl.ppo_micro_tokens (now {verl.ppo_micro_tokens})",
-            f"lower verl.gpu_memory_utilization, the rollout engine's share (now {verl.gpu_memory_utilization})",
-        ]
+        fixes = [f"lower verl.ppo_micro_tokens (now {verl.ppo_micro_tokens})"]
+    if job.mode == "online" or (job.mode == "offline" and verl.offline_engine):  # a job with a rollout engine
+        fixes.append(
+            f"lower verl.gpu_memory_utilization, the rollout engine's share (now {verl.gpu_memory_utilization})"
+        )
     if beside is not None:
         fixes.append(
             f"lower servers.overlap_mem_fraction, the share of the server playing beside training (now {beside})"

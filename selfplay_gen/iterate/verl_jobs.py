@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from ..verl import REPLAY_MODE, REPLAY_TRAINER
 from .config import PolicyLoss, Sampling, TrainJob, Verl, number
 from .shell import Shell, StepFailed
 
@@ -19,6 +20,13 @@ from .shell import Shell, StepFailed
 # which printed "RuntimeError: DataLoader worker ... is killed by signal: Killed" after a finished run.
 DATALOADER_IN_PROCESS = "data.dataloader_num_workers=0"
 ROLLOUT_N_UNKNOWN = "K"  # a dry run before conversion: rollout_n of convert_summary.json
+# offline GRPO replays stored games: verl's sync trainer without a rollout engine (selfplay_gen.verl.replay_trainer),
+# a trainer mode that verl looks up in its task runner's process, which imports the module verl is told to
+# import (VERL_USE_EXTERNAL_MODULES) through the Ray runtime environment verl starts its workers in
+REPLAY_TRAINER_MODE = [
+    f"trainer.v1.trainer_mode={REPLAY_MODE}",
+    f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={REPLAY_TRAINER}",
+]
 # GRPO samples each step's groups through selfplay_gen.verl.replay_buffer (it looks for finished groups
 # every 0.1 s, verl's own every 2 s); verl builds such a sampler without the group-filtering settings,
 # so they go along as interpolations of verl's own keys, resolved before the sampler is built
@@ -82,10 +90,22 @@ def ppo_command(
     job: TrainJob, verl: Verl, loss: PolicyLoss, sampling: Sampling, agent_loops: str, rollout_n: str | int
 ) -> list[str]:
     """verl's GRPO on replayed games (offline: stored log-probs as rollout log-probs, truncated importance
-    sampling) or on games its rollout engine plays (online: `selfplay.*` settings of the agent loop)."""
-    engine = [
-        f"+actor_rollout_ref.rollout.engine_kwargs.sglang.{kv}" for kv in (verl.sglang_engine_kwargs or "").split()
-    ]
+    sampling; with `verl.offline_engine` false, no rollout engine) or on games its rollout engine plays
+    (online: the `selfplay.*` settings of the agent loop)."""
+    # rollout.name names the engine; without one, verl resolves its server class and starts none of them
+    rollout, engine = ["actor_rollout_ref.rollout.name=sglang"], []
+    if job.mode == "offline" and not verl.offline_engine:
+        rollout += REPLAY_TRAINER_MODE
+    else:
+        rollout += [
+            "actor_rollout_ref.rollout.mode=async",
+            f"actor_rollout_ref.rollout.tensor_model_parallel_size={verl.rollout_tp}",
+            f"actor_rollout_ref.rollout.gpu_memory_utilization={verl.gpu_memory_utilization}",
+            f"actor_rollout_ref.rollout.enforce_eager={verl.enforce_eager}",
+        ]
+        engine = [
+            f"+actor_rollout_ref.rollout.engine_kwargs.sglang.{kv}" for kv in (verl.sglang_engine_kwargs or "").split()
+        ]
     if job.mode == "offline":
         mode = [
             f"actor_rollout_ref.rollout.temperature={number(sampling.temperature)}",
@@ -133,11 +153,7 @@ def ppo_command(
         f"actor_rollout_ref.actor.ppo_mini_batch_size={job.mini_batch_size or job.batch_size}",
         *micro,
         *actor_loss,
-        "actor_rollout_ref.rollout.name=sglang", "actor_rollout_ref.rollout.mode=async",
-        f"actor_rollout_ref.rollout.tensor_model_parallel_size={verl.rollout_tp}",
-        f"actor_rollout_ref.rollout.gpu_memory_utilization={verl.gpu_memory_utilization}",
-        f"actor_rollout_ref.rollout.enforce_eager={verl.enforce_eager}",
-        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={verl.micro_batch_size}",
+        *rollout, f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={verl.micro_batch_size}",
         f"actor_rollout_ref.rollout.n={rollout_n}",
         f"actor_rollout_ref.rollout.agent.agent_loop_config_path={agent_loops}",
         *engine, *mode, *SAMPLER,

@@ -1,10 +1,12 @@
-"""The verl plugin: two agent loops for verl 0.9.1's agent-loop rollout (and, in `worker_setup`,
-what its training processes set up: chunked log-probs, the attention backend choice).
+"""The verl plugin: two agent loops for verl 0.9.1's agent-loop rollout, a trainer for replayed games
+(`replay_trainer`: verl's sync trainer without a rollout engine), and, in `worker_setup`, what its
+training processes set up (chunked log-probs, the attention backend choice).
 
 - `selfplay_replay` (`replay_loop.ReplayAgentLoop`): trains on games already played: a row written by
   `selfplay-convert --format grpo` is one GRPO group, the K games of one instance from one seat, and
   trajectory j replays game j's stored tokens. Run with `rollout.n=K` (`rollout_n` in
-  `convert_summary.json`).
+  `convert_summary.json`), under `trainer.v1.trainer_mode=replay` (`replay_trainer`), which starts no
+  rollout engine.
 - `selfplay_online` (`selfplay_loop.SelfPlayAgentLoop`): plays fresh games with the policy being
   trained in both seats, from rows written by `selfplay-gen init`. Run with `rollout.n>1`: the n
   games of one (instance, seat) row form a group.
@@ -16,6 +18,8 @@ and picks one per row by the row's `agent_name` column. The Hydra overrides that
     actor_rollout_ref.rollout.agent.agent_loop_config_path=$(python -m selfplay_gen.verl --config-path)
     algorithm.adv_estimator=grpo
     actor_rollout_ref.rollout.n=K           # replay: one row holds a group of K games (convert_summary.json)
+    trainer.v1.trainer_mode=replay          # replay, with the module that registers it in verl's processes:
+    +ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES=selfplay_gen.verl.replay_trainer
     actor_rollout_ref.rollout.n=8           # online: n games per (instance, seat) row form a group
     +selfplay.max_moves=30 +selfplay.max_invalid=3 +selfplay.max_new_tokens=512   # online, optional
 
@@ -29,6 +33,8 @@ from pathlib import Path
 
 AGENT_LOOPS_YAML = Path(__file__).with_name("agent_loops.yaml")
 REPLAY_AGENT, ONLINE_AGENT = "selfplay_replay", "selfplay_online"
+# verl's V1 trainer mode of replayed games, and the module that registers it in verl's processes
+REPLAY_MODE, REPLAY_TRAINER = "replay", "selfplay_gen.verl.replay_trainer"
 
 
 def data_source(game: str) -> str:
