@@ -402,6 +402,24 @@ CONSOLE = """\
 """
 
 
+def test_the_summary_says_when_training_entropy_collapses(tmp_path):
+    """Token entropy falling below a quarter of its start is called collapsing under the run's curves."""
+    falling = [{"step": float(i), "actor/entropy": e} for i, e in enumerate([0.42, 0.35, 0.17, 0.06], 1)]
+    assert report.entropy_trend(falling) == (
+        "token entropy 0.420 → 0.060 nats from step 1 to 4: **collapsing** (below 25% of its start)"
+    )
+    assert report.entropy_trend(falling[:1]) is None and report.entropy_trend([{"step": 1.0}]) is None
+    kept = [{"step": 1.0, "actor/entropy": 0.24}, {"step": 16.0, "actor/entropy": 0.21}]
+    assert report.entropy_trend(kept) == "token entropy 0.240 → 0.210 nats from step 1 to 16"
+    train = tmp_path / "iter_001" / "train"
+    train.mkdir(parents=True)
+    (train / report.STEPS_FILE).write_text(json.dumps(falling))
+    assert report.plot_curves(falling, train / "curves.png")
+    summary = report.write_summary(tmp_path)
+    plot, trend = summary.split("## Training curves")[1].split("\n\n")[1:3]
+    assert plot.endswith("(iter_001/train/curves.png)") and "0.060 nats from step 1 to 4: **collapsing**" in trend
+
+
 def test_verls_console_metrics_are_read_and_plotted(tmp_path):
     steps = report.console_metrics(CONSOLE.splitlines())
     assert [s["step"] for s in steps] == [1.0, 2.0]

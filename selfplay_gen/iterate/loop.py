@@ -842,7 +842,7 @@ def plot_training_log(train_dir: Path) -> None:
     if not steps and events.is_dir():
         steps = report.tensorboard_metrics(events)
     if steps:
-        (train_dir / "metrics.json").write_text(json.dumps(steps))
+        (train_dir / report.STEPS_FILE).write_text(json.dumps(steps))
         report.plot_curves(steps, train_dir / "curves.png")
 
 

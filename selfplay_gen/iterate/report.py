@@ -26,10 +26,13 @@ TRAIN_LOG = "verl.log"
 TENSORBOARD_DIR = "tensorboard"  # verl's tensorboard events, under a stage's train/
 WAIT_AHEAD = "wait for the work played ahead"  # a stage's step: the loop waiting for its games played ahead
 
+STEPS_FILE = "metrics.json"  # a stage's train/: verl's metrics per step, as read from its log
+ENTROPY = "actor/entropy"
+COLLAPSE = 0.25  # entropy ending below this share of its start: the summary calls the training collapsing
 # verl's metric names for each curve; the first one the log has is plotted
 CURVES = {
     "reward": ("critic/score/mean", "critic/rewards/mean"),
-    "entropy": ("actor/entropy",),
+    "entropy": (ENTROPY,),
     "KL": ("actor/kl_loss", "actor/ppo_kl"),
     "clip fraction": ("actor/pg_clipfrac",),
 }
@@ -106,7 +109,11 @@ def write_summary(run_dir: Path) -> str:
     plots = sorted(run_dir.glob("*/train/curves.png"), key=lambda p: stage_order(p.parent.parent.name))
     if plots:
         parts.append("\n## Training curves\n\n")
-        parts += [f"![{name(p.parent.parent)}]({p.relative_to(run_dir)})\n" for p in plots]
+        for plot in plots:
+            parts.append(f"![{name(plot.parent.parent)}]({plot.relative_to(run_dir)})\n")
+            trend = entropy_trend(_read_steps(plot.parent / STEPS_FILE))
+            if trend:
+                parts.append(f"\n{name(plot.parent.parent)}: {trend}\n\n")
     text = "".join(parts)
     (run_dir / "summary.tsv").write_text(tsv)
     tmp = run_dir / "summary.md.tmp"
@@ -323,6 +330,28 @@ def tensorboard_metrics(events: Path) -> list[dict[str, float]]:
         for event in accumulator.Scalars(tag):
             steps.setdefault(event.step, {"step": float(event.step)})[tag] = float(event.value)
     return [steps[k] for k in sorted(steps)]
+
+
+def entropy_trend(steps: list[dict[str, float]]) -> str | None:
+    """The training's token entropy from its first logged step to its last, and whether it is collapsing
+    (ending below `COLLAPSE` of where it began): a policy that stops exploring stops finding better play,
+    which a run's reader should not have to find in a plot. None without entropy."""
+    points = [(s["step"], s[ENTROPY]) for s in steps if ENTROPY in s]
+    if len(points) < 2:
+        return None
+    (first_step, first), (last_step, last) = points[0], points[-1]
+    text = f"token entropy {first:.3f} → {last:.3f} nats from step {first_step:g} to {last_step:g}"
+    if first > 0 and last < COLLAPSE * first:
+        return f"{text}: **collapsing** (below {COLLAPSE:.0%} of its start)"
+    return text
+
+
+def _read_steps(path: Path) -> list[dict[str, float]]:
+    try:
+        steps = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    return steps if isinstance(steps, list) else []
 
 
 def plot_curves(steps: list[dict[str, float]], out: Path) -> bool:
