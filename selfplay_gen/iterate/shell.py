@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -60,17 +61,22 @@ class Shell:
             for process in self.running:
                 process.kill()
 
-    def _start(self, step: str, command: Sequence[str]) -> subprocess.Popen:
-        """Start `command`, listed in `running` (unless the shell was stopped: then its step fails)."""
+    def _start(self, step: str, command: Sequence[str], **popen: Any) -> subprocess.Popen:
+        """Start `command` (with `popen`'s further Popen arguments), listed in `running` (unless the shell was
+        stopped: then its step fails); `_ended` takes it off."""
         with self._lock:
             if self.stopped:
                 raise StepFailed(step, 130, "the run is stopping")
             try:
-                process = subprocess.Popen(list(map(str, command)), env=self.env)
+                process = subprocess.Popen(list(map(str, command)), env=self.env, **popen)
             except OSError as error:
                 raise StepFailed(step, 127, str(error)) from error
             self.running.add(process)
             return process
+
+    def _ended(self, *processes: subprocess.Popen) -> None:
+        with self._lock:
+            self.running.difference_update(processes)
 
     def echo(self, line: str) -> None:
         click.echo(line)
@@ -96,8 +102,8 @@ class Shell:
             if log is None:
                 code = self._call(step, command)
             else:
-                code, startup = _tee(command, log, ready, self.env)
-        except OSError as error:
+                code, startup = self._tee(step, command, log, ready)
+        except OSError as error:  # the log cannot be written
             raise StepFailed(step, 127, str(error)) from error
         self.echo(f"({step}: {time.monotonic() - started:.1f} s)")
         if code != 0:
@@ -113,7 +119,7 @@ class Shell:
                 process.kill()
                 raise
             finally:
-                self.running.discard(process)
+                self._ended(process)
 
     def run_together(self, steps: Sequence[tuple[str, Sequence[str]]]) -> None:
         """Print each (step, command), then run them all at once unless this is a dry run: commands
@@ -134,10 +140,35 @@ class Shell:
                 process.wait()
             raise
         finally:
-            self.running.difference_update(process for _, process in processes)
+            self._ended(*(process for _, process in processes))
         for step, code in codes:
             if code != 0:
                 raise StepFailed(step, code)
+
+    def _tee(self, step: str, command: Sequence[str], log: Path, ready: str | None) -> tuple[int, float | None]:
+        """Run `command`, its output to this process's and appended to `log`: its exit status, and the seconds
+        until a line first contained `ready` (None where none did)."""
+        log.parent.mkdir(parents=True, exist_ok=True)
+        started, startup = time.monotonic(), None
+        with (
+            log.open("a") as sink,
+            self._start(
+                step, command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+            ) as process,
+        ):
+            assert process.stdout is not None
+            try:
+                for line in process.stdout:  # text mode reads a progress bar's \r as a line end too
+                    if startup is None and ready is not None and ready in line:
+                        startup = time.monotonic() - started
+                    sys.stdout.write(line)
+                    sink.write(line)
+                return process.wait(), startup
+            except BaseException:  # stopped (Ctrl-C, SIGTERM): the command stops too, as subprocess.call does
+                process.kill()
+                raise
+            finally:
+                self._ended(process)
 
     def output(self, step: str, command: Sequence[str]) -> str:
         """The standard output of `command`, run even in a dry run (it only reads)."""
@@ -148,27 +179,3 @@ class Shell:
         if done.returncode != 0:
             raise StepFailed(step, done.returncode, done.stderr.strip()[-500:])
         return done.stdout.strip()
-
-
-def _tee(
-    command: Sequence[str], log: Path, ready: str | None, env: Mapping[str, str] | None
-) -> tuple[int, float | None]:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    started, startup = time.monotonic(), None
-    with (
-        log.open("a") as sink,
-        subprocess.Popen(
-            list(map(str, command)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env
-        ) as process,
-    ):
-        assert process.stdout is not None
-        try:
-            for line in process.stdout:  # text mode reads a progress bar's \r as a line end too
-                if startup is None and ready is not None and ready in line:
-                    startup = time.monotonic() - started
-                sys.stdout.write(line)
-                sink.write(line)
-        except BaseException:  # stopped (Ctrl-C, SIGTERM): the command stops too, as subprocess.call does
-            process.kill()
-            raise
-        return process.wait(), startup
