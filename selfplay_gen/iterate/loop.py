@@ -46,7 +46,7 @@ from .server import Slots, Started
 from .shell import Shell, StepFailed
 from .stages import Checkpoint, Export, PlayedBy, Stage
 from .trainers import Context, Trainer, get, rollout_n, val_file
-from .verl_jobs import merge, ppo_command, saved_steps, sft_command
+from .verl_jobs import merge, ppo_command, saved_steps, sft_command, starts_engine
 
 EMBEDDED_MODEL_DIR = "EMBEDDED_MODEL_DIR"  # a dry run does not convert the embedded model
 WARM_SEED = 500_000_000  # the warm start's teacher games, apart from every iteration's instances
@@ -370,7 +370,7 @@ class Run:
         """Start, beside this stage's training, the next iteration's games by the current model (the one this
         stage trains from), its evaluation alongside (unless done); for the last iteration, that evaluation
         alone. The next stage trains on those games one policy version after the model that played them."""
-        i = int(stage.name.split("_")[-1])
+        i = stage.number
         following = Stage.iteration(self.run_dir, i + 1)
         player = self.learner
         if i < self.cfg.num_iterations and not following.done:
@@ -416,7 +416,7 @@ class Run:
         """`player` plays the stage's training games (`play`), beside the training of `during` where played ahead;
         games on disk are taken, played on or set aside as `decisions.games_to_play` says (returned), and
         gen/played_by.json says which model played them."""
-        i = int(stage.name.split("_")[-1])
+        i = stage.number
         gen = stage.dir / "gen"
         recorded = None if self.cfg.dry_run else PlayedBy.read(gen)
         by = self.ahead.played.get(stage.name) or (recorded.label if recorded is not None else "")
@@ -782,7 +782,7 @@ def memory_advice(job: TrainJob, verl: Verl, log: Path, beside: float | None = N
         fixes = [f"lower verl.sft_micro_tokens (now {verl.sft_micro_tokens})"]
     else:
         fixes = [f"lower verl.ppo_micro_tokens (now {verl.ppo_micro_tokens})"]
-    if job.mode == "online" or (job.mode == "offline" and verl.offline_engine):  # a job with a rollout engine
+    if starts_engine(job, verl):
         fixes.append(
             f"lower verl.gpu_memory_utilization, the rollout engine's share (now {verl.gpu_memory_utilization})"
         )

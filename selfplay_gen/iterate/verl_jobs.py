@@ -86,6 +86,12 @@ def sft_command(job: TrainJob, verl: Verl) -> list[str]:
     ]  # fmt: skip
 
 
+def starts_engine(job: TrainJob, verl: Verl) -> bool:
+    """Whether the job's verl starts its rollout engine: online GRPO samples from it; offline GRPO starts it
+    only with `verl.offline_engine` (else `REPLAY_TRAINER_MODE`); SFT has none."""
+    return job.mode == "online" or (job.mode == "offline" and verl.offline_engine)
+
+
 def ppo_command(
     job: TrainJob, verl: Verl, loss: PolicyLoss, sampling: Sampling, agent_loops: str, rollout_n: str | int
 ) -> list[str]:
@@ -94,7 +100,7 @@ def ppo_command(
     (online: the `selfplay.*` settings of the agent loop)."""
     # rollout.name names the engine; without one, verl resolves its server class and starts none of them
     rollout, engine = ["actor_rollout_ref.rollout.name=sglang"], []
-    if job.mode == "offline" and not verl.offline_engine:
+    if not starts_engine(job, verl):
         rollout += REPLAY_TRAINER_MODE
     else:
         rollout += [
