@@ -215,7 +215,7 @@ class Competition:
         run, cfg = self.run, self.run.cfg
         player = run.label
         candidates = self.candidates(player)
-        i = int(stage.name.split("_")[-1])
+        i = stage.number
         if not candidates:
             run.shell.echo(f"iteration {i}: the league holds no opponent for {player} yet: self-play")
             run.play(stage, num_games, convert_args, league=False, rounds=rounds)

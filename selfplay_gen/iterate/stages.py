@@ -27,6 +27,11 @@ class Stage:
         """Where the stage's trained model goes, merged: the checkpoint that serves and that later stages name."""
         return self.dir / "train" / "hf"
 
+    @property
+    def number(self) -> int:
+        """An iteration stage's i (iter_NNN)."""
+        return int(self.name.removeprefix("iter_"))
+
     @classmethod
     def iteration(cls, run_dir: Path, i: int) -> Stage:
         """Iteration i's stage: iter_NNN, its model labelled iter_i, its games on seeds from i x 10**6

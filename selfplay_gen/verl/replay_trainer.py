@@ -3,7 +3,7 @@ GRPO, whose agent loop (`selfplay_replay`) hands back stored games and never sam
 
 verl's synchronous trainer (`trainer_mode=sync`) starts an SGLang engine on the training GPUs, captures
 its CUDA graphs, and puts it to sleep and wakes it with the new weights around every step; offline GRPO
-paid for all of it and used none. verl 0.9.1 lets a trainer of its registry go without it
+would pay for all of it and use none. verl 0.9.1 lets a trainer of its registry go without it
 (verl/trainer/ppo/v1/trainer_base.py): a trainer whose `_enable_hybrid_replicas` is False gets
 `Role.Actor` workers, which build the actor (and a reference where the loss asks for one) but no rollout
 (`_init_resource_pool_mgr`; `ActorRolloutRefWorker.init_model` builds a rollout only for a role with
