@@ -20,12 +20,13 @@ def fake_nvidia_smi(tmp_path, body: str, ids: str = ""):
 
 def test_the_mean_of_every_gpus_samples_and_the_working_part_alone(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    # two GPUs: idle for the first 0.4 s (a start-up), then 40% and 80%; a GPU without the figure says [N/A]
+    # two GPUs: idle samples first, then nothing for 0.4 s (a start-up), then 40% and 80%; a GPU without
+    # the figure says [N/A]. Each sampling round is one write, as nvidia-smi's is, so no cut-off splits it.
     command = fake_nvidia_smi(
         tmp_path,
         "end=$((SECONDS + 30))\n"
-        "for _ in 1 2 3 4 5 6 7 8; do echo 0; echo 0; sleep 0.05; done\n"
-        "while ((SECONDS < end)); do echo 40; echo 80; echo '[N/A]'; sleep 0.05; done\n",
+        "printf '0\\n0\\n%.0s' 1 2 3 4 5 6 7 8; sleep 0.4\n"
+        "while ((SECONDS < end)); do printf '40\\n80\\n[N/A]\\n'; sleep 0.05; done\n",
     )
     with GpuUsage(command=command, interval_ms=50) as usage:
         time.sleep(1.2)
