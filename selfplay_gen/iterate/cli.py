@@ -99,6 +99,23 @@ def check_overlap(cfg: Iteration, trainer: type[trainers.Trainer]) -> None:
         )
 
 
+def check_resident(cfg: Iteration, trainer: type[trainers.Trainer]) -> None:
+    """A resident trainer (`iterate.resident`) is offline GRPO's, and trains on from its own weights: not where a
+    promotion rule may set an iteration's model aside."""
+    if trainer.name != "grpo":
+        raise click.BadParameter(
+            f"a resident trainer replays each iteration's groups through offline GRPO; {trainer.name} starts its "
+            "own job each iteration (use trainer=grpo, or verl.resident=false)",
+            param_hint="verl.resident",
+        )
+    if cfg.promotes():
+        raise click.BadParameter(
+            "a promotion rule may set an iteration's model aside, while a resident trainer goes on from its own "
+            "weights; use league.promotion=off or verl.resident=false",
+            param_hint="verl.resident",
+        )
+
+
 def install_choice(python: str, what: str) -> serving.ServerChoice:
     """SGLang's settings for the install behind `python`, each fallback said on stderr."""
     try:
@@ -198,6 +215,8 @@ def iterate(o: dict[str, Any]) -> str | None:
         )
     if cfg.overlaps():
         check_overlap(cfg, trainer)
+    if cfg.verl.resident:
+        check_resident(cfg, trainer)
     if printed(cfg, o):
         return None
     run = replace(cfg, servers=with_servers(cfg.servers), verl=with_verl(cfg.verl), tools=cfg.tools.resolved())

@@ -96,9 +96,10 @@ class ServerSettings:
         "its memory is stopped as with false.", alias=Alias("KEEP_SERVERS", TRUE_FALSE),
     )  # fmt: skip
     overlap_mem_fraction: float = knob(
-        0.3, "With overlap one-step: the GPU memory share (--mem-fraction-static) of the server that plays the next "
-        "iteration's games while verl trains beside it on the same GPU; the rest is the trainer's (verl's own "
-        "rollout engine takes verl.gpu_memory_utilization of it). Lower it if training runs out of memory.",
+        0.3, "With overlap one-step or verl.resident: the GPU memory share (--mem-fraction-static) of the server "
+        "that shares the GPU with verl's training (playing the next iteration's games beside it, or beside a "
+        "trainer that stays up between iterations); the rest is the trainer's (verl's own rollout engine takes "
+        "verl.gpu_memory_utilization of it). Lower it if training runs out of memory.",
         type=click.FloatRange(0, 1, min_open=True), alias="OVERLAP_MEM_FRACTION",
     )  # fmt: skip
 
@@ -338,6 +339,15 @@ class Verl:
         "trainer without one (selfplay_gen.verl.replay_trainer), no SGLang start, CUDA-graph capture or weight "
         "sync. The rollout engine's settings apply to online GRPO, and to offline GRPO while this is true.",
         alias=Alias("OFFLINE_ENGINE", TRUE_FALSE),
+    )  # fmt: skip
+    resident: bool = knob(
+        False, "Offline GRPO: start verl once for the run and hand it each iteration's groups as they are converted "
+        "(selfplay_gen.iterate.resident), instead of starting it every iteration: no start-up after the first "
+        "iteration. The optimizer state, the learning-rate schedule and the LoRA adapter carry over between "
+        "iterations, each iteration trains the first one's steps, and the servers keep "
+        "servers.overlap_mem_fraction of the GPU beside it. Without a rollout engine (as verl.offline_engine "
+        "false). Not with a promotion rule, which may set a model aside that the trainer goes on from.",
+        alias=Alias("RESIDENT_TRAINER", TRUE_FALSE),
     )  # fmt: skip
     enforce_eager: bool = knob(False, "Rollout engine: without CUDA graphs.", alias=Alias("ENFORCE_EAGER", TRUE_FALSE))
     sglang_engine_kwargs: str | None = knob(

@@ -42,11 +42,12 @@ from .competition import Competition
 from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl, number
 from .gpu_usage import GpuUsage
 from .plays import DEV_SET, TEST_SET, Part, Plays, default_game, dev_draw, environment, game_args, partner_args
+from .resident import STEP, Resident
 from .server import Slots, Started
 from .shell import Shell, StepFailed
 from .stages import Checkpoint, Export, PlayedBy, Stage
 from .trainers import Context, Trainer, get, rollout_n, val_file
-from .verl_jobs import merge, ppo_command, saved_steps, sft_command, starts_engine
+from .verl_jobs import VERL_READY, merge, ppo_command, saved_steps, sft_command, starts_engine
 
 EMBEDDED_MODEL_DIR = "EMBEDDED_MODEL_DIR"  # a dry run does not convert the embedded model
 WARM_SEED = 500_000_000  # the warm start's teacher games, apart from every iteration's instances
@@ -78,8 +79,12 @@ class Run:
         self.plays = Plays(cfg.tools, played, cfg.evaluation, parts, self.shell)
         self.trainer: Trainer = get(cfg.trainer)(cfg)
         self.overlap = cfg.overlaps()
-        self.slots = Slots(cfg.servers, self.shell, cfg.servers.overlap_mem_fraction if self.overlap else None)
+        # a server that plays beside training (overlap) or beside a trainer that stays up keeps a share of the GPU
+        beside = self.overlap or cfg.verl.resident
+        self.slots = Slots(cfg.servers, self.shell, cfg.servers.overlap_mem_fraction if beside else None)
         self.ahead = Ahead(self.shell)  # the next iteration's games, played while this one trains
+        # offline GRPO's one verl job for the whole run (`verl.resident`)
+        self.resident = Resident(self.shell, cfg.run_dir, cfg.num_iterations) if cfg.verl.resident else None
         self._here = threading.local()  # what each thread of the run is running (`stage`, `during`)
         self.crossplay = decisions.crossplays_by_default(self.game_cls) if cfg.crossplay is None else cfg.crossplay
         self.run_dir = cfg.run_dir
@@ -113,7 +118,7 @@ class Run:
         initial = cfg.initial_model or (EMBEDDED_MODEL_DIR if cfg.dry_run else _embedded_model())
         base = Stage("base", "base", self.run_dir / "base")
         self.advance(initial, "base", base.dir)
-        with self.slots, self.ahead:
+        with self.slots, self.ahead, self.resident or contextlib.nullcontext():
             if not base.done:
                 with self.running(base):
                     self.retention(base, initial)
@@ -187,6 +192,8 @@ class Run:
                     self.shell.echo(f"iteration {i + 1} starts again from {self.label} ({self.model})")
             if self.ahead.owner is not None:  # games played ahead for an iteration the time budget left out
                 self.wait_ahead(self.ahead.owner)
+            if self.resident is not None:  # its GPU memory back for the final evaluation
+                self.resident.close()
             self.learn(self.kept)  # the run's output: its last promoted checkpoint
             self.evaluate_current(final=True)
             self.slots.release()
@@ -520,7 +527,9 @@ class Run:
     ) -> list[Export]:
         """Free the GPU for verl (the servers stop, or release their memory; not while they play ahead), train,
         merge the last checkpoint into train/hf (and, with `every_checkpoint`, each earlier one into
-        train/step_N/hf, evaluated as `label@N`)."""
+        train/step_N/hf, evaluated as `label@N`). Offline GRPO with `verl.resident`: the run's one job instead."""
+        if self.resident is not None and job.mode == "offline":
+            return self.train_resident(stage, job, loss or self.cfg.loss)
         beside = None if self.ahead.owner is None else self.slots.mem_fraction
         if beside is None:  # else the server keeps its memory share while it plays ahead beside training
             self.slots.free_gpu()
@@ -544,6 +553,35 @@ class Run:
             merge(self.shell, job, self.cfg.verl, None, hf, lora)
         plot_training_log(stage.dir / "train")
         return [*exports, Export(stage.label, str(hf), stage.dir / "eval")]
+
+    def train_resident(self, stage: Stage, job: TrainJob, loss: PolicyLoss) -> list[Export]:
+        """Hand the stage's groups to the run's resident verl job (`Resident`), wait for the checkpoint of its
+        last step, and merge that into train/hf; the stage's curves are that job's steps for this iteration."""
+        assert self.resident is not None
+        verl = self.cfg.verl
+
+        def command(resident_job: TrainJob) -> list[str]:
+            return verl_command(self.shell, resident_job, verl, loss, self.sampling)
+
+        started = time.monotonic()
+        with GpuUsage(enabled=not self.cfg.dry_run) as usage:
+            try:
+                trained = self.resident.train(stage.number, job, command, stage.seed)
+            except StepFailed as failed:
+                if failed.step == STEP and ran_out_of_memory(self.resident.log, 0):
+                    advice = memory_advice(job, verl, self.resident.log, self.slots.mem_fraction)
+                    raise StepFailed(failed.step, failed.code, advice) from failed
+                raise
+        if not self.cfg.dry_run:
+            took = time.monotonic() - started
+            work, busy = took - (trained.startup or 0.0), usage.mean_percent(after_s=trained.startup or 0.0)
+            report.add_timing(stage.dir, report.Timing(f"train ({job.mode}, resident)", trained.startup, work, busy))
+        hf = job.out_dir / "hf"
+        with self.timed("merge"):
+            step = trained.step if not self.cfg.dry_run else None
+            merge(self.shell, replace(job, out_dir=self.resident.dir), verl, step, hf, loss.lora_rank > 0)
+        plot_training_log(stage.dir / "train", self.resident.log, (trained.step - trained.steps, trained.step))
+        return [Export(stage.label, str(hf), stage.dir / "eval")]
 
     def retention(self, stage: Stage, model: str) -> None:
         """`selfplay-gen retention` on the stage's model into RUN_DIR/<stage>/retention.json."""
@@ -726,10 +764,6 @@ class Run:
         return shown
 
 
-# the line verl's GRPO trainer prints when its workers are up and the first step starts
-VERL_READY = "Training Progress"
-
-
 def train(
     shell: Shell, job: TrainJob, verl: Verl, loss: PolicyLoss, sampling: Sampling, log: Path | None = None,
     beside: float | None = None,
@@ -743,25 +777,29 @@ def train(
                 raise StepFailed("setup", 2, f"missing data file {name} (MODE={job.mode})")
         check_steps(job)
         job.out_dir.mkdir(parents=True, exist_ok=True)
-    where = job_env(verl, job.out_dir)
     written = log.stat().st_size if log is not None and log.exists() else 0
     try:
-        if job.mode == "sft":
-            return shell.run("train", [*where, *sft_command(job, verl)], log, VERL_READY)
-        agent_loops = shell.output("locate-plugin", [verl.python, "-m", "selfplay_gen.verl", "--config-path"])
-        if job.rollout_n is not None:
-            n: str | int = job.rollout_n
-        else:
-            try:
-                n = rollout_n(Path(job.train_files).parent / "convert_summary.json", shell.dry_run)
-            except (OSError, ValueError) as error:
-                raise StepFailed("read-rollout-n", 2, str(error)) from error
-        command = [*where, *ppo_command(job, verl, loss, sampling, agent_loops, n)]
-        return shell.run("train", command, log, VERL_READY)
+        return shell.run("train", verl_command(shell, job, verl, loss, sampling), log, VERL_READY)
     except StepFailed as failed:
         if failed.step == "train" and log is not None and ran_out_of_memory(log, written):
             raise StepFailed("train", failed.code, memory_advice(job, verl, log, beside)) from failed
         raise
+
+
+def verl_command(shell: Shell, job: TrainJob, verl: Verl, loss: PolicyLoss, sampling: Sampling) -> list[str]:
+    """The command of a verl training job, in the environment that puts its logs under job.out_dir."""
+    where = job_env(verl, job.out_dir)
+    if job.mode == "sft":
+        return [*where, *sft_command(job, verl)]
+    agent_loops = shell.output("locate-plugin", [verl.python, "-m", "selfplay_gen.verl", "--config-path"])
+    if job.rollout_n is not None:
+        n: str | int = job.rollout_n
+    else:
+        try:
+            n = rollout_n(Path(job.train_files).parent / "convert_summary.json", shell.dry_run)
+        except (OSError, ValueError) as error:
+            raise StepFailed("read-rollout-n", 2, str(error)) from error
+    return [*where, *ppo_command(job, verl, loss, sampling, agent_loops, n)]
 
 
 # what PyTorch prints when an allocation on the GPU fails (torch.OutOfMemoryError's message)
@@ -832,13 +870,16 @@ def job_env(verl: Verl, train_dir: Path) -> list[str]:
     return ["env", *chosen] if chosen else []
 
 
-def plot_training_log(train_dir: Path) -> None:
-    """train/curves.png from verl's console lines in train/verl.log, else from its tensorboard events."""
-    log, events = train_dir / report.TRAIN_LOG, train_dir / report.TENSORBOARD_DIR
+def plot_training_log(train_dir: Path, log: Path | None = None, steps_in: tuple[int, int] | None = None) -> None:
+    """train/curves.png from verl's console lines in train/verl.log (or `log`: a resident job's, of which the
+    steps after steps_in[0] through steps_in[1] are this stage's), else from its tensorboard events."""
+    log, events = log or train_dir / report.TRAIN_LOG, train_dir / report.TENSORBOARD_DIR
     steps = []
     if log.exists():
         with log.open(errors="replace") as lines:
             steps = report.console_metrics(lines)
+        if steps_in is not None:
+            steps = [row for row in steps if steps_in[0] < row["step"] <= steps_in[1]]
     if not steps and events.is_dir():
         steps = report.tensorboard_metrics(events)
     if steps:

@@ -49,7 +49,7 @@ class Shell:
 
     dry_run: bool = False
     env: Mapping[str, str] | None = None
-    running: set[subprocess.Popen] = field(default_factory=set, repr=False, compare=False)  # its commands now
+    running: dict[subprocess.Popen, str] = field(default_factory=dict, repr=False, compare=False)  # now: their steps
     stopped: bool = field(default=False, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -61,6 +61,13 @@ class Shell:
             for process in self.running:
                 process.kill()
 
+    def kill(self, step: str) -> None:
+        """Kill the commands of `step` running now (a resident trainer no further data will come for)."""
+        with self._lock:
+            for process, its in self.running.items():
+                if its == step:
+                    process.kill()
+
     def _start(self, step: str, command: Sequence[str], **popen: Any) -> subprocess.Popen:
         """Start `command` (with `popen`'s further Popen arguments), listed in `running` (unless the shell was
         stopped: then its step fails); `_ended` takes it off."""
@@ -71,12 +78,13 @@ class Shell:
                 process = subprocess.Popen(list(map(str, command)), env=self.env, **popen)
             except OSError as error:
                 raise StepFailed(step, 127, str(error)) from error
-            self.running.add(process)
+            self.running[process] = step
             return process
 
     def _ended(self, *processes: subprocess.Popen) -> None:
         with self._lock:
-            self.running.difference_update(processes)
+            for process in processes:
+                self.running.pop(process, None)
 
     def echo(self, line: str) -> None:
         click.echo(line)
@@ -151,7 +159,7 @@ class Shell:
         log.parent.mkdir(parents=True, exist_ok=True)
         started, startup = time.monotonic(), None
         with (
-            log.open("a") as sink,
+            log.open("a", buffering=1) as sink,  # line by line: a resident job's log is read while it runs
             self._start(
                 step, command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
             ) as process,

@@ -20,6 +20,8 @@ from .shell import Shell, StepFailed
 # which printed "RuntimeError: DataLoader worker ... is killed by signal: Killed" after a finished run.
 DATALOADER_IN_PROCESS = "data.dataloader_num_workers=0"
 ROLLOUT_N_UNKNOWN = "K"  # a dry run before conversion: rollout_n of convert_summary.json
+# the line verl's trainers print when their workers are up and the first step starts
+VERL_READY = "Training Progress"
 # offline GRPO replays stored games: verl's sync trainer without a rollout engine (selfplay_gen.verl.replay_trainer),
 # a trainer mode that verl looks up in its task runner's process, which imports the module verl is told to
 # import (VERL_USE_EXTERNAL_MODULES) through the Ray runtime environment verl starts its workers in
@@ -88,8 +90,8 @@ def sft_command(job: TrainJob, verl: Verl) -> list[str]:
 
 def starts_engine(job: TrainJob, verl: Verl) -> bool:
     """Whether the job's verl starts its rollout engine: online GRPO samples from it; offline GRPO starts it
-    only with `verl.offline_engine` (else `REPLAY_TRAINER_MODE`); SFT has none."""
-    return job.mode == "online" or (job.mode == "offline" and verl.offline_engine)
+    only with `verl.offline_engine` and not resident (else `REPLAY_TRAINER_MODE`); SFT has none."""
+    return job.mode == "online" or (job.mode == "offline" and verl.offline_engine and not verl.resident)
 
 
 def ppo_command(

@@ -1,6 +1,7 @@
 """The verl plugin: two agent loops for verl 0.9.1's agent-loop rollout, a trainer for replayed games
-(`replay_trainer`: verl's sync trainer without a rollout engine), and, in `worker_setup`, what its
-training processes set up (chunked log-probs, the attention backend choice).
+(`replay_trainer`: verl's sync trainer without a rollout engine), a training set whose rows arrive one part
+per iteration (`arriving_rows`, for a trainer started once per run; `parts` is what the loop writes), and,
+in `worker_setup`, what its training processes set up (chunked log-probs, the attention backend choice).
 
 - `selfplay_replay` (`replay_loop.ReplayAgentLoop`): trains on games already played: a row written by
   `selfplay-convert --format grpo` is one GRPO group, the K games of one instance from one seat, and
