@@ -355,11 +355,13 @@ def test_grpo_reads_its_rows_in_the_trainers_process_so_teardown_kills_no_loader
         assert chosen == ["data.dataloader_num_workers=0"], trainer
     with initialize_config_module("verl.trainer.config", version_base=None):
         workers = compose("ppo_trainer", overrides=chosen).data.dataloader_num_workers
+    # batches as lists, not tensors: a tensor crosses from a worker as a shared-memory handle, and a worker
+    # killed while handing one over resets that connection before the loader can notice the death
     rows = list(range(64))
-    loader = iter(StatefulDataLoader(rows, batch_size=4, num_workers=workers))
+    loader = iter(StatefulDataLoader(rows, batch_size=4, num_workers=workers, collate_fn=list))
     next(loader)
     assert not torch.multiprocessing.active_children()  # nothing for a teardown to kill
-    prefetching = iter(StatefulDataLoader(rows, batch_size=4, num_workers=2))
+    prefetching = iter(StatefulDataLoader(rows, batch_size=4, num_workers=2, collate_fn=list))
     next(prefetching)
     with pytest.raises(
         RuntimeError, match=r"DataLoader worker \(pid.*(is killed by signal: Killed|exited unexpectedly)"
