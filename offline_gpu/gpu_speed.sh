@@ -22,11 +22,15 @@
 # micro-batches), on each of FSDP_GPUS (1); `attention-compare` trains the SFT job and online GRPO with
 # CUDNN_ATTENTION=True (PyTorch's choice) and =False on one GPU. `poll-compare` trains offline GRPO on the DP=1
 # games (dp-compare first) on one GPU, sampling through selfplay_gen's replay buffer and through verl's own.
+# `resident-compare` runs GRPO_ITERATIONS (2) offline GRPO iterations of 1,024 games from the warm start three ways,
+# one after another: a verl job per iteration with its rollout engine (OFFLINE_ENGINE=True), without it (False), and
+# one resident job for the run (RESIDENT_TRAINER=True); `overlap-compare` runs OVERLAP_ITERATIONS (4) of them with
+# OVERLAP=off and =one-step. Each run's summary.md holds its wall-time table (start-up apart) and iterations per hour.
 # Results in ROOT/speed/; each phase (or training job) is skipped once its result exists.
 #   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [gen-priority] [fbc] [gen-eager] [iterate-fbc]
 #                            [iterate-kept] [iterate-online] [router-shared] [gen-8k] [swap] [dp-compare] [sft-compare]
 #                            [sft-profile] [iterate-2gpu] [offline-compare] [online-compare] [online-batch]
-#                            [fsdp-compare] [attention-compare] [poll-compare]
+#                            [fsdp-compare] [attention-compare] [poll-compare] [resident-compare] [overlap-compare]
 set -euo pipefail
 MODEL_DIR=$1 ROOT=$2
 shift 2
@@ -341,6 +345,17 @@ iterate_2gpu() {  # one filtered-BC iteration from the embedded warm start, ever
   cp "$ROOT/two/summary.md" "$OUT/iterate_2gpu_summary.md" || true
 }
 
+# grpo_run NAME ITERATIONS SETTING...: offline GRPO iterations of 1,024 games from the warm start into ROOT/grpo_NAME,
+# its base evaluation skipped (every arm starts from the same model), its summary to OUT/grpo_NAME_summary.md
+grpo_run() {
+  local name=$1 iterations=$2
+  shift 2
+  mkdir -p "$ROOT/grpo_$name/base" && touch "$ROOT/grpo_$name/base/DONE"
+  env RUN_DIR="$ROOT/grpo_$name" INITIAL_MODEL="$WARM" WARM_START=none TRAINER=grpo NUM_ITERATIONS="$iterations" \
+    GAMES_PER_ITER=1024 "$@" "$REPO/run_selfplay_iteration.sh" > "$ROOT/logs/grpo_$name.log" 2>&1
+  cp "$ROOT/grpo_$name/summary.md" "$OUT/grpo_${name}_summary.md"
+}
+
 for phase in "$@"; do
   case "$phase" in
     embedded) bash "$REPO/offline_gpu/gpu_learning.sh" "$MODEL_DIR" "$ROOT" embedded ;;
@@ -387,6 +402,14 @@ for phase in "$@"; do
         ONLINE_STEPS="${ONLINE_STEPS:-8}" SAVE_FREQ="${ONLINE_STEPS:-8}" RL_LORA_RANK=16 RL_LR="${ONLINE_LR:-5e-5}" \
         LOGGER=console,tensorboard "$REPO/run_selfplay_iteration.sh" > "$ROOT/logs/online.log" 2>&1
       cp "$ROOT/online/summary.md" "$OUT/iterate_online_summary.md" ;;
+    resident-compare)  # offline GRPO a job per iteration (engine on, off) against one job for the run
+      for arm in engine:OFFLINE_ENGINE=True replay:OFFLINE_ENGINE=False resident:RESIDENT_TRAINER=True; do
+        grpo_run "${arm%%:*}" "${GRPO_ITERATIONS:-2}" "${arm#*:}"
+      done ;;
+    overlap-compare)  # offline GRPO with the next iteration's games played during training, and without
+      for arm in sync:OVERLAP=off overlap:OVERLAP=one-step; do
+        grpo_run "${arm%%:*}" "${OVERLAP_ITERATIONS:-4}" "${arm#*:}"
+      done ;;
     *) echo "unknown phase $phase" >&2; exit 2 ;;
   esac
 done

@@ -1170,6 +1170,36 @@ kill $other
     assert done.stdout.split() == ["other-alive", "group-gone"], done.stderr
 
 
+def test_gpu_speed_compares_offline_grpo_arms_each_from_the_warm_start(tmp_path):
+    """`resident-compare` and `overlap-compare` run the iteration script once an arm, each arm's setting and the
+    phase's iterations in its environment, into a run directory of its own whose base evaluation is skipped."""
+    (tmp_path / "offline_gpu").mkdir()
+    shutil.copy(REPO / "offline_gpu" / "gpu_speed.sh", tmp_path / "offline_gpu")
+    iteration = tmp_path / "run_selfplay_iteration.sh"  # a stand-in: what each run was given
+    iteration.write_text(
+        "#!/usr/bin/env bash\n[[ -e $RUN_DIR/base/DONE ]] || exit 4\n"
+        'echo "$(basename "$RUN_DIR") $NUM_ITERATIONS $INITIAL_MODEL ${OFFLINE_ENGINE:--} ${RESIDENT_TRAINER:--} '
+        '${OVERLAP:--}" | tee "$RUN_DIR/summary.md"\n'
+    )
+    iteration.chmod(0o755)
+    root = tmp_path / "root"
+    phases = ["resident-compare", "overlap-compare"]
+    done = subprocess.run(
+        ["bash", str(tmp_path / "offline_gpu" / "gpu_speed.sh"), "/m", str(root), *phases],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "OVERLAP_ITERATIONS": "3"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    warm = f"{root}/embedded/warm/train/hf"
+    runs = sorted((root / "speed").glob("grpo_*_summary.md"))
+    assert [r.read_text().split() for r in runs] == [
+        ["grpo_engine", "2", warm, "True", "-", "-"],
+        ["grpo_overlap", "3", warm, "-", "-", "one-step"],
+        ["grpo_replay", "2", warm, "False", "-", "-"],
+        ["grpo_resident", "2", warm, "-", "True", "-"],
+        ["grpo_sync", "3", warm, "-", "-", "off"],
+    ]
+
+
 def test_gpu_rl_waits_only_for_its_own_gpus(tmp_path):
     """With CUDA_VISIBLE_DEVICES set, gpu_rl.sh asks nvidia-smi about those GPUs only, so another GPU's
     processes are neither waited for nor stopped."""
