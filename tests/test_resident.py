@@ -243,3 +243,20 @@ def test_the_loop_starts_verl_once_and_trains_each_iteration_on_its_own_groups_r
     )
     assert [t.step for t in first + second + third] == ["train (offline, resident)"] * 3
     assert first[0].startup_s > 0 and second[0].startup_s == 0.0 and third[0].startup_s > 0  # started in 1 and 3
+
+
+def test_the_plan_of_a_resident_run_starts_verl_once_without_its_rollout_engine(tmp_path):
+    from selfplay_gen.iterate.cli import iterate_command
+
+    args = ["--dry-run", "--initial_model", "/m0", "--run_dir", str(tmp_path / "run"), "--warm.policy", "none"]
+    args += ["--trainer", "grpo", "--num_iterations", "3", "--verl.python", sys.executable, "--verl.resident", "true"]
+    result = CliRunner().invoke(iterate_command, args)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    (job,) = [line for line in lines if "verl.trainer.main_ppo" in line]  # one job for the three iterations
+    assert "data.custom_cls.name=ArrivingRows" in job and "trainer.v1.trainer_mode=replay" in job
+    assert "gpu_memory_utilization" not in job  # no rollout engine, though verl.offline_engine is true
+    waits = [line for line in lines if line.startswith("+ # wait for")]
+    assert [w.rsplit("/", 1)[1] for w in waits] == ["global_step_1xS", "global_step_2xS", "global_step_3xS"]
+    servers = [line for line in lines if "sglang.launch_server" in line]
+    assert servers and all("--mem-fraction-static 0.3" in line for line in servers)  # a share beside the trainer

@@ -42,8 +42,9 @@ STEPS_UNKNOWN = "S"  # a dry run's steps per iteration (the first iteration's co
 
 
 def overrides(steps_per_part: int | str) -> tuple[str, ...]:
-    """verl's settings of the resident job (whose data.train_files is the spec): its rows from the spec, in order, a checkpoint at each part's end,
-    a restarted job resuming from the last one (keeping two: the one being merged and the next)."""
+    """verl's settings of the resident job (whose data.train_files is the spec): its rows from the spec, in
+    order, a checkpoint at each part's end, a restarted job resuming from the last one (keeping two: the one
+    being merged and the next)."""
     return (
         "data.custom_cls.path=pkg://selfplay_gen.verl.arriving_rows",
         "data.custom_cls.name=ArrivingRows",
@@ -65,7 +66,7 @@ class Resident:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._started, self._read = 0.0, 0
-        self.startup: float | None = None  # seconds to the job's first step, once seen in its log
+        self._shown = False  # a dry run's plan shows the job's command once
 
     @property
     def checkpoints(self) -> Path:
@@ -89,6 +90,12 @@ class Resident:
         the run's iterations, which a restarted run may have changed)."""
         if self.spec_path.exists():
             spec = parts.Spec.read(self.spec_path)
+            if spec.rows_per_part % job.batch_size:
+                raise StepFailed(
+                    "setup", 2,
+                    f"{self.spec_path}: the resident job's parts hold {spec.rows_per_part} rows, which batches of "
+                    f"{job.batch_size} do not divide; keep the batch size the run began with",
+                )  # fmt: skip
             if spec.parts != self.iterations:
                 spec = replace(spec, parts=self.iterations)
                 spec.write(self.spec_path)
@@ -114,10 +121,11 @@ class Resident:
         start the job (its command: `command_of(the resident job)`) where it is not running, and wait for the
         checkpoint of the part's last step."""
         if self.shell.dry_run:
-            if iteration == 1 or self._thread is None:
-                self.shell.echo(f"+ # iteration {iteration}'s groups -> {self.dir / 'parts'}; verl, started once:")
+            self.shell.echo(f"+ # iteration {iteration}'s groups -> {self.dir / 'parts'}")
+            if not self._shown:
+                self.shell.echo("+ # verl, started once for the run:")
                 self.shell.echo(show(command_of(self.job(job, STEPS_UNKNOWN))))
-                self._thread = threading.current_thread()  # shown once
+                self._shown = True
             self.shell.echo(f"+ # wait for {self.checkpoints}/global_step_{iteration}x{STEPS_UNKNOWN}")
             return Trained(0, 0, None)
         spec = self.spec(job)
