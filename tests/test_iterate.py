@@ -760,7 +760,10 @@ def test_online_grpo_plays_inside_verl_for_many_steps_and_validates_every_n(tmp_
         "calculate_log_probs" not in train
         and "--backend sglang --base-url" not in out.split("gen init")[1].split("\n")[0]
     )
-    assert f"-m selfplay_gen.verl.merge_lora {run}/iter_001/train/hf" in out  # the LoRA adapter folded in
+    assert (  # verl's merger and the LoRA adapter's fold in one process
+        f"-m selfplay_gen.verl.merge_lora --checkpoint {run}/iter_001/train/checkpoints/global_step_N/actor "
+        f"{run}/iter_001/train/hf" in out
+    )
     # the starting model is evaluated before training, the trained one after
     assert (
         f"--label base --out {run}/base/eval/heldout" in out

@@ -91,3 +91,15 @@ def test_a_chain_with_a_stage_lacking_its_adapter_writes_nothing(tmp_path, local
     result = CliRunner().invoke(main, ["--onto", str(local_model_dir), str(tmp_path / "s1"), str(tmp_path / "s2")])
     assert result.exit_code != 0 and f"{tmp_path}/s2/lora_adapter/adapter_config.json not found" in result.output
     assert sorted(p.name for p in (tmp_path / "s1").iterdir()) == [ADAPTER_DIR]
+
+
+def test_a_checkpoint_merges_into_one_directory_and_not_onto_a_chain(tmp_path):
+    from click.testing import CliRunner
+
+    from selfplay_gen.verl.merge_lora import main
+
+    args = ["--checkpoint", str(tmp_path), str(tmp_path / "a"), str(tmp_path / "b")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "--checkpoint merges into one HF_DIR" in result.output
+    result = CliRunner().invoke(main, ["--checkpoint", str(tmp_path), "--onto", str(tmp_path), str(tmp_path / "a")])
+    assert result.exit_code == 2 and "without --onto" in result.output

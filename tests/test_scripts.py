@@ -372,9 +372,12 @@ def test_sft_with_lora_folds_the_adapter_into_the_served_model(tmp_path):
 
     lora = dry("8")
     assert "model.lora_rank=8" in lora[0] and "model.lora_alpha=16" in lora[0]
-    assert lora[-1].endswith(f"-m selfplay_gen.verl.merge_lora {tmp_path}/t/hf")  # after verl's merger
-    assert "-m verl.model_merger" in lora[-2]
-    assert not any("merge_lora" in line for line in dry("0"))
+    # verl's merger and the fold in one process
+    checkpoint = f"{tmp_path}/t/checkpoints/global_step_N"
+    assert lora[-1].endswith(f"-m selfplay_gen.verl.merge_lora --checkpoint {checkpoint} {tmp_path}/t/hf")
+    assert not any("verl.model_merger" in line for line in lora)
+    full = dry("0")
+    assert "-m verl.model_merger" in full[-1] and not any("merge_lora" in line for line in full)
 
 
 def test_sft_on_several_nodes_meets_at_the_first_node(tmp_path):

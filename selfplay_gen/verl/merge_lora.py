@@ -1,9 +1,14 @@
-"""`python -m selfplay_gen.verl.merge_lora HF_DIR`: fold HF_DIR/lora_adapter into HF_DIR's weights.
+"""`python -m selfplay_gen.verl.merge_lora [--checkpoint LOCAL_DIR] HF_DIR`: fold HF_DIR/lora_adapter into
+HF_DIR's weights.
 
 verl's model merger writes a LoRA run's *base* weights to HF_DIR and the adapter apart, in
 HF_DIR/lora_adapter. A server given HF_DIR then plays the untrained model: the first LoRA warm
 start scored 0.000 on held-out games, like the raw base, at a training loss of 0.10. peft folds
 the adapter in here, so HF_DIR is the trained model; the adapter stays beside it.
+
+`--checkpoint LOCAL_DIR HF_DIR` first merges verl's FSDP checkpoint at LOCAL_DIR into HF_DIR with verl's model
+merger, in this same process, then folds: one Python start-up (torch, transformers, verl: seconds each) where
+verl's merger command and this one took two, on every iteration's critical path.
 
 `--onto MODEL_DIR HF_DIR...` folds a chain instead: a run carried to another machine as adapters
 alone, each stage's adapter trained on the model the stage before made. The first HF_DIR's adapter
@@ -44,15 +49,45 @@ def _swap_in(hf_dir: Path, folded: Path, fold_s: float, write_s: float) -> None:
     click.echo(f"folded {hf_dir / ADAPTER_DIR} into {hf_dir} (fold {fold_s:.1f} s, write {write_s:.1f} s)")
 
 
+def merge_checkpoint(local_dir: Path, target: Path) -> None:
+    """verl's FSDP model merger on `local_dir` into `target`, with the settings its command line gives by default."""
+    import argparse
+    import time
+
+    from verl.model_merger.base_model_merger import generate_config_from_args
+    from verl.model_merger.fsdp_model_merger import FSDPModelMerger
+
+    started = time.monotonic()
+    args = argparse.Namespace(
+        operation="merge", backend="fsdp", local_dir=str(local_dir), target_dir=str(target), hf_upload_path=None,
+        private=False, tie_word_embedding=False, trust_remote_code=False, is_value_model=False,
+        use_cpu_initialization=False,
+    )  # fmt: skip
+    merger = FSDPModelMerger(generate_config_from_args(args))
+    merger.merge_and_save()
+    merger.cleanup()
+    click.echo(f"merged {local_dir} into {target} in {time.monotonic() - started:.1f} s")
+
+
 @click.command()
-@click.argument("hf_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("hf_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option(
     "--onto",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Fold the HF_DIRS' adapters as a chain, the first onto this model's weights, each next onto the model "
     "the one before made [default: each HF_DIR onto its own weights].",
 )
-def main(hf_dirs: tuple[Path, ...], onto: Path | None) -> None:
+@click.option(
+    "--checkpoint",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Merge this verl FSDP checkpoint directory (global_step_N/actor, or an SFT step) into the one HF_DIR "
+    "first, as `python -m verl.model_merger merge --backend fsdp` does, then fold its adapter.",
+)
+def main(hf_dirs: tuple[Path, ...], onto: Path | None, checkpoint: Path | None) -> None:
+    if checkpoint is not None:
+        if onto is not None or len(hf_dirs) != 1:
+            raise click.UsageError("--checkpoint merges into one HF_DIR, without --onto")
+        merge_checkpoint(checkpoint, hf_dirs[0])
     adapters = [_adapter(hf_dir) for hf_dir in hf_dirs]  # all checked before anything is written
     if onto is None:
         for hf_dir, adapter in zip(hf_dirs, adapters, strict=True):
