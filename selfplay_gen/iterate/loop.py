@@ -537,10 +537,7 @@ class Run:
         log = stage.dir / "train" / report.TRAIN_LOG
         with GpuUsage(enabled=not self.cfg.dry_run) as usage:
             startup = train(self.shell, job, self.cfg.verl, loss or self.cfg.loss, self.sampling, log, beside)
-        if not self.cfg.dry_run:
-            took = time.monotonic() - started
-            work, busy = took - (startup or 0.0), usage.mean_percent(after_s=startup or 0.0)
-            report.add_timing(stage.dir, report.Timing(f"train ({job.mode})", startup, work, busy))
+        self.training_timed(stage, f"train ({job.mode})", started, startup, usage)
         hf = job.out_dir / "hf"
         exports = []
         lora = job.lora_rank > 0 if job.mode == "sft" else (loss or self.cfg.loss).lora_rank > 0
@@ -568,20 +565,27 @@ class Run:
             try:
                 trained = self.resident.train(stage.number, job, command, stage.seed)
             except StepFailed as failed:
-                if failed.step == STEP and ran_out_of_memory(self.resident.log, 0):
+                if failed.step == STEP and ran_out_of_memory(self.resident.log, self.resident.log_start):
                     advice = memory_advice(job, verl, self.resident.log, self.slots.mem_fraction)
                     raise StepFailed(failed.step, failed.code, advice) from failed
                 raise
-        if not self.cfg.dry_run:
-            took = time.monotonic() - started
-            work, busy = took - (trained.startup or 0.0), usage.mean_percent(after_s=trained.startup or 0.0)
-            report.add_timing(stage.dir, report.Timing(f"train ({job.mode}, resident)", trained.startup, work, busy))
+        self.training_timed(stage, f"train ({job.mode}, resident)", started, trained.startup, usage)
         hf = job.out_dir / "hf"
         with self.timed("merge"):
             step = trained.step if not self.cfg.dry_run else None
             merge(self.shell, replace(job, out_dir=self.resident.dir), verl, step, hf, loss.lora_rank > 0)
         plot_training_log(stage.dir / "train", self.resident.log, (trained.step - trained.steps, trained.step))
         return [Export(stage.label, str(hf), stage.dir / "eval")]
+
+    def training_timed(
+        self, stage: Stage, step: str, started: float, startup: float | None, usage: GpuUsage
+    ) -> None:  # fmt: skip
+        """A training job's row of the stage's wall-time table: its start-up apart from its work, and the GPU's
+        use past the start-up."""
+        if self.cfg.dry_run:
+            return
+        work = time.monotonic() - started - (startup or 0.0)
+        report.add_timing(stage.dir, report.Timing(step, startup, work, usage.mean_percent(after_s=startup or 0.0)))
 
     def retention(self, stage: Stage, model: str) -> None:
         """`selfplay-gen retention` on the stage's model into RUN_DIR/<stage>/retention.json."""

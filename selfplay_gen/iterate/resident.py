@@ -65,7 +65,8 @@ class Resident:
         self.spec_path = self.dir / SPEC_FILE
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
-        self._started, self._read = 0.0, 0
+        self._startup: float | None = None  # the running job's seconds to its first step, once its log shows it
+        self.log_start = 0  # where the running job's part of the log begins
         self._shown = False  # a dry run's plan shows the job's command once
 
     @property
@@ -137,19 +138,14 @@ class Resident:
                 f"iteration {iteration}: {groups} groups -> {spec.part(iteration)} "
                 f"({spec.rows_per_part} rows, steps {last - steps + 1} to {last})"
             )
-        startup: float | None = 0.0  # None: started here, its start-up not yet seen
-        if self.saved() < last and not self.running():
+        started_here = self.saved() < last and not self.running()
+        if started_here:
             self._start(command_of(self.job(job, steps)))
-            startup = None
         while self.saved() < last:
             if not self.running() and self.saved() < last:  # saved, then ended: the run's last step
                 self._ended(last)
-            if startup is None:
-                startup = self._ready()
             time.sleep(POLL_S)
-        if startup is None:
-            startup = self._ready()
-        return Trained(last, steps, startup)
+        return Trained(last, steps, self._startup if started_here else 0.0)
 
     def saved(self) -> int:
         """The step of the job's latest checkpoint (0: none yet)."""
@@ -163,29 +159,20 @@ class Resident:
 
     def _start(self, command: list[str]) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._started, self._error, self._read = time.monotonic(), None, self._log_size()
+        self._error, self._startup = None, None
+        self.log_start = self.log.stat().st_size if self.log.exists() else 0
+
+        def ready(seconds: float) -> None:
+            self._startup = seconds
 
         def body() -> None:
             try:
-                self.shell.run(STEP, command, self.log, VERL_READY)
+                self.shell.run(STEP, command, self.log, VERL_READY, ready)
             except BaseException as error:  # raised where the loop waits
                 self._error = error
 
         self._thread = threading.Thread(target=body, name="resident-trainer")
         self._thread.start()
-
-    def _log_size(self) -> int:
-        return self.log.stat().st_size if self.log.exists() else 0
-
-    def _ready(self) -> float | None:
-        """Seconds from the job's start to its first step, once its log shows it (None before)."""
-        try:
-            with self.log.open("rb") as f:
-                f.seek(self._read)
-                seen = VERL_READY.encode() in f.read()
-        except FileNotFoundError:  # not begun yet
-            return None
-        return time.monotonic() - self._started if seen else None
 
     def _ended(self, wanted: int) -> None:
         """The job ended before saving step `wanted`: what it raised, or that."""

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,10 +98,14 @@ class Shell:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(path, text)
 
-    def run(self, step: str, command: Sequence[str], log: Path | None = None, ready: str | None = None) -> float | None:
+    def run(
+        self, step: str, command: Sequence[str], log: Path | None = None, ready: str | None = None,
+        on_ready: Callable[[float], None] | None = None,
+    ) -> float | None:  # fmt: skip
         """Print `command`; run it unless this is a dry run, then print how long it took. With `log`,
         its output also goes to that file (the run report reads verl's metrics from it), and the seconds
-        until a line first contains `ready` (the end of its start-up) are returned; None where unknown."""
+        until a line first contains `ready` (the end of its start-up) are returned, and handed to `on_ready`
+        as soon as that line comes (for a command run in the background); None where unknown."""
         self.echo(show(command))
         if self.dry_run:
             return None
@@ -110,7 +114,7 @@ class Shell:
             if log is None:
                 code = self._call(step, command)
             else:
-                code, startup = self._tee(step, command, log, ready)
+                code, startup = self._tee(step, command, log, ready, on_ready)
         except OSError as error:  # the log cannot be written
             raise StepFailed(step, 127, str(error)) from error
         self.echo(f"({step}: {time.monotonic() - started:.1f} s)")
@@ -153,7 +157,10 @@ class Shell:
             if code != 0:
                 raise StepFailed(step, code)
 
-    def _tee(self, step: str, command: Sequence[str], log: Path, ready: str | None) -> tuple[int, float | None]:
+    def _tee(
+        self, step: str, command: Sequence[str], log: Path, ready: str | None,
+        on_ready: Callable[[float], None] | None,
+    ) -> tuple[int, float | None]:  # fmt: skip
         """Run `command`, its output to this process's and appended to `log`: its exit status, and the seconds
         until a line first contained `ready` (None where none did)."""
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -169,6 +176,8 @@ class Shell:
                 for line in process.stdout:  # text mode reads a progress bar's \r as a line end too
                     if startup is None and ready is not None and ready in line:
                         startup = time.monotonic() - started
+                        if on_ready is not None:
+                            on_ready(startup)
                     sys.stdout.write(line)
                     sink.write(line)
                 return process.wait(), startup

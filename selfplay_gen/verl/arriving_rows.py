@@ -61,12 +61,12 @@ class ArrivingRows(RLHFDataset):
         if self._loaded is not None and self._loaded[0] == k:
             return self._loaded[1]
         assert self.spec is not None
-        path, started, noted = self.spec.part(k), time.monotonic(), 0.0
+        path, started, note_at = self.spec.part(k), time.monotonic(), 0.0
         while not path.exists():
             waited = time.monotonic() - started
-            if waited - noted >= WAIT_NOTE_S or noted == 0.0:
+            if waited >= note_at:
                 print(f"selfplay_gen: waiting for part {k} of {self.spec.parts} ({path}), {waited:.0f} s so far")
-                noted = max(waited, 1e-9)
+                note_at = waited + WAIT_NOTE_S
             time.sleep(POLL_S)
         tokenizer, config, processor = self._arguments
         part = RLHFDataset(str(path), tokenizer, config, processor)
