@@ -8,7 +8,7 @@ the adapter in here, so HF_DIR is the trained model; the adapter stays beside it
 
 `--checkpoint LOCAL_DIR HF_DIR` first merges verl's FSDP checkpoint at LOCAL_DIR into HF_DIR with verl's model
 merger, in this same process, then folds: one Python start-up (torch, transformers, verl: seconds each) where
-verl's merger command and this one took two, on every iteration's critical path.
+verl's merger command followed by this one takes two, on every iteration's critical path.
 
 `--onto MODEL_DIR HF_DIR...` folds a chain instead: a run carried to another machine as adapters
 alone, each stage's adapter trained on the model the stage before made. The first HF_DIR's adapter
