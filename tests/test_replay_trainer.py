@@ -116,11 +116,10 @@ def test_the_replay_trainers_hooks_leave_the_absent_rollout_alone(hook):
     assert getattr(trainer, hook)() is None
 
 
-@pytest.mark.parametrize("settings", [(), ("--verl.offline_engine", "false"), ("--verl.resident", "true")])
-def test_offline_grpo_replays_through_one_agent_loop_worker_and_one_reward_worker(tmp_path, settings):
+def test_offline_grpo_replays_through_one_agent_loop_worker_and_one_reward_worker(tmp_path):
     """Replayed groups need no more workers than one of each: verl starts each worker of its default eight as a
     Ray actor in the first step. Online GRPO plays its games in those workers and keeps verl's number."""
-    config = verl_config(verl_overrides(tmp_path, "grpo", *settings))
+    config = verl_config(verl_overrides(tmp_path, "grpo"))
     assert (config.actor_rollout_ref.rollout.agent.num_workers, config.reward.num_workers) == (1, 1)
     online = verl_config(verl_overrides(tmp_path / "online", "grpo-online"))
     assert online.actor_rollout_ref.rollout.agent.num_workers > 1 and online.reward.num_workers > 1
