@@ -29,9 +29,9 @@ REPLAY_TRAINER_MODE = [
     f"trainer.v1.trainer_mode={REPLAY_MODE}",
     f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={REPLAY_TRAINER}",
 ]
-# A replayed group is stored tokens and the rewards its games recorded: one agent-loop worker hands them over and
-# no reward worker scores them. verl's default is eight of each, Ray actors that each start a Python importing torch
-# and verl within the first step's wall time.
+# A replayed group is stored tokens and the rewards its games recorded: one agent-loop worker hands them over, and
+# the one reward worker verl requires scores nothing. verl's default is eight of each, Ray actors that each start a
+# Python importing torch and verl within the first step's wall time.
 REPLAY_WORKERS = ["actor_rollout_ref.rollout.agent.num_workers=1", "reward.num_workers=1"]
 # GRPO samples each step's groups through selfplay_gen.verl.replay_buffer (it looks for finished groups
 # every 0.1 s, verl's own every 2 s); verl builds such a sampler without the group-filtering settings,
