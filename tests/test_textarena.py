@@ -23,9 +23,8 @@ from selfplay_gen import games
 from selfplay_gen.backends.base import Backend, Generation, SamplingParams
 from selfplay_gen.cli import main
 from selfplay_gen.games import GameConfig
-from selfplay_gen.games.textarena import fixes
+from selfplay_gen.games.textarena import fixes, kuhn_strategy
 from selfplay_gen.games.textarena import game as adapter
-from selfplay_gen.games.textarena.scripted import kuhn_aggression
 from selfplay_gen.players import LLMPlayer
 from selfplay_gen.records import GameWriter, read_games
 from selfplay_gen.runner import plan_games, run_games
@@ -231,8 +230,16 @@ def test_spirals_games_play_convert_and_evaluate_through_the_cli(env_id, policie
         (pair,) = metrics["wins"]
         assert pair["models"] == [a, b] and pair["seat0"]["games"] == pair["seat1"]["games"] == 24
         assert set(metrics["ratings"]) == {a, b}
-        # Kuhn Poker's chips a hand, where its value is read (each record keeps the seats' chips)
+        # Kuhn Poker's chips a hand, where its value is read (each record keeps the seats' chips), and each
+        # player's strategy: the equilibrium's is worth the game's value against itself, random play's less
         assert ("chips_per_hand" in pair["both"]) == (env_id == "KuhnPoker-v0")
+        assert ("## Strategy" in text) == (env_id == "KuhnPoker-v0") == bool(metrics["strategies"])
+        if env_id == "KuhnPoker-v0":
+            equilibrium, played_randomly = metrics["strategies"][a], metrics["strategies"][b]
+            assert equilibrium["equilibrium_first"]["mean"] == pytest.approx(-1 / 18)
+            assert equilibrium["equilibrium_second"]["mean"] == pytest.approx(1 / 18)
+            assert played_randomly["equilibrium_first"]["mean"] < -1 / 18 - 0.05
+            assert played_randomly["best_response_second"]["mean"] < 1 / 18 - 0.2
         if env_id == "TicTacToe-v0":  # random play against minimax
             assert pair["both"]["win"]["mean"] == 0 and pair["both"]["loss"]["mean"] > 0.5
             assert metrics["ratings"][b]["rating"] > metrics["ratings"][a]["rating"]
@@ -310,22 +317,10 @@ def test_minimax_never_loses_to_random_play():
 
 
 def test_kuhn_equilibrium_is_worth_minus_one_eighteenth_to_the_first_to_act():
-    """Exactly, by the strategy's probabilities over the six deals, and as measured in games:
-    every hand of 2000 games of the adapter (6000 hands), the chips the first to act won, within
+    """Exactly, by the strategy's probabilities over the six deals (`kuhn_strategy`), and as measured in
+    games: every hand of 2000 games of the adapter (6000 hands), the chips the first to act won, within
     three standard errors (about 0.05) of -1/18."""
-
-    def hand(first: int, second: int) -> float:  # the first to act's expected chips
-        def showdown(stake: int) -> float:
-            return stake if first > second else -stake
-
-        bet = kuhn_aggression(first, True, False)
-        called = kuhn_aggression(second, False, True)
-        after_check = kuhn_aggression(second, False, False)
-        calls = kuhn_aggression(first, True, True)
-        checked = (1 - after_check) * showdown(1) + after_check * (calls * showdown(2) - (1 - calls))
-        return bet * (called * showdown(2) + (1 - called)) + (1 - bet) * checked
-
-    exact = sum(hand(a, b) for a, b in permutations(range(3), 2)) / 6
+    exact = kuhn_strategy.first_to_act_chips(kuhn_strategy.EQUILIBRIUM, kuhn_strategy.EQUILIBRIUM)
     assert exact == pytest.approx(-1 / 18, abs=1e-12)
 
     async def hands(games_played: int) -> list[int]:

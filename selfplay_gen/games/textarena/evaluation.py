@@ -2,7 +2,8 @@
 evaluation (rewards per seat, moves, endings, wording) and, since these games are won and lost,
 who wins: per seat order and pooled, each model's win, draw and loss rates against each other
 model (counted by `stats.metrics`, as every game's wins are: a draw is a `tie` in metrics.json), and
-Bradley–Terry ratings from those games.
+Bradley–Terry ratings from those games. In Kuhn Poker, each player's strategy as its moves show it,
+and that strategy's exact chips a hand against the equilibrium and a best response (`kuhn_strategy`).
 
 A game is won by the seat with the higher reward (the environment's own: 1 and -1 for most, a
 draw 0 and 0); a seat that hits a limit by itself loses it, and a game cut short by another
@@ -26,7 +27,8 @@ from ...stats import generic
 from ...stats.generic import append_to_run, summary_text
 from ...stats.metrics import head_to_head, side_results, win_counts, win_rates
 from ...stats.ratings import rate_wins
-from ...stats.report import format_interval, markdown_table, report_head
+from ...stats.report import format_interval, format_number, markdown_table, report_head
+from . import kuhn_strategy
 
 SCHEMA = "selfplay-gen-eval-textarena/1"
 WIN_NOTE = (
@@ -45,15 +47,31 @@ __all__ = ["append_to_run", "evaluate", "game_table", "summary_text", "write_rep
 
 def game_table(records: Iterable[Record], seats: tuple[str, str]) -> pd.DataFrame:
     """The generic rows, with each seat's chips a hand where the environment keeps chips (Kuhn
-    Poker's `chips` and `hands`, `fixes.py`), else NaN."""
+    Poker's `chips` and `hands`, `fixes.py`), else NaN, and there each move's information set
+    (`kuhn_moves`: `kuhn_strategy.decisions`)."""
     rows = []
     for record in records:
         row, outcome = generic.game_row(record, seats), cast(dict[str, Any], record["outcome"])
         chips, hands = outcome.get("chips"), outcome.get("hands")
         for seat in range(2):
             row[f"chips{seat}"] = chips[seat] / hands if chips and hands else np.nan
+        row["kuhn_moves"] = kuhn_strategy.decisions(record) if chips else []
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def strategies(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> dict:
+    """Each player's Kuhn Poker strategy from its moves in `games` (`kuhn_strategy.summarize`), by label;
+    empty for other games."""
+    moves = pd.DataFrame(
+        [
+            (game.instance_id, game.seat0 if seat == 0 else game.seat1, node, aggressive)
+            for game in games.itertuples()
+            for seat, node, aggressive in game.kuhn_moves
+        ],
+        columns=["instance_id", "player", "node", "aggressive"],
+    )
+    return {player: kuhn_strategy.summarize(own, resamples, rng) for player, own in moves.groupby("player", sort=False)}
 
 
 def results_of(games: pd.DataFrame, model: str) -> pd.DataFrame:
@@ -83,6 +101,7 @@ def evaluate(games: pd.DataFrame, models: list[str], resamples: int, seed: int) 
         schema=SCHEMA,
         wins=crossed,
         ratings=rate_wins(win_counts(played, models, "reward"), models, resamples, rng) if crossed else {},
+        strategies=strategies(played, resamples, rng) if "kuhn_moves" in played else {},
     )
     return metrics
 
@@ -127,6 +146,46 @@ def ratings_table(metrics: dict) -> str:
     )
 
 
+STRATEGY_NOTE = (
+    "Strategy: each player's share of the aggressive move (bet, or call facing a bet) at each of a hand's "
+    "twelve information sets, pooled over its hands, with the moves it made there. From those shares, exactly "
+    "over the six deals: its chips a hand against the equilibrium (the game's value: -1/18 to the first to act, "
+    "1/18 to the second) and against the best response to it (the least it can be held to; read from sampled "
+    "shares, it also exploits their sampling noise, so it reads low by a few hundredths at a few hundred moves "
+    "a set). A share never observed where a value depends on it leaves that value out (–). The intervals "
+    "resample instances; the values hold for a player whose play in a hand does not depend on the hands before."
+)
+
+
+def strategy_tables(metrics: dict) -> list[str]:
+    players = metrics.get("strategies") or {}
+    if not players:
+        return []
+    value_first, value_second = kuhn_strategy.VALUE_FIRST, -kuhn_strategy.VALUE_FIRST
+    values = markdown_table(
+        [
+            "player", "moves", f"vs equilibrium, first to act ({value_first:+.3f})",
+            f"vs equilibrium, second ({value_second:+.3f})", "vs best response, first", "vs best response, second",
+        ],
+        [
+            [player, str(s["moves"])]
+            + [format_interval(s[key]) for key in ("equilibrium_first", "equilibrium_second")]
+            + [format_interval(s[key]) for key in ("best_response_first", "best_response_second")]
+            for player, s in players.items()
+        ],
+    )  # fmt: skip
+    rows = []
+    for node, equilibrium in zip(kuhn_strategy.NODES, kuhn_strategy.EQUILIBRIUM, strict=True):
+        name = kuhn_strategy.node_name(node)
+        seen = [players[p]["shares"][name] for p in players]
+        rows.append(
+            [name, format_number(equilibrium, 2)]
+            + [f"{format_number(s['share'], 2)} ({s['moves']})" if s["moves"] else "–" for s in seen]
+        )
+    shares = markdown_table(["information set: move", "the equilibrium's share", *players], rows)
+    return ["", "## Strategy", "", values, "", shares, "", STRATEGY_NOTE]
+
+
 def write_report(out_dir: Path, metrics: dict, games: pd.DataFrame, inputs: list[dict]) -> list[Path]:
     """metrics.json and report.md: the generic report with wins and ratings; the files written."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -137,7 +196,7 @@ def write_report(out_dir: Path, metrics: dict, games: pd.DataFrame, inputs: list
     sections += ["", "## Wins", "", wins_table(metrics)]
     if metrics["ratings"]:
         sections += ["", ratings_table(metrics)]
-    sections += ["", WIN_NOTE]
+    sections += ["", WIN_NOTE, *strategy_tables(metrics)]
     write_atomic(out_dir / "report.md", "\n".join(sections) + "\n")
     write_atomic(out_dir / "metrics.json", json.dumps({**metrics, "inputs": inputs}, indent=1) + "\n")
     return [out_dir / "metrics.json", out_dir / "report.md"]
