@@ -38,7 +38,8 @@ WIN_NOTE = (
     "Rates are the first model's, with it in seat 0, in seat 1 and both pooled; decided: its wins / "
     "(wins + losses). Self-play rows are seat 0's. Ratings: Bradley–Terry on the Elo scale (first model 0) "
     "from cross-play wins, draws as halves. Chips a hand (Kuhn Poker): the first model's chips won a hand, "
-    "against Kuhn Poker's value of -1/18 for the first to act, 1/18 for the second, 0 over both seats."
+    "against Kuhn Poker's value of -1/18 for the first to act, 1/18 for the second (seat 1 acts first in the "
+    "odd-numbered hands: in KuhnPoker-v0's three, -1/54 a hand in seat 1, 1/54 in seat 0), 0 over both seats."
 )
 ORDERS = {"seat0": "seat 0", "seat1": "seat 1", "both": "both"}
 
