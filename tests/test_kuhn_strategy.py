@@ -77,3 +77,36 @@ def test_a_strategy_is_read_with_its_counts_and_intervals():
     assert first["mean"] == pytest.approx(-1 / 18) and first["ci"] == pytest.approx([-1 / 18, -1 / 18])
     exploited = summary["best_response_first"]
     assert exploited["mean"] < -1 / 18 - 0.01 and exploited["ci"][0] <= exploited["mean"] <= exploited["ci"][1]
+
+
+def test_the_run_summary_shows_each_checkpoints_strategy_against_the_references(tmp_path):
+    """Scripted seats stand in for checkpoints: the equilibrium (iter_1, its moves against random play) is worth
+    exactly the game's value against the equilibrium, and random play (base) less, as first and as second to act."""
+    from click.testing import CliRunner
+
+    from selfplay_gen.cli import main
+    from selfplay_gen.iterate import report
+
+    run_dir = tmp_path / "run"
+    game = ["--game", "textarena:KuhnPoker-v0", "--backend", "scripted", "--instances", "dev"]
+    game += ["--num-instances", "12", "-k", "2", "--bootstrap", "200", "-q"]
+    for stage, label, policy, reference in (
+        ("base", "base", "random", "equilibrium"),
+        ("iter_001", "iter_1", "equilibrium", "random"),
+    ):
+        out = run_dir / stage / "eval" / f"heldout_vs_{reference}"
+        args = ["eval", *game, "--scripted-policy", policy, "--partner-scripted-policy", reference]
+        args += ["--label", label, "--partner-label", reference, "--out", str(out)]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+    text = report.write_summary(run_dir)
+    section = text.split("## Kuhn Poker strategy")[1]
+    rows = {
+        cells[0]: cells for line in section.splitlines() if (cells := [c.strip() for c in line.strip("|").split("|")])
+    }
+    assert rows["model"][3:] == list(kuhn.VALUES.values())
+    assert rows["iter_1"][1] == "random" and rows["iter_1"][3:5] == [
+        "-0.056 [-0.056, -0.056]",
+        "0.056 [0.056, 0.056]",
+    ]
+    assert float(rows["base"][3].split()[0]) < -0.1 and float(rows["base"][4].split()[0]) < 0

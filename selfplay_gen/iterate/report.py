@@ -96,6 +96,7 @@ def write_summary(run_dir: Path) -> str:
         )
         parts += iterations_section([p for p in stages if p.name.startswith("iter_")], name)
     parts += versus_section(run_dir, stages)
+    parts += strategy_section(run_dir, stages)
     retention = [
         (name(p), json.loads((p / RETENTION_FILE).read_text())) for p in stages if (p / RETENTION_FILE).exists()
     ]
@@ -234,6 +235,34 @@ def versus_section(run_dir: Path, stages: list[Path]) -> list[str]:
         table.append(line)
     title = "\n## Against fixed references and the starting model\n\n"
     return [title, markdown_table(head, table) + "\n\n", VERSUS_NOTE.format(versus=VERSUS) + "\n"]
+
+
+def strategy_section(run_dir: Path, stages: list[Path]) -> list[str]:
+    """The summary's table of each checkpoint's Kuhn Poker strategy as its games against each reference
+    and checkpoint show it, and its exact worth (`games.textarena.kuhn_strategy`), where the run measured it."""
+    from ..games.textarena.kuhn_strategy import VALUES
+
+    rows = []
+    for path in versus_files(run_dir, stages):
+        metrics = json.loads(path.read_text())
+        read = metrics.get("strategies") or {}
+        for row in versus_rows(metrics):
+            if row["model"] in read:
+                strategy = read[row["model"]]
+                cells = [format_interval(strategy[key]) for key in VALUES]
+                rows.append([row["model"], row["opponent"], str(strategy["moves"]), *cells])
+    if not rows:
+        return []
+    head = ["model", "its moves against", "moves", *VALUES.values()]
+    return ["\n## Kuhn Poker strategy\n\n", markdown_table(head, rows) + "\n\n", STRATEGY_NOTE + "\n"]
+
+
+STRATEGY_NOTE = (
+    "Each checkpoint's share of bets and calls at each of a hand's twelve information sets, read from its moves "
+    "in those games, and that strategy's chips a hand, exact over the deals: against the equilibrium, and against "
+    "the best response to it (the least it can be held to). The game's value is -1/18 to the first to act; "
+    "each evaluation's report.md has the shares themselves."
+)
 
 
 PROMOTION_FILE = "promotion.json"  # an iteration's promotion decision (`league.promotion.Promotion`)

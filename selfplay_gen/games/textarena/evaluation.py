@@ -162,19 +162,13 @@ def strategy_tables(metrics: dict) -> list[str]:
     players = metrics.get("strategies") or {}
     if not players:
         return []
-    value_first, value_second = kuhn_strategy.VALUE_FIRST, -kuhn_strategy.VALUE_FIRST
     values = markdown_table(
+        ["player", "moves", *kuhn_strategy.VALUES.values()],
         [
-            "player", "moves", f"vs equilibrium, first to act ({value_first:+.3f})",
-            f"vs equilibrium, second ({value_second:+.3f})", "vs best response, first", "vs best response, second",
-        ],
-        [
-            [player, str(s["moves"])]
-            + [format_interval(s[key]) for key in ("equilibrium_first", "equilibrium_second")]
-            + [format_interval(s[key]) for key in ("best_response_first", "best_response_second")]
+            [player, str(s["moves"]), *(format_interval(s[key]) for key in kuhn_strategy.VALUES)]
             for player, s in players.items()
         ],
-    )  # fmt: skip
+    )
     rows = []
     for node, equilibrium in zip(kuhn_strategy.NODES, kuhn_strategy.EQUILIBRIUM, strict=True):
         name = kuhn_strategy.node_name(node)

@@ -38,6 +38,13 @@ EQUILIBRIUM = np.array([kuhn_aggression(card, first, facing) for first, card, fa
 PURE = np.array(list(product((0.0, 1.0), repeat=len(NODES))))  # every pure strategy, for the best response
 VALUE_FIRST = -1 / 18  # the game's value to the first to act
 ROLES = ("first", "second")
+# what `summarize` reads of a strategy, by key, as reports head its columns
+VALUES = {
+    "equilibrium_first": f"vs equilibrium, first to act ({VALUE_FIRST:+.3f})",
+    "equilibrium_second": f"vs equilibrium, second ({-VALUE_FIRST:+.3f})",
+    "best_response_first": "vs best response, first",
+    "best_response_second": "vs best response, second",
+}
 
 
 def node_name(node: tuple[bool, int, bool]) -> str:
