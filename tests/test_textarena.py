@@ -167,6 +167,29 @@ def test_kuhn_bets_go_into_the_pot():
         assert sorted(state["player_chips"][s] - before[s] for s in range(2)) == [-stake, stake]
 
 
+def test_kuhn_rewards_each_seats_chips_a_hand_in_the_chips_reward_mode(tmp_path):
+    """`--reward-mode chips`: the same games as the match's win or loss decides, each seat rewarded with its
+    chips won a hand instead; a game without chips refuses the mode."""
+    base = ["--game", "textarena:KuhnPoker-v0", "--backend", "scripted", "--scripted-policy", "random"]
+    base += ["-n", "24", "-k", "2", "-q"]
+    run(*base, "--out", str(tmp_path / "outcome.jsonl"))
+    run(*base, "--reward-mode", "chips", "--out", str(tmp_path / "chips.jsonl"))
+    pairs = list(zip(read_games(tmp_path / "outcome.jsonl"), read_games(tmp_path / "chips.jsonl"), strict=True))
+    for outcome, chips in pairs:
+        assert outcome["events"] == chips["events"] and chips["settings"]["run"]["reward_mode"] == "chips"
+        won, hands = chips["outcome"]["chips"], chips["outcome"]["hands"]
+        assert chips["outcome"]["rewards"] == [won[0] / hands, won[1] / hands] and sum(won) == 0
+        assert set(outcome["outcome"]["rewards"]) <= {-1, 0, 1}
+        assert (won[0] > won[1]) == (outcome["outcome"]["rewards"][0] > outcome["outcome"]["rewards"][1])
+    assert len({tuple(c["outcome"]["rewards"]) for _, c in pairs}) > 3  # more than win, draw and loss
+
+    refused = CliRunner().invoke(
+        main, ["--game", "textarena:TicTacToe-v0", "--reward-mode", "chips", "-n", "1", "--out", str(tmp_path / "t")]
+    )
+    assert refused.exit_code == 2
+    assert "the reward mode chips needs a game of chips (Kuhn Poker); TicTacToe-v0 keeps none" in refused.output
+
+
 @pytest.mark.parametrize(
     ("env_id", "policies"),
     [

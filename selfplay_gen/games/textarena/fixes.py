@@ -46,6 +46,14 @@ def before_step(env: Any, action: str) -> None:
         fix(env, action)
 
 
+def keeps_chips(env_class: str) -> bool:
+    """Whether the environment class's `details` count each seat's chips and hands (Kuhn Poker's)."""
+    return env_class in _CHIPS
+
+
+_CHIPS = {"KuhnPokerEnv"}
+
+
 def details(env: Any) -> dict[str, Any]:
     """The environment's own results a record keeps beside its rewards (none for most)."""
     read = _DETAILS.get(type(env).__name__)

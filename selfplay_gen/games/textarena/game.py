@@ -50,6 +50,10 @@ TERMINATIONS = (GAME_OVER, INVALID_MOVE, *LIMIT_ENDS, *STOPS)
 SEAT_LIMITS = (MAX_INVALID, MAX_NEW_TOKENS)  # limits one seat hits by itself: that seat loses
 INSTALL = f'pip install "selfplay-gen[{FAMILY}]"'
 FIRST_MOVE = "[GAME] You move first."  # the adapter's words, where the environment says nothing before a first move
+# a game's reward: `outcome`, the environment's own (1 / -1 for a win, 0 / 0 a draw); `chips`, each seat's
+# chips won a hand, in an environment that keeps chips (Kuhn Poker: `fixes.keeps_chips`)
+OUTCOME, CHIPS = "outcome", "chips"
+REWARD_MODES = (OUTCOME, CHIPS)
 
 
 class EnvUnavailable(ValueError):
@@ -153,17 +157,18 @@ def check_env(env_id: str) -> None:
 class TextArenaGame(Game[TextArenaInstance, Event]):
     """Any two-player TextArena environment; `game_for(env_id)` makes the class of one.
 
-    Ends: `game_over` (the environment's rules ended it; its rewards, e.g. 1 / -1 for a win, 0 / 0
-    for a draw) and `invalid_move` (the environment ended it for a player's invalid moves, with
-    the environment's rewards for that). A limit of this project is a truncation: one that a seat
-    hit by itself (`max_invalid` invalid moves in a row, a move cut at `max_new_tokens`) is lost by
-    that seat as TextArena scores a game lost to invalid moves (-1, its partner +1), so a seat
-    cannot draw by failing to move; the others (`max_moves`, the context) are scored 0 for both
-    seats, as a game cut short says nothing of who would win. An invalid move the environment lets
-    a player retry is refused (the player is told why) and counts toward `Limits.max_invalid`.
-    The seats of these games agree on nothing but to play: `agreed` says that they played the game
-    out by its rules (`game_over`), which is what the iteration's automatic warm start asks of a
-    model."""
+    Ends: `game_over` (the environment's rules ended it; its rewards, e.g. 1 / -1 for a win, 0 / 0 for a
+    draw, or with `reward_mode` `chips` each seat's chips won a hand: what a game of chips is played
+    for, which the win or loss of the whole match hides) and `invalid_move` (the environment ended it
+    for a player's invalid moves, with the environment's rewards for that). A limit of this project is a
+    truncation: one that a seat hit by itself (`max_invalid` invalid moves in a row, a move cut at
+    `max_new_tokens`) is lost by that seat as TextArena scores a game lost to invalid moves (-1, its
+    partner +1), so a seat cannot draw by failing to move; the others (`max_moves`, the context) are
+    scored 0 for both seats, as a game cut short says nothing of who would win. An invalid move the
+    environment lets a player retry is refused (the player is told why) and counts toward
+    `Limits.max_invalid`. The seats of these games agree on nothing but to play: `agreed` says that they
+    played the game out by its rules (`game_over`), which is what the iteration's automatic warm start
+    asks of a model."""
 
     env_id: str = ""
     version = 2  # 2: a seat that hits a limit by itself loses (SEAT_LIMITS); 1 scored it a draw
@@ -180,7 +185,12 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
     evaluation = "selfplay_gen.games.textarena.evaluation"
     move_grammar = "a move as the environment asks for it, e.g. [4] or [bet]"
 
-    def __init__(self, limits: Limits | None = None):
+    def __init__(self, limits: Limits | None = None, reward_mode: str = OUTCOME):
+        if reward_mode not in REWARD_MODES:
+            raise ValueError(f"unknown reward mode {reward_mode!r}; choose one of {', '.join(REWARD_MODES)}")
+        if reward_mode == CHIPS and not fixes.keeps_chips(env_class(self.env_id)):
+            raise ValueError(f"the reward mode {CHIPS} needs a game of chips (Kuhn Poker); {self.env_id} keeps none")
+        self.reward_mode = reward_mode
         super().__init__(limits)
         self.env: Any = None
         self._random: Any = None
@@ -274,9 +284,11 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
         return StepResult(seat, move, None, told, self.done)
 
     def _end(self, termination: str) -> None:
-        state = self.env.state
+        state, details = self.env.state, fixes.details(self.env)
         if termination in (GAME_OVER, INVALID_MOVE):
             rewards = tuple(float(state.rewards[seat]) for seat in range(2))
+            if termination == GAME_OVER and self.reward_mode == CHIPS:
+                rewards = tuple(chips / details["hands"] for chips in details["chips"])
             reasons = {
                 str(state.game_info[seat].get("reason")) for seat in range(2) if state.game_info[seat].get("reason")
             }
@@ -287,9 +299,7 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
             reason = f"Player {loser} hit the limit {termination}"
         else:
             rewards, reason = (0.0, 0.0), None
-        self._outcome = Outcome(
-            termination, termination == GAME_OVER, rewards, {"reason": reason, **fixes.details(self.env)}
-        )
+        self._outcome = Outcome(termination, termination == GAME_OVER, rewards, {"reason": reason, **details})
 
     def legal(self, text: str) -> bool:
         """Whether the environment would take `text` as the next move (tried on a copy)."""
@@ -341,4 +351,5 @@ def game_for(env_id: str) -> type[TextArenaGame]:
     environment that cannot be played by two players here is refused (`EnvUnavailable`)."""
     check_env(env_id)
     name = f"{FAMILY}:{env_id}"
-    return type(f"TextArena_{env_id.replace('-', '_')}", (TextArenaGame,), {"name": name, "env_id": env_id})
+    options = {"play_options": {"reward_mode": REWARD_MODES}} if fixes.keeps_chips(env_class(env_id)) else {}
+    return type(f"TextArena_{env_id.replace('-', '_')}", (TextArenaGame,), {"name": name, "env_id": env_id, **options})
