@@ -1,0 +1,132 @@
+"""GRPO self-play on Kuhn Poker with a table for a policy: a CPU pre-screen of what the GPU runs vary.
+
+The 135M model's online GRPO self-play on `textarena:KuhnPoker-v0` settles on always bet, always call
+(`bench/results/default_loop_h200_2026-11-29/`). This plays the same training loop with the policy a
+table of twelve probabilities, one per information set (`kuhn_strategy.NODES`), so that what the loop
+itself does can be told from what the language model adds: KuhnPoker-v0's three-hand matches (seat 1
+acts first in hands one and three), groups of 8 games of one instance sharing its deals, each seat's
+rewards normalized within its group (GRPO), both seats trained, one on-policy update a batch of 16
+instances, Adam on the table's logits, and optionally a KL penalty to the start (random legal play:
+one half at every set), as verl's `use_kl_loss` adds it. The reward is the match's win or loss
+(`outcome`, TextArena's) or each seat's chips won a hand (`chips`).
+
+    python bench/analysis/kuhn_tabular_grpo.py [--steps 200] [--seeds 5] [--out DIR]
+
+prints, for each arm, each step's exact values of the strategy (`kuhn_strategy.values`) at a few steps,
+averaged over seeds, and writes kuhn_tabular_grpo.md (and .json) to DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from itertools import permutations
+from pathlib import Path
+
+import numpy as np
+
+from selfplay_gen.games.textarena import kuhn_strategy as kuhn
+
+HANDS, GROUP, BATCH = 3, 8, 16
+FIRST = (1, 0, 1)  # the seat that acts first in each hand of KuhnPoker-v0
+DEALS = list(permutations(range(3), 2))
+
+
+def play_hand(p: np.ndarray, cards: tuple[int, int], first: int, rng: np.random.Generator):
+    """(chips won by seat 0, [(seat, node, aggressive)]) of one hand with both seats playing `p`."""
+    second = 1 - first
+    moves = []
+
+    def act(seat: int, is_first: bool, facing: bool) -> bool:
+        node = kuhn.INDEX[(is_first, cards[seat], facing)]
+        aggressive = bool(rng.random() < p[node])
+        moves.append((seat, node, aggressive))
+        return aggressive
+
+    showdown = 1 if cards[0] > cards[1] else -1  # seat 0's sign at a showdown
+    if act(first, True, False):  # bet
+        won_by_first = 2 * (showdown if first == 0 else -showdown) if act(second, False, True) else 1
+    elif act(second, False, False):  # check, bet
+        if act(first, True, True):
+            won_by_first = 2 * (showdown if first == 0 else -showdown)
+        else:
+            won_by_first = -1
+    else:  # check, check
+        won_by_first = showdown if first == 0 else -showdown
+    return (won_by_first if first == 0 else -won_by_first), moves
+
+
+def train(reward: str, kl: float, steps: int, lr: float, seed: int, record_at: list[int]) -> dict[int, np.ndarray]:
+    """The table's probabilities at each step of `record_at`."""
+    rng = np.random.default_rng(seed)
+    theta, ref = np.zeros(len(kuhn.NODES)), np.zeros(len(kuhn.NODES))
+    m, v = np.zeros_like(theta), np.zeros_like(theta)
+    kept = {0: 1 / (1 + np.exp(-theta))} if 0 in record_at else {}
+    for step in range(1, steps + 1):
+        p = 1 / (1 + np.exp(-theta))
+        grad, decisions = np.zeros_like(theta), 0
+        for _ in range(BATCH):
+            deals = [DEALS[i] for i in rng.integers(0, len(DEALS), HANDS)]
+            games = []
+            for _ in range(GROUP):
+                chips, moves = 0, []
+                for hand, cards in enumerate(deals):
+                    won, made = play_hand(p, cards, FIRST[hand], rng)
+                    chips, moves = chips + won, moves + made
+                rewards = (np.sign(chips), -np.sign(chips)) if reward == "outcome" else (chips / HANDS, -chips / HANDS)
+                games.append((rewards, moves))
+            for seat in range(2):
+                r = np.array([g[0][seat] for g in games], dtype=float)
+                if r.std() == 0:
+                    continue  # a group with one reward teaches nothing (and verl drops none: its advantage is 0)
+                advantage = (r - r.mean()) / (r.std() + 1e-6)
+                for a, (_, moves) in zip(advantage, games, strict=True):
+                    for s, node, aggressive in moves:
+                        if s == seat:
+                            grad[node] += a * (aggressive - p[node])
+                            grad[node] -= kl * p[node] * (1 - p[node]) * (theta[node] - ref[node])
+                            decisions += 1
+        grad /= max(decisions, 1)
+        m, v = 0.9 * m + 0.1 * grad, 0.999 * v + 0.001 * grad**2
+        theta += lr * (m / (1 - 0.9**step)) / (np.sqrt(v / (1 - 0.999**step)) + 1e-8)
+        if step in record_at:
+            kept[step] = 1 / (1 + np.exp(-theta))
+    return kept
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--lr", type=float, default=0.05, help="Adam's step on the table's logits")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/kuhn_tabular_grpo"))
+    args = parser.parse_args()
+    record_at = sorted({0, 8, 16, 32, args.steps // 2, args.steps})
+    arms = [("outcome", 0.0), ("chips", 0.0), ("outcome", 0.1), ("chips", 0.1), ("outcome", 0.5), ("chips", 0.5)]
+    results = []
+    for reward, kl in arms:
+        runs = [train(reward, kl, args.steps, args.lr, seed, record_at) for seed in range(args.seeds)]
+        for step in record_at:
+            tables = np.stack([run[step] for run in runs])
+            values = {key: float(np.mean(v)) for key, v in kuhn.values(tables).items()}
+            results.append({"reward": reward, "kl": kl, "step": step, **values, "shares": tables.mean(0).tolist()})
+            print(reward, kl, step, {k: round(v, 3) for k, v in values.items()}, flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "kuhn_tabular_grpo.json").write_text(json.dumps(results, indent=1) + "\n")
+    head = ["reward", "KL to the start", "step", *kuhn.VALUES.values()]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        cells = [r["reward"], f"{r['kl']:g}", str(r["step"]), *(f"{r[k]:+.3f}" for k in kuhn.VALUES)]
+        lines.append("| " + " | ".join(cells) + " |")
+    last = [r for r in results if r["step"] == args.steps]
+    arm_names = [f"{r['reward']}, KL {r['kl']:g}" for r in last]
+    lines += ["", f"Shares of the aggressive move at step {args.steps} (mean over seeds):", ""]
+    lines += ["| information set: move | equilibrium | " + " | ".join(arm_names) + " |", "|" + "---|" * (2 + len(last))]
+    for i, node in enumerate(kuhn.NODES):
+        cells = [kuhn.node_name(node), f"{kuhn.EQUILIBRIUM[i]:.2f}", *(f"{r['shares'][i]:.2f}" for r in last)]
+        lines.append("| " + " | ".join(cells) + " |")
+    (args.out / "kuhn_tabular_grpo.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
