@@ -58,6 +58,7 @@ def decisions(record: Mapping[str, Any]) -> list[tuple[int, int, bool]]:
     read by replaying its turns in the environment, whose seed deals the cards."""
     from . import game as adapter
 
+    # no limits of its own: the record's events end where the game's limits ended it
     game = adapter.game_for(str(record["game"]).split(":", 1)[1])(Limits(max_moves=10**6, max_invalid=10**6))
     game.reset(adapter.TextArenaInstance.from_dict(record["instance"]))
     found = []
