@@ -85,9 +85,9 @@ def game_knob() -> str | None:
 
 def reward_mode_knob() -> str | None:
     return knob(
-        None, "The game's reward mode, for a game with modes (negotiation: cooperative | semi-competitive | "
-        "competitive: both seats get the sum of points, their own, or their own minus the partner's; TextArena's "
-        "Kuhn Poker: outcome | chips: the match's win or loss, or each seat's chips won a hand) [null: the game's].",
+        None, "The game's reward mode, for a game with modes (e.g. cooperative | semi-competitive | competitive: "
+        "both seats get the sum of points, their own, or their own minus the partner's; or outcome | chips, in a "
+        "game of chips: the match's win or loss, or each seat's chips won a hand) [null: the game's].",
         alias="REWARD_MODE",
     )  # fmt: skip
 
