@@ -351,5 +351,4 @@ def game_for(env_id: str) -> type[TextArenaGame]:
     environment that cannot be played by two players here is refused (`EnvUnavailable`)."""
     check_env(env_id)
     name = f"{FAMILY}:{env_id}"
-    options = {"play_options": {"reward_mode": REWARD_MODES}} if fixes.keeps_chips(env_class(env_id)) else {}
-    return type(f"TextArena_{env_id.replace('-', '_')}", (TextArenaGame,), {"name": name, "env_id": env_id, **options})
+    return type(f"TextArena_{env_id.replace('-', '_')}", (TextArenaGame,), {"name": name, "env_id": env_id})
