@@ -35,7 +35,18 @@ SITUATIONS = {
 NODES = [(first, card, facing) for (first, facing) in SITUATIONS for card in range(3)]  # the 12 information sets
 INDEX = {node: i for i, node in enumerate(NODES)}
 EQUILIBRIUM = np.array([kuhn_aggression(card, first, facing) for first, card, facing in NODES])
-PURE = np.array(list(product((0.0, 1.0), repeat=len(NODES))))  # every pure strategy, for the best response
+
+
+def _pure(first: bool) -> np.ndarray:
+    """Every pure strategy of the first (or second) to act, for the best response: 64, the other role's sets
+    left at 0, which `first_to_act_chips` never reads for that role."""
+    role = [i for i, node in enumerate(NODES) if node[0] == first]
+    pure = np.zeros((2 ** len(role), len(NODES)))
+    pure[:, role] = list(product((0.0, 1.0), repeat=len(role)))
+    return pure
+
+
+PURE_FIRST, PURE_SECOND = _pure(True), _pure(False)
 VALUE_FIRST = -1 / 18  # the game's value to the first to act
 ROLES = ("first", "second")
 # what `summarize` reads of a strategy, by key, as reports head its columns
@@ -103,8 +114,8 @@ def values(strategy: np.ndarray) -> dict[str, np.ndarray]:
     return {
         "equilibrium_first": first_to_act_chips(strategy, EQUILIBRIUM),
         "equilibrium_second": -first_to_act_chips(EQUILIBRIUM, strategy),
-        "best_response_first": first_to_act_chips(mine, PURE).min(axis=-1),
-        "best_response_second": -first_to_act_chips(PURE, mine).max(axis=-1),
+        "best_response_first": first_to_act_chips(mine, PURE_SECOND).min(axis=-1),
+        "best_response_second": -first_to_act_chips(PURE_FIRST, mine).max(axis=-1),
     }
 
 
