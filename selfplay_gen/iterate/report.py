@@ -95,8 +95,9 @@ def write_summary(run_dir: Path) -> str:
             + "\n"
         )
         parts += iterations_section([p for p in stages if p.name.startswith("iter_")], name)
-    parts += versus_section(run_dir, stages)
-    parts += strategy_section(run_dir, stages)
+    versus = [json.loads(path.read_text()) for path in versus_files(run_dir, stages)]
+    parts += versus_section(versus)
+    parts += strategy_section(versus)
     retention = [
         (name(p), json.loads((p / RETENTION_FILE).read_text())) for p in stages if (p / RETENTION_FILE).exists()
     ]
@@ -208,10 +209,10 @@ def versus_rows(metrics: dict) -> list[dict]:
     ]
 
 
-def versus_section(run_dir: Path, stages: list[Path]) -> list[str]:
+def versus_section(versus: list[dict]) -> list[str]:
     """The summary's table of every checkpoint against the fixed references and the checkpoints it
-    cross-played, where the run measured them."""
-    rows = [row for path in versus_files(run_dir, stages) for row in versus_rows(json.loads(path.read_text()))]
+    cross-played (the metrics of `versus_files`), where the run measured them."""
+    rows = [row for metrics in versus for row in versus_rows(metrics)]
     if not rows:
         return []
     chips = any("chips_per_hand" in (row[o] or {}) for row in rows for o in ("seat0", "seat1"))
@@ -237,14 +238,14 @@ def versus_section(run_dir: Path, stages: list[Path]) -> list[str]:
     return [title, markdown_table(head, table) + "\n\n", VERSUS_NOTE.format(versus=VERSUS) + "\n"]
 
 
-def strategy_section(run_dir: Path, stages: list[Path]) -> list[str]:
+def strategy_section(versus: list[dict]) -> list[str]:
     """The summary's table of each checkpoint's Kuhn Poker strategy as its games against each reference
-    and checkpoint show it, and its exact worth (`games.textarena.kuhn_strategy`), where the run measured it."""
+    and checkpoint show it (the metrics of `versus_files`), and its exact worth
+    (`games.textarena.kuhn_strategy`), where the run measured it."""
     from ..games.textarena.kuhn_strategy import VALUES
 
     rows = []
-    for path in versus_files(run_dir, stages):
-        metrics = json.loads(path.read_text())
+    for metrics in versus:
         read = metrics.get("strategies") or {}
         for row in versus_rows(metrics):
             if row["model"] in read:
