@@ -48,10 +48,7 @@ def before_step(env: Any, action: str) -> None:
 
 def keeps_chips(env_class: str) -> bool:
     """Whether the environment class's `details` count each seat's chips and hands (Kuhn Poker's)."""
-    return env_class in _CHIPS
-
-
-_CHIPS = {"KuhnPokerEnv"}
+    return _DETAILS.get(env_class) is _kuhn_chips
 
 
 def details(env: Any) -> dict[str, Any]:
