@@ -92,6 +92,15 @@ def reward_mode_knob() -> str | None:
     )  # fmt: skip
 
 
+def move_format_knob() -> str | None:
+    return knob(
+        None, "How a seat's response gives its move, in a game that offers a choice (TextArena's): plain, the "
+        "response is the move as the environment reads it; boxed, the seat is asked to reason step by step and the "
+        "last \\boxed{...} of its response is its move (SPIRAL's format) [null: the game's, plain].",
+        alias="MOVE_FORMAT",
+    )  # fmt: skip
+
+
 def games_per_instance_knob(*flags: str) -> int:
     return knob(
         GROUP_SIZE, "Games per instance = GRPO group size (GRPO needs 2 or more for any signal).", type=POSITIVE,
@@ -206,6 +215,7 @@ class GameChoice:
 
     game: str | None = game_knob()
     reward_mode: str | None = reward_mode_knob()
+    move_format: str | None = move_format_knob()
     skill: str | None = knob(
         None, "For a game with skill levels: the level a seat is asked to play at, in its prompt (e.g. novice, "
         "intermediate, expert): one level for both seats or 'SEAT0,SEAT1' (one may be empty). Scripted games at "
@@ -509,7 +519,7 @@ def games_from(opts) -> list[GameConfig]:
 def game_from(opts) -> GameConfig:
     """The game the options choose, with their limits and its options; a bad option is a usage error,
     and so is a mix of games (which `games_from` takes) where a command plays one game."""
-    options = {k: opts[k] for k in ("reward_mode", "skill") if opts.get(k)}
+    options = {k: opts[k] for k in ("reward_mode", "move_format", "skill") if opts.get(k)}
     name = opts.get("game") or games.UNNAMED
     if games.MIX in name:
         raise click.BadParameter(

@@ -190,6 +190,46 @@ def test_kuhn_rewards_each_seats_chips_a_hand_in_the_chips_reward_mode(tmp_path)
     assert "the reward mode chips needs a game of chips (Kuhn Poker); TicTacToe-v0 keeps none" in refused.output
 
 
+def test_a_boxed_move_is_the_last_boxed_answer_and_the_reasoning_before_it_is_not_a_move():
+    """`move_format` boxed (SPIRAL's): the seats are asked to reason step by step, the last \\boxed{...} of a
+    response is its move (bracketed as TextArena brackets a bare move), moves named in the reasoning are
+    not, and a response that boxes nothing is refused without the environment seeing it."""
+    game = GameConfig("textarena:KuhnPoker-v0", options={"move_format": "boxed"}).new()
+    start = game.reset(game.instance_type.from_seed(3))
+    assert all(system.endswith(adapter.BOXED_ASK) for system in start.system)
+    mover = game.to_move
+    refused = game.step(mover, "I hold a card. [bet] looks strong, so I will [bet].")
+    assert not refused.valid and refused.error == adapter.NO_BOXED_MOVE and game.to_move == mover
+    assert game.events()[-1]["text"].startswith("I hold a card") and game.invalid_moves == 1
+    made = game.step(mover, "Betting with [bet] risks a chip; [check] is safer.\n\\boxed{check}")
+    assert made.valid and game.events()[-1]["text"] == "[check]"
+    assert f"[Player {mover}] [check]" in made.told[1 - mover]  # the partner sees the move, not the reasoning
+    plain = GameConfig("textarena:KuhnPoker-v0").new()
+    plain.reset(plain.instance_type.from_seed(3))
+    assert plain.step(mover, "Betting with [bet] risks a chip; [check] is safer.").valid
+    assert plain.events()[-1]["text"].startswith("Betting")  # plain: the environment reads the first, [bet]
+    with pytest.raises(ValueError, match="unknown move format 'latex'"):
+        GameConfig("textarena:KuhnPoker-v0", options={"move_format": "latex"})
+
+
+def test_scripted_seats_answer_boxed_and_the_strategy_reads_the_same_games(tmp_path):
+    """Scripted seats put their moves in \\boxed{} in a boxed game, so the same seeds play the same games;
+    the records say their move format, and Kuhn Poker's strategy reads them as it reads plain ones."""
+    base = ["--game", "textarena:KuhnPoker-v0", "--backend", "scripted", "--scripted-policy", "equilibrium"]
+    base += ["-n", "16", "-k", "2", "-q"]
+    run(*base, "--out", str(tmp_path / "plain.jsonl"))
+    run(*base, "--move-format", "boxed", "--out", str(tmp_path / "boxed.jsonl"))
+    pairs = list(zip(read_games(tmp_path / "plain.jsonl"), read_games(tmp_path / "boxed.jsonl"), strict=True))
+    for plain, boxed in pairs:
+        assert plain["events"] == boxed["events"] and plain["outcome"]["rewards"] == boxed["outcome"]["rewards"]
+        turns = [m["content"] for m in boxed["players"][0]["messages"] if m["role"] == "assistant"]
+        assert turns and all(re.fullmatch(r"\\boxed\{\[\w+\]\}", t) for t in turns)
+        assert boxed["outcome"]["move_format"] == "boxed" and "move_format" not in plain["outcome"]
+        assert kuhn_strategy.decisions(plain) == kuhn_strategy.decisions(boxed)
+    refused = CliRunner().invoke(main, ["--move-format", "boxed", "-n", "1", "--out", str(tmp_path / "m.jsonl")])
+    assert refused.exit_code == 2 and "does not take the options {'move_format': 'boxed'}" in refused.output
+
+
 @pytest.mark.parametrize(
     ("env_id", "policies"),
     [
@@ -369,7 +409,8 @@ def test_kuhn_equilibrium_is_worth_minus_one_eighteenth_to_the_first_to_act():
 
 def test_spirals_recipe_is_planned_by_iterate(tmp_path):
     """Online GRPO on TicTacToe from the rules alone: no warm start, every instance a row per seat
-    (GRPO's groups are then per instance and seat: a per-role baseline), each model evaluated."""
+    (GRPO's groups are then per instance and seat: a per-role baseline), each model evaluated; with
+    SPIRAL's boxed moves, the rollouts' rows and every evaluation play that format."""
     from selfplay_gen.iterate.cli import iterate_command
 
     run_dir, name = tmp_path / "run", "textarena:TicTacToe-v0"
@@ -387,6 +428,13 @@ def test_spirals_recipe_is_planned_by_iterate(tmp_path):
     evals = [line for line in lines if line.startswith("+ gen eval")]
     assert evals and all(config_of(line, result.output)["game"] == name for line in evals)
     assert not any("--scripted-policy teacher" in line for line in lines)  # from the rules alone
+
+    boxed = CliRunner().invoke(iterate_command, [*common, "--game", name, *recipe, "--move_format", "boxed"])
+    assert boxed.exit_code == 0, boxed.output
+    inits = [line for line in boxed.output.splitlines() if line.startswith("+ gen init")]
+    assert inits and all("--move-format boxed" in line for line in inits)  # the rollouts' rows carry it
+    evals = [line for line in boxed.output.splitlines() if line.startswith("+ gen eval")]
+    assert evals and all(config_of(line, boxed.output)["move_format"] == "boxed" for line in evals)
 
     refused = CliRunner().invoke(iterate_command, [*common, "--game", "textarena:Sudoku-v0", *recipe])
     assert refused.exit_code == 2 and "is not a two-player environment" in refused.output

@@ -18,12 +18,11 @@ import click
 
 from .. import config_tree, games, serving
 from ..atomic import write_atomic
-from ..options import Played
 from ..sampling import GROUP_SIZE
 from . import competition, decisions, report, trainers
 from .config import Generation, Iteration, ServerSettings, Training, TrainJob, Verl
 from .loop import Run, train
-from .plays import Plays, default_game, environment, partner_args
+from .plays import Plays, default_game, environment, partner_args, played_of
 from .server import Slots
 from .shell import Shell
 from .verl_jobs import merge
@@ -198,7 +197,7 @@ def iterate(o: dict[str, Any]) -> str | None:
             param_hint="league.partners_per_group",
         )
     try:
-        decisions.parts(Played(game=cfg.game, reward_mode=cfg.reward_mode), cfg.evaluation.references)
+        decisions.parts(played_of(cfg), cfg.evaluation.references)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="evaluation.references") from None
     if len(games.mixture(cfg.game or default_game())) > 1 and (cfg.league_size > 0 or cfg.promotes()):
@@ -262,7 +261,7 @@ def generate_command(**o: Any) -> None:
         return
     model, out_dir, eval_dir, crossplay_dir = cfg.model, cfg.out_dir, cfg.eval_dir, cfg.crossplay_dir
     shell = Shell(o["dry_run"], environment())
-    played = Played(game=cfg.game, reward_mode=cfg.reward_mode, sampling=cfg.sampling)
+    played = played_of(cfg, cfg.sampling)
     plays = Plays(cfg.tools.resolved(), played, cfg.evaluation, decisions.parts(played, ("none",)), shell)
     label = cfg.eval_label or Path(model or "model").name
     if not shell.dry_run:

@@ -20,7 +20,7 @@ import click
 
 from .. import environments, games
 from ..config_tree import Alias, ListOf, Number, Switch, knob, outside, section
-from ..options import game_knob, games_per_instance_knob, reward_mode_knob, teacher_plan_help
+from ..options import game_knob, games_per_instance_knob, move_format_knob, reward_mode_knob, teacher_plan_help
 from ..sampling import GROUP_SIZE, POSITIVE, Sampling, number
 from .placement import PLACEMENTS
 
@@ -693,6 +693,7 @@ class Iteration:
     )  # fmt: skip
     game: str | None = game_knob()
     reward_mode: str | None = reward_mode_knob()
+    move_format: str | None = move_format_knob()
     num_iterations: int = knob(3, "RL iterations.", type=COUNT, alias="NUM_ITERATIONS")
     trainer: str = knob(
         "filtered-bc", "filtered-bc: SFT on each group's best games (the default: at equal GPU time no GRPO beat it "
@@ -799,6 +800,7 @@ class Generation:
     )  # fmt: skip
     game: str | None = game_knob()
     reward_mode: str | None = reward_mode_knob()
+    move_format: str | None = move_format_knob()
     sampling: Sampling = section(Sampling)
     servers: ServerSettings = section(ServerSettings)
     evaluation: Evaluation = section(Evaluation)

@@ -34,14 +34,24 @@ from .. import games
 from ..atomic import write_atomic
 from ..evaluation.splits import TEST
 from ..league import SCRIPTED_PREFIX, Member, scripted_member
-from ..options import Played
 from ..verl import attention
 from . import competition, decisions, report
 from .ahead import Ahead
 from .competition import Competition
 from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl, number
 from .gpu_usage import GpuUsage
-from .plays import DEV_SET, TEST_SET, Part, Plays, default_game, dev_draw, environment, game_args, partner_args
+from .plays import (
+    DEV_SET,
+    TEST_SET,
+    Part,
+    Plays,
+    default_game,
+    dev_draw,
+    environment,
+    game_args,
+    partner_args,
+    played_of,
+)
 from .resident import STEP, Resident
 from .server import Slots, Started
 from .shell import Shell, StepFailed
@@ -72,9 +82,9 @@ class Run:
         # a mix of games (`games.mixture`) plays, converts and trains as one and is evaluated game by game
         # (`Plays.parts`); what is decided for its game is decided on its first one (a mix has no league)
         self.game_cls = games.get(games.mixture(game)[0])
-        self.game_args = game_args(game, cfg.reward_mode)
+        self.game_args = game_args(cfg)
         self.sampling = cfg.sampling_for_run()
-        played = Played(game=cfg.game, reward_mode=cfg.reward_mode, sampling=self.sampling)
+        played = played_of(cfg, self.sampling)
         parts = decisions.parts(played, cfg.evaluation.references)
         self.plays = Plays(cfg.tools, played, cfg.evaluation, parts, self.shell)
         self.trainer: Trainer = get(cfg.trainer)(cfg)

@@ -10,9 +10,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from .. import config_tree, games
 from ..options import Eval, Play, Played
+from ..sampling import Sampling
 from .config import Evaluation, Tools
 from .server import Started
 from .shell import Shell
@@ -33,10 +35,30 @@ def default_game() -> str:
     return games.UNNAMED
 
 
-def game_args(game: str, reward_mode: str | None) -> tuple[str, ...]:
+class ChosenGame(Protocol):
+    """A configuration that names a game and its options (`Iteration`, the tree of `selfplay-gen serve`)."""
+
+    @property
+    def game(self) -> str | None: ...
+    @property
+    def reward_mode(self) -> str | None: ...
+    @property
+    def move_format(self) -> str | None: ...
+
+
+def played_of(cfg: ChosenGame, sampling: Sampling | None = None) -> Played:
+    """The game and its options that `cfg` chooses, sampled as `sampling` says (the defaults without it)."""
+    return Played(
+        game=cfg.game, reward_mode=cfg.reward_mode, move_format=cfg.move_format, sampling=sampling or Sampling()
+    )
+
+
+def game_args(cfg: ChosenGame) -> tuple[str, ...]:
     """The game's options of a command that takes no configuration file (`selfplay-gen init`)."""
+    game = cfg.game or default_game()
     out = () if game == default_game() else ("--game", game)
-    return out + (("--reward-mode", reward_mode) if reward_mode else ())
+    options = {"--reward-mode": cfg.reward_mode, "--move-format": cfg.move_format}
+    return out + tuple(part for flag, value in options.items() if value for part in (flag, value))
 
 
 def environment() -> dict[str, str]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import random
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -54,6 +55,14 @@ FIRST_MOVE = "[GAME] You move first."  # the adapter's words, where the environm
 # chips won a hand, in an environment that keeps chips (Kuhn Poker: `fixes.keeps_chips`)
 OUTCOME, CHIPS = "outcome", "chips"
 REWARD_MODES = (OUTCOME, CHIPS)
+# how a seat's response gives its move: `plain`, the response is the move as the environment parses it (its
+# first bracketed words); `boxed`, as SPIRAL plays these games: the seat is asked to reason before it moves and
+# the last \boxed{...} of its response is the move, so the reasoning may name moves it does not make
+PLAIN, BOXED = "plain", "boxed"
+MOVE_FORMATS = (PLAIN, BOXED)
+BOXED_ASK = "Please reason step by step, and put your final answer within \\boxed{}."  # SPIRAL's words
+BOXED_MOVE = re.compile(r"\\boxed\{([^{}]*)\}")
+NO_BOXED_MOVE = "no move: put your final move within \\boxed{}"  # a response the environment never sees
 
 
 class EnvUnavailable(ValueError):
@@ -185,12 +194,14 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
     evaluation = "selfplay_gen.games.textarena.evaluation"
     move_grammar = "a move as the environment asks for it, e.g. [4] or [bet]"
 
-    def __init__(self, limits: Limits | None = None, reward_mode: str = OUTCOME):
+    def __init__(self, limits: Limits | None = None, reward_mode: str = OUTCOME, move_format: str = PLAIN):
         if reward_mode not in REWARD_MODES:
             raise ValueError(f"unknown reward mode {reward_mode!r}; choose one of {', '.join(REWARD_MODES)}")
         if reward_mode == CHIPS and not fixes.keeps_chips(env_class(self.env_id)):
             raise ValueError(f"the reward mode {CHIPS} needs a game of chips (Kuhn Poker); {self.env_id} keeps none")
-        self.reward_mode = reward_mode
+        if move_format not in MOVE_FORMATS:
+            raise ValueError(f"unknown move format {move_format!r}; choose one of {', '.join(MOVE_FORMATS)}")
+        self.reward_mode, self.move_format = reward_mode, move_format
         super().__init__(limits)
         self.env: Any = None
         self._random: Any = None
@@ -245,7 +256,10 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
             self.env.reset(num_players=2, seed=instance.seed)
         state = self.env.state
         self.system = tuple(
-            "\n".join(text for _, text, kind in state.observations[seat] if kind == ta.ObservationType.PROMPT)
+            "\n".join(
+                [text for _, text, kind in state.observations[seat] if kind == ta.ObservationType.PROMPT]
+                + ([BOXED_ASK] if self.move_format == BOXED else [])
+            )
             for seat in range(2)
         )
         self._to_move = state.current_player_id
@@ -254,8 +268,28 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
             told[self._to_move] = (FIRST_MOVE,)
         return Observation(self.system, tuple(told))
 
+    def move_of(self, text: str) -> str | None:
+        """The move a response makes: the whole response (`plain`), or the last \\boxed{...} of it, bracketed
+        as TextArena's own action wrapper brackets a bare move (`boxed`); None when it boxes nothing."""
+        if self.move_format == PLAIN:
+            return text
+        boxed = BOXED_MOVE.findall(text)
+        if not boxed:
+            return None
+        move = boxed[-1].strip()
+        return move if "[" in move or "]" in move else f"[{move}]"
+
+    def answer(self, move: str) -> str:
+        """A response that makes `move` in this game's move format (a scripted seat's)."""
+        return move if self.move_format == PLAIN else f"\\boxed{{{move}}}"
+
     def step(self, seat: int, text: str) -> StepResult[Event]:
         self._check_turn(seat)
+        move_text = self.move_of(text)
+        if move_text is None:
+            self._refuse(seat, text, InvalidMove(NO_BOXED_MOVE))
+            return StepResult(seat, None, NO_BOXED_MOVE, ((), ()), self.done)
+        text = move_text
         state = self.env.state
         errors = getattr(state, "error_count", 0)
         with self._own_random():
@@ -299,7 +333,10 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
             reason = f"Player {loser} hit the limit {termination}"
         else:
             rewards, reason = (0.0, 0.0), None
-        self._outcome = Outcome(termination, termination == GAME_OVER, rewards, {"reason": reason, **details})
+        formats = {"move_format": self.move_format} if self.move_format != PLAIN else {}
+        self._outcome = Outcome(
+            termination, termination == GAME_OVER, rewards, {"reason": reason, **formats, **details}
+        )
 
     def legal(self, text: str) -> bool:
         """Whether the environment would take `text` as the next move (tried on a copy)."""

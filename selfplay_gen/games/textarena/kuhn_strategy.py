@@ -76,6 +76,8 @@ def decisions(record: Mapping[str, Any]) -> list[tuple[int, int, bool]]:
     for event in record["events"]:
         if game.done or event["kind"] not in ("move", "invalid"):
             break
+        if event.get("error") == adapter.NO_BOXED_MOVE:
+            continue  # refused before the environment saw it; a valid event holds the move itself
         seat, text, state = event["player"], event["text"], game.env.state.game_state
         if event["kind"] == "move":
             move = KUHN_MOVE.search(text.strip())

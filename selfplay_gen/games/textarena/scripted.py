@@ -9,6 +9,7 @@ its own card.
 
 from __future__ import annotations
 
+import abc
 import re
 from collections.abc import Callable
 from functools import cache
@@ -28,6 +29,8 @@ class TextArenaGame(Protocol):
     system: tuple[str, ...]
 
     def legal(self, text: str) -> bool: ...
+
+    def answer(self, move: str) -> str: ...
 
 
 # the environment class each exact policy plays (its rules as shipped, any id that makes one)
@@ -55,6 +58,13 @@ class _Seat(ChatSeat):
         super().__init__(seat, game.system[seat])
         self.game, self.rng = game, rng
 
+    async def respond(self) -> str:
+        return self.game.answer(await self.choose())
+
+    @abc.abstractmethod
+    async def choose(self) -> str:
+        """The move, as the environment takes it (`[bet]`)."""
+
 
 class RandomPlayer(_Seat):
     """Uniform over the legal moves (tried on a copy of the environment) among, first, the
@@ -63,7 +73,7 @@ class RandomPlayer(_Seat):
     placeholder of such a move (`[col x]`, `[1 3]`) replaced by 0 to 9 (two at most). An
     environment that names no move it takes gets `[pass]`, which it judges."""
 
-    async def respond(self) -> str:
+    async def choose(self) -> str:
         players = {f"[{name}] " for pid, name in self.game.env.state.role_mapping.items() if pid >= 0}
         games_words = [_game_words(m["content"], players) for m in self.messages]
         newest = BRACKETED.findall(games_words[-1])
@@ -105,7 +115,7 @@ class MinimaxPlayer(_Seat):
     """TicTacToe by full search: a win soonest, else a draw, a loss as late as possible; equal
     moves chosen at random."""
 
-    async def respond(self) -> str:
+    async def choose(self) -> str:
         board = self.game.env.state.game_state["board"]
         mine = "X" if self.seat == 1 else "O"  # TextArena's TicTacToe: player 1 is X
         cells = "".join(board[r][c] or "." for r in range(3) for c in range(3))
@@ -162,7 +172,7 @@ def kuhn_aggression(card: int, first: bool, facing_bet: bool) -> float:
 class EquilibriumPlayer(_Seat):
     """Kuhn Poker's equilibrium strategy (`kuhn_aggression`), from its own card and the hand so far."""
 
-    async def respond(self) -> str:
+    async def choose(self) -> str:
         state = self.game.env.state.game_state
         legal = state["current_legal_action_tree"]
         facing_bet = "call" in legal
