@@ -61,7 +61,7 @@ REWARD_MODES = (OUTCOME, CHIPS)
 PLAIN, BOXED = "plain", "boxed"
 MOVE_FORMATS = (PLAIN, BOXED)
 BOXED_ASK = "Please reason step by step, and put your final answer within \\boxed{}."  # SPIRAL's words
-BOXED_MOVE = re.compile(r"\\boxed\{([^{}]*)\}")
+BOX_OPEN, BOX_TEXT = "\\boxed{", re.compile(r"\\text\{(.*)\}", re.DOTALL)  # \boxed{\text{[bet]}}: [bet]
 NO_BOXED_MOVE = "no move: put your final move within \\boxed{}"  # a response the environment never sees
 
 
@@ -269,15 +269,21 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
         return Observation(self.system, tuple(told))
 
     def move_of(self, text: str) -> str | None:
-        """The move a response makes: the whole response (`plain`), or the last \\boxed{...} of it, bracketed
-        as TextArena's own action wrapper brackets a bare move (`boxed`); None when it boxes nothing."""
+        """The move a response makes: the whole response (`plain`), or what its last \\boxed{...} holds, braces
+        nested and a \\text{...} around it taken off as SPIRAL reads it, bracketed as TextArena's own action
+        wrapper brackets a bare move (`boxed`); None when it boxes nothing."""
         if self.move_format == PLAIN:
             return text
-        boxed = BOXED_MOVE.findall(text)
-        if not boxed:
-            return None
-        move = boxed[-1].strip()
-        return move if "[" in move or "]" in move else f"[{move}]"
+        start = text.rfind(BOX_OPEN)
+        depth = 0
+        for end in range(start + len(BOX_OPEN) - 1, len(text) if start >= 0 else 0):
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
+            if depth == 0:
+                inner = text[start + len(BOX_OPEN) : end].strip()
+                wrapped = BOX_TEXT.fullmatch(inner)
+                move = (wrapped.group(1) if wrapped else inner).strip()
+                return move if "[" in move or "]" in move else f"[{move}]"
+        return None
 
     def answer(self, move: str) -> str:
         """A response that makes `move` in this game's move format (a scripted seat's)."""
