@@ -20,8 +20,9 @@
 #   Q   matching from the rules alone with Qwen2.5-Coder-1.5B (QWEN, converted by prepare_qwen.sh): format warm
 #       start on 1,024 random games for 1 epoch, then online GRPO, LoRA r16 at LR_Q, STEPS_Q steps (issue 59);
 #       alone on the GPU, with larger memory shares: MEM=0.25 ARMS=Q
-#   QK  Kuhn Poker from the rules alone with Qwen2.5-Coder-1.5B: no warm start (it writes its reasoning before its
-#       move), online GRPO at LR_Q for STEPS_Q steps; two Qwen arms at once: MEM=0.12 ARMS="QK QT"
+#   QK  Kuhn Poker from the rules alone with Qwen2.5-Coder-1.5B: no warm start, SPIRAL's move format (it reasons
+#       step by step, its move in \boxed{}), online GRPO at LR_Q for STEPS_Q steps; two Qwen arms at once:
+#       MEM=0.12 ARMS="QK QT"
 #   QT  TicTacToe, the same
 #   bash .lease/run72.sh start   (after gpu_setup.sh: all parts in)
 #   bash .lease/run72.sh wait [S]   (also leaves a slim pack of logs and reports in $OUT)
@@ -66,7 +67,7 @@ arm_args() {
       trainers.grpo_online.lr="$LR_Q" trainers.grpo_online.steps="$STEPS_Q" game=matching \
       verl.gpu_memory_utilization=0.3 evaluation.human_games_per_instance=1 ;;
     QK | QT) echo initial_model="$QWEN" "${ONLINE[@]}" warm.policy=none trainers.grpo_online.lr="$LR_Q" \
-      trainers.grpo_online.steps="$STEPS_Q" verl.gpu_memory_utilization=0.2 game=textarena:$([[ $1 == QK ]] && echo KuhnPoker-v0 || echo TicTacToe-v0) ;;
+      trainers.grpo_online.steps="$STEPS_Q" verl.gpu_memory_utilization=0.2 move_format=boxed game=textarena:$([[ $1 == QK ]] && echo KuhnPoker-v0 || echo TicTacToe-v0) ;;
     T) echo game=textarena:TicTacToe-v0 initial_model="$MODEL" "${ONLINE[@]}" ;;
     K) echo game=textarena:KuhnPoker-v0 initial_model="$MODEL" "${ONLINE[@]}" ;;
   esac
