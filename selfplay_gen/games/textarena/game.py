@@ -177,7 +177,8 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
     environment lets a player retry is refused (the player is told why) and counts toward
     `Limits.max_invalid`. The seats of these games agree on nothing but to play: `agreed` says that they
     played the game out by its rules (`game_over`), which is what the iteration's automatic warm start
-    asks of a model."""
+    asks of a model. `move_format` says how a response gives its move (`MOVE_FORMATS`): the whole
+    response, or SPIRAL's last \\boxed{...} after the seat's reasoning."""
 
     env_id: str = ""
     version = 2  # 2: a seat that hits a limit by itself loses (SEAT_LIMITS); 1 scored it a draw
@@ -275,15 +276,19 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
         if self.move_format == PLAIN:
             return text
         start = text.rfind(BOX_OPEN)
+        if start < 0:
+            return None
         depth = 0
-        for end in range(start + len(BOX_OPEN) - 1, len(text) if start >= 0 else 0):
+        for end in range(start + len(BOX_OPEN) - 1, len(text)):
             depth += {"{": 1, "}": -1}.get(text[end], 0)
             if depth == 0:
-                inner = text[start + len(BOX_OPEN) : end].strip()
-                wrapped = BOX_TEXT.fullmatch(inner)
-                move = (wrapped.group(1) if wrapped else inner).strip()
-                return move if "[" in move or "]" in move else f"[{move}]"
-        return None
+                break
+        else:
+            return None  # a box never closed
+        inner = text[start + len(BOX_OPEN) : end].strip()
+        wrapped = BOX_TEXT.fullmatch(inner)
+        move = (wrapped.group(1) if wrapped else inner).strip()
+        return move if "[" in move or "]" in move else f"[{move}]"
 
     def answer(self, move: str) -> str:
         """A response that makes `move` in this game's move format (a scripted seat's)."""
@@ -295,7 +300,7 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
         if move_text is None:
             self._refuse(seat, text, InvalidMove(NO_BOXED_MOVE))
             return StepResult(seat, None, NO_BOXED_MOVE, ((), ()), self.done)
-        text = move_text
+        text = move_text  # what the environment is given, and what the move's event keeps
         state = self.env.state
         errors = getattr(state, "error_count", 0)
         with self._own_random():
