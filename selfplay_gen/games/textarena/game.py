@@ -299,7 +299,8 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
         move_text = self.move_of(text)
         if move_text is None:
             self._refuse(seat, text, InvalidMove(NO_BOXED_MOVE))
-            return StepResult(seat, None, NO_BOXED_MOVE, ((), ()), self.done)
+            why = tuple((f"[GAME] {NO_BOXED_MOVE}",) if s == seat else () for s in range(2))  # the reasoning stays
+            return StepResult(seat, None, NO_BOXED_MOVE, why, self.done)
         text = move_text  # what the environment is given, and what the move's event keeps
         state = self.env.state
         errors = getattr(state, "error_count", 0)
