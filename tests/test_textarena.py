@@ -55,6 +55,13 @@ def convert(games_file: Path, out: Path, fmt: str) -> list[dict]:
     return [row for split in ("train", "val") for row in pq.read_table(out / f"{split}.parquet").to_pylist()]
 
 
+def played_twice(tmp_path: Path, base: list[str], *option: str) -> list[tuple[dict, dict]]:
+    """The games of one `selfplay-gen` command line without and with `option`, paired game by game."""
+    run(*base, "--out", str(tmp_path / "without.jsonl"))
+    run(*base, *option, "--out", str(tmp_path / "with.jsonl"))
+    return list(zip(read_games(tmp_path / "without.jsonl"), read_games(tmp_path / "with.jsonl"), strict=True))
+
+
 async def play(env_id: str, seed: int, policies: tuple[str, str], moves: list | None = None):
     """One game of the adapter with scripted seats; `moves` gets (seat, text) of every turn."""
     game = games.get(f"textarena:{env_id}")()
@@ -172,9 +179,7 @@ def test_kuhn_rewards_each_seats_chips_a_hand_in_the_chips_reward_mode(tmp_path)
     chips won a hand instead; a game without chips refuses the mode."""
     base = ["--game", "textarena:KuhnPoker-v0", "--backend", "scripted", "--scripted-policy", "random"]
     base += ["-n", "24", "-k", "2", "-q"]
-    run(*base, "--out", str(tmp_path / "outcome.jsonl"))
-    run(*base, "--reward-mode", "chips", "--out", str(tmp_path / "chips.jsonl"))
-    pairs = list(zip(read_games(tmp_path / "outcome.jsonl"), read_games(tmp_path / "chips.jsonl"), strict=True))
+    pairs = played_twice(tmp_path, base, "--reward-mode", "chips")
     for outcome, chips in pairs:
         assert outcome["events"] == chips["events"] and chips["settings"]["run"]["reward_mode"] == "chips"
         won, hands = chips["outcome"]["chips"], chips["outcome"]["hands"]
@@ -219,9 +224,7 @@ def test_scripted_seats_answer_boxed_and_the_strategy_reads_the_same_games(tmp_p
     the records say their move format, and Kuhn Poker's strategy reads them as it reads plain ones."""
     base = ["--game", "textarena:KuhnPoker-v0", "--backend", "scripted", "--scripted-policy", "equilibrium"]
     base += ["-n", "16", "-k", "2", "-q"]
-    run(*base, "--out", str(tmp_path / "plain.jsonl"))
-    run(*base, "--move-format", "boxed", "--out", str(tmp_path / "boxed.jsonl"))
-    pairs = list(zip(read_games(tmp_path / "plain.jsonl"), read_games(tmp_path / "boxed.jsonl"), strict=True))
+    pairs = played_twice(tmp_path, base, "--move-format", "boxed")
     for plain, boxed in pairs:
         assert plain["events"] == boxed["events"] and plain["outcome"]["rewards"] == boxed["outcome"]["rewards"]
         turns = [m["content"] for m in boxed["players"][0]["messages"] if m["role"] == "assistant"]

@@ -36,7 +36,7 @@ def default_game() -> str:
 
 
 class ChosenGame(Protocol):
-    """A configuration that names a game and its options (`Iteration`, the tree of `selfplay-gen serve`)."""
+    """A configuration that names a game and its options (`Iteration`, `Generation`)."""
 
     @property
     def game(self) -> str | None: ...
