@@ -55,6 +55,16 @@ def test_spread_takes_a_node_each_first_and_says_what_is_missing():
         placement.spread(nodes, 2, 2)
 
 
+def test_a_server_started_again_keeps_the_earlier_ones_log(tmp_path):
+    log = tmp_path / "gen" / "sglang.worker0.log"
+    for said in ("first", "second", "third"):
+        process = placement.popen(["echo", said], log)
+        assert process.wait(timeout=30) == 0
+    assert log.read_text() == "third\n"
+    assert (tmp_path / "gen" / "sglang.worker0.1.log").read_text() == "first\n"
+    assert (tmp_path / "gen" / "sglang.worker0.2.log").read_text() == "second\n"
+
+
 def test_servers_on_both_nodes_take_games_and_weights_and_stop(cluster, monkeypatch, tmp_path, local_model_dir):
     monkeypatch.setenv("RAY_ADDRESS", cluster.address)
     ports = [WORKER_PORT_STEP * step for step in range(4)]

@@ -153,10 +153,22 @@ def _as_a_server() -> None:
         pass
 
 
+def keep_earlier(log: Path) -> None:
+    """Move an earlier process's `log` to the first free NAME.N.log: a server started again in its place (after
+    it stopped, or found too little memory) must not erase what said why."""
+    if not log.exists() or log.stat().st_size == 0:
+        return
+    n = 1
+    while (kept := log.with_name(f"{log.stem}.{n}{log.suffix}")).exists():
+        n += 1
+    log.rename(kept)
+
+
 def popen(command: Sequence[str], log: Path, on_node: bool = False) -> subprocess.Popen:
-    """`command` in its own process group, its output into `log`; `on_node`: started by a Ray actor
-    (`_as_a_server`)."""
+    """`command` in its own process group, its output into `log` (an earlier one's kept: `keep_earlier`);
+    `on_node`: started by a Ray actor (`_as_a_server`)."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    keep_earlier(log)
     with log.open("w") as sink:
         return subprocess.Popen(
             list(command), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
