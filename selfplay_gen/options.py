@@ -207,6 +207,11 @@ class Client:
     )  # fmt: skip
 
 
+# The options of a game that a run chooses once for all its commands (`GameChoice`'s, less `skill`, which a
+# command chooses per seat): what `GameConfig.options` holds, besides the skill.
+GAME_OPTIONS = ("reward_mode", "move_format")
+
+
 @dataclass(frozen=True)
 class GameChoice:
     """Which game, and its options: what every command that plays or reads a game's records takes."""
@@ -519,7 +524,7 @@ def games_from(opts) -> list[GameConfig]:
 def game_from(opts) -> GameConfig:
     """The game the options choose, with their limits and its options; a bad option is a usage error,
     and so is a mix of games (which `games_from` takes) where a command plays one game."""
-    options = {k: opts[k] for k in ("reward_mode", "move_format", "skill") if opts.get(k)}
+    options = {k: opts[k] for k in (*GAME_OPTIONS, "skill") if opts.get(k)}
     name = opts.get("game") or games.UNNAMED
     if games.MIX in name:
         raise click.BadParameter(

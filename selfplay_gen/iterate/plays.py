@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .. import config_tree, games
-from ..options import Eval, Play, Played
+from ..options import GAME_OPTIONS, Eval, Play, Played
 from ..sampling import Sampling
 from .config import Evaluation, Tools
 from .server import Started
@@ -48,16 +48,14 @@ class ChosenGame(Protocol):
 
 def played_of(cfg: ChosenGame, sampling: Sampling | None = None) -> Played:
     """The game and its options that `cfg` chooses, sampled as `sampling` says (the defaults without it)."""
-    return Played(
-        game=cfg.game, reward_mode=cfg.reward_mode, move_format=cfg.move_format, sampling=sampling or Sampling()
-    )
+    return Played(game=cfg.game, sampling=sampling or Sampling(), **{k: getattr(cfg, k) for k in GAME_OPTIONS})
 
 
 def game_args(cfg: ChosenGame) -> tuple[str, ...]:
     """The game's options of a command that takes no configuration file (`selfplay-gen init`)."""
     game = cfg.game or default_game()
     out = () if game == default_game() else ("--game", game)
-    options = {"--reward-mode": cfg.reward_mode, "--move-format": cfg.move_format}
+    options = {f"--{k.replace('_', '-')}": getattr(cfg, k) for k in GAME_OPTIONS}
     return out + tuple(part for flag, value in options.items() if value for part in (flag, value))
 
 
