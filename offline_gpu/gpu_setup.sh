@@ -8,7 +8,8 @@
 # the repository); each part's directory also holds all.sha256 and `parts`, their number. Each
 # call copies its part from PART_DIR (default .gpu/p*) into /tmp/gpu-parts, which survives while
 # the machine is warm. Once all of them are there, this joins and checks them, unpacks them into
-# /tmp/gpu, sources install_site.sh (serve + train), converts the model to /tmp/smollm2 (once) and
+# /tmp/gpu, installs the stack (a wheelhouse: `make gpu`; else the site bundles: install_site.sh, serve + train),
+# converts the model to /tmp/smollm2 (once) and
 # exports MODEL=/tmp/smollm2 and PYTHONPATH with this repository, so `python3 -m selfplay_gen.cli` works.
 _gpu_here=$(pwd)
 mkdir -p /tmp/gpu-parts
@@ -28,8 +29,21 @@ if [ -f /tmp/gpu/kernels.tar.xz ] && [ ! -f /tmp/gpu/.kernels ]; then
   tar -C "$HOME" -xJf /tmp/gpu/kernels.tar.xz && touch /tmp/gpu/.kernels \
     && echo "gpu_setup: restored an earlier machine's compiled kernels under $HOME" >&2
 fi
-# shellcheck disable=SC1091
-source /tmp/gpu/install_site.sh /tmp/gpu/site_serve.tar.xz /tmp/gpu/site_train.tar.xz
+if [ -d /tmp/gpu/wheels ]; then
+  # a wheelhouse (`INSTALL=wheels gpu_lease.sh dist`): the project's own installer, `make gpu`, once a machine;
+  # the loop, verl and the servers then run in their environments (SELFPLAY_PYTHON, VERL_PYTHON,
+  # SGLANG_PYTHON), and python3 is the training environment's
+  if [ ! -x "$_gpu_here/.venv-train/bin/python" ]; then
+    make -C "$_gpu_here" gpu WHEELHOUSE=/tmp/gpu/wheels > /tmp/gpu/make_gpu.log 2>&1 \
+      || { tail -30 /tmp/gpu/make_gpu.log >&2; return 1 2>/dev/null || exit 1; }
+  fi
+  export SGLANG_PYTHON=$_gpu_here/.venv-serve/bin/python VERL_PYTHON=$_gpu_here/.venv-train/bin/python
+  export SELFPLAY_PYTHON=$VERL_PYTHON PATH="$_gpu_here/.venv-train/bin:$PATH"
+  export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 RAY_USAGE_STATS_ENABLED=0
+else
+  # shellcheck disable=SC1091
+  source /tmp/gpu/install_site.sh /tmp/gpu/site_serve.tar.xz /tmp/gpu/site_train.tar.xz
+fi
 export MODEL=/tmp/smollm2
 if [ ! -f "$MODEL/config.json" ]; then
   bash /tmp/gpu/prepare_model.sh convert /tmp/gpu "$MODEL" > /tmp/gpu/convert.log 2>&1 \

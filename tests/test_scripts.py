@@ -1275,11 +1275,10 @@ def test_call_room_counts_the_tracked_files_there_are(tmp_path):
     assert room() == ["6", "54"]
 
 
-def test_gpu_lease_dist_builds_once_and_parts_carry_no_build_caches(tmp_path):
-    """`dist` lays out what gpu_setup.sh unpacks (both bundles, the GGUF's parts, the install scripts) with
-    the repository's own gpu/ and offline_gpu/ scripts, keeps what is there on a second run, and `parts`
-    leaves the download caches home. The builders are stand-ins in a copy of the repository's layout."""
-    repo, dist = tmp_path / "repo", tmp_path / "dist"
+def stand_in_dist_builders(tmp_path: Path):
+    """A copy of the repository's layout for `gpu_lease.sh dist`, its builders stand-ins that log each call to
+    the file returned: the site bundles, the GGUF's parts and `make wheelhouse`. Returns (calls, lease)."""
+    repo = tmp_path / "repo"
     for folder in ("gpu", "offline_gpu"):
         (repo / folder).mkdir(parents=True)
     for name in ("gpu_lease.sh", "call_room.sh"):
@@ -1293,27 +1292,58 @@ def test_gpu_lease_dist_builds_once_and_parts_carry_no_build_caches(tmp_path):
         f'echo "model $1" >> {calls}\nmkdir -p "$2/.work" && echo wheel > "$2/.work/llm.whl"\n'
         'for f in M.gguf M.gguf.part-00 M.gguf.part-01 M.gguf.sha256; do echo x > "$2/$f"; done\n'
     )
+    (repo / "Makefile").write_text(
+        f'wheelhouse:\n\techo "wheelhouse $(DIR)" >> {calls}\n'
+        "\tmkdir -p $(DIR) && echo w > $(DIR)/sglang-1-py3-none-any.whl\n"
+    )
     (repo / "gpu" / "install_site.sh").write_text("# stand-in\n")
     (repo / "offline_gpu" / "gguf_to_hf.py").write_text("# stand-in\n")
 
-    def lease(*args: str) -> subprocess.CompletedProcess:
+    def lease(*args: str, **env: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            ["bash", str(repo / "offline_gpu" / "gpu_lease.sh"), *args], capture_output=True, text=True
-        )
+            ["bash", str(repo / "offline_gpu" / "gpu_lease.sh"), *args], capture_output=True, text=True,
+            env={**os.environ, **env},
+        )  # fmt: skip
 
+    return calls, lease
+
+
+def carried(lease, dist: Path, parts: Path) -> list[str]:
+    """What `gpu_lease.sh parts` puts into the parts of `dist`, joined as gpu_setup.sh joins them."""
+    assert lease("parts", str(dist), str(parts)).returncode == 0
+    joined = b"".join(p.read_bytes() for p in sorted(parts.glob("p*/part-*")))
+    members = subprocess.run(["tar", "-tf", "-"], input=joined, capture_output=True, check=True).stdout.decode().split()
+    return sorted(m.removeprefix("./") for m in members if m not in ("./", "."))
+
+
+def test_gpu_lease_dist_builds_once_and_parts_carry_no_build_caches(tmp_path):
+    """`dist` lays out what gpu_setup.sh unpacks (both bundles, the GGUF's parts, the install scripts) with
+    the repository's own gpu/ and offline_gpu/ scripts, keeps what is there on a second run, and `parts`
+    leaves the download caches home. The builders are stand-ins in a copy of the repository's layout."""
+    calls, lease = stand_in_dist_builders(tmp_path)
+    dist = tmp_path / "dist"
     first = lease("dist", str(dist))
     assert first.returncode == 0, first.stderr
     again = lease("dist", str(dist))
     assert again.returncode == 0, again.stderr
     assert calls.read_text().split("\n")[:-1] == ["build serve", "build train", "model fetch"]
-    parts = tmp_path / "parts"
-    assert lease("parts", str(dist), str(parts)).returncode == 0
-    joined = b"".join(p.read_bytes() for p in sorted(parts.glob("p*/part-*")))
-    members = subprocess.run(["tar", "-tf", "-"], input=joined, capture_output=True, check=True).stdout.decode().split()
-    carried = sorted(m.removeprefix("./") for m in members if m not in ("./", "."))
-    assert carried == sorted(
+    assert carried(lease, dist, tmp_path / "parts") == sorted(
         ["site_serve.tar.xz", "site_serve.tar.xz.sha256", "site_train.tar.xz", "site_train.tar.xz.sha256"]
         + ["M.gguf.part-00", "M.gguf.part-01", "M.gguf.sha256", "install_site.sh", "prepare_model.sh", "gguf_to_hf.py"]
+    )
+
+
+def test_gpu_lease_dist_of_wheels_carries_the_wheelhouse_for_make_gpu(tmp_path):
+    """With INSTALL=wheels, `dist` builds the wheelhouse (`make wheelhouse`) in place of the site bundles, and
+    the parts carry it as wheels/, where gpu_setup.sh looks for it to run `make gpu WHEELHOUSE=`."""
+    calls, lease = stand_in_dist_builders(tmp_path)
+    dist = tmp_path / "dist"
+    built = lease("dist", str(dist), INSTALL="wheels")
+    assert built.returncode == 0, built.stderr
+    assert calls.read_text().split("\n")[:-1] == [f"wheelhouse {dist}/wheels", "model fetch"]
+    assert carried(lease, dist, tmp_path / "parts") == sorted(
+        ["wheels/", "wheels/sglang-1-py3-none-any.whl", "M.gguf.part-00", "M.gguf.part-01", "M.gguf.sha256"]
+        + ["install_site.sh", "prepare_model.sh", "gguf_to_hf.py"]
     )
 
 
