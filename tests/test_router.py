@@ -150,3 +150,40 @@ def test_dp_workers_start_behind_the_router_and_each_takes_new_weights(tmp_path,
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.killpg(pid, 0)
+
+
+def test_a_kept_worker_gone_while_released_is_replaced_saying_how_it_ended(tmp_path, local_model_dir, capsys):
+    """KEEP_SERVERS=True behind the router: a worker that died while its memory was released for training is
+    not resumed; the slot starts new servers for the next checkpoint, says how the old worker ended, and keeps
+    the old worker's log beside the new one's."""
+    import os
+    import signal
+
+    from fake_sglang import launcher
+
+    from selfplay_gen import models
+    from selfplay_gen.iterate.config import ServerSettings
+    from selfplay_gen.iterate.server import WORKER_PORT_STEP, Slots
+    from selfplay_gen.iterate.shell import Shell
+
+    warm = models.resolve(models.DEFAULT_MODEL)
+    ports = [WORKER_PORT_STEP * step for step in range(4)]
+    settings = ServerSettings(python=launcher(tmp_path), port=free_port(ports), dp=2, timeout_s=120, keep_servers=True)
+    with Slots(settings, Shell()) as slots:
+        slots.serve(0, local_model_dir, tmp_path / "sglang.log")
+        kept = slots._servers[0][1]
+        worker = kept.processes[0]
+        slots.free_gpu()
+        os.killpg(worker.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while worker.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        resumed = slots.serve(0, warm, tmp_path / "sglang.log")
+        new = slots._servers[0][1]
+        assert new is not kept and all(process.poll() is None for process in new.processes)
+        with urllib.request.urlopen(f"{new.worker_urls()[0]}/get_model_info", timeout=10) as answer:
+            assert json.loads(answer.read())["model_path"] == warm
+        assert resumed.url == f"http://127.0.0.1:{settings.port}"
+    said = capsys.readouterr().err
+    assert f"the SGLang server (pid {worker.pid}) had exited: killed by SIGKILL" in said
+    assert (tmp_path / "sglang.worker0.1.log").exists() and (tmp_path / "sglang.worker0.log").exists()

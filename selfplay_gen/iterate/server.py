@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 import time
 import urllib.error
 import urllib.request
@@ -221,12 +222,16 @@ class SGLangServer:
             return set(launch.workers) <= set(router_workers(json.loads(answer.read())))
 
     def _stop(self) -> None:
-        """Stop the router first, then the workers (each process group, SIGKILL after 60 s)."""
+        """Stop the router first, then the workers (each process group, SIGKILL after 60 s); one that had
+        exited already is said with how it ended."""
         processes, self.processes = self.processes, []
         for process in reversed(processes):
-            if process.poll() is None:
-                where = f" on Ray node {process.node}" if process.node is not None else ""
+            where = f" on Ray node {process.node}" if process.node is not None else ""
+            code = process.poll()
+            if code is None:
                 click.echo(f"stopping the SGLang server (pid {process.pid}{where})", err=True)
+            else:
+                click.echo(f"the SGLang server (pid {process.pid}{where}) had exited: {how_it_ended(code)}", err=True)
             process.stop()
 
     def __exit__(self, *exc: object) -> None:
@@ -284,6 +289,16 @@ class SGLangServer:
             return None
         took = self.swap(model)
         return None if took is None else time.monotonic() - started
+
+
+def how_it_ended(returncode: int) -> str:
+    """A process's return code as words: its exit status, or the signal that killed it (a negative code)."""
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit status {returncode}"
 
 
 class Slots:
