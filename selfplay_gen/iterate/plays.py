@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .. import config_tree, games
-from ..options import GAME_OPTIONS, Eval, Play, Played
+from ..options import GAME_OPTIONS, Eval, GameChoice, Play, Played
 from ..sampling import Sampling
 from .config import Evaluation, Tools
 from .server import Started
@@ -55,8 +55,8 @@ def game_args(cfg: ChosenGame) -> tuple[str, ...]:
     """The game's options of a command that takes no configuration file (`selfplay-gen init`)."""
     game = cfg.game or default_game()
     out = () if game == default_game() else ("--game", game)
-    options = {f"--{k.replace('_', '-')}": getattr(cfg, k) for k in GAME_OPTIONS}
-    return out + tuple(part for flag, value in options.items() if value for part in (flag, value))
+    flags = {knob.name: knob.flag for knob in config_tree.knobs(GameChoice) if knob.name in GAME_OPTIONS}
+    return out + tuple(part for name in GAME_OPTIONS if (value := getattr(cfg, name)) for part in (flags[name], value))
 
 
 def environment() -> dict[str, str]:
