@@ -127,7 +127,8 @@ def test_generation_dry_run_uses_the_router_for_data_parallel_and_an_existing_ur
     assert router in routed.stdout
     given = script("run_selfplay_generation.sh", "--dry-run", SGLANG_URL="http://host:9")
     assert "launch_server" not in given.stdout and "--base-url http://host:9" in given.stdout
-    assert script("run_selfplay_generation.sh", "--dry-run").returncode != 0  # neither model nor URL
+    embedded = script("run_selfplay_generation.sh", "--dry-run")  # neither model nor URL: the embedded default
+    assert embedded.returncode == 0 and "--model-path EMBEDDED_MODEL_DIR" in embedded.stdout, embedded.stderr
 
 
 def test_training_dry_run_offline_replays_whole_groups_and_merges(tmp_path):

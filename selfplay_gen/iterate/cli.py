@@ -21,7 +21,7 @@ from ..atomic import write_atomic
 from ..sampling import GROUP_SIZE
 from . import competition, decisions, report, trainers
 from .config import Generation, Iteration, ServerSettings, Training, TrainJob, Verl
-from .loop import Run, train
+from .loop import EMBEDDED_MODEL_DIR, Run, embedded_model, train
 from .plays import Plays, default_game, environment, partner_args, played_of
 from .server import Slots
 from .shell import Shell
@@ -255,11 +255,11 @@ def generate_command(**o: Any) -> None:
         raise click.UsageError(f"{rest[0]!r} names no setting (see --print-config)")
     if cfg.crossplay_dir and not cfg.partner_model:
         raise click.UsageError("crossplay_dir needs partner_model (the opponent)")
-    if not cfg.servers.urls and not cfg.model:
-        raise click.UsageError("set model (a model directory) or servers.urls")
     if printed(cfg, o):
         return
     model, out_dir, eval_dir, crossplay_dir = cfg.model, cfg.out_dir, cfg.eval_dir, cfg.crossplay_dir
+    if not cfg.servers.urls and not model:
+        model = EMBEDDED_MODEL_DIR if o["dry_run"] else embedded_model()
     shell = Shell(o["dry_run"], environment())
     played = played_of(cfg, cfg.sampling)
     plays = Plays(cfg.tools.resolved(), played, cfg.evaluation, decisions.parts(played, ("none",)), shell)

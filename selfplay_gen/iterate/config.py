@@ -771,8 +771,9 @@ class Generation:
     """Everything `selfplay-gen generate` reads: one served model's games, their conversion and its evaluation."""
 
     model: str | None = knob(
-        None, "Model directory to serve and tokenize with (required unless servers.urls is set).", alias="MODEL_NAME"
-    )
+        None, "Model directory to serve and tokenize with [null: the embedded SmolLM2-135M-Instruct warm start, "
+        "converted once; with servers.urls, the servers' own].", alias="MODEL_NAME",
+    )  # fmt: skip
     num_games: int = knob(256, "Games to play; 0: evaluate only.", type=COUNT, alias="NUM_GAMES")
     games_per_instance: int = games_per_instance_knob()
     seed: int = knob(0, "Seed of the first instance; instances are seed, seed+1, ...", alias="SEED")

@@ -125,7 +125,7 @@ class Run:
 
     def main(self) -> str:
         cfg = self.cfg
-        initial = cfg.initial_model or (EMBEDDED_MODEL_DIR if cfg.dry_run else _embedded_model())
+        initial = cfg.initial_model or (EMBEDDED_MODEL_DIR if cfg.dry_run else embedded_model())
         base = Stage("base", "base", self.run_dir / "base")
         self.advance(initial, "base", base.dir)
         with self.slots, self.ahead, self.resident or contextlib.nullcontext():
@@ -901,7 +901,7 @@ def plot_training_log(train_dir: Path, log: Path | None = None, steps_in: tuple[
         report.plot_curves(steps, train_dir / "curves.png")
 
 
-def _embedded_model() -> str:
+def embedded_model() -> str:
     from ..models import resolve
 
     return str(resolve(None))
