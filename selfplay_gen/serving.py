@@ -250,11 +250,14 @@ NOT_ENOUGH_MEMORY = "Not enough memory"
 # -- a running server's weights and memory ---------------------------------------------------------
 
 # What a server keeps of the model it started with when it loads another's weights: the
-# architecture and dtype (config.json), the generation defaults and the tokenizer. Two checkpoints
-# whose files agree here can share a server.
+# architecture (config.json), the generation defaults and the tokenizer. Two checkpoints whose files
+# agree here can share a server.
 SAME_CONFIG = ("config.json", "generation_config.json")
 SAME_BYTES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt")
-CONFIG_NOTES = ("_name_or_path", "transformers_version")  # differ between equal checkpoints
+# Config keys that may differ between checkpoints one server takes in turn: where a checkpoint came from, and
+# its dtype, since SGLang loads new weights into the served model's parameters in the dtype it started with
+# (the embedded float32 model takes verl's bfloat16 checkpoints, and a run's evaluations keep one dtype).
+CONFIG_NOTES = ("_name_or_path", "transformers_version", "dtype", "torch_dtype")
 
 
 def swap_blocker(served: str, wanted: str) -> str | None:

@@ -709,6 +709,9 @@ def test_swap_blocker_names_what_differs(tmp_path, local_model_dir):
 
     same = checkpoint_like(local_model_dir, tmp_path / "same", _name_or_path="elsewhere")
     assert swap_blocker(local_model_dir, same) is None  # only the note of where it came from differs
+    # verl saves bfloat16 checkpoints; a float32 server loads their weights in its own dtype
+    halved = checkpoint_like(local_model_dir, tmp_path / "halved", dtype="bfloat16", torch_dtype="bfloat16")
+    assert swap_blocker(local_model_dir, halved) is None
     wider = checkpoint_like(local_model_dir, tmp_path / "wider", hidden_size=1024)
     assert swap_blocker(local_model_dir, wider) == "their config.json differ"
     assert swap_blocker(local_model_dir, str(tmp_path / "gone")) == f"{tmp_path / 'gone'} has no config.json"
