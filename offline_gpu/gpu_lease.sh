@@ -7,7 +7,8 @@ set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-Usage: offline_gpu/gpu_lease.sh [--help] dist DIST | parts DIST PART_DIR | start ROOT PHASE... | wait ROOT [SECONDS]
+Usage: offline_gpu/gpu_lease.sh [--help] dist DIST | parts DIST PART_DIR | start ROOT PHASE...
+                          | run ROOT ARMS_FILE STEP... | wait ROOT [SECONDS]
                           | pack ROOT PACK_DIR [--slim] | give PACK_DIR OUT_DIR N | unpack ROOT DIR | kernels OUT_DIR
 
 Here, on a machine with PyPI:
@@ -26,8 +27,14 @@ Then, with DIST holding those:
 On the GPU machine, after `source offline_gpu/gpu_setup.sh` in the same call:
   start ROOT PHASE...  copy this repository to ROOT.repo and run offline_gpu/gpu_learning.sh "$MODEL" ROOT PHASE... there,
                        detached (setsid), logging to ROOT/logs/lease.log; the environment is passed on
-  wait ROOT [SECONDS]  until the run ends or SECONDS pass (560): prints each run's summary and the log's end;
-                       exits 0 while it runs or when it ended well, 1 when it failed
+  run ROOT ARMS_FILE STEP...
+                       runs of one's own, detached, in ROOT.repo like `start`: ARMS_FILE (bash) defines a function
+                       arm_NAME for each, called in the copy with ARM_DIR=ROOT/NAME (its log, rc, t0 and t1
+                       there) and PORT_BASE, 100 ports of its own; the STEPs run one after the other, and a step
+                       A+B runs A and B at once (`run /tmp/r K.sh K0 K1 R1+R2`)
+  wait ROOT [SECONDS]  until the run ends or SECONDS pass (560): prints each run's summary (or each arm's exit
+                       status, time and log's end) and the log's end; exits 0 while it runs or when it ended
+                       well, 1 when it failed
   pack ROOT PACK_DIR [--slim]
                        ROOT without models, checkpoints, training games and parquet (the LoRA adapters, every
                        evaluation, report, summary and log stay) as PACK_DIR/pack.tar.xz.NN, 15 MiB each,
@@ -51,6 +58,39 @@ shift 2
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # where, under $HOME, the GPU stack keeps what it compiles on first use
 KERNEL_CACHES=(.cache/tvm-ffi .cache/sglang .cache/flashinfer .cache/torch_extensions .triton/cache .nv/ComputeCache)
+
+# ROOT.repo: this run's copy of the checkout, not the call's tree, which the machine replaces between calls (nor
+# another run's); `make gpu`'s environments stay in the checkout and are linked in, where the scripts find them
+copy_checkout() {
+  local copy=$ROOT.repo venv
+  rm -rf "$copy" && mkdir -p "$copy" "$ROOT/logs"
+  tar -C "$REPO" --exclude=./.git --exclude='./.gpu*' --exclude='./.venv*' --exclude=./bench/results -cf - . \
+    | tar -C "$copy" -xf -
+  for venv in .venv-serve .venv-train; do [[ ! -d $REPO/$venv ]] || ln -s "$REPO/$venv" "$copy/$venv"; done
+  rm -f "$ROOT/logs/lease.rc"
+}
+
+# one arm of `run`: arm_NAME of the arms file, in the copy, its exit status and times beside its log
+run_arm() {
+  local name=$1 dir=$ROOT/$1
+  mkdir -p "$dir" && rm -f "$dir/rc" && date +%s > "$dir/t0"
+  (cd "$ROOT.repo" && ARM_DIR=$dir PORT_BASE=$2 "arm_$name") > "$dir/log" 2>&1 < /dev/null
+  echo $? > "$dir/rc" && date +%s > "$dir/t1"
+}
+
+# every step in turn, the arms of a step (A+B) at once; the last arm's failure is the run's
+run_steps() {
+  local step name port=30000 failed=0
+  for step in "$@"; do
+    for name in ${step//+/ }; do
+      run_arm "$name" "$port" &
+      port=$((port + 100))
+    done
+    wait
+    for name in ${step//+/ }; do [[ $(cat "$ROOT/$name/rc") == 0 ]] || failed=1; done
+  done
+  return $failed
+}
 case "$cmd" in
   dist)
     mkdir -p "$ROOT"
@@ -83,19 +123,42 @@ case "$cmd" in
     rm "$1/all.sha256"
     du -sh "$1"/p* ;;
   start)
-    copy=$ROOT.repo   # this run's copy, not the call's tree, which later calls replace (nor another run's)
-    rm -rf "$copy" && mkdir -p "$copy" "$ROOT/logs"
-    tar -C "$REPO" --exclude=./.gpu --exclude=./.git -cf - . | tar -C "$copy" -xf -
-    rm -f "$ROOT/logs/lease.rc"
+    copy_checkout
+    copy=$ROOT.repo
     export PYTHONPATH=$copy${PYTHONPATH:+:$PYTHONPATH}
     # shellcheck disable=SC2016  # expanded by the detached shell: its $0 is ROOT, $1 the copy, then the phases
     setsid bash -c 'bash "$1/offline_gpu/gpu_learning.sh" "${@:2}"; echo $? > "$0/logs/lease.rc"' \
       "$ROOT" "$copy" "$MODEL" "$ROOT" "$@" > "$ROOT/logs/lease.log" 2>&1 < /dev/null &
     echo "started gpu_learning.sh $* (pid $!)" ;;
+  run)
+    (($# >= 2)) || { usage >&2; exit 2; }
+    arms=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+    shift
+    copy_checkout
+    export PYTHONPATH=$ROOT.repo${PYTHONPATH:+:$PYTHONPATH}
+    # shellcheck disable=SC1090
+    source "$arms"
+    for step in "$@"; do
+      for name in ${step//+/ }; do
+        [[ $(type -t "arm_$name") == function ]] || { echo "run: $arms defines no arm_$name" >&2; exit 2; }
+      done
+    done
+    export -f run_arm run_steps
+    export ROOT ARMS=$arms
+    # shellcheck disable=SC2016  # expanded by the detached shell, which reads the arms file again
+    setsid bash -c 'source "$ARMS" && run_steps "$@"; echo $? > "$ROOT/logs/lease.rc"' run "$@" \
+      > "$ROOT/logs/lease.log" 2>&1 < /dev/null &
+    echo "started $* from $arms (pid $!)" ;;
   wait)
     end=$((SECONDS + ${1:-560}))
     while [[ ! -e $ROOT/logs/lease.rc ]] && ((SECONDS < end)); do sleep 10; done
     for summary in "$ROOT"/*/summary.md; do [[ -e $summary ]] && { echo "== $summary"; cat "$summary"; }; done
+    for arm in "$ROOT"/*/t0; do
+      [[ -e $arm ]] || continue
+      arm=$(dirname "$arm")
+      echo "== ${arm##*/}: exit $(cat "$arm/rc" 2> /dev/null || echo -), $(($(cat "$arm/t1" 2> /dev/null || date +%s) - $(cat "$arm/t0"))) s"
+      tail -n 3 "$arm/log" | cut -c1-240
+    done
     tail -n 15 "$ROOT/logs/lease.log"
     [[ ! -e $ROOT/logs/lease.rc ]] || { echo "finished: exit $(cat "$ROOT/logs/lease.rc")"; exit "$(cat "$ROOT/logs/lease.rc")"; } ;;
   pack)

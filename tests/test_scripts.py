@@ -1120,6 +1120,56 @@ stop_ray
             process.wait()
 
 
+def test_gpu_lease_runs_arms_in_steps_in_a_copy_that_finds_make_gpus_environments(tmp_path):
+    """`gpu_lease.sh run ROOT ARMS_FILE STEP...` outlives its call and the checkout, which the GPU machine replaces
+    between calls: the arms work in ROOT.repo, where the checkout's `.venv-serve`/`.venv-train` are linked and the
+    parts and results are not; steps run in turn, a step's A+B at once, each arm with ports of its own; `wait`
+    says each arm's exit status and the run's."""
+    import time
+
+    repo = tmp_path / "repo"
+    (repo / "offline_gpu").mkdir(parents=True)
+    for name in ("gpu_lease.sh", "call_room.sh"):
+        shutil.copy(REPO / "offline_gpu" / name, repo / "offline_gpu" / name)
+    for kept_out in (".gpuw/p00/part-00", "bench/results/big.json", ".venv/bin/python"):
+        (repo / kept_out).parent.mkdir(parents=True, exist_ok=True)
+        (repo / kept_out).write_text("x")
+    (repo / ".venv-train" / "bin").mkdir(parents=True)
+    (repo / "tool.txt").write_text("tracked")
+    arms = tmp_path / "arms.sh"
+    arms.write_text(
+        "WORDS=(one two)\n"  # the arms file's own variables reach the detached arms
+        'arm_A() { sleep 1; echo "A ${WORDS[1]} $PORT_BASE $(cat tool.txt)"; ls -d .venv .gpuw bench/results 2>&1\n'
+        "  test -L .venv-train && echo linked; }\n"
+        'arm_B() { date +%s%N > "$ARM_DIR/began"; sleep 1; echo "B $PORT_BASE"; }\n'
+        'arm_C() { date +%s%N > "$ARM_DIR/began"; echo "C $PORT_BASE"; exit 3; }\n'
+    )
+    root = tmp_path / "r"
+    lease = str(repo / "offline_gpu" / "gpu_lease.sh")
+    refused = subprocess.run(["bash", lease, "run", str(root), str(arms), "A", "D"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "defines no arm_D" in refused.stderr
+    started = subprocess.run(["bash", lease, "run", str(root), str(arms), "A", "B+C"], capture_output=True, text=True)
+    assert started.returncode == 0, started.stderr
+    shutil.rmtree(repo / "offline_gpu")  # the call's tree goes; the run goes on in its copy
+    (repo / "tool.txt").unlink()
+    for _ in range(100):
+        if (root / "logs" / "lease.rc").exists():
+            break
+        time.sleep(0.2)
+    assert (root / "logs" / "lease.rc").read_text().strip() == "1"  # C failed
+    log_a = (root / "A" / "log").read_text()
+    assert "A two 30000 tracked" in log_a and log_a.endswith("linked\n")
+    assert all(f"cannot access '{left}'" in log_a for left in (".venv", ".gpuw", "bench/results"))
+    assert (root / "B" / "log").read_text() == "B 30100\n" and (root / "C" / "log").read_text() == "C 30200\n"
+    assert [(root / arm / "rc").read_text().strip() for arm in "ABC"] == ["0", "0", "3"]
+    a_ended = int((root / "A" / "t1").read_text())
+    b_began, c_began = (int((root / arm / "began").read_text()) for arm in "BC")
+    assert abs(b_began - c_began) < 500_000_000 and b_began // 10**9 >= a_ended  # B and C at once, after A
+    shown = subprocess.run(["bash", str(root) + ".repo/offline_gpu/gpu_lease.sh", "wait", str(root), "1"],
+                           capture_output=True, text=True)  # fmt: skip
+    assert shown.returncode == 1 and "== C: exit 3" in shown.stdout and "== B: exit 0" in shown.stdout
+
+
 def test_gpu_lease_keeps_the_compiled_kernels_and_nothing_else(tmp_path):
     """`gpu_lease.sh kernels OUT` packs the first-use compilation caches under $HOME, not models or pip's cache,
     so a later machine can start SGLang without compiling them again."""
