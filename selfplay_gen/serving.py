@@ -195,6 +195,20 @@ def vocab_size(model: str) -> int | None:
     return size if isinstance(size, int) and size > 0 else None
 
 
+def served_dtype(model: str) -> str | None:
+    """The dtype SGLang serves the checkpoint `model` in with `--dtype auto`: its config's, but float16 for a
+    float32 checkpoint (bfloat16 for Gemma's), as SGLang's ModelConfig does; None for a model that is not a
+    local checkpoint or names no dtype."""
+    try:
+        config = json.loads((Path(model) / "config.json").read_text())
+        dtype = config.get("dtype") or config.get("torch_dtype")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if dtype in ("float32", "float"):
+        return "bfloat16" if str(config.get("model_type", "")).startswith("gemma") else "float16"
+    return dtype if isinstance(dtype, str) else None
+
+
 def model_args(args: Sequence[str], model: str) -> list[str]:
     """What a server with launch arguments `args` adds for `model` (see `running_cap`)."""
     return running_cap(args, vocab_size(model))

@@ -722,6 +722,37 @@ def test_swap_blocker_names_what_differs(tmp_path, local_model_dir):
     )
 
 
+def test_the_served_dtype_is_sglangs_choice_for_the_checkpoint(tmp_path, local_model_dir):
+    from selfplay_gen.serving import served_dtype
+
+    assert served_dtype(local_model_dir) == "float16"  # the embedded model is float32
+    assert served_dtype(checkpoint_like(local_model_dir, tmp_path / "bf16", dtype="bfloat16")) == "bfloat16"
+    old = checkpoint_like(local_model_dir, tmp_path / "old", dtype=None, torch_dtype="bfloat16")
+    assert served_dtype(old) == "bfloat16"  # transformers before 4.56 named it torch_dtype
+    gemma = checkpoint_like(local_model_dir, tmp_path / "gemma", model_type="gemma2")
+    assert served_dtype(gemma) == "bfloat16"
+    assert served_dtype(str(tmp_path / "gone")) is None
+
+
+def test_every_server_of_a_run_serves_in_the_initial_models_dtype(tmp_path, local_model_dir):
+    """verl saves checkpoints in bfloat16 and SGLang serves the float32 embedded model in float16: each
+    server of the run, the initial model's and every checkpoint's, is given the initial model's dtype, so
+    the paired differences compare models and not dtypes; servers.dtype or a --dtype of extra_args go first."""
+    args = ["--initial_model", local_model_dir, "--num_iterations", "2", "--warm.policy", "none"]
+    args += ["--servers.keep_servers", "false", "--servers.swap_weights", "false"]
+    out = dry_iterate(tmp_path / "a", *args)
+    launches = [line for line in out.splitlines() if "-m sglang.launch_server" in line]
+    assert len(launches) >= 3 and all(" --dtype float16" in line for line in launches)
+    assert any("iter_002" in line for line in launches)
+    chosen = dry_iterate(tmp_path / "b", *args, "--servers.dtype", "bfloat16")
+    assert chosen.count("--dtype bfloat16") == chosen.count("-m sglang.launch_server")
+    assert "--dtype float16" not in chosen
+    given = dry_iterate(tmp_path / "c", *args, "--servers.extra_args", "--dtype=float32")
+    assert "--dtype=float32" in given and "--dtype float16" not in given
+    bf16 = checkpoint_like(local_model_dir, tmp_path / "bf16", dtype="bfloat16")
+    assert "--dtype bfloat16" in dry_iterate(tmp_path / "d", *args, "--initial_model", bf16)
+
+
 def dry_iterate(tmp_path, *args, **env):
     from click.testing import CliRunner
 

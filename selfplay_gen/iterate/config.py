@@ -61,6 +61,12 @@ class ServerSettings:
         "given here replaces the install's. --disable-cuda-graph turns CUDA graphs off; --mem-fraction-static "
         "0.12 leaves room for other runs on the same GPU.", alias="EXTRA_SGLANG_ARGS",
     )  # fmt: skip
+    dtype: str | None = knob(
+        None, "The dtype every server serves in (SGLang's --dtype). null: in iterate, the one SGLang picks for "
+        "the initial model (float16 for a float32 one), so that the run's checkpoints, which verl saves in "
+        "bfloat16, play and are evaluated in the dtype the initial model was; elsewhere SGLang's own choice for "
+        "each checkpoint. A --dtype in extra_args goes first.", alias="SERVER_DTYPE",
+    )  # fmt: skip
     placement: str = knob(
         "local", "Where the servers run. local: on this machine, DP workers on GPUs apart. ray: across the nodes of "
         "the Ray cluster at RAY_ADDRESS (else the one `ray start` runs here), the DP workers spread one a node "

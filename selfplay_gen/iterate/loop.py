@@ -30,7 +30,7 @@ from pathlib import Path
 
 import click
 
-from .. import games
+from .. import games, serving
 from ..atomic import write_atomic
 from ..evaluation.splits import TEST
 from ..league import SCRIPTED_PREFIX, Member, scripted_member
@@ -126,6 +126,8 @@ class Run:
     def main(self) -> str:
         cfg = self.cfg
         initial = cfg.initial_model or (EMBEDDED_MODEL_DIR if cfg.dry_run else embedded_model())
+        if cfg.servers.dtype is None:  # every model of the run served as the initial one is
+            self.slots.settings = replace(self.slots.settings, dtype=serving.served_dtype(initial))
         base = Stage("base", "base", self.run_dir / "base")
         self.advance(initial, "base", base.dir)
         with self.slots, self.ahead, self.resident or contextlib.nullcontext():
