@@ -78,7 +78,7 @@ run_arm() {
   echo $? > "$dir/rc" && date +%s > "$dir/t1"
 }
 
-# every step in turn, the arms of a step (A+B) at once; the last arm's failure is the run's
+# every step in turn, the arms of a step (A+B) at once; the run fails when any arm does
 run_steps() {
   local step name port=30000 failed=0
   for step in "$@"; do

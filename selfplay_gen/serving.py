@@ -186,12 +186,18 @@ def with_own_kwargs(install: Sequence[str], own: Sequence[str]) -> list[str]:
     return [kv for kv in install if kv.split("=", 1)[0] not in named] + list(own)
 
 
+def _local_config(model: str) -> dict:
+    """`model`'s config.json; empty for a model that is not a local checkpoint."""
+    try:
+        config = json.loads((Path(model) / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
 def vocab_size(model: str) -> int | None:
     """The vocabulary size in `model`'s config.json; None for a model that is not a local checkpoint."""
-    try:
-        size = json.loads((Path(model) / "config.json").read_text()).get("vocab_size")
-    except (OSError, ValueError, AttributeError):
-        return None
+    size = _local_config(model).get("vocab_size")
     return size if isinstance(size, int) and size > 0 else None
 
 
@@ -199,11 +205,8 @@ def served_dtype(model: str) -> str | None:
     """The dtype SGLang serves the checkpoint `model` in with `--dtype auto`: its config's, but float16 for a
     float32 checkpoint (bfloat16 for Gemma's), as SGLang's ModelConfig does; None for a model that is not a
     local checkpoint or names no dtype."""
-    try:
-        config = json.loads((Path(model) / "config.json").read_text())
-        dtype = config.get("dtype") or config.get("torch_dtype")
-    except (OSError, ValueError, AttributeError):
-        return None
+    config = _local_config(model)
+    dtype = config.get("dtype") or config.get("torch_dtype")
     if dtype in ("float32", "float"):
         return "bfloat16" if str(config.get("model_type", "")).startswith("gemma") else "float16"
     return dtype if isinstance(dtype, str) else None

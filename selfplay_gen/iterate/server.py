@@ -126,8 +126,7 @@ class SGLangServer:
         extra += serving.model_args(extra, self.model)  # the pytorch sampler's cap for a large vocabulary
         if self.mem_fraction is not None:  # a shared GPU's share replaces the lone server's
             extra = without_option(extra, "--mem-fraction-static") + ["--mem-fraction-static", str(self.mem_fraction)]
-        if s.dtype and not any(arg == "--dtype" or arg.startswith("--dtype=") for arg in extra):
-            extra += ["--dtype", s.dtype]
+        extra = serving.with_own_args(["--dtype", s.dtype] if s.dtype else [], extra)  # extra_args' goes first
         if s.keep_servers:
             extra += ["--enable-memory-saver"]
 
