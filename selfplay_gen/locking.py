@@ -14,14 +14,16 @@ class Busy(OSError):
 
 
 class Lock:
-    """Holds an exclusive lock on `path` (a file, created if missing, or a directory) until closed."""
+    """Holds an exclusive lock on `path` (a file, created if missing, or a directory) until closed. With
+    `wait`, a second holder waits for the first instead of failing: for work that is the same whoever
+    does it, done once (a cache entry)."""
 
-    def __init__(self, path: Path, what: str):
+    def __init__(self, path: Path, what: str, wait: bool = False):
         self.path = Path(path)
         flags = os.O_RDONLY if self.path.is_dir() else os.O_RDWR | os.O_CREAT
         self._fd = os.open(self.path, flags, 0o644)
         try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(self._fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             os.close(self._fd)
             raise Busy(f"{what} is being written by another process (locked); wait for it to end") from None

@@ -16,11 +16,14 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from .locking import Lock
 
 RAW_MODEL = "SmolLM2-135M-Instruct"
 DEFAULT_MODEL = "SmolLM2-135M-Instruct-warm"
@@ -53,16 +56,12 @@ def resolve(model: str | None) -> str:
     model = model or DEFAULT_MODEL
     if model == RAW_MODEL:
         target = cache_dir() / RAW_MODEL
-        if not (target / "config.json").exists():
-            _materialize_raw(target)
+        materialize_once(target, _write_raw)
         return str(target)
     if model == DEFAULT_MODEL:
         # named by the adapter's hash, so a new adapter is never served from an old copy
         target = cache_dir() / f"{DEFAULT_MODEL}-{_adapter_digest()[:12]}"
-        if not (target / "config.json").exists():
-            partial = target.with_name(target.name + ".partial")
-            fold_adapter(Path(resolve(RAW_MODEL)), WARM_START_ADAPTER, partial)
-            partial.replace(target)
+        materialize_once(target, lambda out: fold_adapter(Path(resolve(RAW_MODEL)), WARM_START_ADAPTER, out))
         return str(target)
     if not Path(model).exists():
         raise FileNotFoundError(f"model '{model}' is not a local directory (nothing is downloaded from a hub)")
@@ -112,7 +111,26 @@ def fold_adapters(model_dir: Path, chain: Sequence[tuple[Path, Path]]) -> FoldTi
     return FoldTimes(read_s, links)
 
 
-def _materialize_raw(target: Path) -> None:
+def materialize_once(target: Path, write: Callable[[Path], object]) -> None:
+    """Make the model directory `target` by `write(partial)` unless it is there (its config.json), renamed into
+    place when whole. Processes started together (runs side by side on one machine) wait for the first one's
+    copy under a lock instead of writing the same directory at once; a partial copy a killed writer left is
+    written again."""
+    if (target / "config.json").exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with Lock(target.with_name(target.name + ".lock"), f"the model cache {target}", wait=True):
+        if (target / "config.json").exists():
+            return
+        partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        write(partial)
+        shutil.rmtree(target, ignore_errors=True)
+        partial.replace(target)
+
+
+def _write_raw(out: Path) -> None:
+    """The embedded GGUF as a Hugging Face model directory `out`, its turns ending with <|im_end|>."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -123,10 +141,8 @@ def _materialize_raw(target: Path) -> None:
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     model.generation_config.eos_token_id = model.config.eos_token_id = tokenizer.convert_tokens_to_ids(END_OF_TURN)
     model.generation_config.pad_token_id = model.config.pad_token_id = model.config.eos_token_id
-    partial = target.with_name(target.name + ".partial")
-    model.save_pretrained(partial)
-    tokenizer.save_pretrained(partial)
-    partial.replace(target)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
 
 
 @lru_cache(maxsize=8)

@@ -2,6 +2,8 @@
 folded in: it plays the game on CPU (valid moves, an agreement), and the raw model stays one name away."""
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -46,3 +48,25 @@ def test_the_default_model_plays_a_held_out_game_to_an_agreement(tmp_path):
     assert game["outcome"]["normalized_reward"] > 0
     first = next(e for e in game["events"] if e["kind"] == "message")
     assert first["text"].startswith("My scores:")  # the teacher protocol, as learned
+
+
+def test_runs_started_together_make_the_cached_model_once(tmp_path):
+    """Runs side by side resolve the embedded model at the same moment: one writes the copy, the others wait for
+    it, and none fails on the other's half-written directory (a killed writer's partial copy is written again)."""
+    target = tmp_path / "cache" / "model"
+    stale = target.with_name("model.partial")
+    stale.mkdir(parents=True)
+    (stale / "junk").write_text("left by a killed writer")
+    writes = []
+
+    def write(out: Path) -> None:
+        writes.append(out)
+        out.mkdir()
+        time.sleep(0.3)
+        (out / "config.json").write_text("{}")
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda _: models.materialize_once(target, write), range(4)))
+    assert writes == [stale]
+    assert sorted(p.name for p in target.iterdir()) == ["config.json"]
+    assert not stale.exists()
