@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import time
@@ -66,6 +67,33 @@ def resolve(model: str | None) -> str:
     if not Path(model).exists():
         raise FileNotFoundError(f"model '{model}' is not a local directory (nothing is downloaded from a hub)")
     return model
+
+
+def local_config(model: str) -> dict:
+    """`model`'s config.json; empty for a model that is not a local checkpoint."""
+    try:
+        config = json.loads((Path(model) / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def vocab_size(model: str) -> int | None:
+    """The vocabulary size in `model`'s config.json; None for a model that is not a local checkpoint."""
+    size = local_config(model).get("vocab_size")
+    return size if isinstance(size, int) and size > 0 else None
+
+
+DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
+
+
+def parameter_count(model: str) -> int | None:
+    """About how many parameters the local checkpoint `model` holds: its safetensors files' bytes over the bytes of
+    its config's dtype (their headers, a few kilobytes, aside); None without either."""
+    config = local_config(model)
+    size = DTYPE_BYTES.get(config.get("dtype") or config.get("torch_dtype") or "")
+    weights = sum(f.stat().st_size for f in Path(model).glob("*.safetensors")) if config else 0
+    return weights // size if size and weights else None
 
 
 @lru_cache(maxsize=1)

@@ -38,6 +38,8 @@ from pathlib import Path
 
 import click
 
+from . import models
+
 # module -> what its presence means; probed by import spec only, so nothing starts a GPU
 PROBED = {
     "sgl_kernel.flash_ops": "FlashAttention-3 ops of sgl-kernel",
@@ -186,26 +188,11 @@ def with_own_kwargs(install: Sequence[str], own: Sequence[str]) -> list[str]:
     return [kv for kv in install if kv.split("=", 1)[0] not in named] + list(own)
 
 
-def _local_config(model: str) -> dict:
-    """`model`'s config.json; empty for a model that is not a local checkpoint."""
-    try:
-        config = json.loads((Path(model) / "config.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return config if isinstance(config, dict) else {}
-
-
-def vocab_size(model: str) -> int | None:
-    """The vocabulary size in `model`'s config.json; None for a model that is not a local checkpoint."""
-    size = _local_config(model).get("vocab_size")
-    return size if isinstance(size, int) and size > 0 else None
-
-
 def served_dtype(model: str) -> str | None:
     """The dtype SGLang serves the checkpoint `model` in with `--dtype auto`: its config's, but float16 for a
     float32 checkpoint (bfloat16 for Gemma's), as SGLang's ModelConfig does; None for a model that is not a
     local checkpoint or names no dtype."""
-    config = _local_config(model)
+    config = models.local_config(model)
     dtype = config.get("dtype") or config.get("torch_dtype")
     if dtype in ("float32", "float"):
         return "bfloat16" if str(config.get("model_type", "")).startswith("gemma") else "float16"
@@ -214,7 +201,7 @@ def served_dtype(model: str) -> str | None:
 
 def model_args(args: Sequence[str], model: str) -> list[str]:
     """What a server with launch arguments `args` adds for `model` (see `running_cap`)."""
-    return running_cap(args, vocab_size(model))
+    return running_cap(args, models.vocab_size(model))
 
 
 def running_cap(args: Sequence[str], vocab: int | None) -> list[str]:
@@ -394,7 +381,7 @@ def _print_choice(
     """The choice for this install (and `model`) as `arguments` renders it on stdout, its reasons on stderr."""
     choice = choose(probe(python), cuda_graphs, priority_scheduling)
     rendered = arguments(choice)
-    vocab = vocab_size(model) if model else None
+    vocab = models.vocab_size(model) if model else None
     cap = running_cap(rendered, vocab)
     for reason in choice.reasons:
         click.echo(f"{who}: {reason}", err=True)

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
-from .. import config_tree, games, serving
+from .. import config_tree, games, models, serving
 from ..atomic import write_atomic
 from ..sampling import GROUP_SIZE
 from . import competition, decisions, report, trainers
@@ -29,7 +29,10 @@ from .verl_jobs import merge
 
 SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
 CONFIG_FILE = "config.yaml"  # a run's configuration, in RUN_DIR
-PPO_MICRO_TOKENS = 16384  # verl.ppo_micro_tokens when unset, or the prompt + response limits if longer
+# verl's micro-batches when unset, measured with SmolLM2's vocabulary: a micro-batch's logits are its tokens times
+# the vocabulary, so a larger vocabulary gets fewer tokens in proportion
+SFT_MICRO_TOKENS, PPO_MICRO_TOKENS, MEASURED_VOCABULARY = 32768, 16384, 49152
+CHECKPOINTING_FROM = 1_000_000_000  # parameters from which verl.gradient_checkpointing is on when unset
 T = TypeVar("T")
 
 
@@ -137,17 +140,32 @@ def with_servers(servers: ServerSettings) -> ServerSettings:
     )
 
 
-def with_verl(verl: Verl) -> Verl:
-    """verl's settings with what is left to the machine worked out: the rollout's engine options for the
-    install, and the tokens of a GRPO micro-batch (at least one sequence of the longest the limits allow)."""
+def with_verl(verl: Verl, model: str | None = None) -> Verl:
+    """verl's settings with what is left to the machine and the model worked out: the rollout's engine options for
+    the install; the tokens of a micro-batch (at least one sequence of the longest the limits allow), fewer for a
+    model of a larger vocabulary; and gradient checkpointing for a model of a billion parameters or more, whose
+    activations (every sequence padded to the limits) outgrow a GPU shared with servers. `model`: the run's
+    initial model (None: the embedded one)."""
+    vocab = models.vocab_size(model) if model else None
+    parameters = models.parameter_count(model) if model else None
+
+    def tokens(measured: int, longest: int) -> int:
+        if vocab and vocab > MEASURED_VOCABULARY:
+            measured = measured * MEASURED_VOCABULARY // vocab // 1024 * 1024
+        return max(measured, longest)
+
     longest = verl.max_prompt_length + verl.max_response_length
     if verl.ppo_micro_tokens is None:
-        verl = replace(verl, ppo_micro_tokens=max(PPO_MICRO_TOKENS, longest))
+        verl = replace(verl, ppo_micro_tokens=tokens(PPO_MICRO_TOKENS, longest))
     elif 0 < verl.ppo_micro_tokens < longest:
         raise click.BadParameter(
             f"{verl.ppo_micro_tokens} tokens cannot hold one sequence of up to {longest} (prompt + response limits)",
             param_hint="verl.ppo_micro_tokens",
         )
+    if verl.sft_micro_tokens is None:
+        verl = replace(verl, sft_micro_tokens=tokens(SFT_MICRO_TOKENS, verl.max_length or longest))
+    if verl.gradient_checkpointing is None:
+        verl = replace(verl, gradient_checkpointing=bool(parameters and parameters >= CHECKPOINTING_FROM))
     install = install_choice(verl.python, "verl rollout").engine_kwargs()
     kwargs = serving.with_own_kwargs(install, (verl.sglang_engine_kwargs or "").split())
     return replace(verl, sglang_engine_kwargs=" ".join(kwargs))
@@ -218,7 +236,9 @@ def iterate(o: dict[str, Any]) -> str | None:
         check_resident(cfg, trainer)
     if printed(cfg, o):
         return None
-    run = replace(cfg, servers=with_servers(cfg.servers), verl=with_verl(cfg.verl), tools=cfg.tools.resolved())
+    run = replace(
+        cfg, servers=with_servers(cfg.servers), verl=with_verl(cfg.verl, cfg.initial_model), tools=cfg.tools.resolved()
+    )
     if not cfg.dry_run:
         cfg.run_dir.mkdir(parents=True, exist_ok=True)
         note_changes(cfg.run_dir / CONFIG_FILE, cfg)
@@ -322,7 +342,7 @@ def train_command(**o: Any) -> None:
     mode, rank = cfg.mode, cfg.lora_rank
     data, val = MODE_DATA[mode]
     shell = Shell(o["dry_run"])
-    verl = with_verl(cfg.verl)
+    verl = with_verl(cfg.verl, cfg.model_path)
     job = TrainJob(
         mode=mode, model=cfg.model_path, train_files=cfg.train_files or f"{data}/train.parquet",
         val_files=cfg.val_files or f"{data}/{val}", out_dir=cfg.out_dir,

@@ -276,17 +276,18 @@ class Verl:
     )
     # a small model's step costs about the same per micro-batch whatever it holds, so the warm start's steps
     # go in 2 micro-batches on one GPU and 1 a GPU on two (bench/results/fsdp2_h200x2_2026-11-26/)
-    sft_micro_tokens: int = knob(
-        32768, "sft: tokens per micro-batch a GPU (verl's data.max_token_len_per_gpu); fewer, larger micro-batches "
+    sft_micro_tokens: int | None = knob(
+        None, "sft: tokens per micro-batch a GPU (verl's data.max_token_len_per_gpu); fewer, larger micro-batches "
         "make a small model's step faster. Lower it if a larger model runs out of memory.", type=POSITIVE,
-        alias="SFT_MICRO_TOKENS",
+        alias="SFT_MICRO_TOKENS", show_default="32768, fewer in proportion for a vocabulary larger than SmolLM2's",
     )  # fmt: skip
     # a few large micro-batches keep a small model's GPU busy (bench/results/rl_online_tokens_h100_2026-11-25/)
     ppo_micro_tokens: int | None = knob(
         None, "GRPO: tokens per micro-batch for updates and log-probs (verl's use_dynamic_bsz; at least "
         "prompt + response limits); 0: verl.micro_batch_size sequences a micro-batch. Many small micro-batches "
         "leave a small model's GPU mostly idle.", type=COUNT, alias="PPO_MICRO_TOKENS",
-        show_default="16384, or the prompt + response limits if longer",
+        show_default="16384, fewer in proportion for a vocabulary larger than SmolLM2's; at least the prompt + "
+        "response limits",
     )  # fmt: skip
     # online GRPO: the untrained seat's sampling temperature (selfplay_loop's +selfplay.partner_temperature)
     rollout_partner_temperature: float | None = knob(
@@ -325,9 +326,10 @@ class Verl:
         "hooks make a small model's step about twice as long.", type=click.Choice(["fsdp", "fsdp2"]),
         alias="FSDP_STRATEGY",
     )  # fmt: skip
-    gradient_checkpointing: bool = knob(
-        False, "Recompute activations in the backward pass (sft and the GRPO actor): less memory, about a third "
-        "more time a step. A 1.5B model may need it.", alias=Alias("GRADIENT_CHECKPOINTING", TRUE_FALSE),
+    gradient_checkpointing: bool | None = knob(
+        None, "Recompute activations in the backward pass (sft and the GRPO actor): less memory, about a third "
+        "more time a step.", alias=Alias("GRADIENT_CHECKPOINTING", TRUE_FALSE),
+        show_default="on for a model of a billion parameters or more",
     )  # fmt: skip
     # cuDNN builds a plan for each new shape of a padded micro-batch; false, the faster SFT step side by side
     # (bench/results/grpo_batch_h200x2_2026-11-26/), leaves flash / memory-efficient attention
