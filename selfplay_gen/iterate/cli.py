@@ -144,8 +144,8 @@ def with_verl(verl: Verl, model: str | None = None) -> Verl:
     """verl's settings with what is left to the machine and the model worked out: the rollout's engine options for
     the install; the tokens of a micro-batch (at least one sequence of the longest the limits allow), fewer for a
     model of a larger vocabulary; and gradient checkpointing for a model of a billion parameters or more, whose
-    activations (every sequence padded to the limits) outgrow a GPU shared with servers. `model`: the run's
-    initial model (None: the embedded one)."""
+    activations (each game padded to the longest of its micro-batch) outgrow a GPU shared with servers. `model`:
+    the run's initial model (None: the embedded one)."""
     vocab = models.vocab_size(model) if model else None
     parameters = models.parameter_count(model) if model else None
 
