@@ -11,6 +11,7 @@ from selfplay_gen.games.matching import MatchingGame
 from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance
 from selfplay_gen.games.matching.record import TERMINATIONS
 from selfplay_gen.games.matching.scripted import ScriptedPlayer
+from selfplay_gen.games.move_formats import BOXED_ASK, NO_BOXED_MOVE
 from selfplay_gen.runner import GameSpec, play, play_game
 
 
@@ -125,3 +126,48 @@ def test_the_instance_is_a_game_instance():
     inst = MatchingGame.instance_type.from_seed(3)
     assert MatchingGame.instance_type.from_dict(inst.to_dict()) == inst and inst.id == "seed-3"
     assert set(STOPS) < set(TERMINATIONS) == set(MatchingGame.terminations)
+
+
+def test_a_boxed_move_is_read_from_the_reasoning_and_the_partner_is_told_the_move_alone():
+    """`move_format` boxed: the seats are asked to reason, the last \\boxed{...} of a response is its move (a
+    proposal's lines inside), and a response that boxes nothing is refused and kept whole; what the partner is
+    told, and what the game's events keep, is the move without the reasoning."""
+    game = GameConfig("matching", options={"move_format": "boxed"}).new()
+    start = game.reset(Instance.from_seed(3))
+    assert all(system.endswith(BOXED_ASK) for system in start.system)
+    refused = game.step(0, "My best cell is 80, so [message] I see 80 for Ada on BLEU.")
+    assert not refused.valid and refused.error == NO_BOXED_MOVE and game.to_move == 0
+    assert refused.told[1] == () and game.events()[-1]["text"].startswith("My best cell")
+    reasoning = "I should share first; [propose] would be too early.\n"
+    made = game.step(0, reasoning + "\\boxed{[message] Ada on BLEU is 80 for me.}")
+    assert made.valid and (game.events()[-1]["kind"], game.events()[-1]["text"]) == (
+        "message",
+        "Ada on BLEU is 80 for me.",
+    )
+    assert not any("too early" in line for line in made.told[1]) and any("80 for me" in line for line in made.told[1])
+    lines = "\n".join(f"{paper}: {reviewer}" for paper, reviewer in zip(PAPERS, REVIEWERS, strict=True))
+    proposed = game.step(1, f"Matching each paper to a reviewer.\n\\boxed{{[propose] Proposal:\n{lines}}}")
+    assert proposed.valid and game.events()[-1]["kind"] == "propose"
+    game.step(0, "It is a fair start. \\boxed{\\text{[accept]}}")
+    assert game.done and game.outcome.details["move_format"] == "boxed"
+
+
+@pytest.mark.parametrize("policy", ["teacher", "random"])
+async def test_scripted_seats_answer_in_the_boxed_format_and_play_the_same_game(policy):
+    """A scripted seat of a boxed game is asked as the models are and boxes each move (a format warm start's chats
+    teach what the game reads); the game it plays is the plain game's, move for move."""
+    instance = Instance.from_seed(5)
+    played = {}
+    for move_format in ("plain", "boxed"):
+        game = MatchingGame(move_format=move_format)
+        first = game.reset(instance)
+        make = game.random_player if policy == "random" else game.scripted_player
+        knobs = {} if policy == "random" else {"policy": "teacher"}
+        players = [make(s, seed=11 + s, **knobs) for s in (0, 1)]
+        assert await play(game, players, first) is None
+        played[move_format] = (game.events(), game.outcome.rewards, players)
+    assert played["boxed"][:2] == played["plain"][:2]
+    for plain, boxed in zip(played["plain"][2], played["boxed"][2], strict=True):
+        assert boxed.messages[0]["content"] == plain.messages[0]["content"] + "\n" + BOXED_ASK
+        said = [m["content"] for m in plain.messages if m["role"] == "assistant"]
+        assert [m["content"] for m in boxed.messages if m["role"] == "assistant"] == [f"\\boxed{{{s}}}" for s in said]

@@ -23,6 +23,7 @@ from selfplay_gen import games
 from selfplay_gen.backends.base import Backend, Generation, SamplingParams
 from selfplay_gen.cli import main
 from selfplay_gen.games import GameConfig
+from selfplay_gen.games.move_formats import BOXED_ASK, NO_BOXED_MOVE
 from selfplay_gen.games.textarena import fixes, kuhn_strategy
 from selfplay_gen.games.textarena import game as adapter
 from selfplay_gen.players import LLMPlayer
@@ -202,11 +203,11 @@ def test_a_boxed_move_is_the_last_boxed_answer_and_the_reasoning_before_it_is_no
     environment seeing it: its mover is told why, its partner sees nothing of it."""
     game = GameConfig("textarena:KuhnPoker-v0", options={"move_format": "boxed"}).new()
     start = game.reset(game.instance_type.from_seed(3))
-    assert all(system.endswith(adapter.BOXED_ASK) for system in start.system)
+    assert all(system.endswith(BOXED_ASK) for system in start.system)
     mover = game.to_move
     refused = game.step(mover, "I hold a card. [bet] looks strong, so I will [bet].")
-    assert not refused.valid and refused.error == adapter.NO_BOXED_MOVE and game.to_move == mover
-    assert refused.told[mover] == (f"[GAME] {adapter.NO_BOXED_MOVE}",) and refused.told[1 - mover] == ()
+    assert not refused.valid and refused.error == NO_BOXED_MOVE and game.to_move == mover
+    assert refused.told[mover] == (f"[GAME] {NO_BOXED_MOVE}",) and refused.told[1 - mover] == ()
     assert game.events()[-1]["text"].startswith("I hold a card") and game.invalid_moves == 1
     made = game.step(mover, "Betting with [bet] risks a chip; [check] is safer.\n$\\boxed{\\text{check}}$")
     assert made.valid and game.events()[-1]["text"] == "[check]"  # LaTeX's \text{} taken off, as SPIRAL does
@@ -231,7 +232,9 @@ def test_scripted_seats_answer_boxed_and_the_strategy_reads_the_same_games(tmp_p
         assert turns and all(re.fullmatch(r"\\boxed\{\[\w+\]\}", t) for t in turns)
         assert boxed["outcome"]["move_format"] == "boxed" and "move_format" not in plain["outcome"]
         assert kuhn_strategy.decisions(plain) == kuhn_strategy.decisions(boxed)
-    refused = CliRunner().invoke(main, ["--move-format", "boxed", "-n", "1", "--out", str(tmp_path / "m.jsonl")])
+    refused = CliRunner().invoke(
+        main, ["--game", "negotiation", "--move-format", "boxed", "-n", "1", "--out", str(tmp_path / "m.jsonl")]
+    )
     assert refused.exit_code == 2 and "does not take the options {'move_format': 'boxed'}" in refused.output
 
 

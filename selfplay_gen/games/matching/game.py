@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..base import Game, GameInstance, InvalidMove, Observation, Outcome, Seed, StepResult
+from ..base import Game, GameInstance, InvalidMove, Limits, Observation, Outcome, Seed, StepResult
+from ..move_formats import NO_BOXED_MOVE, PLAIN, asked, boxed, checked
 from . import prompts
 from .instance import HUMAN_GAMES, Instance, score
 from .moves import Move, parse_move
@@ -63,6 +64,12 @@ class MatchingGame(Game[Instance, Move]):
     evaluation = "selfplay_gen.games.matching.report"
     move_grammar = "[message] text · [propose] Proposal: then 8 lines “paper: reviewer” · [accept] · [reject]"
 
+    def __init__(self, limits: Limits | None = None, move_format: str = PLAIN):
+        """`move_format` (`move_formats`): how a response gives its move; boxed, a seat reasons before it moves,
+        and its partner is told the move alone."""
+        self.move_format = checked(move_format)
+        super().__init__(limits)
+
     @classmethod
     def record_view(cls, record, view):
         from .view import record_view  # its metrics' imports (pandas) only when a page asks
@@ -82,15 +89,19 @@ class MatchingGame(Game[Instance, Move]):
     def reset(self, instance: Instance) -> Observation:
         self.instance = instance
         self._clear()
-        return Observation(tuple(prompts.system_prompt(instance, seat) for seat in (0, 1)), ((prompts.FIRST_MOVE,), ()))
+        system = tuple(asked(prompts.system_prompt(instance, seat), self.move_format) for seat in (0, 1))
+        return Observation(system, ((prompts.FIRST_MOVE,), ()))
 
     def step(self, seat: int, text: str) -> StepResult[Move]:
         self._check_turn(seat)
         told: tuple[list[str], list[str]] = ([], [])
+        move_text = text if self.move_format == PLAIN else boxed(text)
         try:
-            move = self._check(parse_move(text))
+            if move_text is None:
+                raise InvalidMove(NO_BOXED_MOVE)
+            move = self._check(parse_move(move_text))
         except InvalidMove as err:
-            self._refuse(seat, text, err)
+            self._refuse(seat, text if move_text is None else move_text, err)  # a response with no box, whole
             told[seat].append(prompts.INVALID.format(error=err))
             return StepResult(seat, None, str(err), (tuple(told[0]), tuple(told[1])), self.done)
         self._count(Event(seat, move.kind, move.text, [list(p) for p in move.pairs] or None))
@@ -125,7 +136,10 @@ class MatchingGame(Game[Instance, Move]):
         raw = score(instance, proposal) if proposal else 0
         best = instance.best_reward
         normalized = raw / best if best else 0.0
-        details = {"proposal": proposal, "raw_reward": raw, "best_reward": best, "normalized_reward": normalized}
+        details: dict[str, Any] = {"proposal": proposal, "raw_reward": raw, "best_reward": best}
+        details["normalized_reward"] = normalized
+        if self.move_format != PLAIN:
+            details["move_format"] = self.move_format
         self._outcome = Outcome(termination, proposal is not None, (normalized, normalized), details)
 
     def scripted_player(self, seat: int, *, seed: Seed = None, **knobs: Any) -> Player:
@@ -136,13 +150,14 @@ class MatchingGame(Game[Instance, Move]):
         instance = self._running()
         if options["policy"] == "share":
             rng = np.random.default_rng(seed)
-            return ScriptedPlayer(instance, seat, share=float(options["share"]), rng=rng)
+            return ScriptedPlayer(instance, seat, share=float(options["share"]), rng=rng).answering_in(self.move_format)
         if options["policy"] == "teacher":
-            return TeacherPlayer(instance, seat, plan=options["plan"], rng=np.random.default_rng(seed))
+            teacher = TeacherPlayer(instance, seat, plan=options["plan"], rng=np.random.default_rng(seed))
+            return teacher.answering_in(self.move_format)
         raise ValueError(f"unknown matching policy {options['policy']!r}; choose one of {', '.join(POLICIES)}")
 
     def random_player(self, seat: int, *, seed: Seed = None) -> Player:
-        return RandomPlayer(self._running(), seat, np.random.default_rng(seed))
+        return RandomPlayer(self._running(), seat, np.random.default_rng(seed)).answering_in(self.move_format)
 
     @classmethod
     def human_instances(cls, count: int) -> list[GameInstance]:

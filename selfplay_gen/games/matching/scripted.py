@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..base import ChatSeat, StepResult
+from ..move_formats import PLAIN, answer, asked
 from . import prompts
 from .assignment import max_matching
 from .instance import PAPERS, REVIEWERS, Instance
@@ -23,9 +24,23 @@ class Player(ChatSeat):
     """A model-free seat of the matching game: its system prompt shows its own table, and it
     reads each of its partner's valid moves (`partner_moved`)."""
 
+    move_format = PLAIN
+
     def __init__(self, instance: Instance, seat: int):
         super().__init__(seat, prompts.system_prompt(instance, seat))
         self.instance = instance
+
+    def answering_in(self, move_format: str) -> Player:
+        """This seat with its moves given in `move_format` and its system prompt asking for it, as the game asks its
+        models: a format warm start's chats then teach the format the game reads."""
+        self.move_format = move_format
+        self.messages[0]["content"] = asked(self.messages[0]["content"], move_format)
+        return self
+
+    async def act(self) -> str:
+        text = answer(await super().act(), self.move_format)
+        self.messages[-1]["content"] = text
+        return text
 
     def observe(self, told: Sequence[str], step: StepResult[Any] | None) -> None:
         super().observe(told, step)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import random
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -43,6 +42,7 @@ from ..base import (
     Seed,
     StepResult,
 )
+from ..move_formats import NO_BOXED_MOVE, PLAIN, answer, asked, boxed, checked
 from . import fixes
 
 FAMILY = "textarena"
@@ -55,14 +55,6 @@ FIRST_MOVE = "[GAME] You move first."  # the adapter's words, where the environm
 # chips won a hand, in an environment that keeps chips (Kuhn Poker: `fixes.keeps_chips`)
 OUTCOME, CHIPS = "outcome", "chips"
 REWARD_MODES = (OUTCOME, CHIPS)
-# how a seat's response gives its move: `plain`, the response is the move as the environment parses it (its
-# first bracketed words); `boxed`, as SPIRAL plays these games: the seat is asked to reason before it moves and
-# the last \boxed{...} of its response is the move, so the reasoning may name moves it does not make
-PLAIN, BOXED = "plain", "boxed"
-MOVE_FORMATS = (PLAIN, BOXED)
-BOXED_ASK = "Please reason step by step, and put your final answer within \\boxed{}."  # SPIRAL's words
-BOX_OPEN, BOX_TEXT = "\\boxed{", re.compile(r"\\text\{(.*)\}", re.DOTALL)  # \boxed{\text{[bet]}}: [bet]
-NO_BOXED_MOVE = "no move: put your final move within \\boxed{}"  # a response the environment never sees
 
 
 class EnvUnavailable(ValueError):
@@ -200,9 +192,7 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
             raise ValueError(f"unknown reward mode {reward_mode!r}; choose one of {', '.join(REWARD_MODES)}")
         if reward_mode == CHIPS and not fixes.keeps_chips(env_class(self.env_id)):
             raise ValueError(f"the reward mode {CHIPS} needs a game of chips (Kuhn Poker); {self.env_id} keeps none")
-        if move_format not in MOVE_FORMATS:
-            raise ValueError(f"unknown move format {move_format!r}; choose one of {', '.join(MOVE_FORMATS)}")
-        self.reward_mode, self.move_format = reward_mode, move_format
+        self.reward_mode, self.move_format = reward_mode, checked(move_format)
         super().__init__(limits)
         self.env: Any = None
         self._random: Any = None
@@ -257,9 +247,9 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
             self.env.reset(num_players=2, seed=instance.seed)
         state = self.env.state
         self.system = tuple(
-            "\n".join(
-                [text for _, text, kind in state.observations[seat] if kind == ta.ObservationType.PROMPT]
-                + ([BOXED_ASK] if self.move_format == BOXED else [])
+            asked(
+                "\n".join(text for _, text, kind in state.observations[seat] if kind == ta.ObservationType.PROMPT),
+                self.move_format,
             )
             for seat in range(2)
         )
@@ -275,24 +265,14 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
         wrapper brackets a bare move (`boxed`); None when it boxes nothing."""
         if self.move_format == PLAIN:
             return text
-        start = text.rfind(BOX_OPEN)
-        if start < 0:
+        move = boxed(text)
+        if move is None:
             return None
-        depth = 0
-        for end in range(start + len(BOX_OPEN) - 1, len(text)):
-            depth += {"{": 1, "}": -1}.get(text[end], 0)
-            if depth == 0:
-                break
-        else:
-            return None  # a box never closed
-        inner = text[start + len(BOX_OPEN) : end].strip()
-        wrapped = BOX_TEXT.fullmatch(inner)
-        move = (wrapped.group(1) if wrapped else inner).strip()
         return move if "[" in move or "]" in move else f"[{move}]"
 
     def answer(self, move: str) -> str:
         """A response that makes `move` in this game's move format (a scripted seat's)."""
-        return move if self.move_format == PLAIN else f"\\boxed{{{move}}}"
+        return answer(move, self.move_format)
 
     def step(self, seat: int, text: str) -> StepResult[Event]:
         self._check_turn(seat)

@@ -21,6 +21,7 @@ import pandas as pd
 
 from ...stats.metrics import LEVEL, bootstrap_counts
 from ..base import Limits
+from ..move_formats import NO_BOXED_MOVE
 from .fixes import KUHN_MOVE
 from .scripted import kuhn_aggression
 
@@ -76,7 +77,7 @@ def decisions(record: Mapping[str, Any]) -> list[tuple[int, int, bool]]:
     for event in record["events"]:
         if game.done or event["kind"] not in ("move", "invalid"):
             break
-        if event.get("error") == adapter.NO_BOXED_MOVE:
+        if event.get("error") == NO_BOXED_MOVE:
             continue  # refused before the environment saw it; a valid event holds the move itself
         seat, text, state = event["player"], event["text"], game.env.state.game_state
         if event["kind"] == "move":
