@@ -168,6 +168,8 @@ async def test_scripted_seats_answer_in_the_boxed_format_and_play_the_same_game(
         played[move_format] = (game.events(), game.outcome.rewards, players)
     assert played["boxed"][:2] == played["plain"][:2]
     for plain, boxed in zip(played["plain"][2], played["boxed"][2], strict=True):
-        assert boxed.messages[0]["content"] == plain.messages[0]["content"] + "\n" + BOXED_ASK
+        assert boxed.messages[0]["content"] == game.reset(instance).system[boxed.seat]  # as the game asks a model
+        assert boxed.messages[0]["content"].endswith(BOXED_ASK) and "\\boxed{[reject]}" in boxed.messages[0]["content"]
+        assert "never shown to your partner" in plain.messages[0]["content"]
         said = [m["content"] for m in plain.messages if m["role"] == "assistant"]
         assert [m["content"] for m in boxed.messages if m["role"] == "assistant"] == [f"\\boxed{{{s}}}" for s in said]

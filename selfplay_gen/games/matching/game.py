@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..base import Game, GameInstance, InvalidMove, Limits, Observation, Outcome, Seed, StepResult
-from ..move_formats import NO_BOXED_MOVE, PLAIN, asked, boxed, checked
+from ..move_formats import NO_BOXED_MOVE, PLAIN, boxed, checked
 from . import prompts
 from .instance import HUMAN_GAMES, Instance, score
 from .moves import Move, parse_move
@@ -89,7 +89,7 @@ class MatchingGame(Game[Instance, Move]):
     def reset(self, instance: Instance) -> Observation:
         self.instance = instance
         self._clear()
-        system = tuple(asked(prompts.system_prompt(instance, seat), self.move_format) for seat in (0, 1))
+        system = tuple(prompts.system_prompt(instance, seat, self.move_format) for seat in (0, 1))
         return Observation(system, ((prompts.FIRST_MOVE,), ()))
 
     def step(self, seat: int, text: str) -> StepResult[Move]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from ..move_formats import BOXED, PLAIN, answer, asked
 from .instance import PAPERS, REVIEWERS, Instance
 from .moves import render_proposal
 
@@ -26,11 +27,15 @@ Each of your turns is exactly one move, starting with its tag:
 <paper>: <reviewer>   (8 lines, every paper and every reviewer exactly once)
 [accept]   (accept your partner's pending proposal; ends the game)
 [reject]   (reject it; then you move again)
-A pending proposal must be answered with [accept] or [reject]. Anything you write before the tag is \
-private and never shown to your partner.
+A pending proposal must be answered with [accept] or [reject]. {private}
 
 Example proposal:
-[propose] {example}"""
+{example}"""
+PRIVATE = {
+    PLAIN: "Anything you write before the tag is private and never shown to your partner.",
+    BOXED: "Reason step by step first, then put your move, its tag included, within \\boxed{} at the end of "
+    "your response, e.g. \\boxed{[reject]}: your partner is shown the boxed move and nothing else.",
+}
 
 
 def render_row(reviewer: int, cells: list[tuple[int, int]]) -> str:
@@ -66,9 +71,12 @@ def stated_cells(text: str) -> list[tuple[int, int, int]]:
     return cells
 
 
-def system_prompt(instance: Instance, player: int) -> str:
-    example = render_proposal([(i, i) for i in range(8)])
-    return RULES.format(example=example) + "\n\nYour table:\n" + render_table(instance.view(player))
+def system_prompt(instance: Instance, player: int, move_format: str = PLAIN) -> str:
+    """The rules, as a response gives its move in `move_format` (boxed: with SPIRAL's request after the table, as
+    every boxed game asks), and the player's own table."""
+    example = answer("[propose] " + render_proposal([(i, i) for i in range(8)]), move_format)
+    rules = RULES.format(example=example, private=PRIVATE[move_format])
+    return asked(rules + "\n\nYour table:\n" + render_table(instance.view(player)), move_format)
 
 
 FIRST_MOVE = "You move first. Make your move."

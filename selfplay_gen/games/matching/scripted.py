@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..base import ChatSeat, StepResult
-from ..move_formats import PLAIN, answer, asked
+from ..move_formats import PLAIN, answer
 from . import prompts
 from .assignment import max_matching
 from .instance import PAPERS, REVIEWERS, Instance
@@ -34,7 +34,7 @@ class Player(ChatSeat):
         """This seat with its moves given in `move_format` and its system prompt asking for it, as the game asks its
         models: a format warm start's chats then teach the format the game reads."""
         self.move_format = move_format
-        self.messages[0]["content"] = asked(self.messages[0]["content"], move_format)
+        self.messages[0]["content"] = prompts.system_prompt(self.instance, self.seat, move_format)
         return self
 
     async def act(self) -> str:
