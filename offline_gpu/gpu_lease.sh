@@ -7,8 +7,8 @@ set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-Usage: offline_gpu/gpu_lease.sh [--help] dist DIST | parts DIST PART_DIR | start ROOT PHASE...
-                          | run ROOT ARMS_FILE STEP... | wait ROOT [SECONDS]
+Usage: offline_gpu/gpu_lease.sh [--help] dist DIST | parts DIST PART_DIR | install DIR | installed DIR [SECONDS]
+                          | start ROOT PHASE... | run ROOT ARMS_FILE STEP... | wait ROOT [SECONDS]
                           | pack ROOT PACK_DIR [--slim] | give PACK_DIR OUT_DIR N | unpack ROOT DIR | kernels OUT_DIR
 
 Here, on a machine with PyPI:
@@ -24,6 +24,14 @@ Then, with DIST holding those:
                        `parts` (their number): carry one pNN per call, offline_gpu/gpu_setup.sh joins them; a part
                        and the repository's tracked files share a call's 64 MiB, so PART_MIB defaults to what
                        they leave (on disk, less 4 MiB)
+On the GPU machine, once every part has arrived (in /tmp/gpu-parts), in the background:
+  install DIR          copy this checkout to DIR and source offline_gpu/gpu_setup.sh there, detached (DIR.log, then
+                       DIR.rc, its exit status), so the next calls carry more (a model's chunks) while `make gpu`
+                       runs; later calls `source DIR/offline_gpu/gpu_setup.sh` from DIR once it is done (at once)
+                       and run DIR/offline_gpu/gpu_lease.sh, whose runs find the environments there
+  installed DIR [SECONDS]
+                       until the install ends or SECONDS pass (560): the end of its log; exits with its status, 3
+                       while it runs
 On the GPU machine, after `source offline_gpu/gpu_setup.sh` in the same call:
   start ROOT PHASE...  copy this repository to ROOT.repo and run offline_gpu/gpu_learning.sh "$MODEL" ROOT PHASE... there,
                        detached (setsid), logging to ROOT/logs/lease.log; the environment is passed on
@@ -61,11 +69,14 @@ KERNEL_CACHES=(.cache/tvm-ffi .cache/sglang .cache/flashinfer .cache/torch_exten
 
 # ROOT.repo: this run's copy of the checkout, not the call's tree, which the machine replaces between calls (nor
 # another run's); `make gpu`'s environments stay in the checkout and are linked in, where the scripts find them
+copy_tree() {
+  rm -rf "$1" && mkdir -p "$1"
+  tar -C "$REPO" --exclude=./.git --exclude='./.gpu*' --exclude='./.venv*' --exclude=./bench/results -cf - . \
+    | tar -C "$1" -xf -
+}
 copy_checkout() {
   local copy=$ROOT.repo venv
-  rm -rf "$copy" && mkdir -p "$copy" "$ROOT/logs"
-  tar -C "$REPO" --exclude=./.git --exclude='./.gpu*' --exclude='./.venv*' --exclude=./bench/results -cf - . \
-    | tar -C "$copy" -xf -
+  copy_tree "$copy" && mkdir -p "$ROOT/logs"
   for venv in .venv-serve .venv-train; do [[ ! -d $REPO/$venv ]] || ln -s "$REPO/$venv" "$copy/$venv"; done
   rm -f "$ROOT/logs/lease.rc"
 }
@@ -122,6 +133,19 @@ case "$cmd" in
     done
     rm "$1/all.sha256"
     du -sh "$1"/p* ;;
+  install)
+    copy_tree "$ROOT" && rm -f "$ROOT.rc"
+    # expanded by the detached shell, its $0 DIR; gpu_setup.sh exports MODEL only once it has installed everything
+    # shellcheck disable=SC2016
+    setsid bash -c 'cd "$0" && unset MODEL && source offline_gpu/gpu_setup.sh && [[ -n ${MODEL:-} ]]; echo $? > "$0.rc"' \
+      "$ROOT" > "$ROOT.log" 2>&1 < /dev/null &
+    echo "installing in $ROOT (pid $!; log $ROOT.log)" ;;
+  installed)
+    end=$((SECONDS + ${1:-560}))
+    while [[ ! -e $ROOT.rc ]] && ((SECONDS < end)); do sleep 3; done
+    tail -n 5 "$ROOT.log" 2> /dev/null || true
+    [[ -e $ROOT.rc ]] || { echo "installed: $ROOT is still installing" >&2; exit 3; }
+    exit "$(cat "$ROOT.rc")" ;;
   start)
     copy_checkout
     copy=$ROOT.repo

@@ -1170,6 +1170,50 @@ def test_gpu_lease_runs_arms_in_steps_in_a_copy_that_finds_make_gpus_environment
     assert shown.returncode == 1 and "== C: exit 3" in shown.stdout and "== B: exit 0" in shown.stdout
 
 
+def test_gpu_lease_installs_in_the_background_where_later_runs_find_the_environments(tmp_path):
+    """`gpu_lease.sh install DIR` copies the checkout (no parts, results or environments) and sources its
+    gpu_setup.sh there, detached, so the calls after it carry more while `make gpu` runs; `installed DIR` says
+    whether it ended and how (3 while it runs; a setup that still lacks parts, exporting no MODEL, failed); a run
+    started from DIR links DIR's environments."""
+    repo = tmp_path / "repo"
+    (repo / "offline_gpu").mkdir(parents=True)
+    for name in ("gpu_lease.sh", "call_room.sh"):
+        shutil.copy(REPO / "offline_gpu" / name, repo / "offline_gpu" / name)
+    for kept_out in (".gpuw/p00/part-00", "bench/results/big.json", ".venv/bin/python"):
+        (repo / kept_out).parent.mkdir(parents=True, exist_ok=True)
+        (repo / kept_out).write_text("x")
+    # gpu_setup.sh's stand-in: `make gpu` (the environment, after a while), then MODEL when the parts were all there
+    (repo / "offline_gpu" / "gpu_setup.sh").write_text(
+        'sleep "${SETUP_S:-0}"; mkdir -p .venv-train/bin; echo "made in $(pwd)"\n'
+        '[ -e "$HOME/all_parts" ] || return 0\nexport MODEL=/tmp/model\n'
+    )
+    lease, home = str(repo / "offline_gpu" / "gpu_lease.sh"), tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "SETUP_S": "2"}
+    inst = tmp_path / "inst"
+    started = subprocess.run(["bash", lease, "install", str(inst)], capture_output=True, text=True, env=env)
+    assert started.returncode == 0 and f"installing in {inst}" in started.stdout
+    running = subprocess.run(["bash", lease, "installed", str(inst), "0"], capture_output=True, text=True, env=env)
+    assert running.returncode == 3 and "still installing" in running.stderr
+    failed = subprocess.run(["bash", lease, "installed", str(inst), "20"], capture_output=True, text=True, env=env)
+    assert failed.returncode == 1 and f"made in {inst}" in failed.stdout  # no MODEL: parts were missing
+    assert not any((inst / left).exists() for left in (".gpuw", "bench/results", ".venv"))
+    assert (inst / "offline_gpu" / "gpu_lease.sh").exists()
+    (home / "all_parts").write_text("")
+    subprocess.run(["bash", lease, "install", str(inst)], capture_output=True, text=True, env={**env, "SETUP_S": "0"})
+    done = subprocess.run(["bash", lease, "installed", str(inst), "20"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    arms = tmp_path / "arms.sh"
+    arms.write_text("arm_A() { readlink .venv-train; }\n")
+    root = tmp_path / "r"
+    ran = subprocess.run(["bash", str(inst / "offline_gpu" / "gpu_lease.sh"), "run", str(root), str(arms), "A"],
+                         capture_output=True, text=True, env=env)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    shown = subprocess.run(["bash", str(inst / "offline_gpu" / "gpu_lease.sh"), "wait", str(root), "20"],
+                           capture_output=True, text=True, env=env)  # fmt: skip
+    assert shown.returncode == 0 and (root / "A" / "log").read_text().strip() == str(inst / ".venv-train")
+
+
 def test_gpu_lease_keeps_the_compiled_kernels_and_nothing_else(tmp_path):
     """`gpu_lease.sh kernels OUT` packs the first-use compilation caches under $HOME, not models or pip's cache,
     so a later machine can start SGLang without compiling them again."""
