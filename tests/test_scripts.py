@@ -1120,6 +1120,18 @@ stop_ray
             process.wait()
 
 
+def lease_checkout(repo: Path) -> Path:
+    """A checkout as the GPU machine's call has it: gpu_lease.sh, and what no copy of it should carry (a part, the
+    results, the CPU environment)."""
+    (repo / "offline_gpu").mkdir(parents=True)
+    for name in ("gpu_lease.sh", "call_room.sh"):
+        shutil.copy(REPO / "offline_gpu" / name, repo / "offline_gpu" / name)
+    for kept_out in (".gpuw/p00/part-00", "bench/results/big.json", ".venv/bin/python"):
+        (repo / kept_out).parent.mkdir(parents=True, exist_ok=True)
+        (repo / kept_out).write_text("x")
+    return repo
+
+
 def test_gpu_lease_runs_arms_in_steps_in_a_copy_that_finds_make_gpus_environments(tmp_path):
     """`gpu_lease.sh run ROOT ARMS_FILE STEP...` outlives its call and the checkout, which the GPU machine replaces
     between calls: the arms work in ROOT.repo, where the checkout's `.venv-serve`/`.venv-train` are linked and the
@@ -1127,13 +1139,7 @@ def test_gpu_lease_runs_arms_in_steps_in_a_copy_that_finds_make_gpus_environment
     says each arm's exit status and the run's."""
     import time
 
-    repo = tmp_path / "repo"
-    (repo / "offline_gpu").mkdir(parents=True)
-    for name in ("gpu_lease.sh", "call_room.sh"):
-        shutil.copy(REPO / "offline_gpu" / name, repo / "offline_gpu" / name)
-    for kept_out in (".gpuw/p00/part-00", "bench/results/big.json", ".venv/bin/python"):
-        (repo / kept_out).parent.mkdir(parents=True, exist_ok=True)
-        (repo / kept_out).write_text("x")
+    repo = lease_checkout(tmp_path / "repo")
     (repo / ".venv-train" / "bin").mkdir(parents=True)
     (repo / "tool.txt").write_text("tracked")
     arms = tmp_path / "arms.sh"
@@ -1175,13 +1181,7 @@ def test_gpu_lease_installs_in_the_background_where_later_runs_find_the_environm
     gpu_setup.sh there, detached, so the calls after it carry more while `make gpu` runs; `installed DIR` says
     whether it ended and how (3 while it runs; a setup that still lacks parts, exporting no MODEL, failed); a run
     started from DIR links DIR's environments."""
-    repo = tmp_path / "repo"
-    (repo / "offline_gpu").mkdir(parents=True)
-    for name in ("gpu_lease.sh", "call_room.sh"):
-        shutil.copy(REPO / "offline_gpu" / name, repo / "offline_gpu" / name)
-    for kept_out in (".gpuw/p00/part-00", "bench/results/big.json", ".venv/bin/python"):
-        (repo / kept_out).parent.mkdir(parents=True, exist_ok=True)
-        (repo / kept_out).write_text("x")
+    repo = lease_checkout(tmp_path / "repo")
     # gpu_setup.sh's stand-in: `make gpu` (the environment, after a while), then MODEL when the parts were all there
     (repo / "offline_gpu" / "gpu_setup.sh").write_text(
         'sleep "${SETUP_S:-0}"; mkdir -p .venv-train/bin; echo "made in $(pwd)"\n'
