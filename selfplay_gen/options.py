@@ -94,8 +94,8 @@ def reward_mode_knob() -> str | None:
 
 def move_format_knob() -> str | None:
     return knob(
-        None, "How a seat's response gives its move, in a game that offers a choice (matching, TextArena's): plain, "
-        "the response is the move as the game reads it; boxed, the seat is asked to reason step by step and the "
+        None, "How a seat's response gives its move, in a game that offers a choice: plain, the "
+        "response is the move as the game reads it; boxed, the seat is asked to reason step by step and the "
         "last \\boxed{...} of its response is its move (SPIRAL's format) [null: the game's, plain].",
         alias="MOVE_FORMAT",
     )  # fmt: skip
