@@ -84,16 +84,23 @@ def vocab_size(model: str) -> int | None:
     return size if isinstance(size, int) and size > 0 else None
 
 
+def config_dtype(config: dict) -> str | None:
+    """The dtype a config.json names: `dtype`, or `torch_dtype` as transformers before 4.56 wrote it."""
+    dtype = config.get("dtype") or config.get("torch_dtype")
+    return dtype if isinstance(dtype, str) else None
+
+
 DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
 
 
 def parameter_count(model: str) -> int | None:
     """About how many parameters the local checkpoint `model` holds: its safetensors files' bytes over the bytes of
     its config's dtype (their headers, a few kilobytes, aside); None without either."""
-    config = local_config(model)
-    size = DTYPE_BYTES.get(config.get("dtype") or config.get("torch_dtype") or "")
-    weights = sum(f.stat().st_size for f in Path(model).glob("*.safetensors")) if config else 0
-    return weights // size if size and weights else None
+    size = DTYPE_BYTES.get(config_dtype(local_config(model)) or "")
+    if not size:
+        return None
+    weights = sum(f.stat().st_size for f in Path(model).glob("*.safetensors"))
+    return weights // size if weights else None
 
 
 @lru_cache(maxsize=1)

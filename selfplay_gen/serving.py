@@ -193,10 +193,10 @@ def served_dtype(model: str) -> str | None:
     float32 checkpoint (bfloat16 for Gemma's), as SGLang's ModelConfig does; None for a model that is not a
     local checkpoint or names no dtype."""
     config = models.local_config(model)
-    dtype = config.get("dtype") or config.get("torch_dtype")
+    dtype = models.config_dtype(config)
     if dtype in ("float32", "float"):
         return "bfloat16" if str(config.get("model_type", "")).startswith("gemma") else "float16"
-    return dtype if isinstance(dtype, str) else None
+    return dtype
 
 
 def model_args(args: Sequence[str], model: str) -> list[str]:

@@ -147,7 +147,6 @@ def with_verl(verl: Verl, model: str | None = None) -> Verl:
     activations (each game padded to the longest of its micro-batch) outgrow a GPU shared with servers. `model`:
     the run's initial model (None: the embedded one)."""
     vocab = models.vocab_size(model) if model else None
-    parameters = models.parameter_count(model) if model else None
 
     def tokens(measured: int, longest: int) -> int:
         if vocab and vocab > MEASURED_VOCABULARY:
@@ -165,6 +164,7 @@ def with_verl(verl: Verl, model: str | None = None) -> Verl:
     if verl.sft_micro_tokens is None:
         verl = replace(verl, sft_micro_tokens=tokens(SFT_MICRO_TOKENS, verl.max_length or longest))
     if verl.gradient_checkpointing is None:
+        parameters = models.parameter_count(model) if model else None
         verl = replace(verl, gradient_checkpointing=bool(parameters and parameters >= CHECKPOINTING_FROM))
     install = install_choice(verl.python, "verl rollout").engine_kwargs()
     kwargs = serving.with_own_kwargs(install, (verl.sglang_engine_kwargs or "").split())
