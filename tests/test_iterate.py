@@ -782,6 +782,10 @@ def test_online_grpo_plays_inside_verl_for_many_steps_and_validates_every_n(tmp_
         "actor_rollout_ref.rollout.n=8 ",
         "+selfplay.max_new_tokens=640",  # the matching teacher plan's proposals need 640
         "actor_rollout_ref.rollout.temperature=0.7",
+        # validation samples as the games it stands for do (verl's default is greedy)
+        "actor_rollout_ref.rollout.val_kwargs.temperature=0.7",
+        "actor_rollout_ref.rollout.val_kwargs.top_p=1",
+        "actor_rollout_ref.rollout.val_kwargs.do_sample=True",
         "trainer.total_training_steps=40",
         "trainer.test_freq=10",
         "actor_rollout_ref.model.lora_rank=16 actor_rollout_ref.model.lora_alpha=32",

@@ -118,18 +118,25 @@ def ppo_command(
         engine = [
             f"+actor_rollout_ref.rollout.engine_kwargs.sglang.{kv}" for kv in (verl.sglang_engine_kwargs or "").split()
         ]
+    sampled = [
+        f"actor_rollout_ref.rollout.temperature={number(sampling.temperature)}",
+        f"actor_rollout_ref.rollout.top_p={number(sampling.top_p)}",
+    ]
     if job.mode == "offline":
         mode = [
             *REPLAY_WORKERS,
-            f"actor_rollout_ref.rollout.temperature={number(sampling.temperature)}",
-            f"actor_rollout_ref.rollout.top_p={number(sampling.top_p)}",
+            *sampled,
             "actor_rollout_ref.rollout.calculate_log_probs=True",
             f"algorithm.rollout_correction.rollout_is={verl.rollout_is}",
             f"algorithm.rollout_correction.rollout_is_threshold={number(verl.rollout_is_threshold)}",
         ]
     else:
+        # validation samples as training and the run's evaluation do, not greedily (verl's default): a
+        # greedy policy can repeat itself to the move limit in a game the sampled one settles
         mode = [
-            f"actor_rollout_ref.rollout.temperature={number(sampling.temperature)}",
+            *sampled,
+            *(setting.replace("rollout.", "rollout.val_kwargs.", 1) for setting in sampled),
+            "actor_rollout_ref.rollout.val_kwargs.do_sample=True",
             f"+selfplay.max_moves={sampling.max_moves}",
             f"+selfplay.max_new_tokens={sampling.max_new_tokens}",
         ]

@@ -37,10 +37,11 @@ reward, the same as offline (`+selfplay.invalid_move_penalty` and `+selfplay.joi
 Game settings come from the optional trainer config group `selfplay` (Hydra
 `+selfplay.max_moves=30 +selfplay.max_invalid=3 +selfplay.max_new_tokens=512
 +selfplay.invalid_move_penalty=0`; unset, the defaults of every run: `selfplay_gen.sampling`); sampling
-(temperature, top_p, top_k, logprobs) is verl's, greedy during validation.
+(temperature, top_p, top_k, logprobs) is verl's, its `rollout.val_kwargs` during validation (greedy by
+verl's default; `selfplay-gen iterate` sets them to the run's sampling).
 
 `+selfplay.partner_temperature=T` samples the seat that is not trained at temperature T (at most
-the turn's own, so validation stays greedy). With T=0 the partner answers greedily: in a group of
+the turn's own, so a greedy validation stays greedy). With T=0 the partner answers greedily: in a group of
 n games of one instance and seat, the partner's replies then follow from the trained seat's moves
 alone, so the rewards' differences, and the advantages, credit the trained seat's choices rather
 than the partner's sampling luck. By default both seats sample alike.
