@@ -404,15 +404,23 @@ CONSOLE = """\
 """
 
 
-def test_the_summary_says_when_training_entropy_collapses(tmp_path):
-    """Token entropy falling below a quarter of its start is called collapsing under the run's curves."""
+def test_the_summary_says_whether_training_reward_rises_and_entropy_collapses(tmp_path):
+    """Under the run's curves: the training games' mean reward and the token entropy from the first step to the
+    last, and entropy falling below a quarter of its start called collapsing."""
     falling = [{"step": float(i), "actor/entropy": e} for i, e in enumerate([0.42, 0.35, 0.17, 0.06], 1)]
-    assert report.entropy_trend(falling) == (
-        "token entropy 0.420 → 0.060 nats from step 1 to 4: **collapsing** (below 25% of its start)"
+    assert report.training_trend(falling) == (
+        "token entropy 0.420 → 0.060 nats from step 1 to 4: **collapsing** (entropy below 25% of its start)"
     )
-    assert report.entropy_trend(falling[:1]) is None and report.entropy_trend([{"step": 1.0}]) is None
+    assert report.training_trend(falling[:1]) is None and report.training_trend([{"step": 1.0}]) is None
     kept = [{"step": 1.0, "actor/entropy": 0.24}, {"step": 16.0, "actor/entropy": 0.21}]
-    assert report.entropy_trend(kept) == "token entropy 0.240 → 0.210 nats from step 1 to 16"
+    assert report.training_trend(kept) == "token entropy 0.240 → 0.210 nats from step 1 to 16"
+    rising = [{**k, "critic/score/mean": r} for k, r in zip(kept, (0.164, 0.459))]
+    assert report.training_trend(rising) == (
+        "reward of its games 0.164 → 0.459, token entropy 0.240 → 0.210 nats from step 1 to 16"
+    )
+    assert report.training_trend([{k: v for k, v in s.items() if "entropy" not in k} for s in rising]) == (
+        "reward of its games 0.164 → 0.459 from step 1 to 16"
+    )
     train = tmp_path / "iter_001" / "train"
     train.mkdir(parents=True)
     (train / report.STEPS_FILE).write_text(json.dumps(falling))

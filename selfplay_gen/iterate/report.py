@@ -113,7 +113,7 @@ def write_summary(run_dir: Path) -> str:
         parts.append("\n## Training curves\n\n")
         for plot in plots:
             parts.append(f"![{name(plot.parent.parent)}]({plot.relative_to(run_dir)})\n")
-            trend = entropy_trend(_read_steps(plot.parent / STEPS_FILE))
+            trend = training_trend(_read_steps(plot.parent / STEPS_FILE))
             if trend:
                 parts.append(f"\n{name(plot.parent.parent)}: {trend}\n\n")
     text = "".join(parts)
@@ -362,17 +362,27 @@ def tensorboard_metrics(events: Path) -> list[dict[str, float]]:
     return [steps[k] for k in sorted(steps)]
 
 
-def entropy_trend(steps: list[dict[str, float]]) -> str | None:
-    """The training's token entropy from its first logged step to its last, and whether it is collapsing
-    (ending below `COLLAPSE` of where it began): a policy that stops exploring stops finding better play,
-    which a run's reader should not have to find in a plot. None without entropy."""
-    points = [(s["step"], s[ENTROPY]) for s in steps if ENTROPY in s]
-    if len(points) < 2:
+def training_trend(steps: list[dict[str, float]]) -> str | None:
+    """The mean reward of the training's games and its token entropy, from the first logged step to the last,
+    and whether the entropy is collapsing (ending below `COLLAPSE` of where it began): whether the run learns, and
+    whether its policy has stopped exploring (and so stopped finding better play), are what a run's reader looks
+    for first, and should not have to read off a plot. None without either."""
+    reward = next((n for n in CURVES["reward"] if any(n in s for s in steps)), None)
+    ends = {}  # metric: its first and last (step, value)
+    for metric in (reward, ENTROPY):
+        points = [(s["step"], s[metric]) for s in steps if metric in s]
+        if len(points) >= 2:
+            ends[metric] = (points[0], points[-1])
+    if not ends:
         return None
-    (first_step, first), (last_step, last) = points[0], points[-1]
-    text = f"token entropy {first:.3f} → {last:.3f} nats from step {first_step:g} to {last_step:g}"
-    if first > 0 and last < COLLAPSE * first:
-        return f"{text}: **collapsing** (below {COLLAPSE:.0%} of its start)"
+    said = {reward: ("reward of its games", ""), ENTROPY: ("token entropy", " nats")}
+    moves = ", ".join(f"{said[m][0]} {a:.3f} → {b:.3f}{said[m][1]}" for m, ((_, a), (_, b)) in ends.items())
+    (first_step, _), (last_step, _) = next(iter(ends.values()))
+    text = f"{moves} from step {first_step:g} to {last_step:g}"
+    if ENTROPY in ends:
+        (_, first), (_, last) = ends[ENTROPY]
+        if first > 0 and last < COLLAPSE * first:
+            return f"{text}: **collapsing** (entropy below {COLLAPSE:.0%} of its start)"
     return text
 
 
