@@ -644,7 +644,9 @@ class OnlineGRPOSettings(TrainerSettings):
         100, "verl steps per iteration (verl.save_freq: which are exported and evaluated).", type=POSITIVE,
         alias="ONLINE_STEPS",
     )  # fmt: skip
-    test_freq: int = knob(10, "Validate on development instances every N steps.", alias="ONLINE_TEST_FREQ")
+    test_freq: int = knob(
+        10, "Validate on development instances every N steps, sampled as the rollout samples.", alias="ONLINE_TEST_FREQ"
+    )
     test_instances: int = knob(
         16, "Development instances each validation plays (from seed 10**9).", type=POSITIVE,
         alias="ONLINE_TEST_INSTANCES",
