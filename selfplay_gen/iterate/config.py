@@ -340,8 +340,11 @@ class Verl:
         "or memory-efficient kernels.", alias=Alias("CUDNN_ATTENTION", TRUE_FALSE),
     )  # fmt: skip
     use_remove_padding: bool = knob(
-        False, "actor_rollout_ref.model.use_remove_padding.", alias=Alias("USE_REMOVE_PADDING", TRUE_FALSE)
-    )
+        False, "Pack a micro-batch's games into one row instead of padding each to the longest "
+        "(actor_rollout_ref.model.use_remove_padding): no compute or logits memory on padding. SDPA keeps the "
+        "games apart by their positions, without flash-attn.",
+        alias=Alias("USE_REMOVE_PADDING", TRUE_FALSE),
+    )  # fmt: skip
     offline_engine: bool = knob(
         True, "Offline GRPO starts verl's rollout engine, which it never samples from; false: verl's synchronous "
         "trainer without one (selfplay_gen.verl.replay_trainer), no SGLang start, CUDA-graph capture or weight "
