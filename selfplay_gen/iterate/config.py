@@ -357,7 +357,9 @@ class Verl:
         "iteration. The optimizer state, the learning-rate schedule and the LoRA adapter carry over between "
         "iterations, each iteration trains the first one's steps, and the servers keep "
         "servers.overlap_mem_fraction of the GPU beside it. Without a rollout engine (as verl.offline_engine "
-        "false). Not with a promotion rule, which may set a model aside that the trainer goes on from.",
+        "false). Not with a promotion rule, which may set a model aside that the trainer goes on from. A stopped "
+        "run resumes from the job's checkpoint in RUN_DIR, which a run carried to another machine as its LoRA "
+        "adapters leaves behind: such a run trains with a job per iteration.",
         alias=Alias("RESIDENT_TRAINER", TRUE_FALSE),
     )  # fmt: skip
     enforce_eager: bool = knob(False, "Rollout engine: without CUDA graphs.", alias=Alias("ENFORCE_EAGER", TRUE_FALSE))
