@@ -389,6 +389,12 @@ async def test_online_scripted_game_trains_each_seat_on_its_own_moves(init_dir, 
         server = ScriptServerManager(tokenizer, {0: ["[message] Hello.", proposal], 1: ["[message] Hi.", "[accept]"]})
         out = await play_online(cfg, server, ds[seat])
         assert out.extra_fields["termination"] == "accepted" and out.reward_score == pytest.approx(1.0)
+        # the game's own measures, which verl's validation averages per step
+        measures = out.extra_fields["reward_extra_info"]
+        assert {k: measures[k] for k in ("agreed", "optimal", "invalid", "proposals", "messages")} == {
+            "agreed": 1.0, "optimal": 1.0, "invalid": 0.0, "proposals": 1.0, "messages": 2.0,
+        }  # fmt: skip
+        assert all(type(v) is float for v in measures.values()), measures
         check_seat_trajectory(out, server.calls, seat, RESPONSE_LENGTH)
         own = np.asarray(out.response_mask, bool)
         texts = tokenizer.decode(np.asarray(out.response_ids)[own], skip_special_tokens=True)

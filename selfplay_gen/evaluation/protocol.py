@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .. import games as registry
@@ -45,3 +46,12 @@ def records_table(records: Sequence[Record], seats: tuple[str, str]) -> pd.DataF
     if len(played) > 1:
         raise ValueError(f"the games are of several games ({', '.join(played)}); evaluate one game at a time")
     return evaluation_of(played[0]).table(records, seats) if played else pd.DataFrame()
+
+
+def game_measures(record: Record) -> dict[str, float]:
+    """One game's numeric measures as its game's evaluation counts them: the scalar columns of its row
+    (agreement, moves, invalid moves, cells stated, ...), for a trainer that averages them over the games of a
+    step, so its curves show what the seats do and not their reward alone."""
+    (row,) = records_table([record], ("model", "model")).to_dict("records")
+    numbers = (bool, int, float, np.bool_, np.integer, np.floating)
+    return {name: float(value) for name, value in row.items() if isinstance(value, numbers) and not pd.isna(value)}

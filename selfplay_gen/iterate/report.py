@@ -36,6 +36,10 @@ CURVES = {
     "KL": ("actor/kl_loss", "actor/ppo_kl"),
     "clip fraction": ("actor/pg_clipfrac",),
 }
+# what each validation's games did, as verl logs its means (val-core/<data source>/reward/mean@1 and
+# val-aux/<data source>/<measure>/mean@1, the measures from each game's evaluation row): plotted one panel each,
+# a line per data source
+VALIDATION = ("reward", "agreed", "invalid", "stated_cells", "proposals")
 
 
 @dataclass(frozen=True)
@@ -394,11 +398,22 @@ def _read_steps(path: Path) -> list[dict[str, float]]:
     return steps if isinstance(steps, list) else []
 
 
-def plot_curves(steps: list[dict[str, float]], out: Path) -> bool:
-    """Plot reward, entropy, KL and clip fraction per step, each where the trainer logged it, into
-    `out`; False when it logged none of them."""
+def curve_panels(steps: list[dict[str, float]]) -> dict[str, list[str]]:
+    """The curves `plot_curves` draws: each panel's title and the logged metrics it plots."""
     found = {title: next((n for n in names if any(n in s for s in steps)), None) for title, names in CURVES.items()}
-    shown = {title: name for title, name in found.items() if name}
+    panels = {f"{title} ({name})": [name] for title, name in found.items() if name}
+    logged = sorted({name for s in steps for name in s if name.startswith("val-")})
+    for measure in VALIDATION:
+        names = [n for n in logged if n.endswith(f"/{measure}/mean@1")]
+        if names:
+            panels[f"validation: {measure} (mean a game)"] = names
+    return panels
+
+
+def plot_curves(steps: list[dict[str, float]], out: Path) -> bool:
+    """Plot reward, entropy, KL and clip fraction per step, and what each validation's games did (`VALIDATION`),
+    each where the trainer logged it, into `out`; False when it logged none of them."""
+    shown = curve_panels(steps)
     if not shown:
         return False
     import matplotlib
@@ -407,10 +422,13 @@ def plot_curves(steps: list[dict[str, float]], out: Path) -> bool:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, len(shown), figsize=(4 * len(shown), 3), squeeze=False)
-    for axis, (title, name) in zip(axes[0], shown.items()):
-        points = [(s["step"], s[name]) for s in steps if name in s]
-        axis.plot([p[0] for p in points], [p[1] for p in points], marker=".")
-        axis.set_title(f"{title} ({name})", fontsize=8)
+    for axis, (title, names) in zip(axes[0], shown.items()):
+        for name in names:
+            points = [(s["step"], s[name]) for s in steps if name in s]
+            axis.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=name.split("/")[1])
+        if len(names) > 1:
+            axis.legend(fontsize=6)
+        axis.set_title(title, fontsize=8)
         axis.set_xlabel("step")
     figure.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)

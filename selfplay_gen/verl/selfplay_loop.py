@@ -32,7 +32,9 @@ a broken token invariant) is never trained either: both seats return that fully 
 trajectory, and its reward (0: no agreement) still counts in the group's mean and std, since
 verl's GRPO cannot leave one session of a group out. The reward is `selfplay_gen.reward`'s training
 reward, the same as offline (`+selfplay.invalid_move_penalty` and `+selfplay.joint_weight`, as
-`selfplay-convert`'s options; the joint-outcome term apart in the output's `joint_term`).
+`selfplay-convert`'s options; the joint-outcome term apart in the output's `joint_term`). The game's own
+measures (its evaluation row's numbers: agreement, invalid moves, cells stated, ...) go with it as
+`reward_extra_info`, which verl's validation averages per step (val-aux/<data source>/<measure>/mean@1).
 
 Game settings come from the optional trainer config group `selfplay` (Hydra
 `+selfplay.max_moves=30 +selfplay.max_invalid=3 +selfplay.max_new_tokens=512
@@ -57,6 +59,7 @@ from uuid import uuid4
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
 from ..backends.base import Backend, BackendError, Generation, SamplingParams
+from ..evaluation.protocol import game_measures
 from ..games import GameConfig
 from ..games.base import Game, GameInstance, Limits, Observation
 from ..players import LLMPlayer
@@ -184,6 +187,8 @@ class SelfPlayAgentLoop(AgentLoopBase):
                 "joint_term": joint_term(record, self.joint_weight),  # the training reward's joint-outcome part
                 "termination": outcome["termination"],
                 "failed": bool(record["failure"]),
+                # verl's validation logs each as val-aux/<data source>/<name>/mean@1
+                "reward_extra_info": game_measures(record),
                 **backend.versions(),
             },
         )
