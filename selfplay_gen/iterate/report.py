@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -371,7 +371,7 @@ def training_trend(steps: list[dict[str, float]]) -> str | None:
     and whether the entropy is collapsing (ending below `COLLAPSE` of where it began): whether the run learns, and
     whether its policy has stopped exploring (and so stopped finding better play), are what a run's reader looks
     for first, and should not have to read off a plot. None without either."""
-    reward = next((n for n in CURVES["reward"] if any(n in s for s in steps)), None)
+    reward = first_logged(CURVES["reward"], steps)
     ends = {}  # metric: its first and last (step, value)
     for metric in (reward, ENTROPY):
         points = [(s["step"], s[metric]) for s in steps if metric in s]
@@ -398,9 +398,14 @@ def _read_steps(path: Path) -> list[dict[str, float]]:
     return steps if isinstance(steps, list) else []
 
 
+def first_logged(names: Sequence[str], steps: list[dict[str, float]]) -> str | None:
+    """The first of `names` (one curve's metric as verl names it in its versions) that some step logged."""
+    return next((name for name in names if any(name in s for s in steps)), None)
+
+
 def curve_panels(steps: list[dict[str, float]]) -> dict[str, list[str]]:
     """The curves `plot_curves` draws: each panel's title and the logged metrics it plots."""
-    found = {title: next((n for n in names if any(n in s for s in steps)), None) for title, names in CURVES.items()}
+    found = {title: first_logged(names, steps) for title, names in CURVES.items()}
     panels = {f"{title} ({name})": [name] for title, name in found.items() if name}
     logged = sorted({name for s in steps for name in s if name.startswith("val-")})
     for measure in VALIDATION:
