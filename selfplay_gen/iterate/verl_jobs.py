@@ -118,10 +118,8 @@ def ppo_command(
         engine = [
             f"+actor_rollout_ref.rollout.engine_kwargs.sglang.{kv}" for kv in (verl.sglang_engine_kwargs or "").split()
         ]
-    sampled = [
-        f"actor_rollout_ref.rollout.temperature={number(sampling.temperature)}",
-        f"actor_rollout_ref.rollout.top_p={number(sampling.top_p)}",
-    ]
+    played = {"temperature": number(sampling.temperature), "top_p": number(sampling.top_p)}
+    sampled = [f"actor_rollout_ref.rollout.{key}={value}" for key, value in played.items()]
     if job.mode == "offline":
         mode = [
             *REPLAY_WORKERS,
@@ -135,7 +133,7 @@ def ppo_command(
         # greedy policy can repeat itself to the move limit in a game the sampled one settles
         mode = [
             *sampled,
-            *(setting.replace("rollout.", "rollout.val_kwargs.", 1) for setting in sampled),
+            *(f"actor_rollout_ref.rollout.val_kwargs.{key}={value}" for key, value in played.items()),
             "actor_rollout_ref.rollout.val_kwargs.do_sample=True",
             f"+selfplay.max_moves={sampling.max_moves}",
             f"+selfplay.max_new_tokens={sampling.max_new_tokens}",
