@@ -1,0 +1,50 @@
+# shellcheck shell=bash
+# Arms for `offline_gpu/gpu_lease.sh run ROOT .lease/arms78.sh Q62+QB` on a make-gpu install, two H200s, one Qwen
+# run a GPU (two resident trainers and a Qwen run did not fit one H200: ../overlap_qwen_online_h200x2_2026-11-29/).
+#   Q62 issue 62 (and 59): Qwen2.5-Coder-1.5B offline GRPO, format warm start on 1,024 random games, then 2
+#       iterations of 1,024 games with one resident verl job, LoRA r16: the iteration's wall time and GPU
+#       utilization for a 1.5B model, alone on GPU 0
+#   QB  issue 59: matching from the rules alone with Qwen in SPIRAL's format: boxed format warm start on 256
+#       random games, online GRPO, alone on GPU 1. Its adapters come back in the full pack, so a later lease
+#       continues the run (gpu_lease.sh unpack, gpu_learning.sh restore, the same run with num_iterations=2).
+# The Qwen arms skip their base evaluation (measured in bench/results/rules_alone_qwen_h200x2_2026-11-29/) and run
+# with the model-sized defaults (gradient checkpointing on, 5,120 / 10,240 micro-batch tokens).
+# Qwen: the GGUF's chunks received into QWEN_IN (prepare_qwen.sh receive); the first Qwen arm converts it to QWEN.
+QWEN=${QWEN:-/tmp/qwen} QWEN_IN=${QWEN_IN:-/tmp/qwen-in} STEPS_Q=${STEPS_Q:-12} ITER_QB=${ITER_QB:-1} LR_Q=${LR_Q:-2e-5}
+COMMON=(evaluation.test_split=false evaluation.human_games_per_instance=1 servers.start_tries=6 servers.retry_wait_s=20)
+# each server's share of the GPU's memory ($1) and verl's rollout engine's ($2), as MEMS
+mem() {
+  MEMS=("servers.extra_args=--mem-fraction-static $1" servers.partner_mem_fraction="$1" servers.overlap_mem_fraction="$1"
+    verl.gpu_memory_utilization="$2")
+}
+ONLINE=(trainer=grpo-online trainers.grpo_online.batch_size=16 trainers.grpo_online.lora_rank=16
+  games_per_instance=8 trainers.grpo_online.test_instances=16 sampling.temperature=1.0 loss.clip_ratio_high=0.28
+  loss.entropy_coeff=0.001 trainers.grpo_online.lr="$LR_Q" trainers.grpo_online.steps="$STEPS_Q"
+  trainers.grpo_online.test_freq=5 verl.save_freq="$STEPS_Q" evaluation.instances=32 evaluation.games_per_instance=4)
+
+# a run of the loop in ARM_DIR/run with this arm's ports
+iterate() {
+  export RAY_TMPDIR=/tmp/ray_${ARM_DIR##*/} VERL_LOGGING_LEVEL=WARN && mkdir -p "$RAY_TMPDIR"
+  ./run_selfplay_iteration.sh run_dir="$ARM_DIR/run" servers.port="$PORT_BASE" verl.master_port=$((PORT_BASE + 90)) \
+    "${COMMON[@]}" "$@"
+}
+# the shipped warm start was measured before: no base evaluation where the arm starts from it
+skip_base() { mkdir -p "$ARM_DIR/run/base" && touch "$ARM_DIR/run/base/DONE"; }
+# Qwen as a Hugging Face directory, converted once by whichever Qwen arm comes first
+qwen_ready() {
+  (
+    flock 9
+    [[ -f $QWEN/config.json ]] || PYTHON=$SGLANG_PYTHON FP32_REFERENCE=0 bash offline_gpu/prepare_qwen.sh convert "$QWEN_IN" "$QWEN"
+  ) 9> /tmp/qwen.lock
+}
+arm_Q62() {
+  export CUDA_VISIBLE_DEVICES=0 && skip_base && qwen_ready && mem 0.15 0.15 && iterate initial_model="$QWEN" "${MEMS[@]}" \
+    warm.policy=format warm.games=1024 warm.epochs=1 game=matching trainer=grpo trainers.grpo.games_per_iter=1024 \
+    trainers.grpo.lora_rank=16 trainers.grpo.lr="$LR_Q" num_iterations=2 verl.resident=true sampling.temperature=1.0 \
+    evaluation.instances=32 evaluation.games_per_instance=4
+}
+arm_QB() {
+  export CUDA_VISIBLE_DEVICES=1 && skip_base && qwen_ready && mem 0.15 0.3 && iterate initial_model="$QWEN" "${MEMS[@]}" \
+    "${ONLINE[@]}" num_iterations="$ITER_QB" warm.policy=format warm.games=256 warm.epochs=1 move_format=boxed \
+    sampling.max_new_tokens=768 verl.max_response_length=6144 game=matching
+}
