@@ -397,9 +397,11 @@ def test_one_set_of_sampling_defaults_for_every_stage():
 
 
 CONSOLE = """\
-(TaskRunner pid=1) step:1 - actor/entropy:0.52 - actor/pg_clipfrac:0.01 - critic/score/mean:0.4 - timing_s/gen:3.2
+(TaskRunner pid=1) step:1 - actor/entropy:0.52 - actor/pg_clipfrac:0.01 - critic/score/mean:0.4 - timing_s/gen:3.2 \
+- games/agreed/mean:0.5 - games/invalid/mean:1.25
 (TaskRunner pid=1) something else
 (TaskRunner pid=1) step:2 - actor/entropy:0.48 - actor/pg_clipfrac:0.02 - critic/score/mean:0.5 - actor/kl_loss:0.001 \
+- games/agreed/mean:0.625 - games/invalid/mean:1.0 \
 - val-core/selfplay_matching/reward/mean@1:np.float64(0.816) - val-aux/num_turns/min:np.int64(3) \
 - val-aux/selfplay_matching/agreed/mean@1:np.float64(0.9) \
 - val-aux/selfplay_matching/stated_cells/mean@1:np.float64(7.5)
@@ -440,16 +442,21 @@ def test_verls_console_metrics_are_read_and_plotted(tmp_path):
     # validation values come as numpy prints them
     assert steps[1]["val-core/selfplay_matching/reward/mean@1"] == 0.816 and steps[1]["val-aux/num_turns/min"] == 3
     assert report.plot_curves(steps, tmp_path / "curves.png") and (tmp_path / "curves.png").stat().st_size > 1000
-    # beside verl's own curves, what each validation's games did (the games' measures verl averages)
+    assert steps[0]["games/agreed/mean"] == 0.5 and steps[1]["games/invalid/mean"] == 1.0
+    # beside verl's own curves, what the games did: each training step's (the online trainer's means) and each
+    # validation's (verl's), a panel a measure
     assert report.curve_panels(steps) == {
         "reward (critic/score/mean)": ["critic/score/mean"],
         "entropy (actor/entropy)": ["actor/entropy"],
         "KL (actor/kl_loss)": ["actor/kl_loss"],
         "clip fraction (actor/pg_clipfrac)": ["actor/pg_clipfrac"],
-        "validation: reward (mean a game)": ["val-core/selfplay_matching/reward/mean@1"],
-        "validation: agreed (mean a game)": ["val-aux/selfplay_matching/agreed/mean@1"],
-        "validation: stated_cells (mean a game)": ["val-aux/selfplay_matching/stated_cells/mean@1"],
+        "reward (mean a game)": ["val-core/selfplay_matching/reward/mean@1"],
+        "agreed (mean a game)": ["games/agreed/mean", "val-aux/selfplay_matching/agreed/mean@1"],
+        "invalid (mean a game)": ["games/invalid/mean"],
+        "stated_cells (mean a game)": ["val-aux/selfplay_matching/stated_cells/mean@1"],
     }
+    labels = [report.series_label(name) for name in report.curve_panels(steps)["agreed (mean a game)"]]
+    assert labels == ["training games", "validation: selfplay_matching"]
     assert not report.plot_curves([{"step": 1.0, "other": 1.0}], tmp_path / "none.png")
     assert not (tmp_path / "none.png").exists()
 

@@ -1,7 +1,7 @@
 """Offline GRPO with `verl.offline_engine` false runs verl's synchronous trainer without a rollout engine
 (`selfplay_gen.verl.replay_trainer`): from the command of a dry-run iteration, verl's own Hydra config,
-config check, trainer registry and worker mapping give actor-only workers and no LLM server; online GRPO,
-and offline GRPO by default, keep the engine."""
+config check, trainer registry and worker mapping give actor-only workers and no LLM server; online GRPO
+(`selfplay_gen.verl.online_trainer`), and offline GRPO by default, keep the engine."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from verl.workers.rollout.llm_server import LLMServerManager
 from verl.workers.rollout.replica import RolloutReplica
 
 from selfplay_gen.iterate.cli import iterate_command
+from selfplay_gen.verl.online_trainer import SelfPlayTrainer
 from selfplay_gen.verl.replay_buffer import QuickPollReplayBuffer
 from selfplay_gen.verl.replay_trainer import ReplayTrainer
 
@@ -85,29 +86,38 @@ def test_offline_grpo_without_its_engine_trains_with_actor_only_workers(tmp_path
     assert (rollout.n, rollout.temperature, rollout.calculate_log_probs) == (8, 0.7, True)
 
 
-@pytest.mark.parametrize("trainer", ["grpo-online", "grpo"])
-def test_online_grpo_and_offline_by_default_keep_verls_sync_trainer_and_its_rollout_engine(tmp_path, trainer):
-    overrides = verl_overrides(tmp_path, trainer)
+@pytest.mark.parametrize("name", ["grpo-online", "grpo"])
+def test_online_grpo_and_offline_by_default_keep_verls_sync_trainer_and_its_rollout_engine(tmp_path, name):
+    """Offline GRPO by default runs verl's own sync trainer; online GRPO runs it too, as the subclass that logs
+    each step's game measures (`selfplay_gen.verl.online_trainer`)."""
+    overrides = verl_overrides(tmp_path, name)
     assert "actor_rollout_ref.rollout.gpu_memory_utilization=0.4" in overrides
     assert "actor_rollout_ref.rollout.enforce_eager=False" in overrides
-    assert not [o for o in overrides if "trainer_mode" in o or EXTERNAL_MODULES in o]
     trainer = trainer_of(verl_config(overrides))
-    assert type(trainer) is PPOTrainerSync
+    assert type(trainer) is (SelfPlayTrainer if name == "grpo-online" else PPOTrainerSync)
+    assert isinstance(trainer, PPOTrainerSync) and trainer.trainer_mode == "sync"
     trainer._init_resource_pool_mgr()
     assert set(trainer.role_worker_mapping) == {Role.ActorRollout}
 
 
-def test_verl_registers_the_replay_trainer_in_each_process_the_job_starts(tmp_path):
+@pytest.mark.parametrize(
+    ("trainer", "registered"),
+    [
+        (["grpo", "--verl.offline_engine", "false"], "selfplay_gen.verl.replay_trainer.ReplayTrainer"),
+        (["grpo-online"], "selfplay_gen.verl.online_trainer.SelfPlayTrainer"),
+    ],
+)
+def test_verl_registers_the_projects_trainers_in_each_process_the_job_starts(tmp_path, trainer, registered):
     """A Ray worker of the job (verl's task runner among them) starts with the runtime environment's variables
     and imports verl; the trainer mode is then known there, as verl imports the module it is told to."""
-    config = verl_config(verl_overrides(tmp_path, "grpo", "--verl.offline_engine", "false"))
+    config = verl_config(verl_overrides(tmp_path, *trainer))
     env = {**os.environ, **config.ray_kwargs.ray_init.runtime_env.env_vars}
     probe = (
         f"from verl.trainer.ppo.v1 import get_trainer_cls; print(get_trainer_cls({config.trainer.v1.trainer_mode!r}))"
     )
     result = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert "selfplay_gen.verl.replay_trainer.ReplayTrainer" in result.stdout
+    assert registered in result.stdout
 
 
 @pytest.mark.parametrize("hook", ["on_init_end", "on_step_end", "on_sample_end"])

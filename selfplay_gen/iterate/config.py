@@ -342,7 +342,8 @@ class Verl:
     use_remove_padding: bool = knob(
         False, "Pack a micro-batch's games into one row instead of padding each to the longest "
         "(actor_rollout_ref.model.use_remove_padding): no compute or logits memory on padding. SDPA keeps the "
-        "games apart by their positions, without flash-attn.",
+        "games apart by their positions, without flash-attn, through a block mask over the whole row: its "
+        "attention grows with the square of the micro-batch's tokens, not of each game's.",
         alias=Alias("USE_REMOVE_PADDING", TRUE_FALSE),
     )  # fmt: skip
     offline_engine: bool = knob(

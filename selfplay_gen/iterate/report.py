@@ -15,6 +15,7 @@ from typing import Any
 
 from ..atomic import write_json_atomic
 from ..stats.report import format_interval, markdown_table
+from ..verl import STEP_MEASURES
 from .decisions import SUMMARY_HEADER
 from .plays import VERSUS
 from .stages import PlayedBy
@@ -36,10 +37,12 @@ CURVES = {
     "KL": ("actor/kl_loss", "actor/ppo_kl"),
     "clip fraction": ("actor/pg_clipfrac",),
 }
-# what each validation's games did, as verl logs its means (val-core/<data source>/reward/mean@1 and
-# val-aux/<data source>/<measure>/mean@1, the measures from each game's evaluation row): plotted one panel each,
-# a line per data source
-VALIDATION = ("reward", "agreed", "invalid", "stated_cells", "proposals")
+# what the games did, from each game's evaluation row: as verl logs the means of each validation's games
+# (val-core/<data source>/reward/mean@1 and val-aux/<data source>/<measure>/mean@1) and, online, of each
+# training step's games (games/<measure>/mean, selfplay_gen.verl.online_trainer): a panel each, a line for the
+# training games and one per validation data source
+MEASURES = ("reward", "agreed", "invalid", "stated_cells", "proposals")
+PER_GAME = "(mean a game)"  # the title's end of a measure's panel
 
 
 @dataclass(frozen=True)
@@ -407,17 +410,24 @@ def curve_panels(steps: list[dict[str, float]]) -> dict[str, list[str]]:
     """The curves `plot_curves` draws: each panel's title and the logged metrics it plots."""
     found = {title: first_logged(names, steps) for title, names in CURVES.items()}
     panels = {f"{title} ({name})": [name] for title, name in found.items() if name}
-    logged = sorted({name for s in steps for name in s if name.startswith("val-")})
-    for measure in VALIDATION:
-        names = [n for n in logged if n.endswith(f"/{measure}/mean@1")]
+    logged = {name for s in steps for name in s}
+    validation = sorted(name for name in logged if name.startswith("val-"))
+    for measure in MEASURES:
+        training = [name] if (name := f"{STEP_MEASURES}/{measure}/mean") in logged else []
+        names = training + [n for n in validation if n.endswith(f"/{measure}/mean@1")]
         if names:
-            panels[f"validation: {measure} (mean a game)"] = names
+            panels[f"{measure} {PER_GAME}"] = names
     return panels
 
 
+def series_label(name: str) -> str:
+    """A curve's legend: the training games' (`STEP_MEASURES`) or a validation data source's."""
+    return "training games" if name.startswith(f"{STEP_MEASURES}/") else f"validation: {name.split('/')[1]}"
+
+
 def plot_curves(steps: list[dict[str, float]], out: Path) -> bool:
-    """Plot reward, entropy, KL and clip fraction per step, and what each validation's games did (`VALIDATION`),
-    each where the trainer logged it, into `out`; False when it logged none of them."""
+    """Plot reward, entropy, KL and clip fraction per step, and what the training steps' and validations' games
+    did (`MEASURES`), each where the trainer logged it, into `out`; False when it logged none of them."""
     shown = curve_panels(steps)
     if not shown:
         return False
@@ -430,8 +440,8 @@ def plot_curves(steps: list[dict[str, float]], out: Path) -> bool:
     for axis, (title, names) in zip(axes[0], shown.items()):
         for name in names:
             points = [(s["step"], s[name]) for s in steps if name in s]
-            axis.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=name.split("/")[1])
-        if len(names) > 1:
+            axis.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=series_label(name))
+        if title.endswith(PER_GAME):  # training games or which validation
             axis.legend(fontsize=6)
         axis.set_title(title, fontsize=8)
         axis.set_xlabel("step")

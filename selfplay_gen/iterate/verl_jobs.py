@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from ..verl import REPLAY_MODE, REPLAY_TRAINER
+from ..verl import ONLINE_MODE, ONLINE_TRAINER, REPLAY_MODE, REPLAY_TRAINER
 from .config import PolicyLoss, Sampling, TrainJob, Verl, number
 from .shell import Shell, StepFailed
 
@@ -28,6 +28,11 @@ VERL_READY = "Training Progress"
 REPLAY_TRAINER_MODE = [
     f"trainer.v1.trainer_mode={REPLAY_MODE}",
     f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={REPLAY_TRAINER}",
+]
+# online GRPO: verl's sync trainer that also logs each step's game measures (selfplay_gen.verl.online_trainer)
+ONLINE_TRAINER_MODE = [
+    f"trainer.v1.trainer_mode={ONLINE_MODE}",
+    f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={ONLINE_TRAINER}",
 ]
 # A replayed group is stored tokens and the rewards its games recorded: one agent-loop worker hands them over, and
 # the one reward worker verl requires scores nothing. verl's default is eight of each, Ray actors that each start a
@@ -138,6 +143,7 @@ def ppo_command(
             f"+selfplay.max_moves={sampling.max_moves}",
             f"+selfplay.max_new_tokens={sampling.max_new_tokens}",
         ]
+        mode += ONLINE_TRAINER_MODE
         if verl.rollout_partner_temperature is not None:
             mode.append(f"+selfplay.partner_temperature={number(verl.rollout_partner_temperature)}")
         if verl.filter_groups:

@@ -1,5 +1,6 @@
-"""The verl plugin: two agent loops for verl 0.9.1's agent-loop rollout, a trainer for replayed games
-(`replay_trainer`: verl's sync trainer without a rollout engine), a training set whose rows arrive one part
+"""The verl plugin: two agent loops for verl 0.9.1's agent-loop rollout, a trainer for each (`replay_trainer`:
+verl's sync trainer without a rollout engine; `online_trainer`: verl's sync trainer that logs the games' measures
+per step), a training set whose rows arrive one part
 per iteration (`arriving_rows`, for a trainer started once per run; `parts` is what the loop writes), and,
 in `worker_setup`, what its training processes set up (chunked log-probs, the attention backend choice).
 
@@ -10,7 +11,8 @@ in `worker_setup`, what its training processes set up (chunked log-probs, the at
   rollout engine.
 - `selfplay_online` (`selfplay_loop.SelfPlayAgentLoop`): plays fresh games with the policy being
   trained in both seats, from rows written by `selfplay-gen init`. Run with `rollout.n>1`: the n
-  games of one (instance, seat) row form a group.
+  games of one (instance, seat) row form a group, under `trainer.v1.trainer_mode=selfplay_online`
+  (`online_trainer`: verl's sync trainer, which also logs what each step's games did).
 
 verl finds them through the registration file `agent_loops.yaml` (entries `{name, _target_}`)
 and picks one per row by the row's `agent_name` column. The Hydra overrides that wire it in:
@@ -36,6 +38,8 @@ AGENT_LOOPS_YAML = Path(__file__).with_name("agent_loops.yaml")
 REPLAY_AGENT, ONLINE_AGENT = "selfplay_replay", "selfplay_online"
 # verl's V1 trainer mode of replayed games, and the module that registers it in verl's processes
 REPLAY_MODE, REPLAY_TRAINER = "replay", "selfplay_gen.verl.replay_trainer"
+# the same for games played online, whose trainer logs each step's game measures as STEP_MEASURES/<measure>/mean
+ONLINE_MODE, ONLINE_TRAINER, STEP_MEASURES = "selfplay_online", "selfplay_gen.verl.online_trainer", "games"
 
 
 def data_source(game: str) -> str:

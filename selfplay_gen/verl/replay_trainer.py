@@ -27,6 +27,14 @@ from verl.trainer.ppo.v1.trainer_base import PPOTrainer, register_trainer
 from . import REPLAY_MODE
 
 
+def as_synchronous(config: DictConfig) -> None:
+    """Name a trainer of this project's own mode `sync` in `config`: verl's base tells its synchronous trainer
+    from the asynchronous ones by that name (the replay buffer's mode, whole dataloader batches, no
+    TransferQueue checkpoint), and the trainers here are synchronous."""
+    with open_dict(config):
+        config.trainer.v1.trainer_mode = "sync"
+
+
 @register_trainer(REPLAY_MODE)
 class ReplayTrainer(PPOTrainer):
     """verl's sync PPO trainer with actor-only workers and no LLM server (see the module docstring)."""
@@ -34,10 +42,8 @@ class ReplayTrainer(PPOTrainer):
     _enable_hybrid_replicas = False
 
     def __init__(self, config: DictConfig):
+        as_synchronous(config)
         with open_dict(config):
-            # verl's base tells its synchronous trainer from the asynchronous ones by this name (the replay
-            # buffer's mode, whole dataloader batches, no TransferQueue checkpoint); this one is synchronous
-            config.trainer.v1.trainer_mode = "sync"
             # the empty LLM server manager checks the settings of the standalone servers it would otherwise
             # start (`LLMServerManager.__init__`: rollout.nnodes > 0); it starts none
             rollout = config.actor_rollout_ref.rollout

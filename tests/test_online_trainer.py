@@ -1,0 +1,44 @@
+"""Online GRPO's trainer (`selfplay_gen.verl.online_trainer`) logs, for each training step, the mean of each game
+measure over the step's games, read from the trajectories' `extra_fields` as verl's TransferQueue holds them."""
+
+from __future__ import annotations
+
+import types
+
+from tensordict import NonTensorData, NonTensorStack, TensorDict
+from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+from selfplay_gen.verl import online_trainer
+from selfplay_gen.verl.online_trainer import SelfPlayTrainer, step_measures
+
+
+def game(**measures: float) -> dict:
+    """A trajectory's extra fields as the online agent loop returns them."""
+    return {"game_id": "g", "termination": "accepted", "reward_extra_info": measures}
+
+
+def test_a_steps_measures_are_their_games_means_without_the_padding_rows():
+    fields = [game(agreed=1.0, invalid=0.0), game(agreed=0.0, invalid=3.0), game(agreed=1.0, invalid=0.0), None]
+    tags = [{}, {"is_padding": False}, {"is_padding": True}, {}]  # the third fills the batch; the fourth has none
+    assert step_measures(fields, tags) == {"games/agreed/mean": 0.5, "games/invalid/mean": 1.5}
+    assert step_measures([game()], [{}]) == {}
+
+
+def test_the_trainer_adds_the_measures_of_the_steps_games_to_verls_metrics(monkeypatch):
+    batch = types.SimpleNamespace(keys=["u0_0_0", "u0_1_0"], partition_id="train", tags=[{}, {}])
+    asked = []
+
+    def kv_batch_get(keys, partition_id, select_fields):
+        asked.append((keys, partition_id, select_fields))
+        rows = NonTensorStack(NonTensorData(game(stated_cells=4.0)), NonTensorData(game(stated_cells=8.0)))
+        return TensorDict({"extra_fields": rows}, batch_size=[2])
+
+    def verls_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
+        metrics["critic/score/mean"] = 0.25
+
+    monkeypatch.setattr(online_trainer.tq, "kv_batch_get", kv_batch_get)
+    monkeypatch.setattr(PPOTrainerSync, "_compute_metrics", verls_metrics)
+    trainer, metrics = SelfPlayTrainer.__new__(SelfPlayTrainer), {}
+    trainer._compute_metrics(batch, metrics, {}, 3, 0)
+    assert metrics == {"critic/score/mean": 0.25, "games/stated_cells/mean": 6.0}
+    assert asked == [(batch.keys, "train", ["extra_fields"])]
