@@ -422,6 +422,10 @@ def test_the_summary_says_whether_training_reward_rises_and_entropy_collapses(tm
     assert report.training_trend(rising) == (
         "reward of its games 0.164 → 0.459, token entropy 0.240 → 0.210 nats from step 1 to 16"
     )
+    online = [{**s, "games/agreed/mean": a} for s, a in zip(rising, (0.39, 0.8))]
+    assert report.training_trend(online) == (
+        "reward of its games 0.164 → 0.459, token entropy 0.240 → 0.210 nats, agreement 0.390 → 0.800 from step 1 to 16"
+    )
     assert report.training_trend([{k: v for k, v in s.items() if "entropy" not in k} for s in rising]) == (
         "reward of its games 0.164 → 0.459 from step 1 to 16"
     )

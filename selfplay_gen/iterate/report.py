@@ -370,19 +370,20 @@ def tensorboard_metrics(events: Path) -> list[dict[str, float]]:
 
 
 def training_trend(steps: list[dict[str, float]]) -> str | None:
-    """The mean reward of the training's games and its token entropy, from the first logged step to the last,
-    and whether the entropy is collapsing (ending below `COLLAPSE` of where it began): whether the run learns, and
-    whether its policy has stopped exploring (and so stopped finding better play), are what a run's reader looks
-    for first, and should not have to read off a plot. None without either."""
+    """The mean reward of the training's games, its token entropy and (online) its games' agreement, from the first
+    logged step to the last, and whether the entropy is collapsing (ending below `COLLAPSE` of where it began):
+    whether the run learns, and whether its policy has stopped exploring (and so stopped finding better play), are
+    what a run's reader looks for first, and should not have to read off a plot. None without any of them."""
     reward = first_logged(CURVES["reward"], steps)
+    agreed = f"{STEP_MEASURES}/agreed/mean"
     ends = {}  # metric: its first and last (step, value)
-    for metric in (reward, ENTROPY):
+    for metric in (reward, ENTROPY, agreed):
         points = [(s["step"], s[metric]) for s in steps if metric in s]
         if len(points) >= 2:
             ends[metric] = (points[0], points[-1])
     if not ends:
         return None
-    said = {reward: ("reward of its games", ""), ENTROPY: ("token entropy", " nats")}
+    said = {reward: ("reward of its games", ""), ENTROPY: ("token entropy", " nats"), agreed: ("agreement", "")}
     moves = ", ".join(f"{said[m][0]} {a:.3f} → {b:.3f}{said[m][1]}" for m, ((_, a), (_, b)) in ends.items())
     (first_step, _), (last_step, _) = next(iter(ends.values()))
     text = f"{moves} from step {first_step:g} to {last_step:g}"
