@@ -42,3 +42,8 @@ def test_the_trainer_adds_the_measures_of_the_steps_games_to_verls_metrics(monke
     trainer._compute_metrics(batch, metrics, {}, 3, 0)
     assert metrics == {"critic/score/mean": 0.25, "games/stated_cells/mean": 6.0}
     assert asked == [(batch.keys, "train", ["extra_fields"])]
+    # trajectories stored without extra fields: verl's metrics alone, no failed step
+    monkeypatch.setattr(online_trainer.tq, "kv_batch_get", lambda **_: TensorDict({}, batch_size=[2]))
+    metrics = {}
+    trainer._compute_metrics(batch, metrics, {}, 4, 0)
+    assert metrics == {"critic/score/mean": 0.25}

@@ -52,4 +52,6 @@ class SelfPlayTrainer(PPOTrainerSync):
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
-        metrics.update(step_measures(data.pop("extra_fields").tolist(), batch.tags))  # as verl's validation reads them
+        fields = data.pop("extra_fields", None)  # as verl's validation reads them; a step without any logs none
+        if fields is not None:
+            metrics.update(step_measures(fields.tolist(), batch.tags))
