@@ -92,3 +92,14 @@ def test_a_bad_window_or_a_log_without_batches_says_what_it_expected(tmp_path, c
     with pytest.raises(SystemExit):
         server_timeline.main([str(log), "--window", "runner=2026-11-26 08:08:00+5"])
     assert f"{log}: no SGLang batch lines" in capsys.readouterr().err
+
+
+def test_stalls_are_silences_with_requests_running(tmp_path):
+    """The runner's log has none (its longest silence with requests running is 6 s); one where the scheduler ran
+    nothing for 106 s with 248 requests in it has one, and an idle server's silence is none."""
+    batches = server_timeline.read_batches(runner_log())
+    assert server_timeline.stalls(batches, 10.0) == []
+    log = tmp_path / "sglang.log"
+    log.write_text("\n".join([*runner_log(), decode(65, 0), prefill(200, 5), decode(201, 248), decode(307, 260)]))
+    text = server_timeline.main([str(log), "--stalls"])
+    assert text.splitlines()[2:] == ["| 2026-11-26 08:11:21 | 106 | 248 |"]

@@ -21,8 +21,13 @@ ends are left out, since their lines may belong to the phases before and after. 
 seconds, each second holding the mean of its batches' running requests, or the last one seen before it.
 One server's log: with several (DP > 1), read each worker's own.
 
+`--stalls` lists instead the stalls of the whole log: a batch line with requests running and none after it
+for at least `--stall-s` seconds. A busy server logs a decode batch every few seconds at most (every
+`decode_log_interval` steps), so a longer silence with requests in it is time its scheduler ran nothing.
+
     python bench/analysis/server_timeline.py sglang.log --generation generation.json
     python bench/analysis/server_timeline.py sglang.log --window "runner=2026-11-26 08:08:27+196.8"
+    python bench/analysis/server_timeline.py sglang.log --stalls
 """
 
 from __future__ import annotations
@@ -93,6 +98,22 @@ def _mean_running(inside: list[Batch], start: datetime, end: datetime) -> float:
     return total / max(seconds, 1)
 
 
+def stalls(batches: list[Batch], min_s: float) -> list[tuple[Batch, float]]:
+    """Each batch that had requests running and was followed by no batch for at least `min_s` seconds, with
+    the seconds until the next one."""
+    return [
+        (b, gap)
+        for b, after in zip(batches, batches[1:])
+        if b.running > 0 and (gap := (after.at - b.at).total_seconds()) >= min_s
+    ]
+
+
+def stalls_table(found: list[tuple[Batch, float]]) -> str:
+    lines = ["| from | seconds | running |", "|---|---:|---:|"]
+    lines += [f"| {b.at:%Y-%m-%d %H:%M:%S} | {gap:.0f} | {b.running} |" for b, gap in found]
+    return "\n".join(lines)
+
+
 def windows_of(generation: dict) -> list[Window]:
     """The timed phases of a generation.json (results of bench/generation.py) that say when they began."""
     results = generation.get("results", generation)
@@ -133,11 +154,17 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--generation", type=Path, help="generation.json of the run on that server")
     parser.add_argument("--window", type=parse_window, action="append", default=[], help="NAME=START+SECONDS")
     parser.add_argument("--peak", type=int, help="running requests that count as full [default: the log's most]")
+    parser.add_argument("--stalls", action="store_true", help="list the log's stalls instead of splitting windows")
+    parser.add_argument("--stall-s", type=float, default=10.0, help="the silence that counts as a stall [10]")
     args = parser.parse_args(argv)
     with (gzip.open if args.log.suffix == ".gz" else open)(args.log, "rt", errors="replace") as log:
         batches = read_batches(log)
     if not batches:
         parser.error(f"{args.log}: no SGLang batch lines ('[time] Prefill batch, ... #running-req: N')")
+    if args.stalls:
+        text = stalls_table(stalls(batches, args.stall_s))
+        print(text)
+        return text
     windows = list(args.window)
     if args.generation:
         windows += windows_of(json.loads(args.generation.read_text()))
