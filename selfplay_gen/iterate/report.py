@@ -43,6 +43,7 @@ CURVES = {
 # training games and one per validation data source
 MEASURES = ("reward", "agreed", "invalid", "stated_cells", "proposals")
 PER_GAME = "(mean a game)"  # the title's end of a measure's panel
+PANELS_A_ROW = 4  # verl's own curves fill the first row, the games' measures the rows below
 
 
 @dataclass(frozen=True)
@@ -437,8 +438,12 @@ def plot_curves(steps: list[dict[str, float]], out: Path) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, len(shown), figsize=(4 * len(shown), 3), squeeze=False)
-    for axis, (title, names) in zip(axes[0], shown.items()):
+    columns = min(PANELS_A_ROW, len(shown))
+    rows = -(-len(shown) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3 * rows), squeeze=False)
+    for axis in axes.flat[len(shown) :]:
+        axis.set_visible(False)
+    for axis, (title, names) in zip(axes.flat, shown.items()):
         for name in names:
             points = [(s["step"], s[name]) for s in steps if name in s]
             axis.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=series_label(name))
