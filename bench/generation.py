@@ -15,6 +15,10 @@
       prefix cache. A server that dies in these references (e.g. out of memory) is reported as its
       error beside (a) and (b), and games that fail are counted by their error.
 
+Each phase also records how busy the GPUs were meanwhile (`gpu_percent`: nvidia-smi's utilization, the mean over
+CUDA_VISIBLE_DEVICES' GPUs where set; none without nvidia-smi): a server's games/s do not say whether its GPU was
+kept busy.
+
 Prints a table and writes OUT/generation.json and OUT/generation.md. Example:
   python bench/generation.py --backend sglang --base-url http://127.0.0.1:30000 --num-games 256
   python bench/generation.py --quick     # the embedded model on CPU: 2 games, 2 moves, 16 tokens a turn
@@ -39,6 +43,7 @@ from selfplay_gen.backends.base import BackendError, BackendOptions, SamplingPar
 from selfplay_gen.games import GameConfig
 from selfplay_gen.games.base import Limits
 from selfplay_gen.games.matching.instance import Instance
+from selfplay_gen.iterate.gpu_usage import GpuUsage
 from selfplay_gen.players import LLMPlayer
 from selfplay_gen.records import GameWriter, read_games
 from selfplay_gen.runner import instances_needed, plan_games, run_games
@@ -51,7 +56,7 @@ async def play(backend, tokenizer, specs, limits, params, concurrency: int, work
 
     path = workdir / f"{name}.jsonl"
     started_at, started = now(), time.perf_counter()
-    with GameWriter(path) as writer:
+    with GameWriter(path) as writer, GpuUsage() as usage:
         config = GameConfig("matching", limits)
         await run_games(specs, (seat, seat), config, writer, concurrency, {"backend": backend.name}, progress=False)
     wall = time.perf_counter() - started
@@ -66,6 +71,7 @@ async def play(backend, tokenizer, specs, limits, params, concurrency: int, work
         "turns": len(turns),
         "turns_per_game": len(turns) / len(records) if records else 0.0,
         "wall_s": round(wall, 3),
+        "gpu_percent": usage.mean_percent(),  # the GPUs' mean utilization meanwhile (None without nvidia-smi)
         "games_per_s": len(records) / wall,
         "output_tokens": output,
         "output_tokens_per_s": output / wall,
@@ -112,7 +118,8 @@ async def saturation(backend, shapes, params, in_flight: int) -> dict:
         )
 
     started_at, started = now(), time.perf_counter()
-    answers = await asyncio.gather(*(one(p, n) for p, n in shapes))
+    with GpuUsage() as usage:
+        answers = await asyncio.gather(*(one(p, n) for p, n in shapes))
     wall = time.perf_counter() - started
     output = sum(produced for produced, _ in answers)
     prompt = sum(len(p) for p, _ in shapes)
@@ -121,6 +128,7 @@ async def saturation(backend, shapes, params, in_flight: int) -> dict:
         "requests": len(shapes),
         "in_flight": in_flight,
         "wall_s": round(wall, 3),
+        "gpu_percent": usage.mean_percent(),
         "output_tokens": output,
         "output_tokens_per_s": output / wall,
         "cache_hit_rate": sum(cached for _, cached in answers) / prompt if prompt else 0.0,
@@ -221,27 +229,34 @@ async def main(args) -> dict:
     }
 
 
+def _percent(phase: dict) -> str:
+    """A phase's GPU utilization for the table: nvidia-smi's mean, or - where there is no reading (no GPU)."""
+    busy = phase.get("gpu_percent")
+    return "-" if busy is None else f"{busy:.0f}"
+
+
 def table(result: dict) -> str:
     rows = [
         ("one game at a time", result["sequential"]),
         (f"runner, {result['concurrent']['concurrency']} in flight", result["concurrent"]),
     ]
     lines = [
-        "| mode | games | turns/game | wall s | games/s | output tok/s | cache hit |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| mode | games | turns/game | wall s | games/s | output tok/s | cache hit | GPU busy % |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     lines += [
         f"| {name} | {r['games']} | {r['turns_per_game']:.2f} | {r['wall_s']:.1f} | {r['games_per_s']:.3f} "
-        f"| {r['output_tokens_per_s']:.1f} | {r['cache_hit_rate']:.2f} |"
+        f"| {r['output_tokens_per_s']:.1f} | {r['cache_hit_rate']:.2f} | {_percent(r)} |"
         for name, r in rows
     ]
     s = result["saturation"]
     flood = f"saturation flood ({s['requests']} requests, {s['in_flight']} in flight)" if s else ""
     if s and "error" in s:
-        lines.append(f"| {flood} | failed: {s['error']} | | | | | |")
+        lines.append(f"| {flood} | failed: {s['error']} | | | | | | |")
     elif s:
         lines.append(
-            f"| {flood} | - | - | {s['wall_s']:.1f} | - | {s['output_tokens_per_s']:.1f} | {s['cache_hit_rate']:.2f} |"
+            f"| {flood} | - | - | {s['wall_s']:.1f} | - | {s['output_tokens_per_s']:.1f} | {s['cache_hit_rate']:.2f} "
+            f"| {_percent(s)} |"
         )
     lines.append("")
     lines.append(

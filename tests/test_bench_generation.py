@@ -2,6 +2,7 @@
 many requests in flight as the runner, and a server that dies in it (as SGLang did, out of memory) costs
 the flood's figure, not the runner's."""
 
+import os
 from datetime import datetime, timedelta
 from functools import partial
 
@@ -53,6 +54,21 @@ async def test_the_flood_keeps_as_many_requests_in_flight_as_the_runner(tokenize
     assert began == sorted(began) and all(abs(datetime.now() - t) < timedelta(minutes=10) for t in began)
     text = generation.table(result)
     assert "| saturation flood (" in text and " requests, 2 in flight) |" in text
+    # no nvidia-smi here: no GPU figure, and the table says so
+    assert result["concurrent"]["gpu_percent"] is None and text.splitlines()[3].endswith("| - |")
+
+
+async def test_each_phase_says_how_busy_the_gpus_were(tokenizer, local_model_dir, tmp_path, monkeypatch):
+    """What a server's games/s do not say: whether its GPU was kept busy (nvidia-smi's samples meanwhile)."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/usr/bin/env bash\nwhile true; do echo 55; sleep 0.05; done\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    async with FakeSGLang(tokenizer, local_model_dir, max_running_requests=8) as fake:
+        result = await generation.main(arguments(fake.url, local_model_dir, concurrency=2))
+    assert result["concurrent"]["gpu_percent"] == 55 and result["saturation"]["gpu_percent"] == 55
+    assert "| GPU busy % |" in generation.table(result) and "| 55 |" in generation.table(result)
 
 
 async def test_a_server_that_dies_in_the_flood_leaves_the_runners_figures(tokenizer, local_model_dir, monkeypatch):
