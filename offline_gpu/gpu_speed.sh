@@ -7,7 +7,9 @@
 # the real sglang_router (DP=2 on one GPU: the routing and the runner's plumbing, not two GPUs' speed);
 # `gen-8k` is the generation benchmark with 8,192 games in flight (each generation phase serves GEN_MODEL, by
 # default the embedded warm start); `gen-priority` is the generation benchmark on a server that runs waiting
-# requests by the priority the players send, their game's depth (`sglang-args --priority-scheduling`). `swap`
+# requests by the priority the players send, their game's depth (`sglang-args --priority-scheduling`); `gen-decode4`
+# on one that runs 4 decode steps between looks at its queue (fewer, larger prefill batches of the turns that
+# arrived meanwhile). Each reports its phases' GPU utilization beside games/s. `swap`
 # checks a server that took another checkpoint's weights (/update_weights_from_disk) against one started on it:
 # the same greedy games, token for token.
 # On a machine with two GPUs: `dp-compare` plays DP_GAMES games through run_selfplay_generation.sh with DP=1 and
@@ -27,10 +29,11 @@
 # one resident job for the run (RESIDENT_TRAINER=True); `overlap-compare` runs OVERLAP_ITERATIONS (4) of them with
 # OVERLAP=off and =one-step. Each run's summary.md holds its wall-time table (start-up apart) and iterations per hour.
 # Results in ROOT/speed/; each phase (or training job) is skipped once its result exists.
-#   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [gen-priority] [fbc] [gen-eager] [iterate-fbc]
-#                            [iterate-kept] [iterate-online] [router-shared] [gen-8k] [swap] [dp-compare] [sft-compare]
-#                            [sft-profile] [iterate-2gpu] [offline-compare] [online-compare] [online-batch]
-#                            [fsdp-compare] [attention-compare] [poll-compare] [resident-compare] [overlap-compare]
+#   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [gen-priority] [gen-decode4] [fbc] [gen-eager]
+#                            [iterate-fbc] [iterate-kept] [iterate-online] [router-shared] [gen-8k] [swap]
+#                            [dp-compare] [sft-compare] [sft-profile] [iterate-2gpu] [offline-compare]
+#                            [online-compare] [online-batch] [fsdp-compare] [attention-compare] [poll-compare]
+#                            [resident-compare] [overlap-compare]
 set -euo pipefail
 MODEL_DIR=$1 ROOT=$2
 shift 2
@@ -45,14 +48,15 @@ ONLINE_JOB=(TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=8 LR=5e-5 LORA_RANK=16 MAX_NEW_T
 OFFLINE_JOB=(LR=1e-5 ENFORCE_EAGER=True)
 
 # serve GRAPHS PORT [MEM_FRACTION] [MODEL]: SGLang on MODEL (default: the warm model) with the project's default
-# arguments (alone on the GPU unless MEM_FRACTION leaves room for another)
+# arguments and SERVE_ARGS after them (alone on the GPU unless MEM_FRACTION leaves room for another)
 serve() {
   local graphs=--cuda-graphs model=${4:-$WARM} priority=--no-priority-scheduling
   [[ $1 == 1 ]] || graphs=--no-cuda-graphs
   [[ ${PRIORITY:-0} == 0 ]] || priority=--priority-scheduling
   read -r -a args <<< "$(python3 -m selfplay_gen.serving sglang-args "$graphs" "$priority" --model "$model")"
+  read -r -a extra <<< "${SERVE_ARGS:-}"
   setsid nohup python3 -m sglang.launch_server --model-path "$model" --host 127.0.0.1 --port "$2" \
-    --mem-fraction-static "${3:-0.8}" "${args[@]}" > "$ROOT/logs/sglang_$2.log" 2>&1 < /dev/null &
+    --mem-fraction-static "${3:-0.8}" "${args[@]}" "${extra[@]}" > "$ROOT/logs/sglang_$2.log" 2>&1 < /dev/null &
   echo $! > "$ROOT/logs/sglang_$2.pid"
   local start=$SECONDS
   until curl -sf "http://127.0.0.1:$2/health" > /dev/null; do
@@ -363,6 +367,7 @@ for phase in "$@"; do
     gen-eager) generation generation_no_cuda_graphs 0 ;;
     gen-8k) generation generation_cuda_graphs_8192 1 8192 ;;
     gen-priority) PRIORITY=1 generation generation_priority 1 ;;
+    gen-decode4) SERVE_ARGS="--num-continuous-decode-steps 4" generation generation_decode_steps_4 1 ;;
     router-shared) router_shared ;;
     swap) swap_check ;;
     dp-compare) dp_compare ;;

@@ -1268,6 +1268,35 @@ kill $other
     assert done.stdout.split() == ["other-alive", "group-gone"], done.stderr
 
 
+def test_gpu_speed_serves_with_the_projects_arguments_and_serve_args_after_them(tmp_path):
+    """A generation phase that compares a server setting (`gen-decode4`) starts SGLang with the project's
+    arguments for the install, its own after them."""
+    bin_dir, logs = tmp_path / "bin", tmp_path / "logs"
+    bin_dir.mkdir(), logs.mkdir()
+    for name, body in (
+        ("python3", f'[[ $2 == selfplay_gen.serving ]] && {{ echo "--attention-backend fa3"; exit; }}\n'
+                    f'echo "$*" > {tmp_path}/launched\nsleep 30\n'),
+        ("curl", "exit 0\n"),
+    ):  # fmt: skip
+        (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    run = f"""
+ROOT={tmp_path} OUT={tmp_path} WARM=/warm
+{shell_function("offline_gpu/gpu_speed.sh", "serve")}
+{shell_function("offline_gpu/gpu_speed.sh", "stop")}
+SERVE_ARGS="--num-continuous-decode-steps 4" serve 1 30100 0.5 /qwen
+sleep 1
+stop 30100
+"""
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-c", run], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "launched").read_text().split() == [
+        "-m", "sglang.launch_server", "--model-path", "/qwen", "--host", "127.0.0.1", "--port", "30100",
+        "--mem-fraction-static", "0.5", "--attention-backend", "fa3", "--num-continuous-decode-steps", "4",
+    ]  # fmt: skip
+
+
 def test_gpu_speed_compares_offline_grpo_arms_each_from_the_warm_start(tmp_path):
     """`resident-compare` and `overlap-compare` run the iteration script once an arm, each arm's setting and the
     phase's iterations in its environment, into a run directory of its own whose base evaluation is skipped."""
