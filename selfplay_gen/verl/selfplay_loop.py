@@ -34,7 +34,8 @@ verl's GRPO cannot leave one session of a group out. The reward is `selfplay_gen
 reward, the same as offline (`+selfplay.invalid_move_penalty` and `+selfplay.joint_weight`, as
 `selfplay-convert`'s options; the joint-outcome term apart in the output's `joint_term`). The game's own
 measures (its evaluation row's numbers: agreement, invalid moves, cells stated, ...) go with it as
-`reward_extra_info`, which verl's validation averages per step (val-aux/<data source>/<measure>/mean@1).
+`reward_extra_info`, which verl's validation averages per validation (val-aux/<data source>/<measure>/mean@1) and
+`online_trainer` per training step (games/<measure>/mean).
 
 Game settings come from the optional trainer config group `selfplay` (Hydra
 `+selfplay.max_moves=30 +selfplay.max_invalid=3 +selfplay.max_new_tokens=512
@@ -187,7 +188,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
                 "joint_term": joint_term(record, self.joint_weight),  # the training reward's joint-outcome part
                 "termination": outcome["termination"],
                 "failed": bool(record["failure"]),
-                # verl's validation logs each as val-aux/<data source>/<name>/mean@1
+                # logged as val-aux/<data source>/<name>/mean@1 (validation), games/<name>/mean (training)
                 "reward_extra_info": game_measures(record),
                 **backend.versions(),
             },
