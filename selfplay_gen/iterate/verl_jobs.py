@@ -22,18 +22,22 @@ DATALOADER_IN_PROCESS = "data.dataloader_num_workers=0"
 ROLLOUT_N_UNKNOWN = "K"  # a dry run before conversion: rollout_n of convert_summary.json
 # the line verl's trainers print when their workers are up and the first step starts
 VERL_READY = "Training Progress"
-# offline GRPO replays stored games: verl's sync trainer without a rollout engine (selfplay_gen.verl.replay_trainer),
-# a trainer mode that verl looks up in its task runner's process, which imports the module verl is told to
-# import (VERL_USE_EXTERNAL_MODULES) through the Ray runtime environment verl starts its workers in
-REPLAY_TRAINER_MODE = [
-    f"trainer.v1.trainer_mode={REPLAY_MODE}",
-    f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={REPLAY_TRAINER}",
-]
+
+
+def trainer_mode(mode: str, module: str) -> list[str]:
+    """The overrides that run verl's V1 trainer of `mode`, registered by `module`: verl looks the mode up in its
+    task runner's process, which imports the module verl is told to import (VERL_USE_EXTERNAL_MODULES) through
+    the Ray runtime environment verl starts its workers in."""
+    return [
+        f"trainer.v1.trainer_mode={mode}",
+        f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={module}",
+    ]
+
+
+# offline GRPO replays stored games: verl's sync trainer without a rollout engine (selfplay_gen.verl.replay_trainer)
+REPLAY_TRAINER_MODE = trainer_mode(REPLAY_MODE, REPLAY_TRAINER)
 # online GRPO: verl's sync trainer that also logs each step's game measures (selfplay_gen.verl.online_trainer)
-ONLINE_TRAINER_MODE = [
-    f"trainer.v1.trainer_mode={ONLINE_MODE}",
-    f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={ONLINE_TRAINER}",
-]
+ONLINE_TRAINER_MODE = trainer_mode(ONLINE_MODE, ONLINE_TRAINER)
 # A replayed group is stored tokens and the rewards its games recorded: one agent-loop worker hands them over, and
 # the one reward worker verl requires scores nothing. verl's default is eight of each, Ray actors that each start a
 # Python importing torch and verl within the first step's wall time.
@@ -142,8 +146,8 @@ def ppo_command(
             "actor_rollout_ref.rollout.val_kwargs.do_sample=True",
             f"+selfplay.max_moves={sampling.max_moves}",
             f"+selfplay.max_new_tokens={sampling.max_new_tokens}",
+            *ONLINE_TRAINER_MODE,
         ]
-        mode += ONLINE_TRAINER_MODE
         if verl.rollout_partner_temperature is not None:
             mode.append(f"+selfplay.partner_temperature={number(verl.rollout_partner_temperature)}")
         if verl.filter_groups:
