@@ -9,7 +9,10 @@
 # default the embedded warm start); `gen-priority` is the generation benchmark on a server that runs waiting
 # requests by the priority the players send, their game's depth (`sglang-args --priority-scheduling`); `gen-decode4`
 # on one that runs 4 decode steps between looks at its queue (fewer, larger prefill batches of the turns that
-# arrived meanwhile). Each reports its phases' GPU utilization beside games/s. `swap`
+# arrived meanwhile); `gen-graph-batch` on one that captures CUDA graphs up to the decode batch of all the games in
+# flight (`serving.graph_batch`, what `selfplay-gen iterate` gives its servers) rather than SGLang's own 256;
+# `gen-mixed` on one that runs the turns that arrive in the decode batches (`--enable-mixed-chunk`). Each reports
+# its phases' GPU utilization beside games/s. `swap`
 # checks a server that took another checkpoint's weights (/update_weights_from_disk) against one started on it:
 # the same greedy games, token for token.
 # On a machine with two GPUs: `dp-compare` plays DP_GAMES games through run_selfplay_generation.sh with DP=1 and
@@ -29,7 +32,8 @@
 # one resident job for the run (RESIDENT_TRAINER=True); `overlap-compare` runs OVERLAP_ITERATIONS (4) of them with
 # OVERLAP=off and =one-step. Each run's summary.md holds its wall-time table (start-up apart) and iterations per hour.
 # Results in ROOT/speed/; each phase (or training job) is skipped once its result exists.
-#   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [gen-priority] [gen-decode4] [fbc] [gen-eager]
+#   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [gen-priority] [gen-decode4] [gen-graph-batch]
+#                            [gen-mixed] [fbc] [gen-eager]
 #                            [iterate-fbc] [iterate-kept] [iterate-online] [router-shared] [gen-8k] [swap]
 #                            [dp-compare] [sft-compare] [sft-profile] [iterate-2gpu] [offline-compare]
 #                            [online-compare] [online-batch] [fsdp-compare] [attention-compare] [poll-compare]
@@ -81,6 +85,11 @@ stop() {
 # 2048; bench/results/two_gpu_h100_2026-11-25/)
 net_limits() {
   grep -H . /proc/sys/net/core/somaxconn /proc/sys/net/ipv4/tcp_max_syn_backlog > "$OUT/net.txt" || true
+}
+
+# graph_args GAMES: the CUDA-graph arguments selfplay_gen gives a server that plays GAMES games at once
+graph_args() {
+  python3 -c 'import sys; from selfplay_gen import serving as s; print(*s.graph_args([], s.graph_batch(int(sys.argv[1]))))' "$1"
 }
 
 generation() {  # NAME GRAPHS [GAMES]; GEN_MODEL: another model than the embedded warm start (a Qwen checkpoint)
@@ -368,6 +377,8 @@ for phase in "$@"; do
     gen-8k) generation generation_cuda_graphs_8192 1 8192 ;;
     gen-priority) PRIORITY=1 generation generation_priority 1 ;;
     gen-decode4) SERVE_ARGS="--num-continuous-decode-steps 4" generation generation_decode_steps_4 1 ;;
+    gen-graph-batch) SERVE_ARGS=$(graph_args "${GEN_GAMES:-2048}") generation generation_graph_batch 1 ;;
+    gen-mixed) SERVE_ARGS="--enable-mixed-chunk" generation generation_mixed_chunk 1 ;;
     router-shared) router_shared ;;
     swap) swap_check ;;
     dp-compare) dp_compare ;;

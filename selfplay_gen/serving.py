@@ -89,6 +89,10 @@ def fallbacks(installed: dict[str, bool]) -> list[Fallback]:
 
 # SGLang's ceiling on running requests (its default never exceeds it)
 SGLANG_MAX_RUNNING = 4096
+# the largest decode batch SGLang captures a CUDA graph for by itself, for a server of TP < 4 on a GPU of 80 GB
+# or more (`ServerArgs.cuda_graph_max_bs`; fewer on a smaller GPU)
+SGLANG_GRAPH_BATCH = 256
+GRAPH_OPTIONS = ("--cuda-graph-max-bs", "--cuda-graph-bs", "--disable-cuda-graph")
 # running requests x vocabulary entries that the pytorch sampler fits beside a KV cache sized by
 # --mem-fraction-static 0.8: the embedded model's vocabulary at SGLang's ceiling (the measured sizes that
 # fit and did not are in bench/results/runner_8k_h100_2026-11-26/)
@@ -214,6 +218,22 @@ def running_cap(args: Sequence[str], vocab: int | None) -> list[str]:
         return []
     cap = max(64, PYTORCH_SAMPLER_ELEMENTS // vocab // 64 * 64)
     return ["--max-running-requests", str(cap)] if cap < SGLANG_MAX_RUNNING else []
+
+
+def graph_batch(games: int) -> int:
+    """The largest decode batch a server that runs up to `games` requests at once captures a CUDA graph for:
+    0 (SGLang's own) where SGLang's own covers them, else `games`, at most SGLang's ceiling of running
+    requests. A decode step of a batch larger than the largest graph runs eagerly, the CPU launching each of
+    its kernels, and a generation whose every game is in flight decodes at about that batch
+    (bench/results/qwen_iteration_h200x2_2026-11-30/)."""
+    return 0 if games <= SGLANG_GRAPH_BATCH else min(games, SGLANG_MAX_RUNNING)
+
+
+def graph_args(args: Sequence[str], batch: int) -> list[str]:
+    """What a server with launch arguments `args` adds for CUDA graphs up to `batch` (0: nothing); nothing
+    where `args` choose the graphs' batch sizes themselves or turn CUDA graphs off."""
+    own = any(arg.split("=", 1)[0] in GRAPH_OPTIONS for arg in args)
+    return [] if own or batch <= 0 else ["--cuda-graph-max-bs", str(batch)]
 
 
 def probe(python: str = sys.executable) -> dict[str, bool]:

@@ -784,6 +784,34 @@ def test_every_server_of_a_run_serves_in_the_initial_models_dtype(tmp_path, loca
     assert "--dtype bfloat16" in dry_iterate(tmp_path / "d", *args, "--initial_model", bf16)
 
 
+def test_servers_capture_cuda_graphs_up_to_the_games_they_play_at_once(tmp_path):
+    """An iteration's 1,024 games play beside the evaluation of the model that plays them (32 x 4 development
+    games and 134 human ones): the server captures CUDA graphs for decode batches up to all 1,286, so that no
+    decode step of a full generation runs without one; servers.cuda_graph_max_bs sets the batch, 0 leaves
+    SGLang's own, and a run of fewer games than SGLang's own 256 adds nothing."""
+
+    def launches(name: str, games: int, *more: str) -> list[str]:
+        args = ["--num_iterations", "1", "--warm.policy", "none", "--trainer", "grpo"]
+        args += ["--trainers.grpo.games_per_iter", str(games), "--evaluation.instances", "32"]
+        args += ["--evaluation.games_per_instance", "4", "--evaluation.human_games_per_instance", "1"]
+        out = dry_iterate(tmp_path / name, *args, *more)
+        return [line for line in out.splitlines() if "-m sglang.launch_server" in line]
+
+    off = ("--evaluation.test_split", "false")
+    assert all("--cuda-graph-max-bs 1286 " in line for line in launches("a", 1024, *off))
+    # the final evaluation with the test split (256 x 4) is the most a run of fewer games plays at once
+    assert all("--cuda-graph-max-bs 1286 " in line for line in launches("b", 64))
+    assert all("--cuda-graph-max-bs 512 " in line for line in launches("c", 1024, "--servers.cuda_graph_max_bs", "512"))
+    for name, more in (
+        ("d", ("--servers.cuda_graph_max_bs", "0")),
+        ("e", ("--servers.extra_args", "--disable-cuda-graph")),
+    ):
+        lines = launches(name, 1024, *off, *more)
+        assert lines and not any("--cuda-graph-max-bs" in line for line in lines)
+    few = launches("f", 64, *off, "--game", "negotiation", "--evaluation.references", "none")  # 64 beside 32 x 4
+    assert few and not any("--cuda-graph-max-bs" in line for line in few)
+
+
 def dry_iterate(tmp_path, *args, **env):
     from click.testing import CliRunner
 

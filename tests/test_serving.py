@@ -74,6 +74,18 @@ def test_the_pytorch_sampler_caps_running_requests_for_a_large_vocabulary(tmp_pa
     assert serving.model_args(fallback, str(tmp_path / "broken")) == []
 
 
+def test_cuda_graphs_reach_the_batch_of_every_game_in_flight_unless_the_arguments_choose():
+    """A server that runs more games at once than SGLang's own largest CUDA graph (256) captures graphs up to
+    them, at most SGLang's ceiling of running requests; arguments that choose the graphs go first."""
+    assert serving.graph_batch(256) == 0 and serving.graph_batch(64) == 0  # SGLang's own suffices
+    assert serving.graph_batch(1286) == 1286
+    assert serving.graph_batch(20_000) == serving.SGLANG_MAX_RUNNING
+    assert serving.graph_args(["--dtype", "bfloat16"], 1286) == ["--cuda-graph-max-bs", "1286"]
+    assert serving.graph_args([], 0) == []
+    for own in (["--disable-cuda-graph"], ["--cuda-graph-max-bs", "512"], ["--cuda-graph-bs=1,2,4"]):
+        assert serving.graph_args(own, 1286) == []
+
+
 def test_sglang_args_names_the_cap_and_why(tmp_path):
     from click.testing import CliRunner
 

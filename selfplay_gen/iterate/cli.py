@@ -287,7 +287,8 @@ def generate_command(**o: Any) -> None:
     if not shell.dry_run:
         out_dir.mkdir(parents=True, exist_ok=True)
     serve_partner = bool(cfg.partner_model) and (cfg.num_games > 0 or crossplay_dir is not None)
-    with Slots(with_servers(cfg.servers), shell) as slots:
+    games_at_once = plays.games_at_once(cfg.num_games) if eval_dir else cfg.num_games
+    with Slots(with_servers(cfg.servers).for_games(games_at_once), shell) as slots:
         server = slots.serve(0, model or "", out_dir / "sglang.log", shared=serve_partner)
         partner = []
         if serve_partner:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from .. import environments, games
+from .. import environments, games, serving
 from ..config_tree import Alias, ListOf, Number, Switch, knob, outside, section
 from ..options import game_knob, games_per_instance_knob, move_format_knob, reward_mode_knob, teacher_plan_help
 from ..sampling import GROUP_SIZE, POSITIVE, Sampling, number
@@ -60,6 +60,14 @@ class ServerSettings:
         "backend the install lacks (said on stderr: python -m selfplay_gen.serving sglang-args); an option "
         "given here replaces the install's. --disable-cuda-graph turns CUDA graphs off; --mem-fraction-static "
         "0.12 leaves room for other runs on the same GPU.", alias="EXTRA_SGLANG_ARGS",
+    )  # fmt: skip
+    cuda_graph_max_bs: int | None = knob(
+        None, "The largest decode batch each server captures a CUDA graph for (SGLang's --cuda-graph-max-bs); a "
+        "larger batch decodes without one, each step launching every kernel from the CPU. null: the most games "
+        "the run's server plays at once (an iteration's games beside its model's evaluations, or the final "
+        "evaluation), where that is more than SGLang's own 256, at most 4,096. 0: SGLang's own. A "
+        "--cuda-graph-max-bs, --cuda-graph-bs or --disable-cuda-graph in extra_args goes first.", type=COUNT,
+        alias="CUDA_GRAPH_MAX_BS",
     )  # fmt: skip
     dtype: str | None = knob(
         None, "The dtype every server serves in (SGLang's --dtype). null: in iterate, the one SGLang picks for "
@@ -108,6 +116,13 @@ class ServerSettings:
         "verl.gpu_memory_utilization of it). Lower it if training runs out of memory.",
         type=click.FloatRange(0, 1, min_open=True), alias="OVERLAP_MEM_FRACTION",
     )  # fmt: skip
+
+    def for_games(self, games_at_once: int) -> ServerSettings:
+        """These settings for a run whose server plays up to `games_at_once` games at once: `cuda_graph_max_bs`
+        worked out where it is left null (`serving.graph_batch`)."""
+        if self.cuda_graph_max_bs is not None:
+            return self
+        return replace(self, cuda_graph_max_bs=serving.graph_batch(games_at_once))
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,8 @@ class Run:
         self.overlap = cfg.overlaps()
         # a server that plays beside training (overlap) or beside a trainer that stays up keeps a share of the GPU
         beside = self.overlap or cfg.verl.resident
-        self.slots = Slots(cfg.servers, self.shell, cfg.servers.overlap_mem_fraction if beside else None)
+        servers = cfg.servers.for_games(self.plays.games_at_once(self.trainer.settings.games_per_iter))
+        self.slots = Slots(servers, self.shell, cfg.servers.overlap_mem_fraction if beside else None)
         self.ahead = Ahead(self.shell)  # the next iteration's games, played while this one trains
         # offline GRPO's one verl job for the whole run (`verl.resident`)
         self.resident = Resident(self.shell, cfg.run_dir, cfg.num_iterations) if cfg.verl.resident else None

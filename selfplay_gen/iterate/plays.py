@@ -164,6 +164,25 @@ class Plays:
                 out.append((where, command))
         return out
 
+    def games_at_once(self, num_games: int) -> int:
+        """The most games the run's server plays at once: `num_games` training games beside the evaluations of
+        the model that plays them (`evaluations`, each set's games in flight together), or the final model's
+        evaluations with the test split."""
+        e = self.evaluation
+        dev = e.instances * e.games_per_instance
+
+        def games_of(name: str, part: Part) -> int:
+            if name == DEV_SET:
+                return dev
+            game = games.get(games.mixture(part.played.game or default_game())[0])
+            return game.human_games * e.human_games_per_instance
+
+        evaluations = sum(
+            sum(games_of(name, part) for name in part.sets) + 2 * dev * len(part.references) for part in self.parts
+        )
+        test = e.test_instances * e.test_games_per_instance * len(self.parts) if e.test_split else 0
+        return evaluations + max(num_games, test)
+
     def crossplay(
         self, server: Started, model: str | None, label: str, partner: list[str], partner_label: str, out: Path,
         draw: int = 1, split: str = DEV_SET, played: Played | None = None,

@@ -124,6 +124,7 @@ class SGLangServer:
         s = self.settings
         extra = shlex.split(s.extra_args or "")
         extra += serving.model_args(extra, self.model)  # the pytorch sampler's cap for a large vocabulary
+        extra += serving.graph_args(extra, s.cuda_graph_max_bs or 0)
         if self.mem_fraction is not None:  # a shared GPU's share replaces the lone server's
             extra = without_option(extra, "--mem-fraction-static") + ["--mem-fraction-static", str(self.mem_fraction)]
         extra = serving.with_own_args(["--dtype", s.dtype] if s.dtype else [], extra)  # extra_args' goes first
