@@ -92,14 +92,17 @@ graph_args() {
   python3 -c 'import sys; from selfplay_gen import serving as s; print(*s.graph_args([], s.graph_batch(int(sys.argv[1]))))' "$1"
 }
 
-generation() {  # NAME GRAPHS [GAMES]; GEN_MODEL: another model than the embedded warm start (a Qwen checkpoint)
+# generation NAME GRAPHS [GAMES]; GEN_MODEL: another model than the embedded warm start (a Qwen checkpoint);
+# GEN_ARGS: more bench/generation.py options (--no-flood: the runner's figures only)
+generation() {
   [[ ! -e $OUT/$1.DONE ]] || return 0
-  local model=${GEN_MODEL:-$WARM}
+  local model=${GEN_MODEL:-$WARM} more
+  read -r -a more <<< "${GEN_ARGS:-}"
   net_limits
   serve "$2" 30100 0.8 "$model"
   python3 "$REPO/bench/generation.py" --backend sglang --base-url http://127.0.0.1:30100 --tokenizer "$model" \
     --num-games "${3:-${GEN_GAMES:-2048}}" --sequential-games "${GEN_SEQUENTIAL:-16}" --games-per-instance 8 \
-    --max-new-tokens 512 --max-moves 30 --out "$OUT/$1"
+    --max-new-tokens 512 --max-moves 30 --out "$OUT/$1" "${more[@]}"
   curl -s http://127.0.0.1:30100/get_server_info > "$OUT/$1.server_info.json" || true
   stop 30100
   # where each phase's wall time went on the server (start, ramp, full, drain, tail)
