@@ -1,0 +1,81 @@
+"""verl's metrics per training step as a table, from its console log: what a results directory shows of a run
+whose stage did not finish (a lease that ended mid-iteration leaves no train/metrics.json, only verl.log).
+
+    python bench/analysis/steps_table.py RUN/iter_001/train/verl.log > online_steps.tsv
+    python bench/analysis/steps_table.py verl.log --columns games/agreed/mean,timing_s/step --markdown
+
+Each row is a step that logged `timing_s/step` (verl's validation before the first step logs none); a column
+is a metric as verl names it (`selfplay_gen.iterate.report.console_metrics` reads them). The default columns
+are an online GRPO run's: entropy, the step's games' reward and what they did (`games/<measure>/mean`),
+response length and turns, the step's seconds and its parts, and the validation's reward and measures where
+the step validated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from selfplay_gen.iterate.report import console_metrics
+
+VALIDATION = "val-aux/selfplay_matching"
+# (short name, metric)
+COLUMNS = (
+    ("entropy", "actor/entropy"),
+    ("score_mean", "critic/score/mean"),
+    ("agreed", "games/agreed/mean"),
+    ("invalid", "games/invalid/mean"),
+    ("stated_cells", "games/stated_cells/mean"),
+    ("proposals", "games/proposals/mean"),
+    ("response_length_mean", "response_length/mean"),
+    ("num_turns_mean", "num_turns/mean"),
+    ("step_s", "timing_s/step"),
+    ("gen_s", "timing_s/gen"),
+    ("update_actor_s", "timing_s/update_actor"),
+    ("validation_reward", "val-core/selfplay_matching/reward/mean@1"),
+    ("validation_agreed", f"{VALIDATION}/agreed/mean@1"),
+    ("validation_invalid", f"{VALIDATION}/invalid/mean@1"),
+    ("validation_stated_cells", f"{VALIDATION}/stated_cells/mean@1"),
+    ("validation_proposals", f"{VALIDATION}/proposals/mean@1"),
+)
+
+
+def table(lines: list[str], columns: tuple[tuple[str, str], ...] = COLUMNS) -> list[list[str]]:
+    """The header and one row per training step: each metric to four significant digits, blank where the
+    step did not log it."""
+    rows = [["step", *(short for short, _ in columns)]]
+    for step in console_metrics(lines):
+        if "timing_s/step" not in step:
+            continue
+        cells = [f"{step[metric]:.4g}" if metric in step else "" for _, metric in columns]
+        rows.append([f"{step['step']:g}", *cells])
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("log", type=Path, help="verl's console log (a stage's train/verl.log)")
+    parser.add_argument(
+        "--columns", help="metrics to show, comma-separated, as verl names them [default: an online GRPO run's]"
+    )
+    parser.add_argument("--markdown", action="store_true", help="a Markdown table instead of tab-separated values")
+    args = parser.parse_args(argv)
+    try:
+        lines = args.log.read_text(errors="replace").splitlines()
+    except OSError as error:
+        parser.error(f"cannot read {args.log}: {error.strerror}")
+    columns = tuple((metric, metric) for metric in args.columns.split(",")) if args.columns else COLUMNS
+    rows = table(lines, columns)
+    if len(rows) == 1:
+        sys.exit(f"{args.log}: no training step logged timing_s/step")
+    if args.markdown:
+        out = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+        out += ["| " + " | ".join(row) + " |" for row in rows[1:]]
+    else:
+        out = ["\t".join(row) for row in rows]
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
