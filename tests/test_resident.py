@@ -167,7 +167,8 @@ case $2 in
     for ((i = 0; i < ${#args[@]}; i++)); do
       case ${args[i]} in --local_dir) from=${args[i+1]};; --target_dir) target=${args[i+1]};; esac
     done
-    mkdir -p "$target" && cp MODEL/* "$target"/ && echo "$from" > "$target/merged_from";;
+    mkdir -p "$target" && cp MODEL/* "$target"/ && echo "$from" > "$target/merged_from"
+    ls "$from/../../../parts" > "$target/parts_at_merge";;
   selfplay_gen.verl.merge_lora) ;;
   *) exec PY "$@";;
 esac
@@ -183,7 +184,7 @@ def stand_in(tmp_path: Path, name: str, text: str, model: str) -> str:
     return str(path)
 
 
-def resident_run(tmp_path: Path, model: str):
+def resident_run(tmp_path: Path, model: str, overlap: str = "off"):
     """Three offline GRPO iterations with a resident trainer, 12 groups each (3 steps of 4), against a given
     server URL."""
     from selfplay_gen.iterate.config import GRPOSettings, Iteration, ServerSettings, Tools, Trainers, Warm
@@ -193,7 +194,7 @@ def resident_run(tmp_path: Path, model: str):
         trainers=Trainers(grpo=GRPOSettings(batch_size=4)), servers=ServerSettings(urls=("http://127.0.0.1:9",)),
         tools=Tools(python=sys.executable, gen=(stand_in(tmp_path, "gen", GEN, model),),
                     convert=(stand_in(tmp_path, "convert", CONVERT, model),)),
-        verl=Verl(python=stand_in(tmp_path, "verl-python", VERL, model), resident=True),
+        verl=Verl(python=stand_in(tmp_path, "verl-python", VERL, model), resident=True), overlap=overlap,
     )  # fmt: skip
 
 
@@ -231,6 +232,7 @@ def test_the_loop_starts_verl_once_and_trains_each_iteration_on_its_own_groups_r
         assert {seed for seed, _ in rows} == set(range(100 * i, 100 * i + 6)) and len(set(rows)) == 12
         hf = run_dir / f"iter_{i:03d}" / "train" / "hf"  # iteration i's model: the checkpoint of step 3i
         assert (hf / "merged_from").read_text().strip() == f"{run_dir}/resident/checkpoints/global_step_{3 * i}/actor"
+        assert (hf / "parts_at_merge").read_text().split() == [f"part_00{j}.parquet" for j in range(1, i + 1)]
         assert [row["step"] for row in json.loads((hf.parent / report.STEPS_FILE).read_text())] == [
             3 * i - 2, 3 * i - 1, 3 * i
         ]  # fmt: skip
@@ -243,6 +245,30 @@ def test_the_loop_starts_verl_once_and_trains_each_iteration_on_its_own_groups_r
     )
     assert [t.step for t in first + second + third] == ["train (offline, resident)"] * 3
     assert first[0].startup_s > 0 and second[0].startup_s == 0.0 and third[0].startup_s > 0  # started in 1 and 3
+
+
+def test_with_overlap_the_job_has_the_next_iterations_groups_before_this_ones_merge(
+    tmp_path, local_model_dir, monkeypatch
+):
+    """Overlap one-step plays and converts iteration N+1's games while N trains, so their part is written as N's
+    checkpoint is saved and the job trains on while N's merge runs (without overlap, the next part waits for the
+    merge: the test above)."""
+    from selfplay_gen.iterate.loop import Run
+
+    def parts_at_merges(run_dir: Path) -> list[list[str]]:
+        return [(run_dir / f"iter_00{i}/train/hf/parts_at_merge").read_text().split() for i in (1, 2, 3)]
+
+    names = [f"part_00{i}.parquet" for i in (1, 2, 3)]
+    (tmp_path / "overlap").mkdir()
+    # each checkpoint but the last is saved once the next iteration's games are played ahead and converted
+    games = tmp_path / "overlap" / "run" / "iter_{part:03d}" / "gen" / "played_by.json"
+    monkeypatch.setenv("STAND_IN_SAVE_AFTER", str(games))
+    monkeypatch.setenv("STAND_IN_SAVE_AFTER_TEXT", '"complete": true')
+    Run(resident_run(tmp_path / "overlap", local_model_dir, overlap="one-step")).main()
+    monkeypatch.delenv("STAND_IN_SAVE_AFTER")
+    assert parts_at_merges(tmp_path / "overlap" / "run") == [names[:2], names, names]
+    starts, steps = fetched(tmp_path / "overlap" / "run")
+    assert len(starts) == 1 and sorted(steps) == list(range(1, 10))
 
 
 def test_the_plan_of_a_resident_run_starts_verl_once_without_its_rollout_engine(tmp_path):

@@ -583,12 +583,24 @@ class Run:
                     raise StepFailed(failed.step, failed.code, advice) from failed
                 raise
         self.training_timed(stage, f"train ({job.mode}, resident)", started, trained.startup, usage)
+        self.feed_ahead(stage, job)
         hf = job.out_dir / "hf"
         with self.timed("merge"):
             step = trained.step if not self.cfg.dry_run else None
             merge(self.shell, replace(job, out_dir=self.resident.dir), verl, step, hf, loss.lora_rank > 0)
         plot_training_log(stage.dir / "train", self.resident.log, (trained.step - trained.steps, trained.step))
         return [Export(stage.label, str(hf), stage.dir / "eval")]
+
+    def feed_ahead(self, stage: Stage, job: TrainJob) -> None:
+        """Hand the resident job the next iteration's groups before this one's merge where they were played ahead
+        and converted already (`overlap` one-step): the job trains on through the merge, which is no longer on
+        the run's critical path. The next iteration finds its part written (`Resident.feed`); the games after it,
+        played ahead by this iteration's model, still wait for the merge."""
+        following = Stage.iteration(self.run_dir, stage.number + 1)
+        if self.resident is None or stage.number >= self.cfg.num_iterations or following.name not in self.ahead.played:
+            return
+        train_files = following.dir / "gen" / Path(job.train_files).name
+        self.resident.feed(following.number, replace(job, train_files=str(train_files)), following.seed)
 
     def training_timed(
         self, stage: Stage, step: str, started: float, startup: float | None, usage: GpuUsage

@@ -5,7 +5,9 @@ step, which a per-iteration job pays every iteration. Here one job trains the wh
 `ArrivingRows` (selfplay_gen.verl.arriving_rows), one part per iteration, which this side writes once the
 iteration's games are converted (`parts.fill`); the job saves a checkpoint at the end of each part's steps
 (`trainer.save_freq`), which the loop merges and serves as the iteration's model, as it merges a per-iteration
-job's last checkpoint. The trainer waits at the next part's first step while the servers play.
+job's last checkpoint. The trainer waits at the next part's first step while the servers play; with `overlap`
+one-step, whose next games are converted while this iteration trains, the next part is written as soon as this
+iteration's checkpoint is saved, and the job trains on through the merge (`Run.feed_ahead`).
 
 What carries over between iterations that a per-iteration job starts afresh: the optimizer's state and the
 learning-rate schedule (one schedule over the run's steps), the LoRA adapter (one adapter trained through the
@@ -68,6 +70,7 @@ class Resident:
         self._startup: float | None = None  # the running job's seconds to its first step, once its log shows it
         self.log_start = 0  # where the running job's part of the log begins
         self._shown = False  # a dry run's plan shows the job's command once
+        self._fed: set[int] = set()  # a dry run's plan shows each part written once
 
     @property
     def checkpoints(self) -> Path:
@@ -121,8 +124,8 @@ class Resident:
         """Write iteration `iteration`'s part from `job.train_files` (its converted groups, shuffled by `seed`),
         start the job (its command: `command_of(the resident job)`) where it is not running, and wait for the
         checkpoint of the part's last step."""
+        self.feed(iteration, job, seed)
         if self.shell.dry_run:
-            self.shell.echo(f"+ # iteration {iteration}'s groups -> {self.dir / 'parts'}")
             if not self._shown:
                 self.shell.echo("+ # verl, started once for the run:")
                 self.shell.echo(show(command_of(self.job(job, STEPS_UNKNOWN))))
@@ -132,12 +135,6 @@ class Resident:
         spec = self.spec(job)
         steps = spec.rows_per_part // job.batch_size
         last = iteration * steps
-        if not spec.part(iteration).exists():
-            groups = parts.fill(Path(job.train_files), spec, iteration, job.epochs, seed)
-            self.shell.echo(
-                f"iteration {iteration}: {groups} groups -> {spec.part(iteration)} "
-                f"({spec.rows_per_part} rows, steps {last - steps + 1} to {last})"
-            )
         started_here = self.saved() < last and not self.running()
         if started_here:
             self._start(command_of(self.job(job, steps)))
@@ -146,6 +143,25 @@ class Resident:
                 self._ended(last)
             time.sleep(POLL_S)
         return Trained(last, steps, self._startup if started_here else 0.0)
+
+    def feed(self, iteration: int, job: TrainJob, seed: int) -> None:
+        """Write iteration `iteration`'s part from `job.train_files` (its converted groups, shuffled by `seed`)
+        unless it is written: the job trains on it once it reaches the part's first step, which it waits at."""
+        if self.shell.dry_run:
+            if iteration not in self._fed:
+                self.shell.echo(f"+ # iteration {iteration}'s groups -> {self.dir / 'parts'}")
+                self._fed.add(iteration)
+            return
+        spec = self.spec(job)
+        if spec.part(iteration).exists():
+            return
+        steps = spec.rows_per_part // job.batch_size
+        last = iteration * steps
+        groups = parts.fill(Path(job.train_files), spec, iteration, job.epochs, seed)
+        self.shell.echo(
+            f"iteration {iteration}: {groups} groups -> {spec.part(iteration)} "
+            f"({spec.rows_per_part} rows, steps {last - steps + 1} to {last})"
+        )
 
     def saved(self) -> int:
         """The step of the job's latest checkpoint (0: none yet)."""
