@@ -11,8 +11,8 @@
 # on one that runs 4 decode steps between looks at its queue (fewer, larger prefill batches of the turns that
 # arrived meanwhile); `gen-graph-batch` on one that captures CUDA graphs up to the decode batch of all the games in
 # flight (`serving.graph_batch`, what `selfplay-gen iterate` gives its servers) rather than SGLang's own 256;
-# `gen-mixed` on one that runs the turns that arrive in the decode batches (`--enable-mixed-chunk`). Each reports
-# its phases' GPU utilization beside games/s. `swap`
+# `gen-mixed` on one that runs the turns that arrive in the decode batches (`--enable-mixed-chunk`), `gen-graph-mixed`
+# on one with both. Each reports its phases' GPU utilization beside games/s. `swap`
 # checks a server that took another checkpoint's weights (/update_weights_from_disk) against one started on it:
 # the same greedy games, token for token.
 # On a machine with two GPUs: `dp-compare` plays DP_GAMES games through run_selfplay_generation.sh with DP=1 and
@@ -33,7 +33,7 @@
 # OVERLAP=off and =one-step. Each run's summary.md holds its wall-time table (start-up apart) and iterations per hour.
 # Results in ROOT/speed/; each phase (or training job) is skipped once its result exists.
 #   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [gen-priority] [gen-decode4] [gen-graph-batch]
-#                            [gen-mixed] [fbc] [gen-eager]
+#                            [gen-mixed] [gen-graph-mixed] [fbc] [gen-eager]
 #                            [iterate-fbc] [iterate-kept] [iterate-online] [router-shared] [gen-8k] [swap]
 #                            [dp-compare] [sft-compare] [sft-profile] [iterate-2gpu] [offline-compare]
 #                            [online-compare] [online-batch] [fsdp-compare] [attention-compare] [poll-compare]
@@ -382,6 +382,8 @@ for phase in "$@"; do
     gen-decode4) SERVE_ARGS="--num-continuous-decode-steps 4" generation generation_decode_steps_4 1 ;;
     gen-graph-batch) SERVE_ARGS=$(graph_args "${GEN_GAMES:-2048}") generation generation_graph_batch 1 ;;
     gen-mixed) SERVE_ARGS="--enable-mixed-chunk" generation generation_mixed_chunk 1 ;;
+    gen-graph-mixed) SERVE_ARGS="$(graph_args "${GEN_GAMES:-2048}") --enable-mixed-chunk" \
+      generation generation_graph_batch_mixed_chunk 1 ;;
     router-shared) router_shared ;;
     swap) swap_check ;;
     dp-compare) dp_compare ;;
