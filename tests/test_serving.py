@@ -86,6 +86,15 @@ def test_cuda_graphs_reach_the_batch_of_every_game_in_flight_unless_the_argument
         assert serving.graph_args(own, 1286) == []
 
 
+def test_an_option_is_taken_out_with_its_value_and_a_valueless_one_alone():
+    from selfplay_gen.iterate.server import without_option
+
+    mem = "--mem-fraction-static"
+    assert without_option(["--tp", "1", mem, "0.3", "--dtype=half"], mem) == ["--tp", "1", "--dtype=half"]
+    assert without_option([f"{mem}=0.3", "--x"], mem) == ["--x"]
+    assert without_option([mem, "--cuda-graph-max-bs", "512"], mem) == ["--cuda-graph-max-bs", "512"]
+
+
 def test_sglang_args_names_the_cap_and_why(tmp_path):
     from click.testing import CliRunner
 

@@ -50,13 +50,15 @@ WORKER_PORT_STEP = 1000
 
 
 def without_option(args: list[str], option: str) -> list[str]:
-    """`args` less `option` and its value (given as `--option VALUE` or `--option=VALUE`)."""
-    kept, skip = [], False
+    """`args` less `option` and its value (given as `--option VALUE` or `--option=VALUE`); an `option` given no
+    value goes alone, the option after it kept."""
+    kept, after_option = [], False
     for arg in args:
-        if skip:
-            skip = False
-        elif arg == option:
-            skip = True
+        its_value, after_option = after_option and not arg.startswith("--"), False
+        if its_value:
+            continue
+        if arg == option:
+            after_option = True
         elif not arg.startswith(option + "="):
             kept.append(arg)
     return kept
