@@ -17,23 +17,27 @@ import argparse
 import sys
 from pathlib import Path
 
+from selfplay_gen.games import UNNAMED
 from selfplay_gen.iterate.report import console_metrics
+from selfplay_gen.stats.report import markdown_table
+from selfplay_gen.verl import STEP_MEASURES, data_source
 
-VALIDATION = "val-aux/selfplay_matching"
+SOURCE = data_source(UNNAMED)  # the matching game's validation rows
+VALIDATION = f"val-aux/{SOURCE}"
 # (short name, metric)
 COLUMNS = (
     ("entropy", "actor/entropy"),
     ("score_mean", "critic/score/mean"),
-    ("agreed", "games/agreed/mean"),
-    ("invalid", "games/invalid/mean"),
-    ("stated_cells", "games/stated_cells/mean"),
-    ("proposals", "games/proposals/mean"),
+    ("agreed", f"{STEP_MEASURES}/agreed/mean"),
+    ("invalid", f"{STEP_MEASURES}/invalid/mean"),
+    ("stated_cells", f"{STEP_MEASURES}/stated_cells/mean"),
+    ("proposals", f"{STEP_MEASURES}/proposals/mean"),
     ("response_length_mean", "response_length/mean"),
     ("num_turns_mean", "num_turns/mean"),
     ("step_s", "timing_s/step"),
     ("gen_s", "timing_s/gen"),
     ("update_actor_s", "timing_s/update_actor"),
-    ("validation_reward", "val-core/selfplay_matching/reward/mean@1"),
+    ("validation_reward", f"val-core/{SOURCE}/reward/mean@1"),
     ("validation_agreed", f"{VALIDATION}/agreed/mean@1"),
     ("validation_invalid", f"{VALIDATION}/invalid/mean@1"),
     ("validation_stated_cells", f"{VALIDATION}/stated_cells/mean@1"),
@@ -69,12 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = table(lines, columns)
     if len(rows) == 1:
         sys.exit(f"{args.log}: no training step logged timing_s/step")
-    if args.markdown:
-        out = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-        out += ["| " + " | ".join(row) + " |" for row in rows[1:]]
-    else:
-        out = ["\t".join(row) for row in rows]
-    print("\n".join(out))
+    print(markdown_table(rows[0], rows[1:]) if args.markdown else "\n".join("\t".join(row) for row in rows))
 
 
 if __name__ == "__main__":
