@@ -12,7 +12,8 @@
 # arrived meanwhile); `gen-graph-batch` on one that captures CUDA graphs up to the decode batch of all the games in
 # flight (`serving.graph_batch`, what `selfplay-gen iterate` gives its servers) rather than SGLang's own 256;
 # `gen-mixed` on one that runs the turns that arrive in the decode batches (`--enable-mixed-chunk`), `gen-graph-mixed`
-# on one with both. Each reports its phases' GPU utilization beside games/s. `swap`
+# on one with both, `gen-graph-mixed-2` and `-3` on two or three such servers sharing the GPU behind sglang_router
+# (each its own scheduler process). Each reports its phases' GPU utilization beside games/s. `swap`
 # checks a server that took another checkpoint's weights (/update_weights_from_disk) against one started on it:
 # the same greedy games, token for token.
 # On a machine with two GPUs: `dp-compare` plays DP_GAMES games through run_selfplay_generation.sh with DP=1 and
@@ -33,7 +34,7 @@
 # OVERLAP=off and =one-step. Each run's summary.md holds its wall-time table (start-up apart) and iterations per hour.
 # Results in ROOT/speed/; each phase (or training job) is skipped once its result exists.
 #   offline_gpu/gpu_speed.sh MODEL_DIR ROOT [embedded] [gen-graphs] [gen-priority] [gen-decode4] [gen-graph-batch]
-#                            [gen-mixed] [gen-graph-mixed] [fbc] [gen-eager]
+#                            [gen-mixed] [gen-graph-mixed] [gen-graph-mixed-2] [gen-graph-mixed-3] [fbc] [gen-eager]
 #                            [iterate-fbc] [iterate-kept] [iterate-online] [router-shared] [gen-8k] [swap]
 #                            [dp-compare] [sft-compare] [sft-profile] [iterate-2gpu] [offline-compare]
 #                            [online-compare] [online-batch] [fsdp-compare] [attention-compare] [poll-compare]
@@ -92,22 +93,40 @@ graph_args() {
   python3 -c 'import sys; from selfplay_gen import serving as s; print(*s.graph_args([], s.graph_batch(int(sys.argv[1]))))' "$1"
 }
 
-# generation NAME GRAPHS [GAMES]; GEN_MODEL: another model than the embedded warm start (a Qwen checkpoint);
-# GEN_ARGS: more bench/generation.py options (--no-flood: the runner's figures only)
+# generation NAME GRAPHS [GAMES [WORKERS]]; GEN_MODEL: another model than the embedded warm start (a Qwen
+# checkpoint); GEN_ARGS: more bench/generation.py options (--no-flood: the runner's figures only). WORKERS > 1
+# servers share this GPU (0.8 of its memory split between them) behind sglang_router on port 30100, each on
+# 30100 + its number: a second scheduler process where one server's own CPU work between steps leaves the GPU idle
 generation() {
   [[ ! -e $OUT/$1.DONE ]] || return 0
-  local model=${GEN_MODEL:-$WARM} more
+  local model=${GEN_MODEL:-$WARM} workers=${4:-1} more ports=(30100) urls=() port
   read -r -a more <<< "${GEN_ARGS:-}"
   net_limits
-  serve "$2" 30100 0.8 "$model"
+  if ((workers == 1)); then
+    serve "$2" 30100 0.8 "$model"
+  else
+    ports=()
+    for ((i = 1; i <= workers; i++)); do
+      ports+=($((30100 + i)))
+      urls+=("http://127.0.0.1:$((30100 + i))")
+      serve "$2" $((30100 + i)) "$(awk "BEGIN { printf \"%.3g\", 0.8 / $workers }")" "$model"
+    done
+    setsid nohup python3 -m sglang_router.launch_router --host 127.0.0.1 --port 30100 --worker-urls "${urls[@]}" \
+      > "$ROOT/logs/router.log" 2>&1 < /dev/null &
+    echo $! > "$ROOT/logs/sglang_router.pid"  # stopped as the servers are, by its process group
+    until curl -sf http://127.0.0.1:30100/health > /dev/null; do sleep 1; done
+  fi
   python3 "$REPO/bench/generation.py" --backend sglang --base-url http://127.0.0.1:30100 --tokenizer "$model" \
     --num-games "${3:-${GEN_GAMES:-2048}}" --sequential-games "${GEN_SEQUENTIAL:-16}" --games-per-instance 8 \
     --max-new-tokens 512 --max-moves 30 --out "$OUT/$1" "${more[@]}"
-  curl -s http://127.0.0.1:30100/get_server_info > "$OUT/$1.server_info.json" || true
-  stop 30100
-  # where each phase's wall time went on the server (start, ramp, full, drain, tail)
-  python3 "$REPO/bench/analysis/server_timeline.py" "$ROOT/logs/sglang_30100.log" \
-    --generation "$OUT/$1/generation.json" > "$OUT/$1/server_timeline.md" 2>&1 || true
+  curl -s "http://127.0.0.1:${ports[0]}/get_server_info" > "$OUT/$1.server_info.json" || true
+  ((workers == 1)) || stop router
+  for port in "${ports[@]}"; do
+    stop "$port"
+    # where each phase's wall time went on each server (start, ramp, full, drain, tail)
+    python3 "$REPO/bench/analysis/server_timeline.py" "$ROOT/logs/sglang_$port.log" \
+      --generation "$OUT/$1/generation.json" >> "$OUT/$1/server_timeline.md" 2>&1 || true
+  done
   touch "$OUT/$1.DONE"
 }
 
@@ -384,6 +403,10 @@ for phase in "$@"; do
     gen-mixed) SERVE_ARGS="--enable-mixed-chunk" generation generation_mixed_chunk 1 ;;
     gen-graph-mixed) SERVE_ARGS="$(graph_args "${GEN_GAMES:-2048}") --enable-mixed-chunk" \
       generation generation_graph_batch_mixed_chunk 1 ;;
+    gen-graph-mixed-2) SERVE_ARGS="$(graph_args $((${GEN_GAMES:-2048} / 2))) --enable-mixed-chunk" \
+      generation generation_graph_batch_mixed_chunk_2_workers 1 "${GEN_GAMES:-2048}" 2 ;;
+    gen-graph-mixed-3) SERVE_ARGS="$(graph_args $((${GEN_GAMES:-2048} / 3))) --enable-mixed-chunk" \
+      generation generation_graph_batch_mixed_chunk_3_workers 1 "${GEN_GAMES:-2048}" 3 ;;
     router-shared) router_shared ;;
     swap) swap_check ;;
     dp-compare) dp_compare ;;

@@ -1297,6 +1297,51 @@ stop 30100
     ]  # fmt: skip
 
 
+def test_gpu_speed_generation_shares_the_gpu_between_workers_behind_the_router(tmp_path):
+    """A generation phase with several workers (`gen-graph-mixed-2`) starts that many servers on this GPU, each
+    with its share of the memory, puts sglang_router in front of them on the port the benchmark plays against,
+    and stops them all before the next phase."""
+    bin_dir, logs = tmp_path / "bin", tmp_path / "logs"
+    bin_dir.mkdir(), logs.mkdir()
+    for name, body in (
+        ("python3", f'[[ $2 == selfplay_gen.serving ]] && {{ echo "--attention-backend fa3"; exit; }}\n'
+                    f'echo "$*" >> {tmp_path}/launched\n[[ $2 == sglang.launch_server ]] && sleep 30\nexit 0\n'),
+        ("curl", "exit 0\n"),
+    ):  # fmt: skip
+        (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    run = f"""
+ROOT={tmp_path} OUT={tmp_path}/speed REPO=/repo WARM=/warm
+mkdir -p $OUT/shared  # what bench/generation.py makes
+{shell_function("offline_gpu/gpu_speed.sh", "serve")}
+{shell_function("offline_gpu/gpu_speed.sh", "stop")}
+{shell_function("offline_gpu/gpu_speed.sh", "net_limits")}
+{shell_function("offline_gpu/gpu_speed.sh", "generation")}
+SERVE_ARGS="--enable-mixed-chunk" GEN_MODEL=/qwen generation shared 1 1024 2
+for pid in $ROOT/logs/sglang_*.pid; do ps -o stat= -g "$(cat $pid)" | grep -v '^Z' || echo "$(basename $pid) gone"; done
+"""
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-c", run], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    gone = [line for line in done.stdout.splitlines() if not line.startswith("server up")]
+    assert gone == ["sglang_30101.pid gone", "sglang_30102.pid gone", "sglang_router.pid gone"]
+    launched = [line.split() for line in (tmp_path / "launched").read_text().splitlines()]
+    servers = [args for args in launched if args[1] == "sglang.launch_server"]
+    assert [(a[a.index("--port") + 1], a[a.index("--mem-fraction-static") + 1]) for a in servers] == [
+        ("30101", "0.4"),
+        ("30102", "0.4"),
+    ]
+    assert all(a[-1] == "--enable-mixed-chunk" and a[a.index("--model-path") + 1] == "/qwen" for a in servers)
+    router = next(a for a in launched if a[1] == "sglang_router.launch_router")
+    assert router[router.index("--port") + 1] == "30100"
+    assert router[router.index("--worker-urls") + 1 :] == ["http://127.0.0.1:30101", "http://127.0.0.1:30102"]
+    bench = next(a for a in launched if a[0] == "/repo/bench/generation.py")
+    assert bench[bench.index("--base-url") + 1] == "http://127.0.0.1:30100"
+    assert bench[bench.index("--num-games") + 1] == "1024"
+    assert sum(a[0] == "/repo/bench/analysis/server_timeline.py" for a in launched) == 2  # one per worker's log
+    assert (tmp_path / "speed" / "shared.DONE").exists()
+
+
 def test_gpu_speed_compares_offline_grpo_arms_each_from_the_warm_start(tmp_path):
     """`resident-compare` and `overlap-compare` run the iteration script once an arm, each arm's setting and the
     phase's iterations in its environment, into a run directory of its own whose base evaluation is skipped."""
