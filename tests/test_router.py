@@ -128,13 +128,14 @@ def test_dp_workers_start_behind_the_router_and_each_takes_new_weights(tmp_path,
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.killpg(pid, 0)
-    # KEEP_SERVERS=True: training's turn releases every worker's memory, and the next checkpoint
-    # comes into the same processes; games through the router play on them
-    kept = dataclasses.replace(settings, port=free_port(ports), keep_servers=True)
+    # KEEP_SERVERS=True, the two workers sharing one GPU (started one after the other): training's turn releases
+    # every worker's memory, and the next checkpoint comes into the same processes; games through the router play
+    kept = dataclasses.replace(settings, port=free_port(ports), keep_servers=True, dp=1, workers_per_gpu=2)
     with Slots(kept, Shell()) as slots:
         started = slots.serve(0, local_model_dir, tmp_path / "kept.log")
         server = slots._servers[0][1]
         pids = [process.pid for process in server.processes]
+        assert len(server.stages()) == 3 and len(pids) == 3  # one worker, the other, the router
         slots.free_gpu()
         resumed = slots.serve(0, warm, tmp_path / "kept.log")
         assert [process.pid for process in server.processes] == pids and resumed.url == started.url

@@ -95,6 +95,47 @@ def test_an_option_is_taken_out_with_its_value_and_a_valueless_one_alone():
     assert without_option([mem, "--cuda-graph-max-bs", "512"], mem) == ["--cuda-graph-max-bs", "512"]
 
 
+def test_servers_sharing_a_gpu_split_one_servers_memory_behind_the_router(tmp_path):
+    """`servers.workers_per_gpu=2`: two SGLang servers on each GPU group, behind sglang_router, started one
+    after the other, each with half the memory share one server there would have (the one given, else
+    LONE_MEM_FRACTION: SGLang takes a share of the memory free at its start, so the second asks for half of
+    what the first left), and CUDA graphs up to its own share of the games at once."""
+    from selfplay_gen.iterate import placement
+    from selfplay_gen.iterate.config import ServerSettings
+    from selfplay_gen.iterate.server import LONE_MEM_FRACTION, SGLangServer, memory_split, option_value
+    from selfplay_gen.iterate.shell import Shell
+
+    assert [p.base_gpu for p in placement.local(2, 1, 2)] == [0, 0, 1, 1]
+    mem = "--mem-fraction-static"
+    assert option_value(["--tp", "1", mem, "0.3"], mem) == "0.3" and option_value([f"{mem}=0.2"], mem) == "0.2"
+    assert option_value([mem, "--tp", "1"], mem) is None
+    assert memory_split(["--tp", "1"], 2, 0) == ["--tp", "1", mem, f"{LONE_MEM_FRACTION / 2:.4g}"]
+    assert memory_split(["--tp", "1"], 2, 1)[-1] == f"{0.4 / 0.6:.4g}"  # 0.4 of the GPU, of the 0.6 left free
+    assert [memory_split([mem, "0.15", "--tp", "1"], 3, k) for k in (0, 2)] == [
+        ["--tp", "1", mem, "0.05"],
+        ["--tp", "1", mem, f"{0.05 / 0.9:.4g}"],
+    ]
+
+    settings = ServerSettings(port=31000, workers_per_gpu=2, extra_args=f"{mem} 0.15").for_games(1286)
+    assert settings.workers == 2 and settings.cuda_graph_max_bs == 643
+    server = SGLangServer(
+        _checkpoint(tmp_path / "m", 49_152), 31000, tmp_path / "a.log", settings, Shell(dry_run=True), None
+    )
+    first, second, (router,) = server.stages()  # the GPU's second server starts once the first is up
+    workers = first + second
+    assert [w.url for w in workers] == ["http://127.0.0.1:32000", "http://127.0.0.1:33000"]
+    assert server.worker_urls() == [w.url for w in workers]
+    for worker, share in zip(workers, ("0.075", f"{0.075 / 0.925:.4g}")):
+        command = worker.command
+        assert command[command.index("--base-gpu-id") + 1] == "0"
+        assert [a for a in command if a == mem] == [mem] and command[command.index(mem) + 1] == share
+        assert command[command.index("--cuda-graph-max-bs") + 1] == "643"
+    assert router.url == server.url == "http://127.0.0.1:31000" and router.workers == tuple(w.url for w in workers)
+    beside = SGLangServer(server.model, 31000, tmp_path / "b.log", settings, Shell(dry_run=True), 0.3).stages()[0][0]
+    assert beside.command[beside.command.index(mem) + 1] == "0.15"  # the share beside training, split
+    assert ServerSettings(dp=2).for_games(1286).cuda_graph_max_bs == 643  # DP workers: each its share too
+
+
 def test_sglang_args_names_the_cap_and_why(tmp_path):
     from click.testing import CliRunner
 

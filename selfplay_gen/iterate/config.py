@@ -55,6 +55,13 @@ class ServerSettings:
         1, "Data-parallel: this many servers (tp GPUs each, GPUs apart) behind sglang_router on port, their "
         "workers on port + 1000, port + 2000, ...", type=POSITIVE, alias="DP",
     )  # fmt: skip
+    workers_per_gpu: int = knob(
+        1, "SGLang servers on each GPU (each group of tp), behind sglang_router as DP workers are, each with its "
+        "share of the memory one server there would have (its --mem-fraction-static, else 0.8): a small model's "
+        "server spends much of each decode step on its own CPU work (scheduling, each request's results), which "
+        "another server's scheduler on the same GPU overlaps with its kernels.", type=POSITIVE,
+        alias="WORKERS_PER_GPU",
+    )  # fmt: skip
     extra_args: str | None = knob(
         None, "Server arguments added to SGLang's own (CUDA graphs on) and to the fallbacks for a kernel or "
         "backend the install lacks (said on stderr: python -m selfplay_gen.serving sglang-args); an option "
@@ -117,12 +124,17 @@ class ServerSettings:
         type=click.FloatRange(0, 1, min_open=True), alias="OVERLAP_MEM_FRACTION",
     )  # fmt: skip
 
+    @property
+    def workers(self) -> int:
+        """The SGLang servers a server of these settings is: one, or the router's workers."""
+        return self.dp * self.workers_per_gpu
+
     def for_games(self, games_at_once: int) -> ServerSettings:
-        """These settings for a run whose server plays up to `games_at_once` games at once: `cuda_graph_max_bs`
-        worked out where it is left null (`serving.graph_batch`)."""
+        """These settings for a run whose server plays up to `games_at_once` games at once, its workers' share
+        each: `cuda_graph_max_bs` worked out where it is left null (`serving.graph_batch`)."""
         if self.cuda_graph_max_bs is not None:
             return self
-        return replace(self, cuda_graph_max_bs=serving.graph_batch(games_at_once))
+        return replace(self, cuda_graph_max_bs=serving.graph_batch(-(-games_at_once // self.workers)))
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,36 @@ def without_option(args: list[str], option: str) -> list[str]:
     return kept
 
 
+def option_value(args: list[str], option: str) -> str | None:
+    """The value `args` give `option` (`--option VALUE` or `--option=VALUE`; the last one given), or None."""
+    value = None
+    for arg, following in zip(args, [*args[1:], None]):
+        if arg == option and following is not None and not following.startswith("--"):
+            value = following
+        elif arg.startswith(option + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def with_option(args: list[str], option: str, value: str) -> list[str]:
+    """`args` with `option` set to `value`, in place of any value they gave it."""
+    return [*without_option(args, option), option, value]
+
+
+# the GPU memory share of a lone server that names none, for servers that split one GPU between them
+LONE_MEM_FRACTION = 0.8
+
+
+def memory_split(args: list[str], servers: int, k: int) -> list[str]:
+    """`args` of the `k`-th (from 0) of `servers` servers started one after another on a GPU: an equal part of
+    the memory share that `args` give one server (`--mem-fraction-static`, else LONE_MEM_FRACTION). SGLang
+    takes its share of the memory free when it starts, so the k-th asks for its part of what the k before it
+    left."""
+    given = option_value(args, "--mem-fraction-static")
+    part = (float(given) if given is not None else LONE_MEM_FRACTION) / servers
+    return with_option(args, "--mem-fraction-static", f"{part / (1 - k * part):.4g}")
+
+
 @dataclass
 class Launch:
     """One process of a server: its command, its log, the URL whose /health says it is up, and where it
@@ -82,10 +112,11 @@ class Launch:
 
 
 class SGLangServer:
-    """One SGLang server for `model` on `port`, logging to `log`; with `settings.dp > 1`, that many
-    servers (TP GPUs each, GPUs apart) behind sglang_router on `port`, whose cache-aware routing
-    sends a game's next turn to the worker holding its prefix. A worker logs beside `log`
-    (sglang.worker0.log, ...). With `settings.placement` ray the servers run across a Ray cluster's
+    """One SGLang server for `model` on `port`, logging to `log`; with `settings.workers > 1`, that many
+    servers (`dp` groups of TP GPUs, GPUs apart, `workers_per_gpu` servers on each) behind sglang_router
+    on `port`, whose cache-aware routing sends a game's next turn to the worker holding its prefix. A
+    worker logs beside `log` (sglang.worker0.log, ...); workers sharing a GPU split the memory share one
+    server there would have. With `settings.placement` ray the servers run across a Ray cluster's
     nodes (`placement`), the router here.
 
     SGLang sizes its KV cache from the GPU memory free before it loaded the model; when another
@@ -106,17 +137,17 @@ class SGLangServer:
         if self._places is None:
             s = self.settings
             if s.placement == "local":
-                self._places = placement.local(s.dp, s.tp)
+                self._places = placement.local(s.dp, s.tp, s.workers_per_gpu)
             elif self.shell.dry_run:
-                self._places = [Place(f"NODE{i}", 0, f"node{i}") for i in range(s.dp)]
+                self._places = [Place(f"NODE{i}", 0, f"node{i}") for i in range(s.dp) for _ in range(s.workers_per_gpu)]
             else:
-                self._places = placement.on_ray(s.dp, s.tp)
+                self._places = placement.on_ray(s.dp, s.tp, s.workers_per_gpu)
         return self._places
 
     @property
     def url(self) -> str:
         """Where games reach the server: the one server, or the router on this machine."""
-        if self.settings.dp <= 1:
+        if self.settings.workers <= 1:
             return f"http://{self.places()[0].host}:{self.port}"
         return f"http://{placement.LOCAL_HOST}:{self.port}"
 
@@ -128,30 +159,37 @@ class SGLangServer:
         extra += serving.model_args(extra, self.model)  # the pytorch sampler's cap for a large vocabulary
         extra += serving.graph_args(extra, s.cuda_graph_max_bs or 0)
         if self.mem_fraction is not None:  # a shared GPU's share replaces the lone server's
-            extra = without_option(extra, "--mem-fraction-static") + ["--mem-fraction-static", str(self.mem_fraction)]
+            extra = with_option(extra, "--mem-fraction-static", str(self.mem_fraction))
         extra = serving.with_own_args(["--dtype", s.dtype] if s.dtype else [], extra)  # extra_args' goes first
         if s.keep_servers:
             extra += ["--enable-memory-saver"]
 
-        def server(port: int, place: Place, log: Path) -> Launch:
-            gpu = ["--base-gpu-id", str(place.base_gpu)] if s.dp > 1 else []
-            command = serving.launch_command(s.python, self.model, port, s.tp, [*gpu, *extra], host=place.host)
+        def server(port: int, place: Place, log: Path, k: int = 0) -> Launch:
+            """The `k`-th server on its GPU."""
+            gpu = ["--base-gpu-id", str(place.base_gpu)] if s.workers > 1 else []
+            own = memory_split(extra, s.workers_per_gpu, k) if s.workers_per_gpu > 1 else extra
+            command = serving.launch_command(s.python, self.model, port, s.tp, [*gpu, *own], host=place.host)
             return Launch(command, log, f"http://{place.host}:{port}", place=place)
 
-        if s.dp <= 1:
+        if s.workers <= 1:
             return [[server(self.port, self.places()[0], self.log)]]
         workers = []
         for i, place in enumerate(self.places()):
             port = self.port + WORKER_PORT_STEP * (i + 1)
-            workers.append(server(port, place, self.log.with_name(f"{self.log.stem}.worker{i}{self.log.suffix}")))
-        metrics = self.port + WORKER_PORT_STEP * (s.dp + 1)
+            log = self.log.with_name(f"{self.log.stem}.worker{i}{self.log.suffix}")
+            workers.append(server(port, place, log, i % s.workers_per_gpu))
+        metrics = self.port + WORKER_PORT_STEP * (s.workers + 1)
         router_args = shlex.split(s.router_args or "")
         router = serving.router_command(s.python, self.port, [w.url for w in workers], metrics, router_args)
-        return [workers, [Launch(router, self.log, self.url, tuple(w.url for w in workers))]]
+        # the k-th server of every GPU at once: the servers of one GPU one after another, each sizing its memory
+        # from what is free once the one before has taken its own
+        per_gpu = [workers[k :: s.workers_per_gpu] for k in range(s.workers_per_gpu)]
+        return [*per_gpu, [Launch(router, self.log, self.url, tuple(w.url for w in workers))]]
 
     def worker_urls(self) -> list[str]:
         """The servers that hold the weights: the one server, or the router's workers."""
-        return [launch.url for launch in self.stages()[0]]
+        stages = self.stages()
+        return [launch.url for stage in stages[: max(1, len(stages) - 1)] for launch in stage]
 
     def __enter__(self) -> Started:
         started = time.monotonic()
