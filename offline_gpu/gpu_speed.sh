@@ -95,7 +95,7 @@ graph_args() {
 
 # generation NAME GRAPHS [GAMES [WORKERS]]; GEN_MODEL: another model than the embedded warm start (a Qwen
 # checkpoint); GEN_ARGS: more bench/generation.py options (--no-flood: the runner's figures only). WORKERS > 1
-# servers share this GPU (0.8 of its memory split between them) behind sglang_router on port 30100, each on
+# servers share this GPU (0.8 of its memory in equal parts) behind sglang_router on port 30100, each on
 # 30100 + its number: a second scheduler process where one server's own CPU work between steps leaves the GPU idle
 generation() {
   [[ ! -e $OUT/$1.DONE ]] || return 0
@@ -109,7 +109,8 @@ generation() {
     for ((i = 1; i <= workers; i++)); do
       ports+=($((30100 + i)))
       urls+=("http://127.0.0.1:$((30100 + i))")
-      serve "$2" $((30100 + i)) "$(awk "BEGIN { printf \"%.3g\", 0.8 / $workers }")" "$model"
+      # an equal part of 0.8 each: SGLang takes its share of what is free at its start (iterate.server.memory_split)
+      serve "$2" $((30100 + i)) "$(awk "BEGIN { p = 0.8 / $workers; printf \"%.4g\", p / (1 - ($i - 1) * p) }")" "$model"
     done
     setsid nohup python3 -m sglang_router.launch_router --host 127.0.0.1 --port 30100 --worker-urls "${urls[@]}" \
       > "$ROOT/logs/router.log" 2>&1 < /dev/null &
