@@ -43,6 +43,7 @@ from selfplay_gen.backends.base import BackendError, BackendOptions, SamplingPar
 from selfplay_gen.games import GameConfig
 from selfplay_gen.games.base import Limits
 from selfplay_gen.games.matching.instance import Instance
+from selfplay_gen.games.move_formats import MOVE_FORMATS, PLAIN
 from selfplay_gen.iterate.gpu_usage import GpuUsage
 from selfplay_gen.players import LLMPlayer
 from selfplay_gen.records import GameWriter, read_games
@@ -50,14 +51,13 @@ from selfplay_gen.runner import instances_needed, plan_games, run_games
 from selfplay_gen.token_context import token_context
 
 
-async def play(backend, tokenizer, specs, limits, params, concurrency: int, workdir: Path, name: str) -> dict:
+async def play(backend, tokenizer, specs, config, params, concurrency: int, workdir: Path, name: str) -> dict:
     def seat(spec, s, game, start):
         return LLMPlayer(s, start.system[s], backend, tokenizer, params, session=f"{name}/{spec.game_id}/{s}")
 
     path = workdir / f"{name}.jsonl"
     started_at, started = now(), time.perf_counter()
     with GameWriter(path) as writer, GpuUsage() as usage:
-        config = GameConfig("matching", limits)
         await run_games(specs, (seat, seat), config, writer, concurrency, {"backend": backend.name}, progress=False)
     wall = time.perf_counter() - started
     records = list(read_games(path))
@@ -167,7 +167,8 @@ async def main(args) -> dict:
     )
     stop = (token_context(tokenizer).end_of_turn_id,)
     params = SamplingParams(args.temperature, args.top_p, args.max_new_tokens, stop)
-    limits = Limits(max_moves=args.max_moves)
+    # a model trained in SPIRAL's boxed moves plays them here too (the games and turns it plays in a run)
+    config = GameConfig("matching", Limits(max_moves=args.max_moves), {"move_format": args.move_format})
     instances = [
         Instance.from_seed(args.seed + i) for i in range(instances_needed(args.num_games, args.games_per_instance))
     ]
@@ -181,10 +182,10 @@ async def main(args) -> dict:
             one_by_one = specs[::step][: args.sequential_games or None]
             if args.warmup_games:  # untimed: a fresh server compiles kernels for new shapes on first use
                 await play(
-                    backend, tokenizer, specs[: args.warmup_games], limits, params, in_flight, Path(tmp), "warmup"
+                    backend, tokenizer, specs[: args.warmup_games], config, params, in_flight, Path(tmp), "warmup"
                 )
             flushed = await flush_cache(args.base_url) if references else None
-            sequential = await play(backend, tokenizer, one_by_one, limits, params, 1, Path(tmp), "sequential")
+            sequential = await play(backend, tokenizer, one_by_one, config, params, 1, Path(tmp), "sequential")
             sequential["cache_flushed"] = flushed
             single_shapes = sequential.pop("_turn_shapes")
             single = failed = None
@@ -198,7 +199,7 @@ async def main(args) -> dict:
             # holds its contexts, which are the flood's prompts, and would lend the flood hits the runner
             # never had (as much of the workload as the cache can keep)
             flushed = await flush_cache(args.base_url) if references and failed is None else None
-            concurrent = await play(backend, tokenizer, specs, limits, params, in_flight, Path(tmp), "concurrent")
+            concurrent = await play(backend, tokenizer, specs, config, params, in_flight, Path(tmp), "concurrent")
             concurrent["cache_flushed"] = flushed
         shapes = concurrent.pop("_turn_shapes")
         flood = None
@@ -319,6 +320,10 @@ QUICK = {
 )
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option("--max-moves", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option(
+    "--move-format", type=click.Choice(MOVE_FORMATS), default=PLAIN, show_default=True,
+    help="How a seat gives its move: plain, or boxed (reasoning, then the move in \\boxed{}, SPIRAL's format).",
+)  # fmt: skip
 @click.option("--temperature", type=float, default=0.7, show_default=True)
 @click.option("--top-p", type=float, default=0.95, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)

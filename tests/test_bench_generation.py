@@ -102,3 +102,16 @@ async def test_games_that_fail_say_why_in_the_results(tokenizer, local_model_dir
     assert result["sequential"]["failures"] == {}
     assert result["single_request"] is None and "/flush_cache failed" in result["saturation"]["error"]
     assert "failed: " in generation.table(result)
+
+
+async def test_a_boxed_model_plays_its_boxed_moves(tokenizer, local_model_dir):
+    """`--move-format boxed`: every seat is asked for SPIRAL's boxed moves, as in the runs that train in them."""
+    async with FakeSGLang(tokenizer, local_model_dir, max_running_requests=8) as fake:
+        args = arguments(fake.url, local_model_dir, concurrency=2)
+        args.move_format, args.flood = "boxed", False
+        result = await generation.main(args)
+        prompts = [tokenizer.decode(prompt) for prompt in fake.prompts]
+    assert result["settings"]["move_format"] == "boxed" and result["concurrent"]["games"] == 4
+    assert prompts and all("\\boxed{" in prompt for prompt in prompts)
+    plain = generation.parse_args(["--backend", "sglang", "--base-url", "http://x"])
+    assert plain.move_format == "plain"
