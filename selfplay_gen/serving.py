@@ -89,6 +89,8 @@ def fallbacks(installed: dict[str, bool]) -> list[Fallback]:
 
 # SGLang's ceiling on running requests (its default never exceeds it)
 SGLANG_MAX_RUNNING = 4096
+# the GPU memory share of a lone server that names none, for servers that split one GPU between them
+LONE_MEM_FRACTION = 0.8
 # the largest decode batch SGLang captures a CUDA graph for by itself, for a server of TP < 4 on a GPU of 80 GB
 # or more (`ServerArgs.cuda_graph_max_bs`; fewer on a smaller GPU)
 SGLANG_GRAPH_BATCH = 256

@@ -98,18 +98,18 @@ def test_an_option_is_taken_out_with_its_value_and_a_valueless_one_alone():
 def test_servers_sharing_a_gpu_split_one_servers_memory_behind_the_router(tmp_path):
     """`servers.workers_per_gpu=2`: two SGLang servers on each GPU group, behind sglang_router, started one
     after the other, each with half the memory share one server there would have (the one given, else
-    LONE_MEM_FRACTION: SGLang takes a share of the memory free at its start, so the second asks for half of
+    serving.LONE_MEM_FRACTION: SGLang takes a share of the memory free at its start, so the second asks for half of
     what the first left), and CUDA graphs up to its own share of the games at once."""
     from selfplay_gen.iterate import placement
     from selfplay_gen.iterate.config import ServerSettings
-    from selfplay_gen.iterate.server import LONE_MEM_FRACTION, SGLangServer, memory_split, option_value
+    from selfplay_gen.iterate.server import SGLangServer, memory_split, option_value
     from selfplay_gen.iterate.shell import Shell
 
     assert [p.base_gpu for p in placement.local(2, 1, 2)] == [0, 0, 1, 1]
     mem = "--mem-fraction-static"
     assert option_value(["--tp", "1", mem, "0.3"], mem) == "0.3" and option_value([f"{mem}=0.2"], mem) == "0.2"
     assert option_value([mem, "--tp", "1"], mem) is None
-    assert memory_split(["--tp", "1"], 2, 0) == ["--tp", "1", mem, f"{LONE_MEM_FRACTION / 2:.4g}"]
+    assert memory_split(["--tp", "1"], 2, 0) == ["--tp", "1", mem, f"{serving.LONE_MEM_FRACTION / 2:.4g}"]
     assert memory_split(["--tp", "1"], 2, 1)[-1] == f"{0.4 / 0.6:.4g}"  # 0.4 of the GPU, of the 0.6 left free
     assert [memory_split([mem, "0.15", "--tp", "1"], 3, k) for k in (0, 2)] == [
         ["--tp", "1", mem, "0.05"],

@@ -56,11 +56,11 @@ class ServerSettings:
         "workers on port + 1000, port + 2000, ...", type=POSITIVE, alias="DP",
     )  # fmt: skip
     workers_per_gpu: int = knob(
-        1, "SGLang servers on each GPU (each group of tp), behind sglang_router as DP workers are, each with its "
-        "share of the memory one server there would have (its --mem-fraction-static, else 0.8): a small model's "
-        "server spends much of each decode step on its own CPU work (scheduling, each request's results), which "
-        "another server's scheduler on the same GPU overlaps with its kernels.", type=POSITIVE,
-        alias="WORKERS_PER_GPU",
+        1, "SGLang servers on each GPU (each group of tp), behind sglang_router as DP workers are, each with an "
+        "equal part of the memory share one server there would have (its --mem-fraction-static, else "
+        f"{serving.LONE_MEM_FRACTION}): a small model's server spends much of each decode step on its own CPU work "
+        "(scheduling, each request's results), which another server's scheduler on the same GPU overlaps with "
+        "its kernels.", type=POSITIVE, alias="WORKERS_PER_GPU",
     )  # fmt: skip
     extra_args: str | None = knob(
         None, "Server arguments added to SGLang's own (CUDA graphs on) and to the fallbacks for a kernel or "

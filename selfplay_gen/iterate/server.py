@@ -80,17 +80,13 @@ def with_option(args: list[str], option: str, value: str) -> list[str]:
     return [*without_option(args, option), option, value]
 
 
-# the GPU memory share of a lone server that names none, for servers that split one GPU between them
-LONE_MEM_FRACTION = 0.8
-
-
 def memory_split(args: list[str], servers: int, k: int) -> list[str]:
-    """`args` of the `k`-th (from 0) of `servers` servers started one after another on a GPU: an equal part of
-    the memory share that `args` give one server (`--mem-fraction-static`, else LONE_MEM_FRACTION). SGLang
-    takes its share of the memory free when it starts, so the k-th asks for its part of what the k before it
-    left."""
+    """`args` of the `k`-th (from 0) of `servers` servers started one after another on a GPU: an equal part
+    of the memory share that `args` give one server (`--mem-fraction-static`, else
+    `serving.LONE_MEM_FRACTION`). SGLang takes its share of the memory free when it starts, so the k-th asks
+    for its part of what the k before it left."""
     given = option_value(args, "--mem-fraction-static")
-    part = (float(given) if given is not None else LONE_MEM_FRACTION) / servers
+    part = (float(given) if given is not None else serving.LONE_MEM_FRACTION) / servers
     return with_option(args, "--mem-fraction-static", f"{part / (1 - k * part):.4g}")
 
 
