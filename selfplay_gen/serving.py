@@ -188,6 +188,17 @@ def with_own_args(install: Sequence[str], own: Sequence[str]) -> list[str]:
     return [*kept, *own]
 
 
+def option_value(args: Sequence[str], option: str) -> str | None:
+    """The value `args` give `option` (`--option VALUE` or `--option=VALUE`; the last one given), or None."""
+    value = None
+    for arg, following in zip(args, [*args[1:], None]):
+        if arg == option and following is not None and not following.startswith("--"):
+            value = following
+        elif arg.startswith(option + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
 def with_own_kwargs(install: Sequence[str], own: Sequence[str]) -> list[str]:
     """Engine options (`key=value`) of verl's rollout: the install's less every key `own` sets, then `own`."""
     named = {kv.split("=", 1)[0] for kv in own}

@@ -87,12 +87,15 @@ def test_cuda_graphs_reach_the_batch_of_every_game_in_flight_unless_the_argument
 
 
 def test_an_option_is_taken_out_with_its_value_and_a_valueless_one_alone():
-    from selfplay_gen.iterate.server import without_option
-
-    mem = "--mem-fraction-static"
-    assert without_option(["--tp", "1", mem, "0.3", "--dtype=half"], mem) == ["--tp", "1", "--dtype=half"]
-    assert without_option([f"{mem}=0.3", "--x"], mem) == ["--x"]
-    assert without_option([mem, "--cuda-graph-max-bs", "512"], mem) == ["--cuda-graph-max-bs", "512"]
+    mem, share = "--mem-fraction-static", ["--mem-fraction-static", "0.1"]
+    assert serving.with_own_args(["--tp", "1", mem, "0.3", "--dtype=half"], share) == [
+        "--tp",
+        "1",
+        "--dtype=half",
+        *share,
+    ]
+    assert serving.with_own_args([f"{mem}=0.3", "--x"], share) == ["--x", *share]
+    assert serving.with_own_args([mem, "--cuda-graph-max-bs", "512"], share) == ["--cuda-graph-max-bs", "512", *share]
 
 
 def test_servers_sharing_a_gpu_split_one_servers_memory_behind_the_router(tmp_path):
@@ -102,11 +105,12 @@ def test_servers_sharing_a_gpu_split_one_servers_memory_behind_the_router(tmp_pa
     what the first left), and CUDA graphs up to its own share of the games at once."""
     from selfplay_gen.iterate import placement
     from selfplay_gen.iterate.config import ServerSettings
-    from selfplay_gen.iterate.server import SGLangServer, memory_split, option_value
+    from selfplay_gen.iterate.server import SGLangServer, memory_split
     from selfplay_gen.iterate.shell import Shell
 
     assert [p.base_gpu for p in placement.local(2, 1, 2)] == [0, 0, 1, 1]
     mem = "--mem-fraction-static"
+    option_value = serving.option_value
     assert option_value(["--tp", "1", mem, "0.3"], mem) == "0.3" and option_value([f"{mem}=0.2"], mem) == "0.2"
     assert option_value([mem, "--tp", "1"], mem) is None
     assert memory_split(["--tp", "1"], 2, 0) == ["--tp", "1", mem, f"{serving.LONE_MEM_FRACTION / 2:.4g}"]

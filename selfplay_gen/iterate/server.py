@@ -49,45 +49,14 @@ class Started:
 WORKER_PORT_STEP = 1000
 
 
-def without_option(args: list[str], option: str) -> list[str]:
-    """`args` less `option` and its value (given as `--option VALUE` or `--option=VALUE`); an `option` given no
-    value goes alone, the option after it kept."""
-    kept, after_option = [], False
-    for arg in args:
-        its_value, after_option = after_option and not arg.startswith("--"), False
-        if its_value:
-            continue
-        if arg == option:
-            after_option = True
-        elif not arg.startswith(option + "="):
-            kept.append(arg)
-    return kept
-
-
-def option_value(args: list[str], option: str) -> str | None:
-    """The value `args` give `option` (`--option VALUE` or `--option=VALUE`; the last one given), or None."""
-    value = None
-    for arg, following in zip(args, [*args[1:], None]):
-        if arg == option and following is not None and not following.startswith("--"):
-            value = following
-        elif arg.startswith(option + "="):
-            value = arg.split("=", 1)[1]
-    return value
-
-
-def with_option(args: list[str], option: str, value: str) -> list[str]:
-    """`args` with `option` set to `value`, in place of any value they gave it."""
-    return [*without_option(args, option), option, value]
-
-
 def memory_split(args: list[str], servers: int, k: int) -> list[str]:
     """`args` of the `k`-th (from 0) of `servers` servers started one after another on a GPU: an equal part
     of the memory share that `args` give one server (`--mem-fraction-static`, else
     `serving.LONE_MEM_FRACTION`). SGLang takes its share of the memory free when it starts, so the k-th asks
     for its part of what the k before it left."""
-    given = option_value(args, "--mem-fraction-static")
+    given = serving.option_value(args, "--mem-fraction-static")
     part = (float(given) if given is not None else serving.LONE_MEM_FRACTION) / servers
-    return with_option(args, "--mem-fraction-static", f"{part / (1 - k * part):.4g}")
+    return serving.with_own_args(args, ["--mem-fraction-static", f"{part / (1 - k * part):.4g}"])
 
 
 @dataclass
@@ -155,7 +124,7 @@ class SGLangServer:
         extra += serving.model_args(extra, self.model)  # the pytorch sampler's cap for a large vocabulary
         extra += serving.graph_args(extra, s.cuda_graph_max_bs or 0)
         if self.mem_fraction is not None:  # a shared GPU's share replaces the lone server's
-            extra = with_option(extra, "--mem-fraction-static", str(self.mem_fraction))
+            extra = serving.with_own_args(extra, ["--mem-fraction-static", str(self.mem_fraction)])
         extra = serving.with_own_args(["--dtype", s.dtype] if s.dtype else [], extra)  # extra_args' goes first
         if s.keep_servers:
             extra += ["--enable-memory-saver"]
