@@ -124,7 +124,7 @@ class Resident:
         """Write iteration `iteration`'s part from `job.train_files` (its converted groups, shuffled by `seed`),
         start the job (its command: `command_of(the resident job)`) where it is not running, and wait for the
         checkpoint of the part's last step."""
-        self.feed(iteration, job, seed)
+        steps = self.feed(iteration, job, seed)
         if self.shell.dry_run:
             if not self._shown:
                 self.shell.echo("+ # verl, started once for the run:")
@@ -132,8 +132,6 @@ class Resident:
                 self._shown = True
             self.shell.echo(f"+ # wait for {self.checkpoints}/global_step_{iteration}x{STEPS_UNKNOWN}")
             return Trained(0, 0, None)
-        spec = self.spec(job)
-        steps = spec.rows_per_part // job.batch_size
         last = iteration * steps
         started_here = self.saved() < last and not self.running()
         if started_here:
@@ -144,24 +142,26 @@ class Resident:
             time.sleep(POLL_S)
         return Trained(last, steps, self._startup if started_here else 0.0)
 
-    def feed(self, iteration: int, job: TrainJob, seed: int) -> None:
+    def feed(self, iteration: int, job: TrainJob, seed: int) -> int:
         """Write iteration `iteration`'s part from `job.train_files` (its converted groups, shuffled by `seed`)
-        unless it is written: the job trains on it once it reaches the part's first step, which it waits at."""
+        unless it is written: the job trains on it once it reaches the part's first step, which it waits at.
+        The optimizer steps a part takes (0 in a dry run)."""
         if self.shell.dry_run:
             if iteration not in self._fed:
                 self.shell.echo(f"+ # iteration {iteration}'s groups -> {self.dir / 'parts'}")
                 self._fed.add(iteration)
-            return
+            return 0
         spec = self.spec(job)
-        if spec.part(iteration).exists():
-            return
         steps = spec.rows_per_part // job.batch_size
+        if spec.part(iteration).exists():
+            return steps
         last = iteration * steps
         groups = parts.fill(Path(job.train_files), spec, iteration, job.epochs, seed)
         self.shell.echo(
             f"iteration {iteration}: {groups} groups -> {spec.part(iteration)} "
             f"({spec.rows_per_part} rows, steps {last - steps + 1} to {last})"
         )
+        return steps
 
     def saved(self) -> int:
         """The step of the job's latest checkpoint (0: none yet)."""
