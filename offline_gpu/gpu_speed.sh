@@ -88,6 +88,15 @@ net_limits() {
   grep -H . /proc/sys/net/core/somaxconn /proc/sys/net/ipv4/tcp_max_syn_backlog > "$OUT/net.txt" || true
 }
 
+# route URL...: sglang_router on port 30100 in front of the servers at URL..., once it answers; `stop router` stops
+# it as `stop` stops a server, by its process group
+route() {
+  setsid nohup python3 -m sglang_router.launch_router --host 127.0.0.1 --port 30100 --worker-urls "$@" \
+    > "$ROOT/logs/router.log" 2>&1 < /dev/null &
+  echo $! > "$ROOT/logs/sglang_router.pid"
+  until curl -sf http://127.0.0.1:30100/health > /dev/null; do sleep 1; done
+}
+
 # graph_args GAMES: the CUDA-graph arguments selfplay_gen gives a server that plays GAMES games at once
 graph_args() {
   python3 -c 'import sys; from selfplay_gen import serving as s; print(*s.graph_args([], s.graph_batch(int(sys.argv[1]))))' "$1"
@@ -112,10 +121,7 @@ generation() {
       # an equal part of 0.8 each: SGLang takes its share of what is free at its start (iterate.server.memory_split)
       serve "$2" $((30100 + i)) "$(awk "BEGIN { p = 0.8 / $workers; printf \"%.4g\", p / (1 - ($i - 1) * p) }")" "$model"
     done
-    setsid nohup python3 -m sglang_router.launch_router --host 127.0.0.1 --port 30100 --worker-urls "${urls[@]}" \
-      > "$ROOT/logs/router.log" 2>&1 < /dev/null &
-    echo $! > "$ROOT/logs/sglang_router.pid"  # stopped as the servers are, by its process group
-    until curl -sf http://127.0.0.1:30100/health > /dev/null; do sleep 1; done
+    route "${urls[@]}"
   fi
   python3 "$REPO/bench/generation.py" --backend sglang --base-url http://127.0.0.1:30100 --tokenizer "$model" \
     --num-games "${3:-${GEN_GAMES:-2048}}" --sequential-games "${GEN_SEQUENTIAL:-16}" --games-per-instance 8 \
@@ -142,16 +148,14 @@ router_shared() {
   stop 30100
   serve 1 30101 0.4
   serve 1 30102 0.4
-  setsid nohup python3 -m sglang_router.launch_router --host 127.0.0.1 --port 30100 \
-    --worker-urls http://127.0.0.1:30101 http://127.0.0.1:30102 > "$ROOT/logs/router.log" 2>&1 < /dev/null &
-  until curl -sf http://127.0.0.1:30100/health > /dev/null; do sleep 1; done
+  route http://127.0.0.1:30101 http://127.0.0.1:30102
   curl -s http://127.0.0.1:30100/workers > "$OUT/router_dp2_workers.json"
   python3 "$REPO/bench/generation.py" --backend sglang --base-url http://127.0.0.1:30100 "${games[@]}" \
     --out "$OUT/router_dp2_shared"
   for port in 30101 30102; do  # each worker's decode log: how busy each one was
     grep -a "Decode batch" "$ROOT/logs/sglang_$port.log" > "$OUT/router_dp2_decode_$port.txt" || true
   done
-  pkill -f "[s]glang_router.launch_router" 2> /dev/null || true
+  stop router
   stop 30101
   stop 30102
   touch "$OUT/router_shared.DONE"

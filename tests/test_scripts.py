@@ -1268,18 +1268,26 @@ kill $other
     assert done.stdout.split() == ["other-alive", "group-gone"], done.stderr
 
 
-def test_gpu_speed_serves_with_the_projects_arguments_and_serve_args_after_them(tmp_path):
-    """A generation phase that compares a server setting (`gen-decode4`) starts SGLang with the project's
-    arguments for the install, its own after them."""
-    bin_dir, logs = tmp_path / "bin", tmp_path / "logs"
-    bin_dir.mkdir(), logs.mkdir()
+def speed_stand_ins(tmp_path: Path) -> dict[str, str]:
+    """An environment for gpu_speed.sh's functions without a GPU stack: its python3 answers `selfplay_gen.serving
+    sglang-args` with an install's arguments and otherwise writes its arguments as a line of TMP/launched (a
+    server staying up until it is stopped), its curl always succeeds; TMP/logs is there for the servers' logs."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(), (tmp_path / "logs").mkdir()
     for name, body in (
         ("python3", f'[[ $2 == selfplay_gen.serving ]] && {{ echo "--attention-backend fa3"; exit; }}\n'
-                    f'echo "$*" > {tmp_path}/launched\nsleep 30\n'),
+                    f'echo "$*" >> {tmp_path}/launched\n[[ $2 == sglang.launch_server ]] && sleep 30\nexit 0\n'),
         ("curl", "exit 0\n"),
     ):  # fmt: skip
         (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
         (bin_dir / name).chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_gpu_speed_serves_with_the_projects_arguments_and_serve_args_after_them(tmp_path):
+    """A generation phase that compares a server setting (`gen-decode4`) starts SGLang with the project's
+    arguments for the install, its own after them."""
+    env = speed_stand_ins(tmp_path)
     run = f"""
 ROOT={tmp_path} OUT={tmp_path} WARM=/warm
 {shell_function("offline_gpu/gpu_speed.sh", "serve")}
@@ -1288,7 +1296,6 @@ SERVE_ARGS="--num-continuous-decode-steps 4" serve 1 30100 0.5 /qwen
 sleep 1
 stop 30100
 """
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     done = subprocess.run(["bash", "-c", run], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "launched").read_text().split() == [
@@ -1301,26 +1308,18 @@ def test_gpu_speed_generation_shares_the_gpu_between_workers_behind_the_router(t
     """A generation phase with several workers (`gen-graph-mixed-2`) starts that many servers on this GPU one
     after another, each with an equal part of the memory, puts sglang_router in front of them on the port the
     benchmark plays against, and stops them all before the next phase."""
-    bin_dir, logs = tmp_path / "bin", tmp_path / "logs"
-    bin_dir.mkdir(), logs.mkdir()
-    for name, body in (
-        ("python3", f'[[ $2 == selfplay_gen.serving ]] && {{ echo "--attention-backend fa3"; exit; }}\n'
-                    f'echo "$*" >> {tmp_path}/launched\n[[ $2 == sglang.launch_server ]] && sleep 30\nexit 0\n'),
-        ("curl", "exit 0\n"),
-    ):  # fmt: skip
-        (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
-        (bin_dir / name).chmod(0o755)
+    env = speed_stand_ins(tmp_path)
     run = f"""
 ROOT={tmp_path} OUT={tmp_path}/speed REPO=/repo WARM=/warm
 mkdir -p $OUT/shared  # what bench/generation.py makes
 {shell_function("offline_gpu/gpu_speed.sh", "serve")}
 {shell_function("offline_gpu/gpu_speed.sh", "stop")}
 {shell_function("offline_gpu/gpu_speed.sh", "net_limits")}
+{shell_function("offline_gpu/gpu_speed.sh", "route")}
 {shell_function("offline_gpu/gpu_speed.sh", "generation")}
 SERVE_ARGS="--enable-mixed-chunk" GEN_MODEL=/qwen generation shared 1 1024 2
 for pid in $ROOT/logs/sglang_*.pid; do ps -o stat= -g "$(cat $pid)" | grep -v '^Z' || echo "$(basename $pid) gone"; done
 """
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     done = subprocess.run(["bash", "-c", run], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     gone = [line for line in done.stdout.splitlines() if not line.startswith("server up")]
