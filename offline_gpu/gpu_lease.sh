@@ -9,6 +9,7 @@ usage() {
   cat <<'USAGE'
 Usage: offline_gpu/gpu_lease.sh [--help] dist DIST | parts DIST PART_DIR | install DIR | installed DIR [SECONDS]
                           | start ROOT PHASE... | run ROOT ARMS_FILE STEP... | wait ROOT [SECONDS]
+                          | await ROOT ARM FILE [SECONDS]
                           | pack ROOT PACK_DIR [--slim] | give PACK_DIR OUT_DIR N | unpack ROOT DIR | kernels OUT_DIR
 
 Here, on a machine with PyPI:
@@ -43,6 +44,10 @@ On the GPU machine, after `source offline_gpu/gpu_setup.sh` in the same call:
   wait ROOT [SECONDS]  until the run ends or SECONDS pass (560): prints each run's summary (or each arm's exit
                        status, time and log's end) and the log's end; exits 0 while it runs or when it ended
                        well, 1 when it failed
+  await ROOT ARM FILE [SECONDS]
+                       until ROOT/ARM/FILE exists (exit 0), the arm ends without it (exit 4, with the arm's exit
+                       status and log's end) or SECONDS pass (560; exit 3): a call that packs a run once its
+                       stage is saved, and says so at once where the arm stopped early
   pack ROOT PACK_DIR [--slim]
                        ROOT without models, checkpoints, training games and parquet (the LoRA adapters, every
                        evaluation, report, summary and log stay) as PACK_DIR/pack.tar.xz.NN, 15 MiB each,
@@ -185,6 +190,18 @@ case "$cmd" in
     done
     tail -n 15 "$ROOT/logs/lease.log"
     [[ ! -e $ROOT/logs/lease.rc ]] || { echo "finished: exit $(cat "$ROOT/logs/lease.rc")"; exit "$(cat "$ROOT/logs/lease.rc")"; } ;;
+  await)
+    arm=$ROOT/$1 end=$((SECONDS + ${3:-560}))
+    until [[ -e $arm/$2 ]]; do
+      if [[ -e $arm/rc && ! -e $arm/$2 ]]; then
+        echo "await: ${arm##*/} ended (exit $(cat "$arm/rc")) without $2" >&2
+        tail -n 5 "$arm/log" | cut -c1-240 >&2
+        exit 4
+      fi
+      ((SECONDS < end)) || { echo "await: no $arm/$2 after ${3:-560} s" >&2; exit 3; }
+      sleep 2
+    done
+    echo "await: $arm/$2" ;;
   pack)
     rm -rf "$1" && mkdir -p "$1"
     slim=()

@@ -1176,6 +1176,32 @@ def test_gpu_lease_runs_arms_in_steps_in_a_copy_that_finds_make_gpus_environment
     assert shown.returncode == 1 and "== C: exit 3" in shown.stdout and "== B: exit 0" in shown.stdout
 
 
+def test_gpu_lease_awaits_a_stages_file_and_stops_waiting_when_its_arm_has_ended(tmp_path):
+    """`gpu_lease.sh await ROOT ARM FILE SECONDS`: at once where the file is there; where the arm ended without it,
+    at once too, with its exit status and log (exit 4), not after SECONDS of waiting for a file that cannot come;
+    exit 3 once SECONDS pass while the arm runs."""
+    import time
+
+    arm = tmp_path / "r" / "QB"
+    (arm / "run").mkdir(parents=True)
+    (arm / "log").write_text("step 5\ntorch.OutOfMemoryError: CUDA out of memory\n")
+
+    def wait(seconds: str) -> tuple[subprocess.CompletedProcess, float]:
+        began = time.monotonic()
+        done = script("offline_gpu/gpu_lease.sh", "await", str(tmp_path / "r"), "QB", "run/trained.json", seconds)
+        return done, time.monotonic() - began
+
+    running, took = wait("1")
+    assert running.returncode == 3 and "no " in running.stderr and took >= 1
+    (arm / "rc").write_text("1\n")
+    ended, took = wait("60")
+    assert ended.returncode == 4 and took < 10
+    assert "QB ended (exit 1) without run/trained.json" in ended.stderr and "OutOfMemoryError" in ended.stderr
+    (arm / "run" / "trained.json").write_text("{}")
+    found, _ = wait("60")
+    assert found.returncode == 0 and "run/trained.json" in found.stdout
+
+
 def test_gpu_lease_installs_in_the_background_where_later_runs_find_the_environments(tmp_path):
     """`gpu_lease.sh install DIR` copies the checkout (no parts, results or environments) and sources its
     gpu_setup.sh there, detached, so the calls after it carry more while `make gpu` runs; `installed DIR` says
