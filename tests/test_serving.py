@@ -103,12 +103,14 @@ def test_servers_sharing_a_gpu_split_one_servers_memory_behind_the_router(tmp_pa
     after the other, each with half the memory share one server there would have (the one given, else
     serving.LONE_MEM_FRACTION: SGLang takes a share of the memory free at its start, so the second asks for half of
     what the first left), and CUDA graphs up to its own share of the games at once."""
-    from selfplay_gen.iterate import placement
     from selfplay_gen.iterate.config import ServerSettings
     from selfplay_gen.iterate.server import SGLangServer, memory_split
     from selfplay_gen.iterate.shell import Shell
 
-    assert [p.base_gpu for p in placement.local(2, 1, 2)] == [0, 0, 1, 1]
+    model = _checkpoint(tmp_path / "m", 49_152)
+    two_gpus = ServerSettings(dp=2, workers_per_gpu=2)
+    shared = SGLangServer(model, 31000, tmp_path / "b.log", two_gpus, Shell(dry_run=True), None)
+    assert [p.base_gpu for p in shared.places()] == [0, 0, 1, 1]
     mem = "--mem-fraction-static"
     option_value = serving.option_value
     assert option_value(["--tp", "1", mem, "0.3"], mem) == "0.3" and option_value([f"{mem}=0.2"], mem) == "0.2"
@@ -122,9 +124,7 @@ def test_servers_sharing_a_gpu_split_one_servers_memory_behind_the_router(tmp_pa
 
     settings = ServerSettings(port=31000, workers_per_gpu=2, extra_args=f"{mem} 0.15").for_games(1286)
     assert settings.workers == 2 and settings.cuda_graph_max_bs == 643
-    server = SGLangServer(
-        _checkpoint(tmp_path / "m", 49_152), 31000, tmp_path / "a.log", settings, Shell(dry_run=True), None
-    )
+    server = SGLangServer(model, 31000, tmp_path / "a.log", settings, Shell(dry_run=True), None)
     first, second, (router,) = server.stages()  # the GPU's second server starts once the first is up
     workers = first + second
     assert [w.url for w in workers] == ["http://127.0.0.1:32000", "http://127.0.0.1:33000"]

@@ -57,9 +57,9 @@ class Node:
     gpus: int
 
 
-def local(dp: int, tp: int, per_gpu: int = 1) -> list[Place]:
-    """`dp` groups of `tp` GPUs each on this machine, GPUs apart, `per_gpu` servers on each group."""
-    return [Place(LOCAL_HOST, i * tp) for i in range(dp) for _ in range(per_gpu)]
+def local(dp: int, tp: int) -> list[Place]:
+    """`dp` servers of `tp` GPUs each on this machine, GPUs apart."""
+    return [Place(LOCAL_HOST, i * tp) for i in range(dp)]
 
 
 def spread(nodes: Sequence[Node], dp: int, tp: int) -> list[Place]:
@@ -114,10 +114,10 @@ def gpu_nodes(ray: Any) -> list[Node]:
     return sorted(nodes, key=lambda node: (node.address != here, node.address, node.id))
 
 
-def on_ray(dp: int, tp: int, per_gpu: int = 1) -> list[Place]:
-    """`dp` groups of `tp` GPUs each across the cluster's nodes (`spread`), `per_gpu` servers on each group."""
+def on_ray(dp: int, tp: int) -> list[Place]:
+    """`dp` servers of `tp` GPUs each across the cluster's nodes (`spread`)."""
     try:
-        return [place for place in spread(gpu_nodes(connect()), dp, tp) for _ in range(per_gpu)]
+        return spread(gpu_nodes(connect()), dp, tp)
     except ValueError as err:
         raise PlacementError(str(err)) from None
 

@@ -97,16 +97,17 @@ class SGLangServer:
         self._places: list[Place] | None = None
 
     def places(self) -> list[Place]:
-        """Where each DP worker runs (worked out once: on a Ray cluster, where it has room; in a dry run
-        there, on nodes named NODE0, NODE1, ...)."""
+        """Where each worker runs, `workers_per_gpu` of them on each DP group's GPUs (worked out once: on a Ray
+        cluster, where it has room; in a dry run there, on nodes named NODE0, NODE1, ...)."""
         if self._places is None:
             s = self.settings
             if s.placement == "local":
-                self._places = placement.local(s.dp, s.tp, s.workers_per_gpu)
+                groups = placement.local(s.dp, s.tp)
             elif self.shell.dry_run:
-                self._places = [Place(f"NODE{i}", 0, f"node{i}") for i in range(s.dp) for _ in range(s.workers_per_gpu)]
+                groups = [Place(f"NODE{i}", 0, f"node{i}") for i in range(s.dp)]
             else:
-                self._places = placement.on_ray(s.dp, s.tp, s.workers_per_gpu)
+                groups = placement.on_ray(s.dp, s.tp)
+            self._places = [place for place in groups for _ in range(s.workers_per_gpu)]
         return self._places
 
     @property
