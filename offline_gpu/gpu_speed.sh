@@ -97,6 +97,13 @@ route() {
   until curl -sf http://127.0.0.1:30100/health > /dev/null; do sleep 1; done
 }
 
+# memory_part SERVERS K: the --mem-fraction-static iterate gives the K-th (from 0) of SERVERS servers sharing a GPU,
+# of a lone server's 0.8 (`iterate.server.memory_split`)
+memory_part() {
+  python3 -c 'import sys; from selfplay_gen.serving import option_value; from selfplay_gen.iterate.server import memory_split
+print(option_value(memory_split(["--mem-fraction-static", "0.8"], int(sys.argv[1]), int(sys.argv[2])), "--mem-fraction-static"))' "$1" "$2"
+}
+
 # graph_args GAMES: the CUDA-graph arguments selfplay_gen gives a server that plays GAMES games at once
 graph_args() {
   python3 -c 'import sys; from selfplay_gen import serving as s; print(*s.graph_args([], s.graph_batch(int(sys.argv[1]))))' "$1"
@@ -118,8 +125,7 @@ generation() {
     for ((i = 1; i <= workers; i++)); do
       ports+=($((30100 + i)))
       urls+=("http://127.0.0.1:$((30100 + i))")
-      # an equal part of 0.8 each: SGLang takes its share of what is free at its start (iterate.server.memory_split)
-      serve "$2" $((30100 + i)) "$(awk "BEGIN { p = 0.8 / $workers; printf \"%.4g\", p / (1 - ($i - 1) * p) }")" "$model"
+      serve "$2" $((30100 + i)) "$(memory_part "$workers" $((i - 1)))" "$model"
     done
     route "${urls[@]}"
   fi

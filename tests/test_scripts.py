@@ -1295,13 +1295,15 @@ kill $other
 
 
 def speed_stand_ins(tmp_path: Path) -> dict[str, str]:
-    """An environment for gpu_speed.sh's functions without a GPU stack: its python3 answers `selfplay_gen.serving
-    sglang-args` with an install's arguments and otherwise writes its arguments as a line of TMP/launched (a
-    server staying up until it is stopped), its curl always succeeds; TMP/logs is there for the servers' logs."""
+    """An environment for gpu_speed.sh's functions without a GPU stack: its python3 runs `-c` code (selfplay_gen's
+    own arithmetic) for real, answers `selfplay_gen.serving sglang-args` with an install's arguments and otherwise
+    writes its arguments as a line of TMP/launched (a server staying up until it is stopped), its curl always
+    succeeds; TMP/logs is there for the servers' logs."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(), (tmp_path / "logs").mkdir()
     for name, body in (
-        ("python3", f'[[ $2 == selfplay_gen.serving ]] && {{ echo "--attention-backend fa3"; exit; }}\n'
+        ("python3", f'[[ $1 == -c ]] && PYTHONPATH={REPO} exec {sys.executable} "$@"\n'
+                    f'[[ $2 == selfplay_gen.serving ]] && {{ echo "--attention-backend fa3"; exit; }}\n'
                     f'echo "$*" >> {tmp_path}/launched\n[[ $2 == sglang.launch_server ]] && sleep 30\nexit 0\n'),
         ("curl", "exit 0\n"),
     ):  # fmt: skip
@@ -1342,6 +1344,7 @@ mkdir -p $OUT/shared  # what bench/generation.py makes
 {shell_function("offline_gpu/gpu_speed.sh", "stop")}
 {shell_function("offline_gpu/gpu_speed.sh", "net_limits")}
 {shell_function("offline_gpu/gpu_speed.sh", "route")}
+{shell_function("offline_gpu/gpu_speed.sh", "memory_part")}
 {shell_function("offline_gpu/gpu_speed.sh", "generation")}
 SERVE_ARGS="--enable-mixed-chunk" GEN_MODEL=/qwen generation shared 1 1024 2
 for pid in $ROOT/logs/sglang_*.pid; do ps -o stat= -g "$(cat $pid)" | grep -v '^Z' || echo "$(basename $pid) gone"; done
