@@ -86,6 +86,14 @@ class NothingToTrain(click.ClickException):
     help="sft: share of each group's games kept (those with a positive reward).",
 )
 @click.option(
+    "--valid-moves",
+    is_flag=True,
+    help="sft: every seat's own valid moves, whatever its game's reward (--top-fraction does not apply): its chat "
+    "without its invalid moves and the errors it was told of them, up to its last valid move; a seat with none is "
+    "left out. A format start from a model's own responses: the grammar of the moves, with the model's reasoning "
+    "and no chosen outcome.",
+)
+@click.option(
     "--max-prompt-tokens",
     type=click.IntRange(1),
     help="Leave out seat rows whose initial prompt is longer; their games still count in their groups.",
@@ -169,6 +177,7 @@ def main(
     val_fraction: float,
     seed: int,
     top_fraction: float,
+    valid_moves: bool,
     max_prompt_tokens: int | None,
     max_response_tokens: int | None,
     model: str | None,
@@ -207,6 +216,7 @@ def main(
             dpo_pairs_per_group=dpo_pairs_per_group,
             max_groups=max_groups,
             joint_weight=joint_weight,
+            valid_moves=valid_moves,
         )
         with _sigterm_unwinds():
             summary = convert(games, out_dir, options, overwrite=overwrite)

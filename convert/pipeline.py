@@ -31,9 +31,9 @@ from selfplay_gen.token_context import TokenInvariantError
 
 from . import groups
 from .formats import DPO_PAIRS, FORMATS, TRAIN, VAL, DpoRows, GrpoRows, SftRows
-from .groups import IDLE, OPPONENT, SPILLED, TOO_LONG, GroupError
+from .groups import IDLE, NO_VALID_MOVE, OPPONENT, SPILLED, TOO_LONG, GroupError
 from .reward import BASELINES, per_seat_baseline
-from .rows import SPILL_SCHEMA, RowBatch, ground_truth
+from .rows import SPILL_SCHEMA, RowBatch, ground_truth, valid_moves_chat
 from .split import validation_instances
 from .writer import SPILL, ParquetOutput, Spill, remove_stale
 
@@ -79,6 +79,9 @@ class Options:
     # until enough groups differ keep the earliest rounds' groups); None: every group
     max_groups: int | None = None
     joint_weight: float = 0.0  # training reward += weight x the game's joint share of the best deal (`reward`)
+    # sft: every seat's valid moves alone, whatever its game's reward (a format start from the model's own
+    # responses, its reasoning kept): `valid_moves_chat`
+    valid_moves: bool = False
 
     def __post_init__(self):
         if self.format not in FORMATS:
@@ -103,6 +106,8 @@ class Options:
             raise ConvertError(f"dpo pairs per group must be at least 1, got {self.dpo_pairs_per_group}")
         if not self.seats or not set(self.seats) <= {0, 1}:
             raise ConvertError(f"the seats to train are some of 0 and 1, got {self.seats}")
+        if self.valid_moves and self.format != "sft":
+            raise ConvertError(f"valid moves select the chats of sft rows; {self.format} rows are whole games")
         if self.max_groups is not None and (self.max_groups < 1 or self.format != "grpo"):
             raise ConvertError(f"max groups is a positive number of GRPO groups, got {self.max_groups} ({self.format})")
 
@@ -205,6 +210,8 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
             continue
         game = len(ledger)
         status = [_status(tokens, options) if trained[s] else OPPONENT for s, tokens in enumerate(seats)]
+        chats = [valid_moves_chat(record, s) if options.valid_moves and status[s] in SPILLED else None for s in (0, 1)]
+        status = [NO_VALID_MOVE if chat == [] else s for s, chat in zip(status, chats)]
         statuses.update(status)
         sampling, outcome = record["settings"].get("sampling") or {}, record["outcome"]
         ledger.append(
@@ -225,7 +232,7 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
         )
         for seat, tokens in enumerate(seats):
             if status[seat] in SPILLED:
-                batch.add(game, record, seat, tokens)
+                batch.add(game, record, seat, tokens, chats[seat])
         if len(batch) >= options.batch_rows:
             spill.write(batch.take())
     if len(batch):
@@ -355,7 +362,8 @@ def _examine(record: Record, seen: set[str], trained: list[bool], options: Optio
 
 def _plan(ledger: pd.DataFrame, options: Options) -> str:
     """Group index, split (`dest`: TRAIN or VAL) and the sft selection (`keep0`, `keep1`: the
-    seat rows among the best of their group and seat), as ledger columns.
+    seat rows among the best of their group and seat, or with `valid_moves` every seat row that has
+    one), as ledger columns.
     Returns where the group index came from: the records' `group` where it names instances one to
     one, else the rank of the sorted instance id (e.g. files of several runs concatenated)."""
     ledger["group_no"] = pd.factorize(ledger["instance_id"], sort=True)[0]
@@ -369,7 +377,11 @@ def _plan(ledger: pd.DataFrame, options: Options) -> str:
     ledger["dest"] = np.where(ledger["instance_id"].isin(val), VAL, TRAIN)
     if options.format == "sft":
         for seat in (0, 1):
-            ledger[f"keep{seat}"] = groups.top(ledger[f"reward{seat}"], ledger["group_no"], options.top_fraction)
+            ledger[f"keep{seat}"] = (
+                ledger[f"status{seat}"].isin(SPILLED)
+                if options.valid_moves
+                else groups.top(ledger[f"reward{seat}"], ledger["group_no"], options.top_fraction)
+            )
     return index_from
 
 
@@ -398,6 +410,7 @@ def _summary(
         "excluded_examples": facts["excluded_examples"],
         "games_used": len(ledger),
         "seats_without_turns": seats[IDLE],
+        "seats_without_valid_moves": seats[NO_VALID_MOVE],
         "seats_too_long": seats[TOO_LONG],
         "seats_not_trained": seats[OPPONENT],
         "seats_retokenized": seats[RETOKENIZED],

@@ -44,7 +44,7 @@ import pandas as pd
 import pyarrow as pa
 
 from selfplay_gen import games
-from selfplay_gen.records import Record
+from selfplay_gen.records import Message, Record
 from selfplay_gen.seat_tokens import SeatTokens, prompt_messages
 from selfplay_gen.verl import data_source
 
@@ -100,6 +100,29 @@ GRPO_SCHEMA = pa.schema(
 )
 
 
+def valid_moves_chat(record: Record, seat: int) -> list[Message]:
+    """`seat`'s chat with its valid moves alone: each invalid move left out with what the seat was told of
+    it before it moved again (the error; nothing else happens between a seat's invalid move and its
+    next), and the chat cut after its last valid move ([] if it made none). A seat's responses are its
+    events other than stops, one for one and in order; a response that a stop cut short has none and
+    is cut with the rest. The model's own valid responses, reasoning and all: a format start that
+    teaches the grammar of moves without a teacher's play or a chosen outcome."""
+    kinds = [event["kind"] for event in record["events"] if event["player"] == seat and event["kind"] != "stop"]
+    chat: list[Message] = []
+    kept = turn = 0
+    told_of_invalid = False  # the messages since an invalid move: what the seat was told of it
+    for message in record["players"][seat]["messages"]:
+        if message["role"] == "assistant":
+            told_of_invalid = turn >= len(kinds) or kinds[turn] == "invalid"
+            turn += 1
+            if not told_of_invalid:
+                chat.append(message)
+                kept = len(chat)
+        elif not told_of_invalid:
+            chat.append(message)
+    return chat[:kept]
+
+
 def ground_truth(record: Record) -> str:
     """What the game's reward is judged against: the outcome's optima (its `best_*` values)."""
     return json.dumps({k: v for k, v in record["outcome"].items() if k.startswith("best_")})
@@ -145,7 +168,8 @@ class RowBatch:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def add(self, game: int, record: Record, seat: int, tokens: SeatTokens) -> None:
+    def add(self, game: int, record: Record, seat: int, tokens: SeatTokens, chat: list[Message] | None = None) -> None:
+        """`chat`: the seat's messages as its row holds them, where not all of its record's."""
         self.rows.append(
             (
                 game,
@@ -153,7 +177,7 @@ class RowBatch:
                 record["instance_id"],
                 seat,
                 record["outcome"]["rewards"][seat],
-                record["players"][seat]["messages"],
+                record["players"][seat]["messages"] if chat is None else chat,
                 tokens,
             )
         )

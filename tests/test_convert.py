@@ -40,6 +40,7 @@ from selfplay_gen.locking import Lock
 from selfplay_gen.players import LLMPlayer
 from selfplay_gen.records import GameWriter, read_games
 from selfplay_gen.runner import plan_games, run_games
+from selfplay_gen.seat_tokens import prompt_messages
 
 SEEDS, K = range(6), 4
 SETTINGS = {"backend": "test", "sampling": {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 256}}
@@ -267,6 +268,66 @@ def test_sft_keeps_the_best_games_and_masks_exactly_the_own_turns(llm_games, tmp
         trained = item["input_ids"][item["loss_mask"].bool()]
         own = "".join(m["content"] + "<|im_end|>\n" for m in messages if m["role"] == "assistant")
         assert tokenizer.decode(trained) == own
+
+
+class FumblingBackend(ProposerBackend):
+    """A model that sometimes misnames its move: each seat's first response has an unknown tag, and the
+    second seat of every instance's first game never gets it right (its game ends on invalid moves)."""
+
+    def __init__(self, tokenizer):
+        super().__init__(tokenizer)
+        self.calls: Counter[str] = Counter()
+
+    async def generate(self, prompt_ids, params, *, session, messages=None) -> Generation:
+        self.calls[session] += 1
+        if self.calls[session] == 1 or session.endswith("/0#1"):
+            ids = self.tokenizer.encode("[proposal] all of them", add_special_tokens=False)
+            return Generation([*ids, self.tokenizer.eos_token_id], [-0.5] * (len(ids) + 1), "stop", len(prompt_ids))
+        return await super().generate(prompt_ids, params, session=session, messages=messages)
+
+
+def test_valid_moves_keep_each_seats_own_valid_responses_whatever_the_reward(tmp_path, tokenizer):
+    backend = FumblingBackend(tokenizer)
+    seat = lambda spec, s, game, start: LLMPlayer(
+        s, start.system[s], backend, tokenizer, SamplingParams(), f"{spec.game_id}#{s}"
+    )
+    played = play(tmp_path / "games.jsonl", seat, seeds=range(2))
+    convert(tmp_path / "games.jsonl", "--format", "sft", "--valid-moves", "--val-fraction", "0")
+    kept = rows(tmp_path / "train.parquet")
+    by_seat = {(r["game_id"], s): r for r in played for s in (0, 1)}
+    fumbled = {(r["game_id"], 1) for r in played if r["game_id"].endswith("/0")}
+    assert all(by_seat[key]["outcome"]["termination"] == "max_invalid" for key in fumbled)
+    assert {(r["extra_info"]["game_id"], r["extra_info"]["player"]) for r in kept} == set(by_seat) - fumbled
+    for row in kept:
+        info = row["extra_info"]
+        record = by_seat[(info["game_id"], info["player"])]
+        responses = [m["content"] for m in record["players"][info["player"]]["messages"] if m["role"] == "assistant"]
+        kinds = [e["kind"] for e in record["events"] if e["player"] == info["player"]]
+        assert "invalid" in kinds  # every seat fumbled its first move, and some more (an [accept] of nothing)
+        chat = row["messages"]
+        assert chat[-1]["role"] == "assistant"
+        assert [m["content"] for m in chat if m["role"] == "assistant"] == [
+            text for text, kind in zip(responses, kinds, strict=True) if kind != "invalid"
+        ]
+        assert not any("Invalid move" in m["content"] for m in chat)
+        prompt = len(prompt_messages(chat))
+        assert chat[:prompt] == record["players"][info["player"]]["messages"][:prompt]
+    assert any(by_seat[(r["extra_info"]["game_id"], 0)]["outcome"]["normalized_reward"] == 0 for r in kept)
+    assert summary_of(tmp_path / "games.jsonl")["seats_without_valid_moves"] == len(fumbled)
+    # verl's SFT dataset trains exactly the kept responses
+    config = OmegaConf.create(
+        {"max_length": 4096, "truncation": "error", "pad_mode": "no_padding", "messages_key": "messages"}
+    )
+    dataset = MultiTurnSFTDataset(str(tmp_path / "train.parquet"), tokenizer, config)
+    for i in range(len(dataset)):
+        item, messages = dataset[i], dataset.messages[i]
+        trained = tokenizer.decode(item["input_ids"][item["loss_mask"].bool()])
+        assert trained == "".join(m["content"] + "<|im_end|>\n" for m in messages if m["role"] == "assistant")
+        assert "[proposal]" not in trained
+    assert (
+        "valid moves select the chats of sft rows"
+        in convert(tmp_path / "games.jsonl", "--valid-moves", "--overwrite", ok=False).output
+    )
 
 
 def test_dpo_pairs_best_against_worst_per_instance_and_seat(llm_games, tmp_path):

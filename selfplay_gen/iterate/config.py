@@ -659,6 +659,12 @@ class FilteredBCSettings(TrainerSettings):
         0.125, "Share of each group's games imitated.", type=click.FloatRange(0, 1, min_open=True),
         alias="TOP_FRACTION",
     )  # fmt: skip
+    valid_moves: bool = knob(
+        False, "Imitate every seat's own valid moves instead, whatever its game's reward (top_fraction does not "
+        "apply; selfplay-convert --valid-moves): a format start from the model's own responses, for a model that "
+        "reasons before it moves and makes few valid moves, which a format warm start's bare moves would teach "
+        "not to reason.", alias=Alias("VALID_MOVES", TRUE_FALSE),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
