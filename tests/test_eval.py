@@ -84,6 +84,9 @@ def test_summary_has_known_means_and_instance_level_intervals():
     assert s["mean_normalized_reward"]["mean"] == pytest.approx(0.7)
     assert s["agreement_rate"]["mean"] == pytest.approx(0.75)
     assert s["optimal_share"]["mean"] == pytest.approx(0.25)
+    # the agreed games' own mean (1.0 and 0.9), apart from the game without agreement
+    assert s["agreed_reward"]["mean"] == pytest.approx(0.95)
+    assert 0.9 <= s["agreed_reward"]["ci"][0] <= 0.95 <= s["agreed_reward"]["ci"][1] <= 1.0
     assert s["terminations"] == {"accepted": {"games": 2, "share": 2 / 3}, "max_moves": {"games": 1, "share": 1 / 3}}
     lo, hi = s["mean_normalized_reward"]["ci"]
     assert 0.5 <= lo <= 0.7 <= hi <= 0.9  # resampling instances: only 0.5/0.9 instance means exist

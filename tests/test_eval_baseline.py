@@ -96,13 +96,17 @@ def test_report_shows_the_baseline_beside_every_reward(tmp_path, games_files):
     )
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     for entry in metrics["iterations"]:
-        for key in ("random_matching_reward", "minus_random", "agreement_rate", "valid_move_rate", "grounding_rate"):
+        for key in (
+            "random_matching_reward", "minus_random", "agreement_rate", "agreed_reward", "valid_move_rate",
+            "grounding_rate",
+        ):  # fmt: skip
             assert entry[key] is not None, key
     report = (tmp_path / "report.md").read_text()
     for column in (
         "mean normalized reward [95% CI]",
         "random matching (same instances)",
         "model − random (paired)",
+        "reward when agreed",
         "valid moves",
         "cells stated/game",
         "grounding [95% CI]",

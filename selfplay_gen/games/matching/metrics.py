@@ -189,7 +189,9 @@ def summarize(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> 
     intervals = {c: mean_interval(per_instance(games, c).to_numpy(float), resamples, rng) for c in INTERVAL_COLUMNS}
     attempts = games["moves"].sum() + games["invalid"].sum()
     invalid_rate = None if games["invalid"].isna().all() else float(games["invalid"].sum() / max(attempts, 1))
-    sums = games.groupby("instance_id")[["stated_cells", "grounded_cells", "surprisal", "sampled_tokens"]].sum()
+    sums = games.groupby("instance_id")[
+        ["normalized_reward", "agreed", "stated_cells", "grounded_cells", "surprisal", "sampled_tokens"]
+    ].sum()
     valid_rate = valid_move_rate(games, resamples, rng)
     return {
         "games": len(games),
@@ -200,6 +202,8 @@ def summarize(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> 
             per_instance(games), per_instance(games, "random_matching_reward"), resamples, rng
         ),
         "agreement_rate": intervals["agreed"],
+        # how good the assignments agreed on are, apart from how often one is (a game without agreement scores 0)
+        "agreed_reward": ratio_interval(sums["normalized_reward"], sums["agreed"], resamples, rng),
         "optimal_share": intervals["optimal"],
         "moves_per_game": intervals["moves"],
         "messages_per_game": intervals["messages"],

@@ -40,7 +40,9 @@ SCHEMA = "selfplay-gen-eval/1"
 HUMANS = "humans"
 SUMMARY_NOTE = (
     "Random matching: the exact mean normalized reward of a uniformly random assignment of the same "
-    "instances (sum of the table / 8 / best); model − random is paired by instance. Optimal: agreed on a "
+    "instances (sum of the table / 8 / best); model − random is paired by instance. Reward when agreed: the "
+    "mean normalized reward of the games that reached an agreement, how good the agreed assignments are apart "
+    "from how often there is one. Optimal: agreed on a "
     "best assignment (raw reward == best). Valid moves: share of all attempted moves that were valid. "
     "Cells stated: table cells named with a value in messages (`Ava Li: GLUE 421`); grounding: share of "
     "them whose value is in the speaker's own table."
@@ -89,6 +91,7 @@ ITERATION_KEYS = (
     "random_matching_reward",
     "minus_random",
     "agreement_rate",
+    "agreed_reward",
     "valid_move_rate",
     "cells_stated_per_game",
     "grounding_rate",
@@ -167,6 +170,7 @@ def summary_table(summaries: dict[str, dict]) -> str:
         "random matching (same instances)",
         "model − random (paired)",
         "agreement",
+        "reward when agreed",
         "optimal",
         "valid moves",
         "cells stated/game",
@@ -183,6 +187,7 @@ def summary_table(summaries: dict[str, dict]) -> str:
                 format_interval(s.get("random_matching_reward")),
                 format_paired(s.get("minus_random")),
                 format_interval(s["agreement_rate"], percent=True),
+                format_interval(s.get("agreed_reward")),
                 format_interval(s["optimal_share"], percent=True),
                 format_interval(s.get("valid_move_rate"), percent=True),
                 format_interval(s.get("cells_stated_per_game"), digits=1),
@@ -254,6 +259,7 @@ def iterations_table(entries: list[dict]) -> str:
         "− previous (paired)",
         "− initial (paired)",
         "agreement",
+        "reward when agreed",
         "valid moves",
         "grounding",
         "rating (Elo) [95% CI]",
@@ -270,6 +276,7 @@ def iterations_table(entries: list[dict]) -> str:
                 format_paired(e["vs_previous"]),
                 format_paired(e["vs_initial"]),
                 format_interval(e["agreement_rate"], percent=True),
+                format_interval(e.get("agreed_reward")),
                 format_interval(e["valid_move_rate"], percent=True),
                 format_interval(e["grounding_rate"], percent=True),
                 format_interval(e["rating"], digits=0),
@@ -376,6 +383,7 @@ def write_report(out_dir: Path, metrics: dict, games: pd.DataFrame, inputs: list
 STRATEGY_SERIES = {
     "valid-move rate": "valid_move_rate",
     "agreement": "agreement_rate",
+    "reward when agreed": "agreed_reward",
     "cells stated a game": "cells_stated_per_game",
     "grounded share": "grounding_rate",
     "proposals a game": "proposals_per_game",
