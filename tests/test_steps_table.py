@@ -11,8 +11,8 @@ steps_table = bench_modules.load("analysis/steps_table.py", "steps_table")
 LOG = [
     "(TaskRunnerV1 pid=1) step:0 - val-core/selfplay_matching/reward/mean@1:np.float64(0.2)",  # before training
     "Training Progress:  10%|█ | 1/10 [01:30<13:37, 90.88s/it]",
-    "(TaskRunnerV1 pid=1) step:1 - actor/entropy:0.53 - critic/score/mean:0.1715 - games/agreed/mean:0.2578125 "
-    "- timing_s/step:90.805 - timing_s/gen:37.35",
+    "(TaskRunnerV1 pid=1) step:1 - actor/entropy:0.53 - critic/score/mean:0.1715 - games/agreed/mean:0.25 "
+    "- games/normalized_reward/mean:0.15 - timing_s/step:90.805 - timing_s/gen:37.35",
     "(TaskRunnerV1 pid=1) step:2 - actor/entropy:0.52 - critic/score/mean:0.132 - games/agreed/mean:0.21875 "
     "- timing_s/step:61.77 - val-core/selfplay_matching/reward/mean@1:np.float64(0.3397671505)",
 ]
@@ -23,7 +23,8 @@ def test_each_training_step_is_a_row_with_blanks_where_it_logged_nothing():
     header = rows[0]
     assert header[:4] == ["step", "entropy", "score_mean", "agreed"] and len(rows) == 3  # step 0 validated only
     first, second = (dict(zip(header, row)) for row in rows[1:])
-    assert (first["step"], first["agreed"], first["step_s"], first["gen_s"]) == ("1", "0.2578", "90.81", "37.35")
+    assert (first["step"], first["agreed"], first["step_s"], first["gen_s"]) == ("1", "0.25", "90.81", "37.35")
+    assert first["agreed_reward"] == "0.6" and second["agreed_reward"] == ""  # 0.15 / 0.25; no reward logged
     assert first["validation_reward"] == "" and second["validation_reward"] == "0.3398"
     assert second["gen_s"] == "" and second["invalid"] == ""
 
@@ -35,7 +36,7 @@ def test_the_command_prints_chosen_columns_and_refuses_a_log_without_steps(tmp_p
     assert capsys.readouterr().out.splitlines() == [
         "| step | games/agreed/mean | timing_s/step |",
         "|---|---|---|",
-        "| 1 | 0.2578 | 90.81 |",
+        "| 1 | 0.25 | 90.81 |",
         "| 2 | 0.2188 | 61.77 |",
     ]
     log.write_text(LOG[0])

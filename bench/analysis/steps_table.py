@@ -8,7 +8,8 @@ Each row is a step that logged `timing_s/step` (verl's validation before the fir
 is a metric as verl names it (`selfplay_gen.iterate.report.console_metrics` reads them). The default columns
 are an online GRPO run's: entropy, the step's games' reward and what they did (`games/<measure>/mean`),
 response length and turns, the step's seconds and its parts, and the validation's reward and measures where
-the step validated.
+the step validated. Two columns are ratios of two metrics (`RATIOS`): the reward when agreed, the games' mean
+reward over their agreement rate, which is the agreed games' own mean since a game without agreement scores 0.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ COLUMNS = (
     ("entropy", "actor/entropy"),
     ("score_mean", "critic/score/mean"),
     ("agreed", f"{STEP_MEASURES}/agreed/mean"),
+    ("agreed_reward", "agreed_reward"),
     ("invalid", f"{STEP_MEASURES}/invalid/mean"),
     ("stated_cells", f"{STEP_MEASURES}/stated_cells/mean"),
     ("proposals", f"{STEP_MEASURES}/proposals/mean"),
@@ -39,19 +41,30 @@ COLUMNS = (
     ("update_actor_s", "timing_s/update_actor"),
     ("validation_reward", f"val-core/{SOURCE}/reward/mean@1"),
     ("validation_agreed", f"{VALIDATION}/agreed/mean@1"),
+    ("validation_agreed_reward", "validation_agreed_reward"),
     ("validation_invalid", f"{VALIDATION}/invalid/mean@1"),
     ("validation_stated_cells", f"{VALIDATION}/stated_cells/mean@1"),
     ("validation_proposals", f"{VALIDATION}/proposals/mean@1"),
 )
 
 
+# a column that is one metric over another: (numerator, denominator)
+RATIOS = {
+    "agreed_reward": (f"{STEP_MEASURES}/normalized_reward/mean", f"{STEP_MEASURES}/agreed/mean"),
+    "validation_agreed_reward": (f"{VALIDATION}/normalized_reward/mean@1", f"{VALIDATION}/agreed/mean@1"),
+}
+
+
 def table(lines: list[str], columns: tuple[tuple[str, str], ...] = COLUMNS) -> list[list[str]]:
     """The header and one row per training step: each metric to four significant digits, blank where the
-    step did not log it."""
+    step did not log it (or, for a ratio, either part or a denominator of 0)."""
     rows = [["step", *(short for short, _ in columns)]]
     for step in console_metrics(lines):
         if "timing_s/step" not in step:
             continue
+        for name, (numerator, denominator) in RATIOS.items():
+            if step.get(numerator) is not None and step.get(denominator):
+                step[name] = step[numerator] / step[denominator]
         cells = [f"{step[metric]:.4g}" if metric in step else "" for _, metric in columns]
         rows.append([f"{step['step']:g}", *cells])
     return rows
