@@ -80,7 +80,7 @@ class Options:
     max_groups: int | None = None
     joint_weight: float = 0.0  # training reward += weight x the game's joint share of the best deal (`reward`)
     # sft: every seat's valid moves alone, whatever its game's reward (a format start from the model's own
-    # responses, its reasoning kept): `valid_moves_chat`
+    # responses, whatever they reason): `valid_moves_chat`
     valid_moves: bool = False
 
     def __post_init__(self):
@@ -211,7 +211,7 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
         game = len(ledger)
         status = [_status(tokens, options) if trained[s] else OPPONENT for s, tokens in enumerate(seats)]
         chats = [valid_moves_chat(record, s) if options.valid_moves and status[s] in SPILLED else None for s in (0, 1)]
-        status = [NO_VALID_MOVE if chat == [] else s for s, chat in zip(status, chats)]
+        status = [NO_VALID_MOVE if chat == [] else seat_status for seat_status, chat in zip(status, chats)]
         statuses.update(status)
         sampling, outcome = record["settings"].get("sampling") or {}, record["outcome"]
         ledger.append(

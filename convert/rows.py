@@ -104,9 +104,9 @@ def valid_moves_chat(record: Record, seat: int) -> list[Message]:
     """`seat`'s chat with its valid moves alone: each invalid move left out with what the seat was told of
     it before it moved again (the error; nothing else happens between a seat's invalid move and its
     next), and the chat cut after its last valid move ([] if it made none). A seat's responses are its
-    events other than stops, one for one and in order; a response that a stop cut short has none and
-    is cut with the rest. The model's own valid responses, reasoning and all: a format start that
-    teaches the grammar of moves without a teacher's play or a chosen outcome."""
+    events other than stops, one for one and in order; a response that a stop cut short has no event,
+    and the chat ends before it. The model's own valid responses, reasoning and all: a format start
+    that teaches the grammar of moves without a teacher's play or a chosen outcome."""
     kinds = [event["kind"] for event in record["events"] if event["player"] == seat and event["kind"] != "stop"]
     chat: list[Message] = []
     kept = turn = 0
