@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from test_retention import measurement
 
 from selfplay_gen import games
 from selfplay_gen.iterate import decisions, report, trainers
@@ -466,18 +467,26 @@ def test_verls_console_metrics_are_read_and_plotted(tmp_path):
 
 
 def test_the_summary_lists_stages_in_run_order_with_wall_time_per_step_and_retention(tmp_path):
+    """Retention rows read `selfplay-gen retention`'s own measurement files, each against the first stage."""
     for name, label, seconds in (("iter_001", "iter_1", 30), ("base", "base", 10), ("warm", "warm", 20)):
         (tmp_path / name).mkdir()
         report.write_row(tmp_path / name, decisions.summary_row(label, {"games": 8, "agreement_rate": 0.5}, seconds))
     report.add_timing(tmp_path / "iter_001", report.Timing("generate", 61.0, 100.0))
     report.add_timing(tmp_path / "iter_001", report.Timing("train (offline)", 0.0, 400.0))
-    (tmp_path / "warm" / report.RETENTION_FILE).write_text(json.dumps({"perplexity": 12.5, "flagged": False}))
+    right = [f"q{i}" for i in range(8)]
+    (tmp_path / "warm" / report.RETENTION_FILE).write_text(json.dumps(measurement(12.5, right)))
+    (tmp_path / "iter_001" / report.RETENTION_FILE).write_text(json.dumps(measurement(14.0, right[:7])))
     text = report.write_summary(tmp_path)
     lines = text.splitlines()
     assert lines[0] == "| " + " | ".join(decisions.SUMMARY_HEADER) + " |"
     assert [line.split(" | ")[0] for line in lines[2:5]] == ["| base", "| warm", "| iter_1"]  # run order
     assert "| iter_1 | generate | 61 | 100 |  |" in lines and "| iter_1 | train (offline) | 0 | 400 |  |" in lines
-    assert "| warm | False | 12.5000 |" in lines  # the retention row
+    retention = lines[lines.index("## Capability retention") + 4 :][:2]  # each set against the first measured
+    assert retention[0] == "| warm | 12.500 | +0.0% | 0.800 | +0.0 | no |"
+    assert retention[1].startswith("| iter_1 | 14.000 | +12.0% | 0.700 | -10.0 | perplexity rose 12.50 -> 14.00")
+    assert "multiple-choice accuracy fell 0.800 -> 0.700" in retention[1]
+    other = report.retention_section([("warm", measurement(12.5, right)), ("base", measurement(12, right, tokens=9))])
+    assert "| base |  |  |  |  | not comparable with warm: the perplexities cover different tokens" in other[1]
     assert (tmp_path / "summary.md").read_text() == text
     assert (tmp_path / "summary.tsv").read_text().splitlines()[1] == "base\t8\t0.5000\t\t10"
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json_atomic
+from ..evaluation.retention import RetentionError, compare
 from ..stats.report import format_interval, markdown_table
 from ..verl import STEP_MEASURES
 from .decisions import SUMMARY_HEADER
@@ -106,15 +107,9 @@ def write_summary(run_dir: Path) -> str:
     versus = [json.loads(path.read_text()) for path in versus_files(run_dir, stages)]
     parts += versus_section(versus)
     parts += strategy_section(versus)
-    retention = [
-        (name(p), json.loads((p / RETENTION_FILE).read_text())) for p in stages if (p / RETENTION_FILE).exists()
-    ]
-    if retention:
-        keys = sorted({k for _, r in retention for k, v in r.items() if isinstance(v, (int, float, bool))})
-        parts.append("\n## Capability retention\n\n")
-        parts.append(
-            markdown_table(("stage", *keys), [(s, *(_cell(r.get(k)) for k in keys)) for s, r in retention]) + "\n"
-        )
+    parts += retention_section(
+        [(name(p), json.loads((p / RETENTION_FILE).read_text())) for p in stages if (p / RETENTION_FILE).exists()]
+    )
     parts += league_sections(run_dir, stages, name)
     plots = sorted(run_dir.glob("*/train/curves.png"), key=lambda p: stage_order(p.parent.parent.name))
     if plots:
@@ -130,6 +125,35 @@ def write_summary(run_dir: Path) -> str:
     tmp.write_text(text)
     tmp.replace(run_dir / "summary.md")
     return text
+
+
+RETENTION_NOTE = (
+    "Each stage's model measured by `selfplay-gen retention` (the perplexity of a general English text and the "
+    "accuracy on the package's multiple-choice questions), each set against the run's first measured stage: "
+    "flagged where the perplexity rose or the accuracy fell past `selfplay-gen retention`'s thresholds."
+)
+
+
+def retention_section(measured: list[tuple[str, dict]]) -> list[str]:
+    """The capability-retention table: each stage's `selfplay-gen retention` measurement and its change from the
+    first stage measured, flagged as `selfplay-gen retention --baseline` flags it."""
+    if not measured:
+        return []
+    first = measured[0][1]
+    rows = []
+    for stage, measurement in measured:
+        try:
+            change = compare(first, measurement)
+        except RetentionError as err:  # another tokenizer or data: its figures stand apart
+            rows.append((stage, "", "", "", "", f"not comparable with {measured[0][0]}: {err}"))
+            continue
+        flags = "; ".join(change["flags"]) or "no"
+        rows.append((
+            stage, f"{change['perplexity']['after']:.3f}", f"{change['perplexity']['relative_change']:+.1%}",
+            f"{change['accuracy']['after']:.3f}", f"{change['accuracy']['change'] * 100:+.1f}", flags,
+        ))  # fmt: skip
+    head = ("stage", "perplexity", "change", "multiple-choice accuracy", "change (points)", "flagged")
+    return ["\n## Capability retention\n\n", markdown_table(head, rows) + "\n\n", RETENTION_NOTE + "\n"]
 
 
 def _step(timing: Timing) -> str:
@@ -327,12 +351,6 @@ def league_sections(run_dir: Path, stages: list[Path], name: Any) -> list[str]:
 def _whole(value: float | None) -> str:
     """Seconds or percent, rounded to a whole number; empty when not known."""
     return "" if value is None else f"{value:.0f}"
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
 _STEP = re.compile(r"(?:^|\s)step:(\d+)\s+-\s+(.*)$")
