@@ -9,6 +9,7 @@ from selfplay_gen.games import GameConfig
 from selfplay_gen.games.base import FAILURES, MAX_INVALID, STOPS, Limits, Observation, Player
 from selfplay_gen.games.matching import MatchingGame
 from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance
+from selfplay_gen.games.matching.prompts import FIRST_MOVE, PARTNER_MOVED
 from selfplay_gen.games.matching.record import TERMINATIONS
 from selfplay_gen.games.matching.scripted import ScriptedPlayer
 from selfplay_gen.games.move_formats import BOXED_ASK, NO_BOXED_MOVE
@@ -129,15 +130,17 @@ def test_the_instance_is_a_game_instance():
 
 
 def test_a_boxed_move_is_read_from_the_reasoning_and_the_partner_is_told_the_move_alone():
-    """`move_format` boxed: the seats are asked to reason, the last \\boxed{...} of a response is its move (a
-    proposal's lines inside), and a response that boxes nothing is refused and kept whole; what the partner is
-    told, and what the game's events keep, is the move without the reasoning."""
+    """`move_format` boxed: the seats are asked to reason at the end of what they are told before each move, the
+    last \\boxed{...} of a response is its move (a proposal's lines inside), and a response that boxes nothing is
+    refused and kept whole; what the partner is told, and what the game's events keep, is the move without the
+    reasoning."""
     game = GameConfig("matching", options={"move_format": "boxed"}).new()
     start = game.reset(Instance.from_seed(3))
-    assert all(system.endswith(BOXED_ASK) for system in start.system)
+    assert start.told == ((FIRST_MOVE, BOXED_ASK), ()) and not any(BOXED_ASK in system for system in start.system)
     refused = game.step(0, "My best cell is 80, so [message] I see 80 for Ada on BLEU.")
     assert not refused.valid and refused.error == NO_BOXED_MOVE and game.to_move == 0
-    assert refused.told[1] == () and game.events()[-1]["text"].startswith("My best cell")
+    assert refused.told[0][-1] == BOXED_ASK and refused.told[1] == ()
+    assert game.events()[-1]["text"].startswith("My best cell")
     reasoning = "I should share first; [propose] would be too early.\n"
     made = game.step(0, reasoning + "\\boxed{[message] Ada on BLEU is 80 for me.}")
     assert made.valid and (game.events()[-1]["kind"], game.events()[-1]["text"]) == (
@@ -145,11 +148,13 @@ def test_a_boxed_move_is_read_from_the_reasoning_and_the_partner_is_told_the_mov
         "Ada on BLEU is 80 for me.",
     )
     assert not any("too early" in line for line in made.told[1]) and any("80 for me" in line for line in made.told[1])
+    assert made.told == ((), (PARTNER_MOVED.format(move="[message] Ada on BLEU is 80 for me."), BOXED_ASK))
     lines = "\n".join(f"{paper}: {reviewer}" for paper, reviewer in zip(PAPERS, REVIEWERS, strict=True))
     proposed = game.step(1, f"Matching each paper to a reviewer.\n\\boxed{{[propose] Proposal:\n{lines}}}")
     assert proposed.valid and game.events()[-1]["kind"] == "propose"
-    game.step(0, "It is a fair start. \\boxed{\\text{[accept]}}")
+    accepted = game.step(0, "It is a fair start. \\boxed{\\text{[accept]}}")
     assert game.done and game.outcome.details["move_format"] == "boxed"
+    assert BOXED_ASK not in accepted.told[0] + accepted.told[1]  # the game is over: nobody is asked to move
 
 
 @pytest.mark.parametrize("policy", ["teacher", "random"])
@@ -169,7 +174,9 @@ async def test_scripted_seats_answer_in_the_boxed_format_and_play_the_same_game(
     assert played["boxed"][:2] == played["plain"][:2]
     for plain, boxed in zip(played["plain"][2], played["boxed"][2], strict=True):
         assert boxed.messages[0]["content"] == game.reset(instance).system[boxed.seat]  # as the game asks a model
-        assert boxed.messages[0]["content"].endswith(BOXED_ASK) and "\\boxed{[reject]}" in boxed.messages[0]["content"]
+        assert "\\boxed{[reject]}" in boxed.messages[0]["content"]
+        asked = [m["content"] for m in boxed.messages if m["role"] == "user"]
+        assert asked and all(turn.endswith(BOXED_ASK) for turn in asked)  # each turn closes with the request
         assert "never shown to your partner" in plain.messages[0]["content"]
         said = [m["content"] for m in plain.messages if m["role"] == "assistant"]
         assert [m["content"] for m in boxed.messages if m["role"] == "assistant"] == [f"\\boxed{{{s}}}" for s in said]

@@ -197,21 +197,23 @@ def test_kuhn_rewards_each_seats_chips_a_hand_in_the_chips_reward_mode(tmp_path)
 
 
 def test_a_boxed_move_is_the_last_boxed_answer_and_the_reasoning_before_it_is_not_a_move():
-    """`move_format` boxed (SPIRAL's): the seats are asked to reason step by step, the last \\boxed{...} of a
-    response is its move (bracketed as TextArena brackets a bare move; Qwen writes \\boxed{\\text{call}}),
-    moves named in the reasoning are not, and a response that boxes nothing is refused without the
-    environment seeing it: its mover is told why, its partner sees nothing of it."""
+    """`move_format` boxed (SPIRAL's): the seats are asked to reason step by step at the end of what they are told
+    before each move, the last \\boxed{...} of a response is its move (bracketed as TextArena brackets a bare move;
+    Qwen writes \\boxed{\\text{call}}), moves named in the reasoning are not, and a response that boxes nothing is
+    refused without the environment seeing it: its mover is told why, its partner sees nothing of it."""
     game = GameConfig("textarena:KuhnPoker-v0", options={"move_format": "boxed"}).new()
     start = game.reset(game.instance_type.from_seed(3))
-    assert all(system.endswith(BOXED_ASK) for system in start.system)
     mover = game.to_move
+    assert start.told[mover][-1] == BOXED_ASK and BOXED_ASK not in start.told[1 - mover]
+    assert not any(BOXED_ASK in system for system in start.system)
     refused = game.step(mover, "I hold a card. [bet] looks strong, so I will [bet].")
     assert not refused.valid and refused.error == NO_BOXED_MOVE and game.to_move == mover
-    assert refused.told[mover] == (f"[GAME] {NO_BOXED_MOVE}",) and refused.told[1 - mover] == ()
+    assert refused.told[mover] == (f"[GAME] {NO_BOXED_MOVE}", BOXED_ASK) and refused.told[1 - mover] == ()
     assert game.events()[-1]["text"].startswith("I hold a card") and game.invalid_moves == 1
     made = game.step(mover, "Betting with [bet] risks a chip; [check] is safer.\n$\\boxed{\\text{check}}$")
     assert made.valid and game.events()[-1]["text"] == "[check]"  # LaTeX's \text{} taken off, as SPIRAL does
     assert f"[Player {mover}] [check]" in made.told[1 - mover]  # the partner sees the move, not the reasoning
+    assert made.told[1 - mover][-1] == BOXED_ASK and BOXED_ASK not in made.told[mover]  # the partner moves next
     plain = GameConfig("textarena:KuhnPoker-v0").new()
     plain.reset(plain.instance_type.from_seed(3))
     assert plain.step(mover, "Betting with [bet] risks a chip; [check] is safer.").valid

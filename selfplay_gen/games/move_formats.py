@@ -1,7 +1,8 @@
 """How a seat's response gives its move, in the games that offer a choice. `plain`: the whole response is the move.
-`boxed`, as SPIRAL plays its games: the seat is asked to reason step by step, and the last \\boxed{...} of its
-response is the move, so the reasoning may name moves it does not make. The reasoning is the seat's own: its
-partner is told the move alone, and the game's events keep the move."""
+`boxed`, as SPIRAL plays its games: the seat is asked to reason step by step at the end of everything it is told
+before each of its moves, and the last \\boxed{...} of its response is the move, so the reasoning may name moves it
+does not make. The reasoning is the seat's own: its partner is told the move alone, and the game's events keep the
+move."""
 
 from __future__ import annotations
 
@@ -21,9 +22,13 @@ def checked(move_format: str) -> str:
     return move_format
 
 
-def asked(system: str, move_format: str) -> str:
-    """A seat's system prompt, with the boxed format's request after it."""
-    return f"{system}\n{BOXED_ASK}" if move_format == BOXED else system
+def asked(told: tuple[tuple[str, ...], ...], mover: int | None, move_format: str) -> tuple[tuple[str, ...], ...]:
+    """What each seat is told, with the boxed format's request as the last line the seat to move next (`mover`;
+    None once the game is over) reads before its move: SPIRAL's template closes every observation with it, so it
+    is the instruction nearest the answer, whatever the rules above it say of moves."""
+    if move_format != BOXED or mover is None:
+        return told
+    return tuple((*lines, BOXED_ASK) if seat == mover else lines for seat, lines in enumerate(told))
 
 
 def boxed(text: str) -> str | None:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..base import Game, GameInstance, InvalidMove, Limits, Observation, Outcome, Seed, StepResult
-from ..move_formats import NO_BOXED_MOVE, PLAIN, boxed, checked
+from ..move_formats import NO_BOXED_MOVE, PLAIN, asked, boxed, checked
 from . import prompts
 from .instance import HUMAN_GAMES, Instance, score
 from .moves import Move, parse_move
@@ -90,7 +90,7 @@ class MatchingGame(Game[Instance, Move]):
         self.instance = instance
         self._clear()
         system = tuple(prompts.system_prompt(instance, seat, self.move_format) for seat in (0, 1))
-        return Observation(system, ((prompts.FIRST_MOVE,), ()))
+        return Observation(system, asked(((prompts.FIRST_MOVE,), ()), 0, self.move_format))
 
     def step(self, seat: int, text: str) -> StepResult[Move]:
         self._check_turn(seat)
@@ -103,7 +103,7 @@ class MatchingGame(Game[Instance, Move]):
         except InvalidMove as err:
             self._refuse(seat, text if move_text is None else move_text, err)  # a response with no box, whole
             told[seat].append(prompts.INVALID.format(error=err))
-            return StepResult(seat, None, str(err), (tuple(told[0]), tuple(told[1])), self.done)
+            return StepResult(seat, None, str(err), self._told(told), self.done)
         self._count(Event(seat, move.kind, move.text, [list(p) for p in move.pairs] or None))
         if move.kind == "accept":
             self._end(ACCEPTED)
@@ -117,7 +117,11 @@ class MatchingGame(Game[Instance, Move]):
         told[1 - seat].append(prompts.PARTNER_MOVED.format(move=move.public))
         if not self.done and self._to_move == seat:
             told[seat].append(prompts.AGAIN)
-        return StepResult(seat, move, None, (tuple(told[0]), tuple(told[1])), self.done)
+        return StepResult(seat, move, None, self._told(told), self.done)
+
+    def _told(self, told: tuple[list[str], list[str]]) -> tuple[tuple[str, ...], ...]:
+        """A step's messages for each seat, the move format's request closing those of the seat to move."""
+        return asked((tuple(told[0]), tuple(told[1])), None if self.done else self._to_move, self.move_format)
 
     def _check(self, move: Move) -> Move:
         responding = self.pending is not None

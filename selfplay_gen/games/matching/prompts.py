@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ..move_formats import BOXED, PLAIN, answer, asked
+from ..move_formats import BOXED, PLAIN, answer
 from .instance import PAPERS, REVIEWERS, Instance
 from .moves import render_proposal
 
@@ -72,11 +72,10 @@ def stated_cells(text: str) -> list[tuple[int, int, int]]:
 
 
 def system_prompt(instance: Instance, player: int, move_format: str = PLAIN) -> str:
-    """The rules, as a response gives its move in `move_format` (boxed: with SPIRAL's request after the table, as
-    every boxed game asks), and the player's own table."""
+    """The rules, as a response gives its move in `move_format`, and the player's own table."""
     example = answer("[propose] " + render_proposal([(i, i) for i in range(8)]), move_format)
     rules = RULES.format(example=example, private=PRIVATE[move_format])
-    return asked(rules + "\n\nYour table:\n" + render_table(instance.view(player)), move_format)
+    return rules + "\n\nYour table:\n" + render_table(instance.view(player))
 
 
 FIRST_MOVE = "You move first. Make your move."

@@ -247,17 +247,18 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
             self.env.reset(num_players=2, seed=instance.seed)
         state = self.env.state
         self.system = tuple(
-            asked(
-                "\n".join(text for _, text, kind in state.observations[seat] if kind == ta.ObservationType.PROMPT),
-                self.move_format,
-            )
+            "\n".join(text for _, text, kind in state.observations[seat] if kind == ta.ObservationType.PROMPT)
             for seat in range(2)
         )
         self._to_move = state.current_player_id
         told = list(self._drain())
         if not told[self._to_move]:  # an environment that shows the first mover nothing but its rules
             told[self._to_move] = (FIRST_MOVE,)
-        return Observation(self.system, tuple(told))
+        return Observation(self.system, self._told(tuple(told)))
+
+    def _told(self, told: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, ...], ...]:
+        """What each seat is told, the move format's request closing what the seat to move reads."""
+        return asked(told, None if self.done else self._to_move, self.move_format)
 
     def move_of(self, text: str) -> str | None:
         """The move a response makes: the whole response (`plain`), or what its last \\boxed{...} holds, braces
@@ -280,7 +281,7 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
         if move_text is None:
             self._refuse(seat, text, InvalidMove(NO_BOXED_MOVE))
             why = tuple((f"[GAME] {NO_BOXED_MOVE}",) if s == seat else () for s in range(2))  # the reasoning stays
-            return StepResult(seat, None, NO_BOXED_MOVE, why, self.done)
+            return StepResult(seat, None, NO_BOXED_MOVE, self._told(why), self.done)
         text = move_text  # what the environment is given, and what the move's event keeps
         state = self.env.state
         errors = getattr(state, "error_count", 0)
@@ -299,7 +300,7 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
         if not done and getattr(state, "error_count", 0) > errors:
             error = " ".join(self._admin) or "invalid move"
             self._refuse(seat, text, InvalidMove(error))
-            return StepResult(seat, None, error, told, self.done)
+            return StepResult(seat, None, error, self._told(told), self.done)
         move = Event(seat, "move", text)
         self._count(move)
         if done:
@@ -307,7 +308,7 @@ class TextArenaGame(Game[TextArenaInstance, Event]):
         else:
             self._to_move = state.current_player_id
             self._check_moves()
-        return StepResult(seat, move, None, told, self.done)
+        return StepResult(seat, move, None, self._told(told), self.done)
 
     def _end(self, termination: str) -> None:
         state, details = self.env.state, fixes.details(self.env)
