@@ -23,8 +23,9 @@ Here, on a machine with PyPI:
 Then, with DIST holding those:
   parts DIST PART_DIR  one tar of DIST split into PART_DIR/pNN/part-NN of PART_MIB MiB, each beside all.sha256 and
                        `parts` (their number): carry one pNN per call, offline_gpu/gpu_setup.sh joins them; a part
-                       and the repository's tracked files share a call's 64 MiB, so PART_MIB defaults to what
-                       they leave (on disk, less 4 MiB)
+                       and the repository's tracked files share a call's 64 MiB (CALL_MIB), so PART_MIB
+                       defaults to what they leave (on disk, less 4 MiB); where they leave none, move the
+                       committed results (bench/results) out of the checkout while the calls are made
 On the GPU machine, once every part has arrived (in /tmp/gpu-parts), in the background:
   install DIR          copy this checkout to DIR and source offline_gpu/gpu_setup.sh there, detached (DIR.log, then
                        DIR.rc, its exit status), so the next calls carry more (a model's chunks) while `make gpu`
@@ -124,11 +125,13 @@ case "$cmd" in
     cp -f "$REPO/gpu/install_site.sh" "$REPO/offline_gpu/prepare_model.sh" "$REPO/offline_gpu/gguf_to_hf.py" "$ROOT/"
     ls -l "$ROOT" ;;
   parts)
-    rm -rf "$1" && mkdir -p "$1"
-    tar -C "$ROOT" --exclude=./.work --exclude=./model -cf "$1/all.tar" .
     # shellcheck source=offline_gpu/call_room.sh
     source "$REPO/offline_gpu/call_room.sh"
-    split -b "${PART_MIB:-$(call_room_mib)}M" -d -a 2 "$1/all.tar" "$1/part-"
+    part_mib=${PART_MIB:-$(call_room_mib)}
+    ((part_mib > 0)) || { echo "gpu_lease: $(no_room part PART_MIB)" >&2; exit 1; }
+    rm -rf "$1" && mkdir -p "$1"
+    tar -C "$ROOT" --exclude=./.work --exclude=./model -cf "$1/all.tar" .
+    split -b "${part_mib}M" -d -a 2 "$1/all.tar" "$1/part-"
     sha256sum "$1/all.tar" | cut -d' ' -f1 > "$1/all.sha256"
     rm "$1/all.tar"
     count=$(find "$1" -name 'part-*' | wc -l)

@@ -169,7 +169,7 @@ EOF
 split_chunks() {
   local dir=$1 parts=$2 f chunk_size=${CHUNK_SIZE:-$(($(call_room_mib) * 1048576))}
   verified "$GGUF" "$dir/$GGUF" || die "$dir/$GGUF is missing or does not match its recorded sha256"
-  ((chunk_size > 0)) || die "the repository's tracked files leave no room for a chunk in a call of $CALL_MIB MiB"
+  ((chunk_size > 0)) || die "$(no_room chunk CHUNK_SIZE)"
   mkdir -p "$parts"
   rm -f "$parts"/chunk-* "$parts/manifest.txt"
   split -b "$chunk_size" -d -a 2 "$dir/$GGUF" "$parts/chunk-"

@@ -70,6 +70,12 @@ def test_split_writes_chunks_and_a_manifest(plan):
     assert b"".join((tmp_path / "parts" / f"chunk-{i:02d}").read_bytes() for i in range(4)) == DATA
 
 
+def tree_mib() -> int:
+    """The repository's tracked files in MiB, as the scripts count what travels with a call."""
+    count = f"source {SCRIPT.parent / 'call_room.sh'} && tree_mib"
+    return int(subprocess.run(["bash", "-c", count], capture_output=True, text=True, check=True).stdout)
+
+
 def test_a_default_chunk_fills_what_the_repository_leaves_of_a_call(tmp_path):
     """A call carries the chunk with the repository's tracked files: the default chunk fits beside them,
     and a call too small for both is refused by split and by stage before anything is sent."""
@@ -77,14 +83,17 @@ def test_a_default_chunk_fills_what_the_repository_leaves_of_a_call(tmp_path):
     (tmp_path / "src" / GGUF).write_bytes(DATA)
     sums = tmp_path / "sums"
     sums.write_text(f"{sha(DATA)}  {GGUF}\n")
-    split = run("split", str(tmp_path / "src"), str(tmp_path / "parts"), sums=sums, CHUNK_SIZE="")
+    call = str(tree_mib() + 10)  # a call with room for a 6 MiB chunk, whatever the repository's size
+    split = run("split", str(tmp_path / "src"), str(tmp_path / "parts"), sums=sums, CHUNK_SIZE="", CALL_MIB=call)
     assert split.returncode == 0, split.stderr
-    assert "1 chunks of at most" in split.stderr and (tmp_path / "parts" / "chunk-00").read_bytes() == DATA
-    staged = run("stage", str(tmp_path / "parts"), str(tmp_path / "send"), "0", sums=sums)
+    assert f"1 chunks of at most {6 << 20} bytes" in split.stderr
+    assert (tmp_path / "parts" / "chunk-00").read_bytes() == DATA
+    staged = run("stage", str(tmp_path / "parts"), str(tmp_path / "send"), "0", sums=sums, CALL_MIB=call)
     assert staged.returncode == 0, staged.stderr
 
     tight = run("split", str(tmp_path / "src"), str(tmp_path / "other"), sums=sums, CHUNK_SIZE="", CALL_MIB="2")
-    assert tight.returncode == 1 and "leave no room for a chunk" in tight.stderr
+    assert tight.returncode == 1 and "leave no room for a chunk in a call of 2 MiB" in tight.stderr
+    assert "move bench/results out of the checkout" in tight.stderr and not (tmp_path / "other").exists()
     refused = run("stage", str(tmp_path / "parts"), str(tmp_path / "send2"), "0", sums=sums, CALL_MIB="1")
     assert refused.returncode == 1 and "split again" in refused.stderr
     assert not (tmp_path / "send2").exists()

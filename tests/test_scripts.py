@@ -1423,13 +1423,16 @@ gpu_idle
 
 
 def test_gpu_lease_parts_leave_room_for_the_repository_in_a_call(tmp_path):
-    """A call carries the repository's tracked files and one part within 64 MiB: a part of a fixed size
-    was refused once the committed results had grown."""
+    """A call carries the repository's tracked files and one part within CALL_MIB: a part of a fixed size was
+    refused once the committed results had grown, and a call the tracked files fill is refused before anything is
+    cut, naming the committed results that make up most of them."""
+    tree = int(subprocess.run(["bash", "-c", "source offline_gpu/call_room.sh && tree_mib"], cwd=REPO,
+                              capture_output=True, text=True, check=True).stdout)  # fmt: skip
     dist = tmp_path / "dist"
     dist.mkdir()
     (dist / "site_serve.tar.xz").write_bytes(os.urandom(48 << 20))
     parts = tmp_path / "parts"
-    done = script("offline_gpu/gpu_lease.sh", "parts", str(dist), str(parts))
+    done = script("offline_gpu/gpu_lease.sh", "parts", str(dist), str(parts), CALL_MIB=str(tree + 40))
     assert done.returncode == 0, done.stderr
     sizes = [p.stat().st_size for p in parts.glob("p*/part-*")]
     listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
@@ -1440,7 +1443,10 @@ def test_gpu_lease_parts_leave_room_for_the_repository_in_a_call(tmp_path):
         .stdout.decode()
         .split()[-2]
     )
-    assert len(sizes) >= 2 and max(sizes) + int(on_disk) <= 61 << 20
+    assert len(sizes) == 2 and max(sizes) == 36 << 20 and max(sizes) + int(on_disk) <= (tree + 40 - 3) << 20
+    full = script("offline_gpu/gpu_lease.sh", "parts", str(dist), str(parts), CALL_MIB=str(tree + 4))
+    assert full.returncode == 1 and f"leave no room for a part in a call of {tree + 4} MiB" in full.stderr
+    assert "bench/results" in full.stderr and len(list(parts.glob("p*/part-*"))) == 2  # nothing cut or lost
 
 
 def test_call_room_counts_the_tracked_files_there_are(tmp_path):
