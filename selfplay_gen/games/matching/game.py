@@ -90,7 +90,7 @@ class MatchingGame(Game[Instance, Move]):
         self.instance = instance
         self._clear()
         system = tuple(prompts.system_prompt(instance, seat, self.move_format) for seat in (0, 1))
-        return Observation(system, asked(((prompts.FIRST_MOVE,), ()), 0, self.move_format))
+        return Observation(system, self._told(([prompts.FIRST_MOVE], [])))
 
     def step(self, seat: int, text: str) -> StepResult[Move]:
         self._check_turn(seat)
