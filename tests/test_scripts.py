@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from dry_runs import config_of
 from fake_sglang import free_port
+from test_prepare_qwen import tree_mib
 
 from selfplay_gen.verl import config_path
 
@@ -1426,8 +1427,7 @@ def test_gpu_lease_parts_leave_room_for_the_repository_in_a_call(tmp_path):
     """A call carries the repository's tracked files and one part within CALL_MIB: a part of a fixed size was
     refused once the committed results had grown, and a call the tracked files fill is refused before anything is
     cut, naming the committed results that make up most of them."""
-    tree = int(subprocess.run(["bash", "-c", "source offline_gpu/call_room.sh && tree_mib"], cwd=REPO,
-                              capture_output=True, text=True, check=True).stdout)  # fmt: skip
+    tree = tree_mib()
     dist = tmp_path / "dist"
     dist.mkdir()
     (dist / "site_serve.tar.xz").write_bytes(os.urandom(48 << 20))
