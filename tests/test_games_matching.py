@@ -157,6 +157,27 @@ def test_a_boxed_move_is_read_from_the_reasoning_and_the_partner_is_told_the_mov
     assert BOXED_ASK not in accepted.told[0] + accepted.told[1]  # the game is over: nobody is asked to move
 
 
+def test_the_boxed_rules_lay_out_a_proposal_without_giving_one_to_copy():
+    """The boxed rules, read by models that learn from the rules alone, show a proposal's lines with each reviewer
+    left to choose: boxed as it stands the example is refused, and with the seat's own reviewers filled in it is
+    a proposal of them. The plain rules, which the shipped warm starts were trained to read, keep a whole one."""
+    instance = Instance.from_seed(3)
+    boxed = GameConfig("matching", options={"move_format": "boxed"}).new()
+    system = boxed.reset(instance).system[0]
+    example = system[system.index("\\boxed{[propose]") : system.index("}", system.index("\\boxed{[propose]")) + 1]
+    assert example.count("<reviewer>") == len(PAPERS) and not any(name in example for name in REVIEWERS)
+    assert not boxed.step(0, example).valid and boxed.to_move == 0
+    chosen = REVIEWERS[::-1]
+    filled = example
+    for reviewer in chosen:
+        filled = filled.replace("<reviewer>", reviewer, 1)
+    made = boxed.step(0, "I assign from my table.\n" + filled)
+    assert made.valid and sorted(boxed.events()[-1]["pairs"]) == [[reviewer, 7 - reviewer] for reviewer in range(8)]
+    plain = GameConfig("matching").new().reset(instance).system[0]
+    whole = "\n".join(f"{paper}: {reviewer}" for paper, reviewer in zip(PAPERS, REVIEWERS, strict=True))
+    assert f"Example proposal:\n[propose] Proposal:\n{whole}\n" in plain
+
+
 @pytest.mark.parametrize("policy", ["teacher", "random"])
 async def test_scripted_seats_answer_in_the_boxed_format_and_play_the_same_game(policy):
     """A scripted seat of a boxed game is asked as the models are and boxes each move (a format warm start's chats

@@ -29,12 +29,20 @@ Each of your turns is exactly one move, starting with its tag:
 [reject]   (reject it; then you move again)
 A pending proposal must be answered with [accept] or [reject]. {private}
 
-Example proposal:
 {example}"""
 PRIVATE = {
     PLAIN: "Anything you write before the tag is private and never shown to your partner.",
     BOXED: "Reason step by step first, then put your move, its tag included, within \\boxed{} at the end of "
     "your response, e.g. \\boxed{[reject]}: your partner is shown the boxed move and nothing else.",
+}
+# How a proposal is laid out. The plain format shows a whole one, which the shipped warm starts were trained to
+# read; the boxed format, for models that learn from the rules alone, shows the lines with each reviewer left to
+# choose: a complete example is a valid move that a model can box as it stands, whatever its table says, and
+# that one assignment is worth what a random one is.
+EXAMPLE = {
+    PLAIN: "Example proposal:\n" + answer("[propose] " + render_proposal([(i, i) for i in range(8)]), PLAIN),
+    BOXED: "Example proposal, each <reviewer> the full name of the reviewer you assign to that paper:\n"
+    + answer("[propose] Proposal:\n" + "\n".join(f"{paper}: <reviewer>" for paper in PAPERS), BOXED),
 }
 
 
@@ -73,8 +81,7 @@ def stated_cells(text: str) -> list[tuple[int, int, int]]:
 
 def system_prompt(instance: Instance, player: int, move_format: str = PLAIN) -> str:
     """The rules, as a response gives its move in `move_format`, and the player's own table."""
-    example = answer("[propose] " + render_proposal([(i, i) for i in range(8)]), move_format)
-    rules = RULES.format(example=example, private=PRIVATE[move_format])
+    rules = RULES.format(example=EXAMPLE[move_format], private=PRIVATE[move_format])
     return rules + "\n\nYour table:\n" + render_table(instance.view(player))
 
 
