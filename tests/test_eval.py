@@ -39,10 +39,12 @@ def record(
     invalid: int = 0,
     messages: tuple[str, ...] = ("hello there",),
     game: int = 0,
+    proposals: tuple[list[list[int]], ...] = (),
 ) -> dict:
     """A minimal valid record: only what the metrics read."""
     agreed = reward > 0
     events = [{"player": 0, "kind": "message", "text": m, "pairs": None, "error": None} for m in messages]
+    events += [{"player": 1, "kind": "propose", "text": "", "pairs": pairs, "error": None} for pairs in proposals]
     return {
         "schema_version": 1,
         "game_id": f"{instance}/{game}",
@@ -124,6 +126,23 @@ def test_distinct_n_and_repeated_messages_on_hand_made_text():
     assert distinct_n(["one"], 2) is None
     # "hi there" occurs in games 0 and 1 (case and spacing aside); "x" only in game 0; game 2 repeats itself
     assert repeated_share([["hi there", "x"], ["Hi  there"], ["y", "y"]]) == pytest.approx(2 / 5)
+
+
+def top_proposal_share(*records: dict) -> float | None:
+    return summarize(game_table(records, ("m", "m")), 100, np.random.default_rng(0))["diversity"]["top_proposal_share"]
+
+
+def test_top_proposal_share_shows_one_assignment_proposed_whatever_the_table():
+    """The most proposed assignment's share of all proposals: 1 when every game proposes the same one (the same
+    pairs in any order), lower when proposals differ; no proposals, no figure. People's proposals follow their
+    tables: none of their assignments is more than a few of them."""
+    identity, shifted, swapped = ([[r, (r + k) % 8] for r in range(8)] for k in (0, 1, 2))
+    copied = record("a", 0.6, proposals=(identity, identity[::-1])), record("b", 0.6, proposals=(identity,))
+    assert top_proposal_share(*copied) == 1
+    varied = (identity, shifted), (shifted,), (swapped,)
+    assert top_proposal_share(*(record(i, 0.6, proposals=p) for i, p in zip("abc", varied, strict=True))) == 0.5
+    assert top_proposal_share(record("a", 0.0), record("b", 0.0)) is None
+    assert summarize(human_table(), 100, np.random.default_rng(0))["diversity"]["top_proposal_share"] < 0.05
 
 
 def test_human_games_match_the_published_figures():

@@ -9,6 +9,7 @@ normalized reward of a uniformly random perfect matching. Each cell lies in exac
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import cast
@@ -30,7 +31,7 @@ from ...stats.metrics import (
 from ...stats.metrics import per_instance as _per_instance
 from .grounding import count_grounded, grounding
 from .instance import HUMAN_GAMES, Instance
-from .record import MatchingOutcome
+from .record import MatchingEvent, MatchingOutcome
 
 GAME = "matching"
 REWARD = "normalized_reward"  # the column rewards are compared by
@@ -58,6 +59,11 @@ def random_matching_reward(table, best: int) -> float:
     return float(np.sum(table)) / 8 / best if best else 0.0
 
 
+def assignment(pairs) -> tuple[tuple[int, int], ...]:
+    """A proposal's pairs in one order, so that equal assignments compare equal."""
+    return tuple(sorted(map(tuple, pairs)))
+
+
 def game_row(record: Record, seats: tuple[str, str]) -> dict:
     """One game of the matching game as a flat row; `seats` are the labels of the models in seat
     0 and seat 1."""
@@ -66,6 +72,7 @@ def game_row(record: Record, seats: tuple[str, str]) -> dict:
         raise ValueError(f"game {record['game_id']!r} is a {game} game; evaluate it with --game {game}")
     agreed, stats, inst = record["outcome"]["agreed"], record["stats"], record["instance"]
     outcome = cast(MatchingOutcome, record["outcome"])
+    events = cast(list[MatchingEvent], record["events"])
     messages = [e["text"] for e in record["events"] if e["kind"] == "message"]
     responses = [m["content"] for p in record["players"] for m in p["messages"] if m["role"] == "assistant"]
     response_tokens = [len(t["output_ids"]) for p in record["players"] for t in p.get("turns", [])]
@@ -88,6 +95,7 @@ def game_row(record: Record, seats: tuple[str, str]) -> dict:
         "stated_cells": stated,
         "grounded_cells": grounded,
         "proposals": sum(e["kind"] == "propose" for e in record["events"]),
+        "proposed": [assignment(e["pairs"] or []) for e in events if e["kind"] == "propose"],
         "surprisal": surprisal,
         "sampled_tokens": sampled,
         "termination": outcome["termination"],
@@ -147,6 +155,7 @@ def human_table(path: Path = HUMAN_GAMES) -> pd.DataFrame:
                     "stated_cells": stated,
                     "grounded_cells": grounded,
                     "proposals": sum(a["type"] == "proposal" for a in log),
+                    "proposed": [assignment(a["proposal_ids"]) for a in log if a["type"] == "proposal"],
                     "surprisal": 0.0,
                     "sampled_tokens": 0,
                     "termination": "accepted" if agreed else "none",
@@ -170,15 +179,18 @@ def human_games_on(games: pd.DataFrame, path: Path = HUMAN_GAMES) -> pd.DataFram
 
 
 def diversity(games: pd.DataFrame) -> dict:
-    """Signs of mode collapse: few distinct n-grams, the same messages in many games, and
-    responses shrinking or growing to the limit."""
+    """Signs of mode collapse: few distinct n-grams, the same messages in many games, one
+    assignment proposed whatever the table (the most proposed one's share of all proposals, near 1
+    when the tables no longer matter), and responses shrinking or growing to the limit."""
     messages = [m for msgs in games["message_texts"] for m in msgs]
+    proposed = Counter(a for assignments in games["proposed"] for a in assignments)
     words = [w for ws in games["response_words"] for w in ws]
     tokens = [t for ts in games["response_tokens"] for t in ts]
     return {
         "distinct_1": distinct_n(messages, 1),
         "distinct_2": distinct_n(messages, 2),
         "repeated_message_share": repeated_share(list(games["message_texts"])),
+        "top_proposal_share": max(proposed.values()) / proposed.total() if proposed else None,
         "response_words": float(np.mean(words)) if words else None,
         "response_tokens": float(np.mean(tokens)) if tokens else None,
     }

@@ -49,7 +49,8 @@ SUMMARY_NOTE = (
 )
 DIALOGUE_NOTE = (
     "Distinct-n: distinct word n-grams / all n-grams of the messages; repeated msgs: share of messages "
-    "whose text also occurs in another game."
+    "whose text also occurs in another game; top proposal: the most proposed assignment's share of all "
+    "proposals (near 100%: one assignment whatever the table)."
 )
 
 
@@ -214,6 +215,7 @@ def dialogue_table(summaries: dict[str, dict]) -> str:
         "distinct-1",
         "distinct-2",
         "repeated msgs",
+        "top proposal",
         "words/response",
         "tokens/response",
         "nats/token",
@@ -230,6 +232,7 @@ def dialogue_table(summaries: dict[str, dict]) -> str:
                 format_number(d["distinct_1"]),
                 format_number(d["distinct_2"]),
                 format_number(d["repeated_message_share"], percent=True),
+                format_number(d.get("top_proposal_share"), percent=True),
                 format_number(d["response_words"], 1),
                 format_number(d["response_tokens"], 1),
                 format_number((s.get("token_surprisal") or {}).get("mean"), 3),
