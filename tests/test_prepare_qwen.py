@@ -25,9 +25,11 @@ def sha(data: bytes) -> str:
 
 
 def run(*args: str, sums: Path, **settings: str) -> subprocess.CompletedProcess:
-    """The script with the test's checksums and CHUNK_SIZE, unless `settings` (CHUNK_SIZE="" for the default)
-    say otherwise."""
-    env = {**os.environ, "QWEN_SHA256": str(sums), "CHUNK_SIZE": str(CHUNK), **settings}
+    """The script with the test's checksums and CHUNK_SIZE, and a call with room for its chunks beside the
+    repository's tracked files whatever their size, unless `settings` (CHUNK_SIZE="" for the default) say
+    otherwise."""
+    call = str(tree_mib() + 8)
+    env = {**os.environ, "QWEN_SHA256": str(sums), "CHUNK_SIZE": str(CHUNK), "CALL_MIB": call, **settings}
     env = {k: v for k, v in env.items() if v != ""}
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=60)
 
