@@ -73,6 +73,7 @@ def game_row(record: Record, seats: tuple[str, str]) -> dict:
     agreed, stats, inst = record["outcome"]["agreed"], record["stats"], record["instance"]
     outcome = cast(MatchingOutcome, record["outcome"])
     events = cast(list[MatchingEvent], record["events"])
+    proposed = [assignment(e["pairs"] or []) for e in events if e["kind"] == "propose"]
     messages = [e["text"] for e in record["events"] if e["kind"] == "message"]
     responses = [m["content"] for p in record["players"] for m in p["messages"] if m["role"] == "assistant"]
     response_tokens = [len(t["output_ids"]) for p in record["players"] for t in p.get("turns", [])]
@@ -94,8 +95,8 @@ def game_row(record: Record, seats: tuple[str, str]) -> dict:
         "words": sum(len(m.split()) for m in messages),
         "stated_cells": stated,
         "grounded_cells": grounded,
-        "proposals": sum(e["kind"] == "propose" for e in record["events"]),
-        "proposed": [assignment(e["pairs"] or []) for e in events if e["kind"] == "propose"],
+        "proposals": len(proposed),
+        "proposed": proposed,
         "surprisal": surprisal,
         "sampled_tokens": sampled,
         "termination": outcome["termination"],
@@ -135,6 +136,7 @@ def human_table(path: Path = HUMAN_GAMES) -> pd.DataFrame:
             said = [(a["player"], a["message"]["data"]) for a in log if a["type"] == "message"]
             messages = [text for _, text in said]
             stated, grounded = count_grounded(Instance.from_human_record(game), said)
+            proposed = [assignment(a["proposal_ids"]) for a in log if a["type"] == "proposal"]
             agreed = any(a["type"] == "proposal_response" and a["response"]["accept"] for a in log)
             raw, best = game["proposal_reward"], game["best_assignment_reward"]
             rows.append(
@@ -154,8 +156,8 @@ def human_table(path: Path = HUMAN_GAMES) -> pd.DataFrame:
                     "words": sum(len(m.split()) for m in messages),
                     "stated_cells": stated,
                     "grounded_cells": grounded,
-                    "proposals": sum(a["type"] == "proposal" for a in log),
-                    "proposed": [assignment(a["proposal_ids"]) for a in log if a["type"] == "proposal"],
+                    "proposals": len(proposed),
+                    "proposed": proposed,
                     "surprisal": 0.0,
                     "sampled_tokens": 0,
                     "termination": "accepted" if agreed else "none",
