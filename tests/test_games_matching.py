@@ -5,14 +5,14 @@ are those it wrote before it drove the protocol: test_golden_records.py.)"""
 import pytest
 
 from selfplay_gen import games
-from selfplay_gen.games import GameConfig
+from selfplay_gen.games import GameConfig, move_formats
 from selfplay_gen.games.base import FAILURES, MAX_INVALID, STOPS, Limits, Observation, Player
 from selfplay_gen.games.matching import MatchingGame
 from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance
 from selfplay_gen.games.matching.prompts import FIRST_MOVE, PARTNER_MOVED
 from selfplay_gen.games.matching.record import TERMINATIONS
 from selfplay_gen.games.matching.scripted import ScriptedPlayer
-from selfplay_gen.games.move_formats import BOXED_ASK, NO_BOXED_MOVE
+from selfplay_gen.games.move_formats import BOXED, BOXED_ASK, NO_BOXED_MOVE
 from selfplay_gen.runner import GameSpec, play, play_game
 
 
@@ -162,17 +162,16 @@ def test_the_boxed_rules_lay_out_a_proposal_without_giving_one_to_copy():
     left to choose: boxed as it stands the example is refused, and with the seat's own reviewers filled in it is
     a proposal of them. The plain rules, which the shipped warm starts were trained to read, keep a whole one."""
     instance = Instance.from_seed(3)
-    boxed = GameConfig("matching", options={"move_format": "boxed"}).new()
-    system = boxed.reset(instance).system[0]
-    example = system[system.index("\\boxed{[propose]") : system.index("}", system.index("\\boxed{[propose]")) + 1]
+    game = GameConfig("matching", options={"move_format": "boxed"}).new()
+    example = move_formats.boxed(game.reset(instance).system[0])  # the rules' last box: the table after it has none
+    assert example is not None and example.startswith("[propose] Proposal:")
     assert example.count("<reviewer>") == len(PAPERS) and not any(name in example for name in REVIEWERS)
-    assert not boxed.step(0, example).valid and boxed.to_move == 0
-    chosen = REVIEWERS[::-1]
+    assert not game.step(0, move_formats.answer(example, BOXED)).valid and game.to_move == 0
     filled = example
-    for reviewer in chosen:
+    for reviewer in REVIEWERS[::-1]:
         filled = filled.replace("<reviewer>", reviewer, 1)
-    made = boxed.step(0, "I assign from my table.\n" + filled)
-    assert made.valid and sorted(boxed.events()[-1]["pairs"]) == [[reviewer, 7 - reviewer] for reviewer in range(8)]
+    made = game.step(0, "I assign from my table.\n" + move_formats.answer(filled, BOXED))
+    assert made.valid and sorted(game.events()[-1]["pairs"]) == [[reviewer, 7 - reviewer] for reviewer in range(8)]
     plain = GameConfig("matching").new().reset(instance).system[0]
     whole = "\n".join(f"{paper}: {reviewer}" for paper, reviewer in zip(PAPERS, REVIEWERS, strict=True))
     assert f"Example proposal:\n[propose] Proposal:\n{whole}\n" in plain

@@ -4,6 +4,7 @@ an interrupted join resumed, and the whole file verified."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -72,8 +73,10 @@ def test_split_writes_chunks_and_a_manifest(plan):
     assert b"".join((tmp_path / "parts" / f"chunk-{i:02d}").read_bytes() for i in range(4)) == DATA
 
 
+@functools.cache
 def tree_mib() -> int:
-    """The repository's tracked files in MiB, as the scripts count what travels with a call."""
+    """The repository's tracked files in MiB, as the scripts count what travels with a call (counted once: no
+    test changes them)."""
     count = f"source {SCRIPT.parent / 'call_room.sh'} && tree_mib"
     return int(subprocess.run(["bash", "-c", count], capture_output=True, text=True, check=True).stdout)
 
