@@ -18,8 +18,7 @@ private scale; empty cells are hidden from you. You share the final score: the t
 assignment you both accept, divided by the best possible total. Share what you know and agree on the best \
 assignment.
 
-Your table has one line per reviewer, listing the papers whose scores you can see: \
-"Ava Li: GLUE 421, QuAC 779" means you see Ava Li's score for GLUE (421) and for QuAC (779) and no other.
+{table}
 
 Each of your turns is exactly one move, starting with its tag:
 [message] <text to your partner>
@@ -30,6 +29,19 @@ Each of your turns is exactly one move, starting with its tag:
 A pending proposal must be answered with [accept] or [reject]. {private}
 
 {example}"""
+BY_REVIEWER = """Your table has one line per reviewer, listing the papers whose scores you can see: \
+"Ava Li: GLUE 421, QuAC 779" means you see Ava Li's score for GLUE (421) and for QuAC (779) and no other."""
+# How the table is laid out. The plain format lists it by reviewer, as the shipped warm starts were trained to
+# read. The boxed format, for models that learn from the rules alone, lists the same cells a second time by paper,
+# in the order a proposal's lines go and each paper's reviewers highest first: a model choosing a paper's reviewer
+# reads that paper's candidates on one line instead of scanning eight, and reads first the one worth most to it,
+# not the reviewer of the paper's own line (which, paper after paper, is the identity assignment).
+TABLE = {
+    PLAIN: BY_REVIEWER,
+    BOXED: BY_REVIEWER
+    + """ Below it, the same scores one line per paper, highest first: "GLUE: Ava Li 421, Noah Wilson 142" means \
+you see GLUE's score for Ava Li (421) and for Noah Wilson (142) and no other.""",
+}
 PRIVATE = {
     PLAIN: "Anything you write before the tag is private and never shown to your partner.",
     BOXED: "Reason step by step first, then put your move, its tag included, within \\boxed{} at the end of "
@@ -57,6 +69,19 @@ def render_table(view: list[list[int | None]]) -> str:
     return "\n".join(render_row(r, [(p, v) for p, v in enumerate(row) if v is not None]) for r, row in enumerate(view))
 
 
+def render_by_paper(view: list[list[int | None]]) -> str:
+    """`GLUE: Ava Li 421, Noah Wilson 142`: the same cells one line per paper, its reviewers highest first (ties in
+    the table's order)."""
+    columns = [
+        sorted(((r, row[p]) for r, row in enumerate(view) if row[p] is not None), key=lambda c: -c[1])
+        for p in range(len(PAPERS))
+    ]
+    return "\n".join(
+        f"{PAPERS[p]}: " + (", ".join(f"{REVIEWERS[r]} {v}" for r, v in cells) or "none")
+        for p, cells in enumerate(columns)
+    )
+
+
 _REVIEWER = re.compile(
     r"\b(" + "|".join(r"\s+".join(map(re.escape, name.split())) for name in REVIEWERS) + r")\b", re.IGNORECASE
 )
@@ -81,8 +106,10 @@ def stated_cells(text: str) -> list[tuple[int, int, int]]:
 
 def system_prompt(instance: Instance, player: int, move_format: str = PLAIN) -> str:
     """The rules, as a response gives its move in `move_format`, and the player's own table."""
-    rules = RULES.format(example=EXAMPLE[move_format], private=PRIVATE[move_format])
-    return rules + "\n\nYour table:\n" + render_table(instance.view(player))
+    rules = RULES.format(table=TABLE[move_format], example=EXAMPLE[move_format], private=PRIVATE[move_format])
+    view = instance.view(player)
+    table = render_table(view) + ("\n\n" + render_by_paper(view) if move_format == BOXED else "")
+    return rules + "\n\nYour table:\n" + table
 
 
 FIRST_MOVE = "You move first. Make your move."

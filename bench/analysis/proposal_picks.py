@@ -1,0 +1,77 @@
+"""Which reviewer each line of a seat's attempted proposals names, against the seat's own table.
+
+    python bench/analysis/proposal_picks.py LABEL=GAMES.jsonl [LABEL=GAMES.jsonl ...]
+
+A model that has not learned the game yet makes few valid proposals, so the valid ones alone say little about
+how it chooses. This reads every boxed `[propose]` a response ends with, valid or not, and counts its
+`<paper>: <reviewer>` lines three ways: the reviewer with the highest value the seat sees for that paper (a greedy
+pick of its own view), the reviewer listed first for that paper (the lowest-numbered one it sees: copying the
+table's order), and the reviewer of the paper's own number (the identity assignment, the papers and reviewers
+both in the table's order). A paper whose whole column is hidden from the seat counts toward the identity only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+from selfplay_gen.games import move_formats
+from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance
+from selfplay_gen.stats.report import markdown_table
+
+PAPER_INDEX = {name.lower(): p for p, name in enumerate(PAPERS)}
+# `<paper>: <reviewer>`: a line's paper and the reviewer's full name at the start of what follows it
+LINE = re.compile(r"^\s*[-*]?\s*(\w+)\s*:\s*(.+?)\s*$")
+
+
+def reviewer_of(text: str) -> int | None:
+    """The reviewer whose full name `text` starts with (a line may carry a pasted value after it)."""
+    return next((r for r, name in enumerate(REVIEWERS) if text.lower().startswith(name.lower())), None)
+
+
+def count(games: Path) -> dict[str, int]:
+    """Attempted proposals and their lines' picks, over every seat's responses in `games`."""
+    counts = dict.fromkeys(("proposals", "lines", "highest", "first listed", "identity"), 0)
+    for line in games.read_text().splitlines():
+        game = json.loads(line)
+        instance = Instance.from_seed(game["instance"]["seed"])
+        for seat, player in enumerate(game["players"]):
+            view = instance.view(seat)
+            for message in player["messages"]:
+                move = move_formats.boxed(message["content"]) if message["role"] == "assistant" else None
+                if not move or not move.startswith("[propose]"):
+                    continue
+                counts["proposals"] += 1
+                for match in filter(None, map(LINE.match, move.splitlines())):
+                    paper, reviewer = PAPER_INDEX.get(match.group(1).lower()), reviewer_of(match.group(2))
+                    if paper is None or reviewer is None:
+                        continue
+                    seen = [(view[r][paper], r) for r in range(len(REVIEWERS)) if view[r][paper] is not None]
+                    counts["lines"] += 1
+                    counts["highest"] += bool(seen) and reviewer == max(seen)[1]
+                    counts["first listed"] += bool(seen) and reviewer == seen[0][1]
+                    counts["identity"] += reviewer == paper
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("inputs", nargs="+", metavar="LABEL=GAMES.jsonl")
+    args = parser.parse_args()
+    rows = []
+    for given in args.inputs:
+        label, _, path = given.partition("=")
+        if not path:
+            parser.error(f"{given!r}: give each file as LABEL=GAMES.jsonl")
+        c = count(Path(path))
+        shares = [f"{c[k]} ({c[k] / c['lines']:.0%})" if c["lines"] else "–" for k in ("highest", "first listed")]
+        identity = f"{c['identity']} ({c['identity'] / c['lines']:.0%})" if c["lines"] else "–"
+        rows.append([label, str(c["proposals"]), str(c["lines"]), *shares, identity])
+    header = ["games", "attempted proposals", "lines", "highest it sees", "first listed", "identity's"]
+    print(markdown_table(header, rows))
+
+
+if __name__ == "__main__":
+    main()
