@@ -189,15 +189,9 @@ def test_the_boxed_table_lists_each_seats_cells_by_reviewer_and_again_by_paper()
         assert set(prompts.stated_cells(by_reviewer)) == seen
         lines = by_paper.splitlines()
         assert [line.split(":")[0] for line in lines] == list(PAPERS)
-        cells = {
-            (REVIEWERS.index(" ".join(entry.split()[:-1])), p, int(entry.split()[-1]))
-            for p, line in enumerate(lines)
-            for entry in line.split(": ", 1)[1].split(", ")
-            if entry != "none"
-        }
-        assert cells == seen
+        assert set(prompts.stated_cells(by_paper)) == seen
         for line in lines:
-            values = [int(entry.split()[-1]) for entry in line.split(": ", 1)[1].split(", ") if entry != "none"]
+            values = [value for _, _, value in prompts.stated_cells(line)]
             assert values == sorted(values, reverse=True)
         plain = GameConfig("matching").new().reset(instance).system[seat]
         assert plain.split("Your table:\n")[1] == prompts.render_table(view)

@@ -73,7 +73,7 @@ def render_by_paper(view: list[list[int | None]]) -> str:
     """`GLUE: Ava Li 421, Noah Wilson 142`: the same cells one line per paper, its reviewers highest first (ties in
     the table's order)."""
     columns = [
-        sorted(((r, row[p]) for r, row in enumerate(view) if row[p] is not None), key=lambda c: -c[1])
+        sorted(((r, value) for r, row in enumerate(view) if (value := row[p]) is not None), key=lambda c: -c[1])
         for p in range(len(PAPERS))
     ]
     return "\n".join(
@@ -82,26 +82,47 @@ def render_by_paper(view: list[list[int | None]]) -> str:
     )
 
 
-_REVIEWER = re.compile(
-    r"\b(" + "|".join(r"\s+".join(map(re.escape, name.split())) for name in REVIEWERS) + r")\b", re.IGNORECASE
-)
-# A paper's short name, an optional ':', '=' or '-', and an integer (not the start of a decimal).
-_CELL = re.compile(r"\b(" + "|".join(map(re.escape, PAPERS)) + r")\b\s*[:=\-]?\s*(\d+)(?!\.?\d)", re.IGNORECASE)
+_REVIEWER_NAME = "|".join(r"\s+".join(map(re.escape, name.split())) for name in REVIEWERS)
+_REVIEWER = re.compile(rf"\b({_REVIEWER_NAME})\b", re.IGNORECASE)
+_PAPER_NAME = "|".join(map(re.escape, PAPERS))
+# An integer that is not the start of a decimal.
+_VALUE = r"(\d+)(?!\.?\d)"
+# A paper's short name, an optional ':', '=' or '-', and a value.
+_CELL = re.compile(rf"\b({_PAPER_NAME})\b\s*[:=\-]?\s*{_VALUE}", re.IGNORECASE)
+# The by-paper line: a paper's short name, ':', '=' or '-', then reviewers each with a value.
+_REVIEWER_VALUE = rf"\b({_REVIEWER_NAME})\b\s*[:=\-]?\s*{_VALUE}"
+_PAPER_LINE = re.compile(rf"\b({_PAPER_NAME})\b\s*[:=\-]\s*((?:{_REVIEWER_VALUE}[\s,;]*)+)", re.IGNORECASE)
+_REVIEWER_CELL = re.compile(_REVIEWER_VALUE, re.IGNORECASE)
 _REVIEWER_INDEX = {name.lower(): r for r, name in enumerate(REVIEWERS)}
 _PAPER_INDEX = {name.lower(): p for p, name in enumerate(PAPERS)}
+
+
+def _reviewer(name: str) -> int:
+    """The index of a reviewer's full name as a text writes it (any case, any spaces between the names)."""
+    return _REVIEWER_INDEX[" ".join(name.split()).lower()]
 
 
 def stated_cells(text: str) -> list[tuple[int, int, int]]:
     """The (reviewer, paper, value) cells a text states, in order: in the table's line format
     (`Ava Li: GLUE 421, QuAC 779`) or as `Ava Li - GLUE: 421`, i.e. each paper and integer after
-    a reviewer's full name, up to the next reviewer's name."""
+    a reviewer's full name, up to the next reviewer's name; or in the boxed table's by-paper format
+    (`GLUE: Ava Li 421, Noah Wilson 142`), each reviewer and integer after a paper's name and a colon."""
     names = list(_REVIEWER.finditer(text))
     cells = []
     for name, following in zip(names, names[1:] + [None]):
-        r = _REVIEWER_INDEX[" ".join(name.group(1).split()).lower()]
-        segment = text[name.end() : following.start() if following else len(text)]
-        cells += [(r, _PAPER_INDEX[m.group(1).lower()], int(m.group(2))) for m in _CELL.finditer(segment)]
-    return cells
+        start = name.end()
+        segment = text[start : following.start() if following else len(text)]
+        r = _reviewer(name.group(1))
+        cells += [
+            (start + m.start(), r, _PAPER_INDEX[m.group(1).lower()], int(m.group(2))) for m in _CELL.finditer(segment)
+        ]
+    for line in _PAPER_LINE.finditer(text):
+        p, start = _PAPER_INDEX[line.group(1).lower()], line.start(2)
+        cells += [
+            (start + m.start(), _reviewer(m.group(1)), p, int(m.group(2)))
+            for m in _REVIEWER_CELL.finditer(line.group(2))
+        ]
+    return [(r, p, value) for _, r, p, value in sorted(cells)]
 
 
 def system_prompt(instance: Instance, player: int, move_format: str = PLAIN) -> str:
