@@ -4,10 +4,11 @@
 
 A model that has not learned the game yet makes few valid proposals, so the valid ones alone say little about
 how it chooses. This reads every boxed `[propose]` a response ends with, valid or not, and counts its
-`<paper>: <reviewer>` lines three ways: the reviewer with the highest value the seat sees for that paper (a greedy
-pick of its own view), the reviewer listed first for that paper (the lowest-numbered one it sees: copying the
-table's order), and the reviewer of the paper's own number (the identity assignment, the papers and reviewers
-both in the table's order). A paper whose whole column is hidden from the seat counts toward the identity only.
+`<paper>: <reviewer>` lines three ways: the reviewer with the highest value the seat sees for that paper (a
+greedy pick of its own view), the first reviewer it sees for that paper in the table's order (the lowest-numbered
+one: copying the by-reviewer table down a column), and the reviewer of the paper's own number (the identity
+assignment, the papers and reviewers both in the table's order). A paper whose whole column is hidden from the
+seat counts toward the identity only.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def reviewer_of(text: str) -> int | None:
 
 def count(games: Path) -> dict[str, int]:
     """Attempted proposals and their lines' picks, over every seat's responses in `games`."""
-    counts = dict.fromkeys(("proposals", "lines", "highest", "first listed", "identity"), 0)
+    counts = dict.fromkeys(("proposals", "lines", "highest", "first in table order", "identity"), 0)
     for line in games.read_text().splitlines():
         game = json.loads(line)
         instance = Instance.from_seed(game["instance"]["seed"])
@@ -51,7 +52,7 @@ def count(games: Path) -> dict[str, int]:
                     seen = [(view[r][paper], r) for r in range(len(REVIEWERS)) if view[r][paper] is not None]
                     counts["lines"] += 1
                     counts["highest"] += bool(seen) and reviewer == max(seen)[1]
-                    counts["first listed"] += bool(seen) and reviewer == seen[0][1]
+                    counts["first in table order"] += bool(seen) and reviewer == seen[0][1]
                     counts["identity"] += reviewer == paper
     return counts
 
@@ -66,10 +67,12 @@ def main() -> None:
         if not path:
             parser.error(f"{given!r}: give each file as LABEL=GAMES.jsonl")
         c = count(Path(path))
-        shares = [f"{c[k]} ({c[k] / c['lines']:.0%})" if c["lines"] else "–" for k in ("highest", "first listed")]
+        shares = [
+            f"{c[k]} ({c[k] / c['lines']:.0%})" if c["lines"] else "–" for k in ("highest", "first in table order")
+        ]
         identity = f"{c['identity']} ({c['identity'] / c['lines']:.0%})" if c["lines"] else "–"
         rows.append([label, str(c["proposals"]), str(c["lines"]), *shares, identity])
-    header = ["games", "attempted proposals", "lines", "highest it sees", "first listed", "identity's"]
+    header = ["games", "attempted proposals", "lines", "highest it sees", "first in table order", "identity's"]
     print(markdown_table(header, rows))
 
 
