@@ -15,21 +15,30 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 
 from selfplay_gen.games import move_formats
-from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance
+from selfplay_gen.games.base import InvalidMove
+from selfplay_gen.games.matching.instance import REVIEWERS, Instance
+from selfplay_gen.games.matching.moves import paper_named, proposal_lines
 from selfplay_gen.stats.report import markdown_table
-
-PAPER_INDEX = {name.lower(): p for p, name in enumerate(PAPERS)}
-# `<paper>: <reviewer>`: a line's paper and the reviewer's full name at the start of what follows it
-LINE = re.compile(r"^\s*[-*]?\s*(\w+)\s*:\s*(.+?)\s*$")
 
 
 def reviewer_of(text: str) -> int | None:
     """The reviewer whose full name `text` starts with (a line may carry a pasted value after it)."""
-    return next((r for r, name in enumerate(REVIEWERS) if text.lower().startswith(name.lower())), None)
+    return next((r for r, name in enumerate(REVIEWERS) if text.strip().lower().startswith(name.lower())), None)
+
+
+def lines_of(move: str) -> list[tuple[int, int]]:
+    """(paper, reviewer) of each line of a boxed `[propose]` move that names both, as the game splits its lines."""
+    try:
+        lines = proposal_lines(move.removeprefix("[propose]"))
+    except InvalidMove:
+        return []
+    named = [
+        (paper_named(paper), reviewer_of(reviewer)) for paper, _, reviewer in (line.rpartition(":") for line in lines)
+    ]
+    return [(paper, reviewer) for paper, reviewer in named if paper is not None and reviewer is not None]
 
 
 def count(games: Path) -> dict[str, int]:
@@ -45,10 +54,7 @@ def count(games: Path) -> dict[str, int]:
                 if not move or not move.startswith("[propose]"):
                     continue
                 counts["proposals"] += 1
-                for match in filter(None, map(LINE.match, move.splitlines())):
-                    paper, reviewer = PAPER_INDEX.get(match.group(1).lower()), reviewer_of(match.group(2))
-                    if paper is None or reviewer is None:
-                        continue
+                for paper, reviewer in lines_of(move):
                     seen = [(view[r][paper], r) for r in range(len(REVIEWERS)) if view[r][paper] is not None]
                     counts["lines"] += 1
                     counts["highest"] += bool(seen) and reviewer == max(seen)[1]

@@ -66,13 +66,23 @@ def parse_move(text: str) -> Move:
     return Move(kind, "")
 
 
-def parse_proposal(body: str) -> tuple[tuple[int, int], ...]:
-    """`Proposal:` then 8 lines `<paper>: <reviewer>` naming every paper and reviewer once."""
+def proposal_lines(body: str) -> list[str]:
+    """The non-empty lines after a proposal's `Proposal:`, split at newlines or `<br/>`, bullet marks removed."""
     head, sep, rest = body.partition(":")
     if not sep or head.strip().lower() != "proposal":
         raise InvalidMove("a proposal must start with 'Proposal:' followed by 8 lines '<paper>: <reviewer>'")
     lines = [_BULLET.sub("", line).strip() for line in _LINE_BREAK.split(rest)]
-    lines = [line for line in lines if line]
+    return [line for line in lines if line]
+
+
+def paper_named(text: str) -> int | None:
+    """The paper a proposal line names, by short name or full title (any case), or None."""
+    return _PAPER_NAMES.get(text.strip().lower())
+
+
+def parse_proposal(body: str) -> tuple[tuple[int, int], ...]:
+    """`Proposal:` then 8 lines `<paper>: <reviewer>` naming every paper and reviewer once."""
+    lines = proposal_lines(body)
     if len(lines) != 8:
         raise InvalidMove(f"a proposal needs 8 lines '<paper>: <reviewer>', one per paper; found {len(lines)}")
     paper_line: dict[int, int] = {}
@@ -82,7 +92,7 @@ def parse_proposal(body: str) -> tuple[tuple[int, int], ...]:
         paper_text, colon, reviewer_text = line.rpartition(":")
         if not colon:
             raise InvalidMove(f"proposal line {n} '{line}' has no ':' between paper and reviewer")
-        paper = _PAPER_NAMES.get(paper_text.strip().lower())
+        paper = paper_named(paper_text)
         if paper is None:
             raise InvalidMove(
                 f"proposal line {n}: unknown paper '{paper_text.strip()}'; papers are {', '.join(PAPERS)}"
