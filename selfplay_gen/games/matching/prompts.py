@@ -31,17 +31,6 @@ A pending proposal must be answered with [accept] or [reject]. {private}
 {example}"""
 BY_REVIEWER = """Your table has one line per reviewer, listing the papers whose scores you can see: \
 "Ava Li: GLUE 421, QuAC 779" means you see Ava Li's score for GLUE (421) and for QuAC (779) and no other."""
-# How the table is laid out. The plain format lists it by reviewer, as the shipped warm starts were trained to
-# read. The boxed format, for models that learn from the rules alone, lists the same cells a second time by paper,
-# in the order a proposal's lines go and each paper's reviewers highest first: a model choosing a paper's reviewer
-# reads that paper's candidates on one line instead of scanning eight, and reads first the one worth most to it,
-# not the reviewer of the paper's own line (which, paper after paper, is the identity assignment).
-TABLE = {
-    PLAIN: BY_REVIEWER,
-    BOXED: BY_REVIEWER
-    + """ Below it, the same scores one line per paper, highest first: "GLUE: Ava Li 421, Noah Wilson 142" means \
-you see GLUE's score for Ava Li (421) and for Noah Wilson (142) and no other.""",
-}
 PRIVATE = {
     PLAIN: "Anything you write before the tag is private and never shown to your partner.",
     BOXED: "Reason step by step first, then put your move, its tag included, within \\boxed{} at the end of "
@@ -80,6 +69,23 @@ def render_by_paper(view: list[list[int | None]]) -> str:
         f"{PAPERS[p]}: " + (", ".join(f"{REVIEWERS[r]} {v}" for r, v in cells) or "none")
         for p, cells in enumerate(columns)
     )
+
+
+# How the table is laid out: what the rules say of it, and its renderings. The plain format lists it by reviewer,
+# as the shipped warm starts were trained to read. The boxed format, for models that learn from the rules alone,
+# lists the same cells a second time by paper, in the order a proposal's lines go and each paper's reviewers
+# highest first: a model choosing a paper's reviewer reads that paper's candidates on one line instead of scanning
+# eight, and reads first the one worth most to it, not the reviewer of the paper's own line (which, paper after
+# paper, is the identity assignment).
+TABLE = {
+    PLAIN: (BY_REVIEWER, (render_table,)),
+    BOXED: (
+        BY_REVIEWER
+        + """ Below it, the same scores one line per paper, highest first: "GLUE: Ava Li 421, Noah Wilson 142" \
+means you see GLUE's score for Ava Li (421) and for Noah Wilson (142) and no other.""",
+        (render_table, render_by_paper),
+    ),
+}
 
 
 _REVIEWER_NAME = "|".join(r"\s+".join(map(re.escape, name.split())) for name in REVIEWERS)
@@ -127,10 +133,10 @@ def stated_cells(text: str) -> list[tuple[int, int, int]]:
 
 def system_prompt(instance: Instance, player: int, move_format: str = PLAIN) -> str:
     """The rules, as a response gives its move in `move_format`, and the player's own table."""
-    rules = RULES.format(table=TABLE[move_format], example=EXAMPLE[move_format], private=PRIVATE[move_format])
+    explained, renderings = TABLE[move_format]
+    rules = RULES.format(table=explained, example=EXAMPLE[move_format], private=PRIVATE[move_format])
     view = instance.view(player)
-    table = render_table(view) + ("\n\n" + render_by_paper(view) if move_format == BOXED else "")
-    return rules + "\n\nYour table:\n" + table
+    return rules + "\n\nYour table:\n" + "\n\n".join(render(view) for render in renderings)
 
 
 FIRST_MOVE = "You move first. Make your move."
