@@ -30,7 +30,7 @@ def test_each_line_is_classed_against_the_seats_own_view(tmp_path):
         "no box: [propose] Proposal:\nBLEU: Ava Li",
     ]
     game = {
-        "instance": {"seed": SEED},
+        "instance": {**Instance.from_seed(SEED).to_dict(), "seed": None},  # read as played, as a human instance is
         "players": [
             {"messages": [{"role": "system", "content": "rules"}]},
             {"messages": [{"role": "assistant", "content": text} for text in responses]},

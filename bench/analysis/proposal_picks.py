@@ -46,7 +46,7 @@ def count(games: Path) -> dict[str, int]:
     counts = dict.fromkeys(("proposals", "lines", "highest", "first in table order", "identity"), 0)
     for line in games.read_text().splitlines():
         game = json.loads(line)
-        instance = Instance.from_seed(game["instance"]["seed"])
+        instance = Instance.from_dict(game["instance"])  # as played: a seeded instance or a human one
         for seat, player in enumerate(game["players"]):
             view = instance.view(seat)
             for message in player["messages"]:
