@@ -30,12 +30,6 @@ def test_prompt_form_and_older_form_are_parsed():
     ]
 
 
-def test_the_boxed_tables_by_paper_form_is_parsed_in_order_with_the_others():
-    text = "I see GLUE: Ava Li 421, Noah Wilson 142. And Daniel Nguyen: BLEU 120; SWAG - Ava Li: 7"
-    assert stated_cells(text) == [(AVA, GLUE, 421), (NOAH, GLUE, 142), (DANIEL, BLEU, 120), (AVA, SWAG, 7)]
-    assert stated_cells("GLUE: Ava Li, Noah Wilson 4.5") == []  # a reviewer with no value, and a decimal
-
-
 def test_parsing_ignores_case_separators_and_things_that_are_not_cells():
     assert stated_cells("ava  LI: glue=421, glove - 5, Electra:7") == [
         (AVA, GLUE, 421),

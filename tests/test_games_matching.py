@@ -7,7 +7,7 @@ import pytest
 from selfplay_gen import games
 from selfplay_gen.games import GameConfig, move_formats
 from selfplay_gen.games.base import FAILURES, MAX_INVALID, STOPS, Limits, Observation, Player
-from selfplay_gen.games.matching import MatchingGame, prompts
+from selfplay_gen.games.matching import MatchingGame
 from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance
 from selfplay_gen.games.matching.prompts import FIRST_MOVE, PARTNER_MOVED
 from selfplay_gen.games.matching.record import TERMINATIONS
@@ -175,26 +175,6 @@ def test_the_boxed_rules_lay_out_a_proposal_without_giving_one_to_copy():
     plain = GameConfig("matching").new().reset(instance).system[0]
     whole = "\n".join(f"{paper}: {reviewer}" for paper, reviewer in zip(PAPERS, REVIEWERS, strict=True))
     assert f"Example proposal:\n[propose] Proposal:\n{whole}\n" in plain
-
-
-def test_the_boxed_table_lists_each_seats_cells_by_reviewer_and_again_by_paper():
-    """The boxed rules' table gives a paper's candidates on that paper's line, highest first: the cells of the
-    by-reviewer lines and no others, in the proposal's paper order; the plain table is by reviewer only."""
-    instance = Instance.from_seed(7)
-    for seat in (0, 1):
-        view = instance.view(seat)
-        seen = {(r, p, v) for r, row in enumerate(view) for p, v in enumerate(row) if v is not None}
-        table = GameConfig("matching", options={"move_format": "boxed"}).new().reset(instance).system[seat]
-        by_reviewer, by_paper = table.split("Your table:\n")[1].split("\n\n")
-        assert set(prompts.stated_cells(by_reviewer)) == seen
-        lines = by_paper.splitlines()
-        assert [line.split(":")[0] for line in lines] == list(PAPERS)
-        assert set(prompts.stated_cells(by_paper)) == seen
-        for line in lines:
-            values = [value for _, _, value in prompts.stated_cells(line)]
-            assert values == sorted(values, reverse=True)
-        plain = GameConfig("matching").new().reset(instance).system[seat]
-        assert plain.split("Your table:\n")[1] == prompts.render_table(view)
 
 
 @pytest.mark.parametrize("policy", ["teacher", "random"])
