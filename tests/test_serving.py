@@ -178,3 +178,28 @@ def test_a_users_server_arguments_add_to_the_installs_fallbacks():
     own = serving.with_own_kwargs(kwargs, ["attention_backend=fa3", "mem_fraction_static=0.1"])
     assert own[-2:] == ["attention_backend=fa3", "mem_fraction_static=0.1"]
     assert not any(kv.startswith("attention_backend=") for kv in own[:-2]) and len(own) == len(kwargs) + 1
+
+
+def test_a_port_that_answers_before_the_server_starts_stops_the_start(tmp_path, monkeypatch):
+    """Another run's server on this run's port would answer /health while this one loads its model, and the
+    run would play its games with that other model: the start stops before launching anything."""
+    import functools
+    import socket
+
+    import pytest
+
+    from selfplay_gen.iterate import server as servers
+    from selfplay_gen.iterate.config import ServerSettings
+    from selfplay_gen.iterate.shell import Shell, StepFailed
+
+    monkeypatch.setattr(servers, "_answering", functools.partial(servers._answering, wait_s=0))
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        settings = ServerSettings(python=str(tmp_path / "not-run"), port=port, timeout_s=5)
+        server = servers.SGLangServer("/m", port, tmp_path / "a.log", settings, Shell(), None)
+        with pytest.raises(StepFailed, match=f"http://127.0.0.1:{port} answers already"):
+            server.__enter__()
+    assert not (tmp_path / "a.log").exists() and not server.processes
+    assert not servers._answering(f"http://127.0.0.1:{port}", wait_s=0)  # closed: free again

@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import shlex
 import signal
+import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -189,10 +191,17 @@ class SGLangServer:
         raise AssertionError("unreachable: the last try returns or raises")
 
     def _start(self, stages: list[list[Launch]]) -> Launch | None:
-        """Start every stage; the launch whose process exited before its /health answered, or None."""
+        """Start every stage; the launch whose process exited before its /health answered, or None. A port that
+        answers before its server starts belongs to another process: a server loading its model answers nothing
+        for minutes, and meanwhile that other one's /health would pass for its own."""
         for stage in stages:
             running = []
             for launch in stage:
+                if _answering(launch.url):
+                    raise StepFailed(
+                        "start-server", 2, f"{launch.url} answers already, before this run's server started there: "
+                        "another run's server? Give each run on a machine its own servers.port",
+                    )  # fmt: skip
                 process = placement.start(launch.command, launch.log, launch.place, self.model)
                 self.processes.append(process)
                 running.append((launch, process))
@@ -297,6 +306,21 @@ class SGLangServer:
             return None
         took = self.swap(model)
         return None if took is None else time.monotonic() - started
+
+
+def _answering(url: str, wait_s: float = 10.0) -> bool:
+    """Whether something listens at `url`'s host and port, still after `wait_s` (a server this run has just
+    stopped lets its port go within seconds)."""
+    where = urllib.parse.urlsplit(url)
+    deadline = time.monotonic() + wait_s
+    while True:
+        with socket.socket() as probe:
+            probe.settimeout(2)
+            if probe.connect_ex((where.hostname or "127.0.0.1", where.port or 80)) != 0:
+                return False
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(1)
 
 
 def how_it_ended(returncode: int) -> str:
