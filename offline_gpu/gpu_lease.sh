@@ -57,8 +57,9 @@ On the GPU machine, after `source offline_gpu/gpu_setup.sh` in the same call:
   give PACK_DIR OUT_DIR N   batch N (0, 1, ...) of the pieces, 4 of them, with pack.sha256 and pack.count,
                        into OUT_DIR: what one call may bring back (8 files, 64 MiB)
   unpack ROOT DIR      every call: DIR's pieces (of any batches) gathered in /tmp/pack-in; once all have
-                       come, checked and unpacked into ROOT (then `gpu_learning.sh ... restore`); exit 3
-                       while some are missing
+                       come, checked and unpacked into ROOT; exit 3 while some are missing. A run of the
+                       loop resumed there folds each finished stage's adapter back onto the model it trained
+                       from as it comes to it (`gpu_learning.sh ... restore` folds every run's at once)
   kernels OUT_DIR      the kernels this machine compiled on first use (SGLang's tvm-ffi builds, Triton's and
                        CUDA's caches under $HOME) as OUT_DIR/kernels.tar.xz. Put that file into DIST before
                        `parts`: gpu_setup.sh restores it, and the next machine's first SGLang start skips the

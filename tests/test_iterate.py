@@ -977,6 +977,21 @@ def test_a_model_is_evaluated_while_its_server_plays_its_training_games(tmp_path
     assert (run_dir / "iter_001" / "trained_from").read_text() == f"{local_model_dir}\n"
 
 
+def test_a_finished_stage_with_nothing_to_serve_is_said_with_what_to_do(tmp_path, capsys):
+    """A stage marked DONE whose model directory lost its weights and has no adapter to fold back: said at once,
+    since a server would fail on it only later and with SGLang's words."""
+    from selfplay_gen.iterate.loop import Run
+    from selfplay_gen.iterate.stages import Stage
+
+    stage = Stage.iteration(tmp_path / "run", 1)
+    (stage.model_dir / "other").mkdir(parents=True)
+    (stage.dir / "DONE").touch()
+    run = Run(Iteration(run_dir=tmp_path / "run", initial_model=str(tmp_path), warm=Warm(policy="none")))
+    run.refold(stage)
+    said = " ".join(capsys.readouterr().err.split())
+    assert re.search(r"iter_001/DONE, but .* holds neither .* will fail \(remove .*iter_001 to run the stage", said)
+
+
 def test_metrics_come_from_tensorboard_events_when_verl_logged_there(tmp_path):
     """verl's tensorboard logger writes with torch's SummaryWriter into TENSORBOARD_DIR, which the run
     sets under the stage's train/; the curves are read back from those events."""

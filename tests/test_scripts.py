@@ -341,9 +341,16 @@ def test_iteration_filtered_bc_imitates_the_best_games(tmp_path):
 
 
 def test_iteration_skips_finished_iterations(tmp_path):
+    """A finished iteration is skipped; one that came from another machine as its LoRA adapter alone is folded
+    back onto the model it trained from before the next iteration serves it."""
     finished = tmp_path / "run" / "iter_001"
-    finished.mkdir(parents=True)
+    (finished / "train" / "hf" / "lora_adapter").mkdir(parents=True)
     (finished / "DONE").touch()
+    parent = tmp_path / "kept"  # the model it trained from, here: not the stage before
+    parent.mkdir()
+    (parent / "config.json").write_text("{}")
+    (parent / "model.safetensors").touch()
+    (finished / "trained_from").write_text(f"{parent}\n")
     result = script(
         "run_selfplay_iteration.sh",
         "--dry-run",
@@ -354,6 +361,8 @@ def test_iteration_skips_finished_iterations(tmp_path):
         SELFPLAY_GEN="gen",
     )
     assert "iteration 1: done already" in result.stdout
+    after = result.stdout.split("iteration 1: done already")[1]
+    assert f"-m selfplay_gen.verl.merge_lora --onto {parent} {finished}/train/hf\n" in after
     trained = "actor_rollout_ref.model.path="
     assert "-m verl.trainer.main_ppo" in result.stdout and f"{trained}{finished}/train/hf" in result.stdout
     assert f"{trained}{tmp_path}/run/warm/train/hf" not in result.stdout.split("iteration 1: done already")[1]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ from ..atomic import write_atomic
 from ..evaluation.splits import TEST
 from ..league import SCRIPTED_PREFIX, Member, scripted_member
 from ..verl import attention
+from ..verl.merge_lora import ADAPTER_DIR
 from . import competition, decisions, report
 from .ahead import Ahead
 from .competition import Competition
@@ -62,7 +64,8 @@ from .verl_jobs import VERL_READY, merge, ppo_command, saved_steps, sft_command,
 EMBEDDED_MODEL_DIR = "EMBEDDED_MODEL_DIR"  # a dry run does not convert the embedded model
 WARM_SEED = 500_000_000  # the warm start's teacher games, apart from every iteration's instances
 # a training stage's file naming the model it trained from: a run carried to another machine as LoRA
-# adapters alone folds each adapter onto that model (`gpu_learning.sh restore`), not onto the stage before
+# adapters alone folds each adapter onto that model (`Run.refold`, `gpu_learning.sh restore`), not onto the stage
+# before
 TRAINED_FROM_FILE = "trained_from"
 # a training stage's models (`Export`s), written once merged: a run stopped after its iteration's training (or
 # carried to another machine and restored) resumes at the evaluation instead of training again
@@ -142,6 +145,8 @@ class Run:
                     with self.running(warm):
                         self.trains_from(warm)
                         self.warm_start(warm)
+                else:
+                    self.refold(warm)
                 self.advance(str(warm.model_dir), "warm", warm.dir)
             for i in range(1, cfg.num_iterations + 1):
                 stage = Stage.iteration(self.run_dir, i)
@@ -187,6 +192,7 @@ class Run:
                             self.wait_ahead(stage)
                 else:
                     self.shell.echo(f"iteration {i}: done already ({stage.dir}/DONE), skipped")
+                    self.refold(stage)
                     decision = competition.read_promotion(stage.dir) if cfg.promotes() else None
                     promoted = decision is None or bool(decision["promoted"])
                 if promoted:
@@ -249,6 +255,30 @@ class Run:
         """Inside `running(stage)`, which made its directory."""
         if not self.cfg.dry_run:
             write_atomic(stage.dir / TRAINED_FROM_FILE, self.model + "\n")
+
+    def refold(self, stage: Stage) -> None:
+        """A finished stage that came from another machine as its LoRA adapter alone (`gpu_lease.sh pack` leaves
+        models out) gets its model back before anything serves it: the adapter folded onto the model the stage
+        trained from (its TRAINED_FROM_FILE where that model is here, else the current one)."""
+        hf = stage.model_dir
+        if _has_weights(hf):
+            return
+        if not (hf / ADAPTER_DIR).is_dir():
+            if not self.cfg.dry_run:  # said, not raised: a run whose later stages are done serves it no more
+                click.echo(
+                    f"{stage.dir}/DONE, but {hf} holds neither a model's weights nor a LoRA adapter ({ADAPTER_DIR}/) "
+                    f"to fold back: a step that serves it will fail (remove {stage.dir} to run the stage again)",
+                    err=True,
+                )
+            return
+        parent = self.model
+        with contextlib.suppress(OSError):
+            named = (stage.dir / TRAINED_FROM_FILE).read_text().strip()
+            parent = named if _has_weights(Path(named)) else parent
+        python = self.cfg.tools.python or sys.executable
+        self.shell.run(
+            f"{stage.name}: refold", [python, "-m", "selfplay_gen.verl.merge_lora", "--onto", parent, f"{hf}"]
+        )
 
     def save_trained(self, stage: Stage, exports: list[Export]) -> None:
         """Record the stage's merged models, the model they were trained from and the one that played their games
