@@ -40,7 +40,8 @@ On the GPU machine, after `source offline_gpu/gpu_setup.sh` in the same call:
   run ROOT ARMS_FILE STEP...
                        runs of one's own, detached, in ROOT.repo like `start`: ARMS_FILE (bash) defines a function
                        arm_NAME for each, called in the copy with ARM_DIR=ROOT/NAME (its log, rc, t0 and t1
-                       there) and PORT_BASE, 100 ports of its own; the STEPs run one after the other, and a step
+                       there) and PORT_BASE, 100 ports of its own (ROOT/NAME/port: the same on each run of the
+                       arm, apart from every other arm's in ROOT); the STEPs run one after the other, and a step
                        A+B runs A and B at once (`run /tmp/r K.sh K0 K1 R1+R2`)
   wait ROOT [SECONDS]  until the run ends or SECONDS pass (560): prints each run's summary (or each arm's exit
                        status, time and log's end) and the log's end; exits 0 while it runs or when it ended
@@ -96,13 +97,27 @@ run_arm() {
   echo $? > "$dir/rc" && date +%s > "$dir/t1"
 }
 
+# an arm's first port, kept in ROOT/NAME/port: the same on every run of the arm, and apart from every other arm's
+# in ROOT, those that another `run` call started on this machine included (a server of theirs on an arm's port
+# would answer its /health)
+arm_port() {
+  local file=$ROOT/$1/port last=29900 other
+  if [[ ! -s $file ]]; then
+    for other in "$ROOT"/*/port; do
+      [[ -s $other ]] && (($(cat "$other") > last)) && last=$(cat "$other")
+    done
+    mkdir -p "$ROOT/$1" && echo $((last + 100)) > "$file"
+  fi
+  cat "$file"
+}
+
 # every step in turn, the arms of a step (A+B) at once; the run fails when any arm does
 run_steps() {
-  local step name port=30000 failed=0
+  local step name port failed=0
   for step in "$@"; do
     for name in ${step//+/ }; do
+      port=$(arm_port "$name") # here, not in the background: one arm at a time takes the next ports
       run_arm "$name" "$port" &
-      port=$((port + 100))
     done
     wait
     for name in ${step//+/ }; do [[ $(cat "$ROOT/$name/rc") == 0 ]] || failed=1; done
@@ -176,7 +191,7 @@ case "$cmd" in
         [[ $(type -t "arm_$name") == function ]] || { echo "run: $arms defines no arm_$name" >&2; exit 2; }
       done
     done
-    export -f run_arm run_steps
+    export -f arm_port run_arm run_steps
     export ROOT ARMS=$arms
     # shellcheck disable=SC2016  # expanded by the detached shell, which reads the arms file again
     setsid bash -c 'source "$ARMS" && run_steps "$@"; echo $? > "$ROOT/logs/lease.rc"' run "$@" \

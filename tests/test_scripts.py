@@ -1146,7 +1146,7 @@ def test_gpu_lease_runs_arms_in_steps_in_a_copy_that_finds_make_gpus_environment
     """`gpu_lease.sh run ROOT ARMS_FILE STEP...` outlives its call and the checkout, which the GPU machine replaces
     between calls: the arms work in ROOT.repo, where the checkout's `.venv-serve`/`.venv-train` are linked and the
     parts and results are not; steps run in turn, a step's A+B at once, each arm with ports of its own; `wait`
-    says each arm's exit status and the run's."""
+    says each arm's exit status and the run's. A later `run` call's arms keep ports apart from the first's."""
     import time
 
     repo = lease_checkout(tmp_path / "repo")
@@ -1159,11 +1159,12 @@ def test_gpu_lease_runs_arms_in_steps_in_a_copy_that_finds_make_gpus_environment
         "  test -L .venv-train && echo linked; }\n"
         'arm_B() { date +%s%N > "$ARM_DIR/began"; sleep 1; echo "B $PORT_BASE"; }\n'
         'arm_C() { date +%s%N > "$ARM_DIR/began"; echo "C $PORT_BASE"; exit 3; }\n'
+        'arm_D() { echo "D $PORT_BASE"; }\n'
     )
     root = tmp_path / "r"
     lease = str(repo / "offline_gpu" / "gpu_lease.sh")
-    refused = subprocess.run(["bash", lease, "run", str(root), str(arms), "A", "D"], capture_output=True, text=True)
-    assert refused.returncode == 2 and "defines no arm_D" in refused.stderr
+    refused = subprocess.run(["bash", lease, "run", str(root), str(arms), "A", "E"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "defines no arm_E" in refused.stderr
     started = subprocess.run(["bash", lease, "run", str(root), str(arms), "A", "B+C"], capture_output=True, text=True)
     assert started.returncode == 0, started.stderr
     shutil.rmtree(repo / "offline_gpu")  # the call's tree goes; the run goes on in its copy
@@ -1184,6 +1185,16 @@ def test_gpu_lease_runs_arms_in_steps_in_a_copy_that_finds_make_gpus_environment
     shown = subprocess.run(["bash", str(root) + ".repo/offline_gpu/gpu_lease.sh", "wait", str(root), "1"],
                            capture_output=True, text=True)  # fmt: skip
     assert shown.returncode == 1 and "== C: exit 3" in shown.stdout and "== B: exit 0" in shown.stdout
+    # a later call's arms: C again on its own ports, D on the next free ones, not on A's
+    (root / "logs" / "lease.rc").unlink()
+    again = subprocess.run(["bash", str(root) + ".repo/offline_gpu/gpu_lease.sh", "run", str(root), str(arms), "D+C"],
+                           capture_output=True, text=True)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    for _ in range(100):
+        if (root / "logs" / "lease.rc").exists():
+            break
+        time.sleep(0.2)
+    assert (root / "C" / "log").read_text() == "C 30200\n" and (root / "D" / "log").read_text() == "D 30300\n"
 
 
 def test_gpu_lease_awaits_a_stages_file_and_stops_waiting_when_its_arm_has_ended(tmp_path):
