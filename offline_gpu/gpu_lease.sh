@@ -82,11 +82,13 @@ copy_tree() {
   tar -C "$REPO" --exclude=./.git --exclude='./.gpu*' --exclude='./.venv*' --exclude=./bench/results -cf - . \
     | tar -C "$1" -xf -
 }
+# (a copy that an earlier call's arms still work in is moved aside, not removed: they go on in it)
 copy_checkout() {
   local copy=$ROOT.repo venv
-  copy_tree "$copy" && mkdir -p "$ROOT/logs"
-  for venv in .venv-serve .venv-train; do [[ ! -d $REPO/$venv ]] || ln -s "$REPO/$venv" "$copy/$venv"; done
-  rm -f "$ROOT/logs/lease.rc"
+  copy_tree "$copy.new" && mkdir -p "$ROOT/logs"
+  for venv in .venv-serve .venv-train; do [[ ! -d $REPO/$venv ]] || ln -s "$REPO/$venv" "$copy.new/$venv"; done
+  [[ ! -e $copy ]] || mv "$copy" "$copy.$(date +%s%N)"
+  mv "$copy.new" "$copy" && rm -f "$ROOT/logs/lease.rc"
 }
 
 # one arm of `run`: arm_NAME of the arms file, in the copy, its exit status and times beside its log

@@ -1197,6 +1197,35 @@ def test_gpu_lease_runs_arms_in_steps_in_a_copy_that_finds_make_gpus_environment
     assert (root / "C" / "log").read_text() == "C 30200\n" and (root / "D" / "log").read_text() == "D 30300\n"
 
 
+def test_a_second_gpu_lease_run_in_one_root_leaves_the_first_calls_arms_their_copy(tmp_path):
+    """A later `run` call in the same ROOT makes a fresh copy of the checkout; an arm of the earlier call still
+    working in the old one goes on there."""
+    import time
+
+    repo = lease_checkout(tmp_path / "repo")
+    (repo / "tool.txt").write_text("tracked")
+    arms = tmp_path / "arms.sh"
+    arms.write_text('arm_S() { touch "$ARM_DIR/began"; sleep 2; cat tool.txt; }\narm_T() { echo T; }\n')
+    root, lease = tmp_path / "r", str(repo / "offline_gpu" / "gpu_lease.sh")
+
+    def run(arm: str) -> None:
+        started = subprocess.run(["bash", lease, "run", str(root), str(arms), arm], capture_output=True, text=True)
+        assert started.returncode == 0, started.stderr
+
+    run("S")
+    for _ in range(100):  # S at work in the first copy
+        if (root / "S" / "began").exists():
+            break
+        time.sleep(0.1)
+    run("T")
+    for _ in range(100):
+        if (root / "S" / "rc").exists():
+            break
+        time.sleep(0.2)
+    assert (root / "S" / "log").read_text() == "tracked" and (root / "S" / "rc").read_text() == "0\n"
+    assert (root / "T" / "log").read_text() == "T\n" and (root.parent / "r.repo" / "tool.txt").exists()
+
+
 def test_gpu_lease_awaits_a_stages_file_and_stops_waiting_when_its_arm_has_ended(tmp_path):
     """`gpu_lease.sh await ROOT ARM FILE SECONDS`: at once where the file is there; where the arm ended without it,
     at once too, with its exit status and log (exit 4), not after SECONDS of waiting for a file that cannot come;
