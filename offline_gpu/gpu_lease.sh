@@ -38,7 +38,8 @@ On the GPU machine, after `source offline_gpu/gpu_setup.sh` in the same call:
   start ROOT PHASE...  copy this repository to ROOT.repo and run offline_gpu/gpu_learning.sh "$MODEL" ROOT PHASE... there,
                        detached (setsid), logging to ROOT/logs/lease.log; the environment is passed on
   run ROOT ARMS_FILE STEP...
-                       runs of one's own, detached, in ROOT.repo like `start`: ARMS_FILE (bash) defines a function
+                       runs of one's own, detached, in ROOT.repo like `start`: ARMS_FILE (bash, sourced after
+                       offline_gpu/arms.sh, whose helpers it may use) defines a function
                        arm_NAME for each, called in the copy with ARM_DIR=ROOT/NAME (its log, rc, t0 and t1
                        there) and PORT_BASE, 100 ports of its own (ROOT/NAME/port: the same on each run of the
                        arm, apart from every other arm's in ROOT); the STEPs run one after the other, and a step
@@ -186,6 +187,8 @@ case "$cmd" in
     shift
     copy_checkout
     export PYTHONPATH=$ROOT.repo${PYTHONPATH:+:$PYTHONPATH}
+    # shellcheck source=offline_gpu/arms.sh
+    source "$ROOT.repo/offline_gpu/arms.sh"
     # shellcheck disable=SC1090
     source "$arms"
     for step in "$@"; do
@@ -196,7 +199,8 @@ case "$cmd" in
     export -f arm_port run_arm run_steps
     export ROOT ARMS=$arms
     # shellcheck disable=SC2016  # expanded by the detached shell, which reads the arms file again
-    setsid bash -c 'source "$ARMS" && run_steps "$@"; echo $? > "$ROOT/logs/lease.rc"' run "$@" \
+    setsid bash -c 'source "$ROOT.repo/offline_gpu/arms.sh" && source "$ARMS" && run_steps "$@"
+      echo $? > "$ROOT/logs/lease.rc"' run "$@" \
       > "$ROOT/logs/lease.log" 2>&1 < /dev/null &
     echo "started $* from $arms (pid $!)" ;;
   wait)

@@ -1134,7 +1134,7 @@ def lease_checkout(repo: Path) -> Path:
     """A checkout as the GPU machine's call has it: gpu_lease.sh, and what no copy of it should carry (a part, the
     results, the CPU environment)."""
     (repo / "offline_gpu").mkdir(parents=True)
-    for name in ("gpu_lease.sh", "call_room.sh"):
+    for name in ("gpu_lease.sh", "call_room.sh", "arms.sh"):
         shutil.copy(REPO / "offline_gpu" / name, repo / "offline_gpu" / name)
     for kept_out in (".gpuw/p00/part-00", "bench/results/big.json", ".venv/bin/python"):
         (repo / kept_out).parent.mkdir(parents=True, exist_ok=True)
@@ -1195,6 +1195,42 @@ def test_gpu_lease_runs_arms_in_steps_in_a_copy_that_finds_make_gpus_environment
             break
         time.sleep(0.2)
     assert (root / "C" / "log").read_text() == "C 30200\n" and (root / "D" / "log").read_text() == "D 30300\n"
+
+
+def test_arms_helpers_run_the_loop_with_an_arms_ports_and_adopt_finished_stages(tmp_path):
+    """offline_gpu/arms.sh, which `gpu_lease.sh run` sources before an arms file: `iterate` passes the arm's run
+    directory, ports and COMMON before its own overrides; a committed adapter becomes a finished warm stage that
+    names the model it folds onto; another arm's finished stages are copied, and an unfinished one is refused."""
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    (tmp_path / "run_selfplay_iteration.sh").write_text('#!/usr/bin/env bash\necho "$@"\n')
+    (tmp_path / "run_selfplay_iteration.sh").chmod(0o755)
+    lines = f"""set -u
+source {REPO}/offline_gpu/arms.sh
+ARM_DIR={tmp_path}/r/A PORT_BASE=30100
+iterate y=2
+COMMON=(x=1)
+iterate y=2
+adopt_warm_adapter {adapter} /m0
+ARM_DIR={tmp_path}/r/B
+adopt_stages A base warm && echo adopted
+adopt_stages A iter_001 || echo refused
+mem 0.1 0.2
+echo "${{MEMS[@]}}"
+"""
+    result = subprocess.run(["bash", "-c", lines], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    run = f"run_dir={tmp_path}/r/A/run servers.port=30100 verl.master_port=30190"
+    assert result.stdout.splitlines()[:2] == [f"{run} y=2", f"{run} x=1 y=2"]
+    warm = tmp_path / "r" / "A" / "run" / "warm"
+    assert (warm / "DONE").exists() and (warm / "trained_from").read_text() == "/m0\n"
+    assert (warm / "train" / "hf" / "lora_adapter" / "adapter_config.json").exists()
+    assert (tmp_path / "r" / "A" / "run" / "base" / "DONE").exists()
+    assert (tmp_path / "r" / "B" / "run" / "warm" / "train" / "hf" / "lora_adapter").is_dir()
+    assert result.stdout.splitlines()[2:4] == ["adopted", "refused"] and "no finished iter_001" in result.stderr
+    assert "--mem-fraction-static 0.1 servers.partner_mem_fraction=0.1" in result.stdout
+    assert "verl.gpu_memory_utilization=0.2" in result.stdout
 
 
 def test_a_second_gpu_lease_run_in_one_root_leaves_the_first_calls_arms_their_copy(tmp_path):
@@ -1533,7 +1569,7 @@ def stand_in_dist_builders(tmp_path: Path):
     repo = tmp_path / "repo"
     for folder in ("gpu", "offline_gpu"):
         (repo / folder).mkdir(parents=True)
-    for name in ("gpu_lease.sh", "call_room.sh"):
+    for name in ("gpu_lease.sh", "call_room.sh", "arms.sh"):
         shutil.copy(REPO / "offline_gpu" / name, repo / "offline_gpu" / name)
     calls = tmp_path / "calls"
     (repo / "gpu" / "build_bundle.sh").write_text(
