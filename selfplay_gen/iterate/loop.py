@@ -63,9 +63,8 @@ from .verl_jobs import VERL_READY, merge, ppo_command, saved_steps, sft_command,
 
 EMBEDDED_MODEL_DIR = "EMBEDDED_MODEL_DIR"  # a dry run does not convert the embedded model
 WARM_SEED = 500_000_000  # the warm start's teacher games, apart from every iteration's instances
-# a training stage's file naming the model it trained from: a run carried to another machine as LoRA
-# adapters alone folds each adapter onto that model (`Run.refold`, `gpu_learning.sh restore`), not onto the stage
-# before
+# a training stage's file naming the model it trained from: a run carried to another machine as LoRA adapters
+# alone folds each adapter onto that model (`Run.refold`, `gpu_learning.sh restore`), not onto the stage before
 TRAINED_FROM_FILE = "trained_from"
 # a training stage's models (`Export`s), written once merged: a run stopped after its iteration's training (or
 # carried to another machine and restored) resumes at the evaluation instead of training again
