@@ -4,6 +4,7 @@ its lines is classed against the seat's own table (highest seen, first seen in t
 import json
 
 import bench_modules
+import pytest
 
 from selfplay_gen.games import move_formats
 from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance
@@ -48,3 +49,29 @@ def test_each_line_is_classed_against_the_seats_own_view(tmp_path):
     assert counts["first in table order"] == sum(first[p] == highest[p] for p in range(8)) + sum(
         first[p] == p for p in range(8)
     )
+
+
+def test_a_whole_matching_is_valued_as_a_share_of_the_seats_own_plan(tmp_path):
+    """The seat's no-talk plan (its table, hidden cells guessed at HIDDEN_VALUE) is worth 1 of itself; the identity
+    its own share; a proposal with a reviewer twice is no whole matching; the random expectation sits beside."""
+    import numpy as np
+
+    from selfplay_gen.games.matching.assignment import max_matching
+    from selfplay_gen.games.matching.instance import HIDDEN_VALUE
+
+    instance = Instance.from_seed(SEED)
+    guess = np.where(np.asarray(instance.masks[1], bool), np.asarray(instance.table), HIDDEN_VALUE)
+    best, plan = max_matching(guess)
+    by_paper = {p: r for r, p in plan}
+    responses = [proposal([by_paper[p] for p in range(8)]), proposal(list(range(8))), proposal([0] * 8)]
+    game = {
+        "instance": instance.to_dict(),
+        "players": [{"messages": []}, {"messages": [{"role": "assistant", "content": t} for t in responses]}],
+    }
+    games = tmp_path / "games.jsonl"
+    games.write_text(json.dumps(game) + "\n")
+    counts = proposal_picks.count(games)
+    identity = sum(int(guess[i, i]) for i in range(8)) / best
+    assert counts["proposals"] == 3 and counts["whole"] == 2
+    assert counts["own plan"] == pytest.approx(1 + identity)
+    assert counts["random"] == pytest.approx(2 * guess.sum() / 8 / best) and identity < 1

@@ -9,6 +9,11 @@ greedy pick of its own view), the first reviewer it sees for that paper in the t
 one: copying the by-reviewer table down a column), and the reviewer of the paper's own number (the identity
 assignment, the papers and reviewers both in the table's order). A paper whose whole column is hidden from the
 seat counts toward the identity only.
+
+A proposal whose lines make a whole matching (every paper and reviewer once) is also valued as the seat can value
+it: on the table it sees, every hidden cell guessed at the game's HIDDEN_VALUE, as a share of the best it could plan
+alone on that table (the no-talk plan; 1 for that plan), beside what a uniformly random matching is expected to
+reach there. A model that learns to use its own table moves this share up before the shared reward shows it.
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ import argparse
 import json
 from pathlib import Path
 
+import numpy as np
+
 from selfplay_gen.games import move_formats
 from selfplay_gen.games.base import InvalidMove
-from selfplay_gen.games.matching.instance import REVIEWERS, Instance
+from selfplay_gen.games.matching.assignment import max_matching
+from selfplay_gen.games.matching.instance import HIDDEN_VALUE, REVIEWERS, Instance
 from selfplay_gen.games.matching.moves import paper_named, proposal_lines
 from selfplay_gen.stats.report import markdown_table
 
@@ -41,9 +49,21 @@ def lines_of(move: str) -> list[tuple[int, int]]:
     return [(paper, reviewer) for paper, reviewer in named if paper is not None and reviewer is not None]
 
 
-def count(games: Path) -> dict[str, int]:
+def own_plan_shares(instance: Instance, seat: int, lines: list[tuple[int, int]]) -> tuple[float, float] | None:
+    """A whole matching's worth on the seat's guessed table as a share of its best plan there, and a uniformly
+    random matching's expected share; None where the lines are not a whole matching."""
+    if len(lines) != 8 or len({p for p, _ in lines}) != 8 or len({r for _, r in lines}) != 8:
+        return None
+    seen = np.asarray(instance.masks[seat], bool)
+    guess = np.where(seen, np.asarray(instance.table), HIDDEN_VALUE)
+    best, _ = max_matching(guess)
+    return sum(int(guess[r, p]) for p, r in lines) / best, float(guess.sum()) / 8 / best
+
+
+def count(games: Path) -> dict[str, float]:
     """Attempted proposals and their lines' picks, over every seat's responses in `games`."""
-    counts = dict.fromkeys(("proposals", "lines", "highest", "first in table order", "identity"), 0)
+    counts = dict.fromkeys(("proposals", "lines", "highest", "first in table order", "identity"), 0.0)
+    counts.update(dict.fromkeys(("whole", "own plan", "random"), 0.0))
     for line in games.read_text().splitlines():
         game = json.loads(line)
         instance = Instance.from_dict(game["instance"])  # as played: a seeded instance or a human one
@@ -54,6 +74,11 @@ def count(games: Path) -> dict[str, int]:
                 if not move or not move.startswith("[propose]"):
                     continue
                 counts["proposals"] += 1
+                shares = own_plan_shares(instance, seat, lines_of(move))
+                if shares is not None:
+                    counts["whole"] += 1
+                    counts["own plan"] += shares[0]
+                    counts["random"] += shares[1]
                 for paper, reviewer in lines_of(move):
                     seen = [(view[r][paper], r) for r in range(len(REVIEWERS)) if view[r][paper] is not None]
                     counts["lines"] += 1
@@ -73,12 +98,14 @@ def main() -> None:
         if not path:
             parser.error(f"{given!r}: give each file as LABEL=GAMES.jsonl")
         c = count(Path(path))
-        shares = [
-            f"{c[k]} ({c[k] / c['lines']:.0%})" if c["lines"] else "–" for k in ("highest", "first in table order")
+        picks = [
+            f"{c[k]:.0f} ({c[k] / c['lines']:.0%})" if c["lines"] else "–"
+            for k in ("highest", "first in table order", "identity")
         ]
-        identity = f"{c['identity']} ({c['identity'] / c['lines']:.0%})" if c["lines"] else "–"
-        rows.append([label, str(c["proposals"]), str(c["lines"]), *shares, identity])
+        plan = f"{c['own plan'] / c['whole']:.3f} ({c['random'] / c['whole']:.3f})" if c["whole"] else "–"
+        rows.append([label, f"{c['proposals']:.0f}", f"{c['lines']:.0f}", *picks, f"{c['whole']:.0f}", plan])
     header = ["games", "attempted proposals", "lines", "highest it sees", "first in table order", "identity's"]
+    header += ["whole matchings", "own-plan share (random)"]
     print(markdown_table(header, rows))
 
 
