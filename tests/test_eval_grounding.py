@@ -98,3 +98,33 @@ def test_nothing_stated_gives_no_grounding_rate():
     humans = human_table()[:5]
     humans[["stated_cells", "grounded_cells"]] = 0
     assert summarize(humans, 100, np.random.default_rng(0))["grounding_rate"] == {"mean": None, "ci": None}
+
+
+def test_a_seats_own_plan_is_worth_one_of_itself_and_a_random_matching_about_0_7():
+    """`Instance.own_plan_share`: the table the seat sees, hidden cells at HIDDEN_VALUE; its no-talk plan there
+    scores 1, any other matching less, and random matchings on average sum / 8 / best of that table."""
+    from selfplay_gen.games.matching.assignment import max_matching
+    from selfplay_gen.games.matching.instance import HIDDEN_VALUE
+
+    inst = Instance.from_seed(7)
+    guess = np.where(np.asarray(inst.masks[1], bool), np.asarray(inst.table), HIDDEN_VALUE)
+    best, plan = max_matching(guess)
+    assert inst.own_plan_share(1, plan) == pytest.approx(1.0)
+    identity = [(i, i) for i in range(8)]
+    assert inst.own_plan_share(1, identity) == pytest.approx(sum(guess[i, i] for i in range(8)) / best)
+    assert inst.own_plan_share(1, identity) < 1
+    rng = np.random.default_rng(0)
+    shares = [inst.own_plan_share(1, list(enumerate(rng.permutation(8)))) for _ in range(3000)]
+    assert np.mean(shares) == pytest.approx(guess.sum() / 8 / best, abs=0.01)
+
+
+def test_own_plan_share_in_game_rows_summaries_and_human_games(scripted_records):
+    games = game_table(scripted_records, ("m", "m"))
+    proposing = games.dropna(subset=["own_plan_share"])
+    assert len(proposing) > 0 and ((proposing["own_plan_share"] > 0) & (proposing["own_plan_share"] <= 1)).all()
+    s = summarize(games, 200, np.random.default_rng(0))
+    by_instance = proposing.groupby("instance_id")["own_plan_share"].mean()
+    assert s["own_plan_share"]["mean"] == pytest.approx(by_instance.mean())
+    humans = human_table()
+    assert humans["own_plan_share"].notna().sum() == (humans["proposals"] > 0).sum()
+    assert 0.7 < summarize(humans, 100, np.random.default_rng(0))["own_plan_share"]["mean"] < 1

@@ -50,14 +50,13 @@ def lines_of(move: str) -> list[tuple[int, int]]:
 
 
 def own_plan_shares(instance: Instance, seat: int, lines: list[tuple[int, int]]) -> tuple[float, float] | None:
-    """A whole matching's worth on the seat's guessed table as a share of its best plan there, and a uniformly
-    random matching's expected share; None where the lines are not a whole matching."""
+    """A whole matching's `Instance.own_plan_share`, and a uniformly random matching's expected one (each cell lies
+    in 1/8 of the matchings); None where the lines are not a whole matching."""
     if len(lines) != 8 or len({p for p, _ in lines}) != 8 or len({r for _, r in lines}) != 8:
         return None
-    seen = np.asarray(instance.masks[seat], bool)
-    guess = np.where(seen, np.asarray(instance.table), HIDDEN_VALUE)
-    best, _ = max_matching(guess)
-    return sum(int(guess[r, p]) for p, r in lines) / best, float(guess.sum()) / 8 / best
+    guess = np.where(np.asarray(instance.masks[seat], bool), np.asarray(instance.table), HIDDEN_VALUE)
+    random = float(guess.sum()) / 8 / max_matching(guess)[0]
+    return instance.own_plan_share(seat, [(r, p) for p, r in lines]), random
 
 
 def count(games: Path) -> dict[str, float]:

@@ -42,7 +42,7 @@ CURVES = {
 # (val-core/<data source>/reward/mean@1 and val-aux/<data source>/<measure>/mean@1) and, online, of each
 # training step's games (games/<measure>/mean, selfplay_gen.verl.online_trainer): a panel each, a line for the
 # training games and one per validation data source
-MEASURES = ("reward", "agreed", "invalid", "stated_cells", "proposals")
+MEASURES = ("reward", "agreed", "invalid", "stated_cells", "proposals", "own_plan_share")
 PER_GAME = "(mean a game)"  # the title's end of a measure's panel
 PANELS_A_ROW = 4  # verl's own curves fill the first row, the games' measures the rows below
 

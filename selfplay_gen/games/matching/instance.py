@@ -7,7 +7,7 @@ candidates in fixed blocks from one `numpy.random.Generator` and keeps the first
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,6 +124,15 @@ class Instance:
 
     def normalized(self, raw: int) -> float:
         return raw / self.best_reward if self.best_reward else 0.0
+
+    def own_plan_share(self, player: int, pairs: Iterable[Sequence[int]]) -> float:
+        """What the (reviewer, paper) `pairs` are worth to `player` as a share of the best it could plan alone:
+        both valued on the table it sees, each hidden cell guessed at HIDDEN_VALUE as the hard-instance test
+        guesses it. 1 for its no-talk plan; a uniformly random matching averages about 0.7. Above that, a seat's
+        proposals use its own table, whatever its partner makes of them."""
+        guess = _guess(np.asarray(self.table), np.asarray(self.masks[player]))
+        best, _ = max_matching(guess)
+        return float(sum(guess[r, p] for r, p in pairs)) / best
 
     def to_dict(self) -> dict:
         return {

@@ -79,6 +79,8 @@ def game_row(record: Record, seats: tuple[str, str]) -> dict:
     response_tokens = [len(t["output_ids"]) for p in record["players"] for t in p.get("turns", [])]
     stated, grounded = grounding(record)
     surprisal, sampled = sampled_surprisal(record)
+    instance = Instance.from_dict(inst)
+    shares = [instance.own_plan_share(e["player"], e["pairs"] or []) for e in events if e["kind"] == "propose"]
     return {
         "game_id": record["game_id"],
         "instance_id": record["instance_id"],
@@ -97,6 +99,7 @@ def game_row(record: Record, seats: tuple[str, str]) -> dict:
         "grounded_cells": grounded,
         "proposals": len(proposed),
         "proposed": proposed,
+        "own_plan_share": float(np.mean(shares)) if shares else np.nan,
         "surprisal": surprisal,
         "sampled_tokens": sampled,
         "termination": outcome["termination"],
@@ -135,8 +138,11 @@ def human_table(path: Path = HUMAN_GAMES) -> pd.DataFrame:
             log = game["action_log"]
             said = [(a["player"], a["message"]["data"]) for a in log if a["type"] == "message"]
             messages = [text for _, text in said]
-            stated, grounded = count_grounded(Instance.from_human_record(game), said)
-            proposed = [assignment(a["proposal_ids"]) for a in log if a["type"] == "proposal"]
+            instance = Instance.from_human_record(game)
+            stated, grounded = count_grounded(instance, said)
+            proposals = [a for a in log if a["type"] == "proposal"]
+            proposed = [assignment(a["proposal_ids"]) for a in proposals]
+            shares = [instance.own_plan_share(int(a["player"]), a["proposal_ids"]) for a in proposals]
             agreed = any(a["type"] == "proposal_response" and a["response"]["accept"] for a in log)
             raw, best = game["proposal_reward"], game["best_assignment_reward"]
             rows.append(
@@ -158,6 +164,7 @@ def human_table(path: Path = HUMAN_GAMES) -> pd.DataFrame:
                     "grounded_cells": grounded,
                     "proposals": len(proposed),
                     "proposed": proposed,
+                    "own_plan_share": float(np.mean(shares)) if shares else np.nan,
                     "surprisal": 0.0,
                     "sampled_tokens": 0,
                     "termination": "accepted" if agreed else "none",
@@ -227,6 +234,8 @@ def summarize(games: pd.DataFrame, resamples: int, rng: np.random.Generator) -> 
         "cells_stated_per_game": intervals["stated_cells"],
         "grounding_rate": ratio_interval(sums["grounded_cells"], sums["stated_cells"], resamples, rng),
         "proposals_per_game": intervals["proposals"],
+        # what a seat's valid proposals are worth on the table it sees, as a share of its own no-talk plan
+        "own_plan_share": mean_interval(per_instance(games, "own_plan_share").dropna().to_numpy(float), resamples, rng),
         # nats a sampled token, the sampling policy's entropy as played (mean None: no model seat sent logprobs)
         "token_surprisal": ratio_interval(sums["surprisal"], sums["sampled_tokens"], resamples, rng),
         "failed_games": int(games["failed"].sum()),

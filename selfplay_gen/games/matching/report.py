@@ -45,7 +45,9 @@ SUMMARY_NOTE = (
     "from how often there is one. Optimal: agreed on a "
     "best assignment (raw reward == best). Valid moves: share of all attempted moves that were valid. "
     "Cells stated: table cells named with a value in messages (`Ava Li: GLUE 421`); grounding: share of "
-    "them whose value is in the speaker's own table."
+    "them whose value is in the speaker's own table. Own plan: what a seat's valid proposals are worth on the "
+    "table it sees (hidden cells guessed at 50) as a share of the best plan it could make alone; a uniformly "
+    "random matching averages about 0.7."
 )
 DIALOGUE_NOTE = (
     "Distinct-n: distinct word n-grams / all n-grams of the messages; repeated msgs: share of messages "
@@ -97,6 +99,7 @@ ITERATION_KEYS = (
     "cells_stated_per_game",
     "grounding_rate",
     "proposals_per_game",
+    "own_plan_share",
     "token_surprisal",
 )
 
@@ -176,6 +179,7 @@ def summary_table(summaries: dict[str, dict]) -> str:
         "valid moves",
         "cells stated/game",
         "grounding [95% CI]",
+        "own plan [95% CI]",
     ]
     return markdown_table(
         head,
@@ -193,6 +197,7 @@ def summary_table(summaries: dict[str, dict]) -> str:
                 format_interval(s.get("valid_move_rate"), percent=True),
                 format_interval(s.get("cells_stated_per_game"), digits=1),
                 format_interval(s.get("grounding_rate"), percent=True),
+                format_interval(s.get("own_plan_share")),
             ]
             for label, s in summaries.items()
         ],
@@ -265,6 +270,7 @@ def iterations_table(entries: list[dict]) -> str:
         "reward when agreed",
         "valid moves",
         "grounding",
+        "own plan",
         "rating (Elo) [95% CI]",
     ]
     return markdown_table(
@@ -282,6 +288,7 @@ def iterations_table(entries: list[dict]) -> str:
                 format_interval(e.get("agreed_reward")),
                 format_interval(e["valid_move_rate"], percent=True),
                 format_interval(e["grounding_rate"], percent=True),
+                format_interval(e.get("own_plan_share")),
                 format_interval(e["rating"], digits=0),
             ]
             for e in entries
@@ -390,6 +397,7 @@ STRATEGY_SERIES = {
     "cells stated a game": "cells_stated_per_game",
     "grounded share": "grounding_rate",
     "proposals a game": "proposals_per_game",
+    "proposals' own-plan share": "own_plan_share",
     "nats a sampled token": "token_surprisal",
 }
 
