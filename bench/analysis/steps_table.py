@@ -34,6 +34,7 @@ COLUMNS = (
     ("invalid", f"{STEP_MEASURES}/invalid/mean"),
     ("stated_cells", f"{STEP_MEASURES}/stated_cells/mean"),
     ("proposals", f"{STEP_MEASURES}/proposals/mean"),
+    ("own_plan_share", f"{STEP_MEASURES}/own_plan_share/mean"),
     ("response_length_mean", "response_length/mean"),
     ("num_turns_mean", "num_turns/mean"),
     ("step_s", "timing_s/step"),
@@ -45,6 +46,7 @@ COLUMNS = (
     ("validation_invalid", f"{VALIDATION}/invalid/mean@1"),
     ("validation_stated_cells", f"{VALIDATION}/stated_cells/mean@1"),
     ("validation_proposals", f"{VALIDATION}/proposals/mean@1"),
+    ("validation_own_plan_share", f"{VALIDATION}/own_plan_share/mean@1"),
 )
 
 
