@@ -116,6 +116,7 @@ def test_a_seats_own_plan_is_worth_one_of_itself_and_a_random_matching_about_0_7
     rng = np.random.default_rng(0)
     shares = [inst.own_plan_share(1, list(enumerate(rng.permutation(8)))) for _ in range(3000)]
     assert np.mean(shares) == pytest.approx(guess.sum() / 8 / best, abs=0.01)
+    assert inst.random_plan_share(1) == pytest.approx(guess.sum() / 8 / best)
 
 
 def test_own_plan_share_in_game_rows_summaries_and_human_games(scripted_records):

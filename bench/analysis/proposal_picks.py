@@ -22,12 +22,9 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
-
 from selfplay_gen.games import move_formats
 from selfplay_gen.games.base import InvalidMove
-from selfplay_gen.games.matching.assignment import max_matching
-from selfplay_gen.games.matching.instance import HIDDEN_VALUE, REVIEWERS, Instance
+from selfplay_gen.games.matching.instance import REVIEWERS, Instance
 from selfplay_gen.games.matching.moves import paper_named, proposal_lines
 from selfplay_gen.stats.report import markdown_table
 
@@ -50,13 +47,11 @@ def lines_of(move: str) -> list[tuple[int, int]]:
 
 
 def own_plan_shares(instance: Instance, seat: int, lines: list[tuple[int, int]]) -> tuple[float, float] | None:
-    """A whole matching's `Instance.own_plan_share`, and a uniformly random matching's expected one (each cell lies
-    in 1/8 of the matchings); None where the lines are not a whole matching."""
+    """A whole matching's `Instance.own_plan_share`, and a uniformly random matching's expected one; None where the
+    lines are not a whole matching."""
     if len(lines) != 8 or len({p for p, _ in lines}) != 8 or len({r for _, r in lines}) != 8:
         return None
-    guess = np.where(np.asarray(instance.masks[seat], bool), np.asarray(instance.table), HIDDEN_VALUE)
-    random = float(guess.sum()) / 8 / max_matching(guess)[0]
-    return instance.own_plan_share(seat, [(r, p) for p, r in lines]), random
+    return instance.own_plan_share(seat, [(r, p) for p, r in lines]), instance.random_plan_share(seat)
 
 
 def count(games: Path) -> dict[str, float]:
@@ -73,12 +68,13 @@ def count(games: Path) -> dict[str, float]:
                 if not move or not move.startswith("[propose]"):
                     continue
                 counts["proposals"] += 1
-                shares = own_plan_shares(instance, seat, lines_of(move))
+                lines = lines_of(move)
+                shares = own_plan_shares(instance, seat, lines)
                 if shares is not None:
                     counts["whole"] += 1
                     counts["own plan"] += shares[0]
                     counts["random"] += shares[1]
-                for paper, reviewer in lines_of(move):
+                for paper, reviewer in lines:
                     seen = [(view[r][paper], r) for r in range(len(REVIEWERS)) if view[r][paper] is not None]
                     counts["lines"] += 1
                     counts["highest"] += bool(seen) and reviewer == max(seen)[1]

@@ -26,7 +26,8 @@ def count_grounded(instance: Instance, messages: Iterable[tuple[int, str]]) -> t
     return stated, grounded
 
 
-def grounding(record: Record) -> tuple[int, int]:
-    """(stated, grounded) cells over both seats' valid [message] moves of a game record."""
+def grounding(record: Record, instance: Instance | None = None) -> tuple[int, int]:
+    """(stated, grounded) cells over both seats' valid [message] moves of a game record (its instance, where the
+    caller has built it already)."""
     messages = [(e["player"], e["text"]) for e in record["events"] if e["kind"] == "message"]
-    return count_grounded(Instance.from_dict(record["instance"]), messages)
+    return count_grounded(instance or Instance.from_dict(record["instance"]), messages)

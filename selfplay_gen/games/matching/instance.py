@@ -128,11 +128,21 @@ class Instance:
     def own_plan_share(self, player: int, pairs: Iterable[Sequence[int]]) -> float:
         """What the (reviewer, paper) `pairs` are worth to `player` as a share of the best it could plan alone:
         both valued on the table it sees, each hidden cell guessed at HIDDEN_VALUE as the hard-instance test
-        guesses it. 1 for its no-talk plan; a uniformly random matching averages about 0.7. Above that, a seat's
-        proposals use its own table, whatever its partner makes of them."""
-        guess = _guess(np.asarray(self.table), np.asarray(self.masks[player]))
-        best, _ = max_matching(guess)
+        guesses it. 1 for its no-talk plan; a uniformly random matching averages about 0.7
+        (`random_plan_share`). Above that, a seat's proposals use its own table, whatever its partner makes of
+        them."""
+        guess, best = self._own_plan(player)
         return float(sum(guess[r, p] for r, p in pairs)) / best
+
+    def random_plan_share(self, player: int) -> float:
+        """`own_plan_share`'s expectation over uniformly random matchings: each cell lies in 1/8 of them."""
+        guess, best = self._own_plan(player)
+        return float(guess.sum()) / 8 / best
+
+    def _own_plan(self, player: int) -> tuple[np.ndarray, int]:
+        """The table `player` sees with its hidden cells guessed, and its best total there."""
+        guess = _guess(np.asarray(self.table), np.asarray(self.masks[player]))
+        return guess, max_matching(guess)[0]
 
     def to_dict(self) -> dict:
         return {

@@ -77,9 +77,9 @@ def game_row(record: Record, seats: tuple[str, str]) -> dict:
     messages = [e["text"] for e in record["events"] if e["kind"] == "message"]
     responses = [m["content"] for p in record["players"] for m in p["messages"] if m["role"] == "assistant"]
     response_tokens = [len(t["output_ids"]) for p in record["players"] for t in p.get("turns", [])]
-    stated, grounded = grounding(record)
-    surprisal, sampled = sampled_surprisal(record)
     instance = Instance.from_dict(inst)
+    stated, grounded = grounding(record, instance)
+    surprisal, sampled = sampled_surprisal(record)
     shares = [instance.own_plan_share(e["player"], e["pairs"] or []) for e in events if e["kind"] == "propose"]
     return {
         "game_id": record["game_id"],
