@@ -303,6 +303,7 @@ def test_a_skill_run_chooses_level_games_by_quantile_and_judges_every_level_on_t
             assert f"--partner-scripted-strength {reference:g}" in line and f"--skill {level}\\," in line
         assert any(f"/skill/{level}__unconditioned/" in j and "--partner-backend sglang" in j for j in judged)
         assert any(f"/skill/unconditioned__{level}/" in j and f"--skill \\,{level}" in j for j in judged)
+    assert not any(f"{run}/base/eval/skill/" in line for line in lines)  # the base model has no levels
 
 
 # --- a population of diverse partners --------------------------------------------------------------

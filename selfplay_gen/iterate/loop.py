@@ -373,6 +373,7 @@ class Run:
         done, tested = eval_for / "eval" / "DONE", eval_for / "eval" / "DONE_TEST"
         if self.evaluated(eval_for, final):
             return
+        skilled = eval_for != self.run_dir / "base"  # the base model never saw a skill level: no levels to judge
         server = self.serve(0, model, shared)
         evaluations = self.plays.evaluations(server, model, label, eval_for / "eval", self.reports, final)
         if done.exists():
@@ -381,7 +382,7 @@ class Run:
         row = f"evaluate {label}" + (" + " + alongside[0].split(": ")[-1] if alongside else "")
         with self.timed(row, server.startup_s + startup_s):
             self.shell.run_together([*steps, *([alongside] if alongside else [])])
-            if self.cfg.league.skill_levels and self.competition is not None and not done.exists():
+            if self.cfg.league.skill_levels and self.competition is not None and not done.exists() and skilled:
                 self.competition.skill_match(server, model, eval_for / "eval")
         if not self.cfg.dry_run:
             done.parent.mkdir(parents=True, exist_ok=True)
