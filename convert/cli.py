@@ -126,6 +126,18 @@ class NothingToTrain(click.ClickException):
     "the summary.",
 )
 @click.option(
+    "--own-plan-weight",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Training reward += WEIGHT x what the agreed outcome is worth on what the seat sees, as a share of the best "
+    "it could plan alone (hidden values guessed; 0 without a deal; for a game whose seats share one reward over "
+    "values each sees in part), as +selfplay.own_plan_weight online: pays each seat by its own view alone, where "
+    "the shared reward also counts the values it cannot see. GRPO's rewards, "
+    "filtered BC's and DPO's rankings; the game score in the records is unchanged, the term's mean is in the "
+    "summary.",
+)
+@click.option(
     "--baseline",
     type=click.Choice(BASELINES),
     default="group",
@@ -183,6 +195,7 @@ def main(
     model: str | None,
     invalid_move_penalty: float,
     joint_weight: float,
+    own_plan_weight: float,
     baseline: str,
     seat: int | None,
     seats_of: str | None,
@@ -216,6 +229,7 @@ def main(
             dpo_pairs_per_group=dpo_pairs_per_group,
             max_groups=max_groups,
             joint_weight=joint_weight,
+            own_plan_weight=own_plan_weight,
             valid_moves=valid_moves,
         )
         with _sigterm_unwinds():

@@ -25,7 +25,7 @@ from selfplay_gen.games.base import end_of
 from selfplay_gen.locking import Lock
 from selfplay_gen.models import load_tokenizer
 from selfplay_gen.records import Record, read_games
-from selfplay_gen.reward import joint_term, training_reward
+from selfplay_gen.reward import joint_term, own_plan_term, training_reward
 from selfplay_gen.seat_tokens import RETOKENIZED, seat_tokens
 from selfplay_gen.token_context import TokenInvariantError
 
@@ -79,6 +79,7 @@ class Options:
     # until enough groups differ keep the earliest rounds' groups); None: every group
     max_groups: int | None = None
     joint_weight: float = 0.0  # training reward += weight x the game's joint share of the best deal (`reward`)
+    own_plan_weight: float = 0.0  # training reward += weight x the seat's own-plan share of the agreed outcome
     # sft: every seat's valid moves alone, whatever its game's reward (a format start from the model's own
     # responses, whatever they reason): `valid_moves_chat`
     valid_moves: bool = False
@@ -96,6 +97,8 @@ class Options:
             raise ConvertError(f"the invalid-move penalty must be >= 0, got {self.invalid_move_penalty}")
         if self.joint_weight < 0:
             raise ConvertError(f"the joint-outcome weight must be >= 0, got {self.joint_weight}")
+        if self.own_plan_weight < 0:
+            raise ConvertError(f"the own-plan weight must be >= 0, got {self.own_plan_weight}")
         if self.baseline not in BASELINES:
             raise ConvertError(f"the baseline must be one of {', '.join(BASELINES)}, got {self.baseline!r}")
         if self.baseline != "group" and self.format != "grpo":
@@ -221,8 +224,14 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
                 record["instance_id"],
                 record["group"],
                 *map(float, outcome["rewards"]),
-                *(training_reward(record, s, options.invalid_move_penalty, options.joint_weight) for s in (0, 1)),
+                *(
+                    training_reward(
+                        record, s, options.invalid_move_penalty, options.joint_weight, options.own_plan_weight
+                    )
+                    for s in (0, 1)
+                ),
                 joint_term(record, options.joint_weight),
+                *(own_plan_term(record, s, options.own_plan_weight) for s in (0, 1)),
                 *status,
                 sampling.get("temperature", np.nan),
                 sampling.get("top_p", np.nan),
@@ -253,6 +262,8 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
         "reward0",  # each seat's training reward (convert.reward)
         "reward1",
         "joint",  # the joint-outcome term in both seats' training rewards
+        "own0",  # each seat's own-plan term in its training reward
+        "own1",
         "status0",
         "status1",
         "temperature",
@@ -434,6 +445,7 @@ def _summary(
         "mean_training_reward": float(ledger[["reward0", "reward1"]].to_numpy().mean()),
         # the joint-outcome term apart, so the raw game reward (mean_rewards) stays what evaluation reads
         "joint_outcome": {"weight": options.joint_weight, "mean_term": float(ledger["joint"].mean())},
+        "own_plan": {"weight": options.own_plan_weight, "mean_term": float(ledger[["own0", "own1"]].to_numpy().mean())},
         "split": split,
     }
     if options.format == "grpo":

@@ -1,7 +1,7 @@
 """The training reward of one seat of one game: the one definition that `selfplay-convert` and
 the online agent loop share, so offline and online GRPO optimize the same thing.
 
-It is the seat's own reward in the game (`outcome.rewards`) with two opt-in terms:
+It is the seat's own reward in the game (`outcome.rewards`) with three opt-in terms:
 
 - a penalty for the seat's own invalid moves: `penalty x invalid moves / turns`, so the shaping
   lies in [-penalty, 0]. A seat that plays only valid moves gets no shaping at all, so the penalty
@@ -11,6 +11,12 @@ It is the seat's own reward in the game (`outcome.rewards`) with two opt-in term
   semi-competitive mode a seat's reward is its own points, so a seat trained on it alone learns to
   demand what a partner of its own kind refuses; the term pays for the deals both sides keep,
   so at equal own points the deal with the higher joint share ranks higher.
+- a term for the seat's own view: `own_plan_weight x` what the agreed outcome is worth on what the
+  seat sees, as a share of the best it could plan alone (`outcome.own_plan_shares`, which a game whose
+  seats share one reward over values each sees in part records: `Game.own_plan`; 0 without a deal).
+  The shared reward also counts the values a seat cannot see, so it ranks a group's games by the
+  seat's own view only in part; the term ranks them by that view alone, from nothing but what the
+  seat sees.
 
 The game's score in the records is never changed, so evaluation reads the raw game reward.
 """
@@ -40,12 +46,36 @@ def joint_term(record: Mapping[str, Any], joint_weight: float) -> float:
     return joint_weight * joint_share(record) if joint_weight else 0.0
 
 
+def own_plan_share(record: Mapping[str, Any], seat: int) -> float:
+    """What the agreed outcome is worth to `seat` on what it sees, as a share of its best solo plan
+    (`outcome.own_plan_shares`, as a game with `Game.own_plan` records it; 0 without a deal)."""
+    try:
+        return float(record["outcome"]["own_plan_shares"][seat])
+    except (KeyError, TypeError, IndexError) as error:
+        raise ValueError(
+            f"game {record.get('game_id')!r} ({record.get('game', 'the unnamed game')}): its outcome records no "
+            f"own_plan_shares ({error!r}), so it has no own-plan term: only a game whose seats share one reward "
+            "over values each sees in part records them (`Game.own_plan`)"
+        ) from None
+
+
+def own_plan_term(record: Mapping[str, Any], seat: int, own_plan_weight: float) -> float:
+    """The own-view term `training_reward` adds: `own_plan_weight` x the seat's own-plan share (0 when unweighted)."""
+    return own_plan_weight * own_plan_share(record, seat) if own_plan_weight else 0.0
+
+
 def training_reward(
-    record: Mapping[str, Any], seat: int, invalid_move_penalty: float = 0.0, joint_weight: float = 0.0
+    record: Mapping[str, Any],
+    seat: int,
+    invalid_move_penalty: float = 0.0,
+    joint_weight: float = 0.0,
+    own_plan_weight: float = 0.0,
 ) -> float:
     """`seat`'s reward in `record`, less the penalty for its share of invalid turns, plus the weighted
-    joint share of the best deal. A seat without sampled turns (a scripted player) makes no invalid moves."""
+    joint share of the best deal and the weighted own-plan share of the agreed outcome. A seat without
+    sampled turns (a scripted player) makes no invalid moves."""
     reward = float(record["outcome"]["rewards"][seat]) + joint_term(record, joint_weight)
+    reward += own_plan_term(record, seat, own_plan_weight)
     turns = len(record["players"][seat].get("turns") or ())
     if not invalid_move_penalty or not turns:
         return reward

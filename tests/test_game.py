@@ -91,6 +91,7 @@ def test_accept_ends_the_game_with_the_shared_reward():
         "best_reward": INSTANCE.best_reward,
         "normalized_reward": raw / INSTANCE.best_reward,
         "rewards": [raw / INSTANCE.best_reward] * 2,
+        "own_plan_shares": [INSTANCE.own_plan_share(seat, DIAGONAL) for seat in (0, 1)],
         "terminated": True,
         "truncated": False,
     }

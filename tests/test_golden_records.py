@@ -1,9 +1,9 @@
 """The runner plays every game through the games protocol; for the matching game its records are
 those it wrote when it drove `MatchingGame` itself (tests/data/golden_matching.jsonl, written by
 that runner with the same players and seeds), apart from what the protocol adds: the `game`
-and `game_version` fields, the per-seat `rewards` and Gymnasium's ends (`terminated`,
-`truncated`) of the outcome, and the schema version those ends came with. Old records read as
-matching games with those rewards and ends."""
+and `game_version` fields, the per-seat `rewards`, `own_plan_shares` and Gymnasium's ends
+(`terminated`, `truncated`) of the outcome, and the schema version those ends came with. Old records
+read as matching games with those rewards, shares and ends."""
 
 from __future__ import annotations
 
@@ -81,15 +81,19 @@ def test_matching_records_are_unchanged(golden, tokenizer):
         assert (new.pop("schema_version"), old.pop("schema_version")) == (SCHEMA_VERSION, 1)
         outcome, termination = new["outcome"], old["outcome"]["termination"]
         assert outcome.pop("rewards") == [old["outcome"]["normalized_reward"]] * 2
+        instance = Instance.from_dict(old["instance"])
+        assert outcome.pop("own_plan_shares") == instance.own_plan_shares(old["outcome"]["proposal"])
         assert outcome.pop("terminated") == (termination == ACCEPTED)
         assert outcome.pop("truncated") == (termination in TRUNCATIONS)
         assert new == old, new["game_id"]
 
 
-def test_old_records_read_as_matching_games_with_per_seat_rewards(golden):
+def test_old_records_read_as_matching_games_with_per_seat_rewards_and_shares(golden):
     for record in read_games(GOLDEN):
         assert record["game"] == "matching"
         assert record["outcome"]["rewards"] == [record["outcome"]["normalized_reward"]] * 2
+        shares = Instance.from_dict(record["instance"]).own_plan_shares(record["outcome"]["proposal"])
+        assert record["outcome"]["own_plan_shares"] == shares and (shares[0] > 0) == record["outcome"]["agreed"]
         termination = record["outcome"]["termination"]
         assert record["outcome"]["terminated"] == (termination == ACCEPTED)
         assert record["outcome"]["truncated"] == (termination in TRUNCATIONS)  # schema 1 said: stopped by the driver

@@ -31,7 +31,7 @@ from selfplay_gen.backends.base import BackendOptions, SamplingParams
 from selfplay_gen.backends.local import LocalBackend
 from selfplay_gen.games import GameConfig
 from selfplay_gen.games.base import Limits
-from selfplay_gen.games.matching.instance import Instance
+from selfplay_gen.games.matching.instance import Instance, score
 from selfplay_gen.games.matching.moves import render_proposal
 from selfplay_gen.games.matching.record import TERMINATIONS
 from selfplay_gen.games.negotiation import Instance as NegotiationInstance
@@ -402,6 +402,25 @@ async def test_online_scripted_game_trains_each_seat_on_its_own_moves(init_dir, 
         assert texts == "".join(expected)
         assert np.allclose(np.asarray(out.response_logprobs)[own], -0.25)
         assert not np.asarray(out.response_logprobs)[~own].any()
+
+
+async def test_online_own_plan_term_pays_each_seat_what_the_agreed_matching_is_worth_on_its_table(
+    init_dir, tokenizer, local_model_dir
+):
+    cfg = trainer_config(local_model_dir, "+selfplay.own_plan_weight=0.5", max_new_tokens=160)
+    ds = dataset(init_dir / "train.parquet", cfg, tokenizer)
+    instance = Instance.from_json(ds[0]["extra_info"]["instance"])
+    identity = [(i, i) for i in range(8)]
+    shares = [instance.own_plan_share(seat, identity) for seat in (0, 1)]
+    assert shares[0] != shares[1]  # the seats see different tables, so each is paid its own share
+    for seat in (0, 1):
+        script = {0: ["[message] Hello.", "[propose] " + render_proposal(identity)], 1: ["[message] Hi.", "[accept]"]}
+        out = await play_online(cfg, ScriptServerManager(tokenizer, script), ds[seat])
+        assert out.extra_fields["termination"] == "accepted"
+        reward = out.extra_fields["normalized_reward"]
+        assert reward == pytest.approx(score(instance, identity) / instance.best_reward)
+        assert out.extra_fields["own_plan_term"] == pytest.approx(0.5 * shares[seat])
+        assert out.reward_score == pytest.approx(reward + 0.5 * shares[seat])
 
 
 class TemperatureScript(ScriptServerManager):

@@ -189,6 +189,9 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
     teacher_new_tokens: ClassVar[Mapping[str, int]] = {}  # new tokens a turn a teacher plan's moves need, if more
     human_games: ClassVar[int] = 0  # how many instances people played this game has (`human_instances`)
     crossplay_by_default: ClassVar[bool] = False  # competitive: iterations measure checkpoints against each other
+    # its seats share one reward over values each sees in part, and its outcome records `own_plan_shares`: what the
+    # agreed outcome is worth on what each seat sees (the training reward's own-plan term, `selfplay_gen.reward`)
+    own_plan: ClassVar[bool] = False
     # the module of its `eval` metrics and report (`selfplay_gen.evaluation.protocol`); by default the
     # one every record allows: rewards per seat, agreement, moves, endings
     evaluation: ClassVar[str] = "selfplay_gen.stats.generic"

@@ -208,6 +208,14 @@ def iterate(o: dict[str, Any]) -> str | None:
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="trainer") from None
     check_skill_levels(cfg.game, cfg.league.skill_levels)
+    names = (cfg.game or default_game()).split(games.MIX) if cfg.own_plan_weight else []
+    without = [name for name in names if not games.get(name).own_plan]
+    if without:
+        raise click.BadParameter(
+            f"{', '.join(without)} records no own-plan shares (what the agreed outcome is worth on what each seat "
+            "sees), so its games have no own-plan term; leave own_plan_weight at 0",
+            param_hint="own_plan_weight",
+        )
     if cfg.games_per_instance % cfg.league.partners_per_group:
         raise click.BadParameter(
             f"{cfg.league.partners_per_group} partners cannot share a group of {cfg.games_per_instance} games evenly; "

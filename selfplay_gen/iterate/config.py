@@ -743,6 +743,15 @@ class Iteration:
     game: str | None = game_knob()
     reward_mode: str | None = reward_mode_knob()
     move_format: str | None = move_format_knob()
+    own_plan_weight: float = knob(
+        0.0, "The training reward's own-view term, for a game whose seats share one reward over values each sees "
+        "in part: + WEIGHT x what the agreed outcome is worth on what the seat sees, as a share of the best it "
+        "could plan alone (hidden values guessed; 0 without a deal). The shared reward also counts the values a "
+        "seat cannot see; this term pays each seat by its own view alone. Every trainer's rewards and rankings "
+        "(selfplay-convert --own-plan-weight; online +selfplay.own_plan_weight); evaluation reads the raw game "
+        "reward. 0: off.",
+        type=click.FloatRange(min=0), alias="OWN_PLAN_WEIGHT",
+    )  # fmt: skip
     num_iterations: int = knob(3, "RL iterations.", type=COUNT, alias="NUM_ITERATIONS")
     trainer: str = knob(
         "filtered-bc", "filtered-bc: SFT on each group's best games (the default: at equal GPU time no GRPO beat it "

@@ -523,6 +523,8 @@ class Run:
 
         if self.cfg.league.joint_weight:
             args = [*args, "--joint-weight", number(self.cfg.league.joint_weight)]
+        if self.cfg.own_plan_weight:
+            args = [*args, "--own-plan-weight", number(self.cfg.own_plan_weight)]
         if rounds > 1:
             args = [*args, "--max-groups", str(wanted)]
         try:

@@ -235,10 +235,11 @@ class OnlineGRPO(Trainer):
              "--num-test", str(self.own.test_instances), "--seed", str(ctx.stage.seed), "--out-dir", str(gen),
              "--overwrite"],
         )  # fmt: skip
-        joint = self.cfg.league.joint_weight
+        joint, own_plan = self.cfg.league.joint_weight, self.cfg.own_plan_weight
         overrides = (
             f"trainer.test_freq={self.own.test_freq}",
             *([f"+selfplay.joint_weight={number(joint)}"] if joint else []),
+            *([f"+selfplay.own_plan_weight={number(own_plan)}"] if own_plan else []),
             *self.cfg.overrides,
         )
         job = self.job(

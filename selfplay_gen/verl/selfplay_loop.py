@@ -31,8 +31,9 @@ A game that failed (the record has a `failure`: a backend error such as an abort
 a broken token invariant) is never trained either: both seats return that fully masked
 trajectory, and its reward (0: no agreement) still counts in the group's mean and std, since
 verl's GRPO cannot leave one session of a group out. The reward is `selfplay_gen.reward`'s training
-reward, the same as offline (`+selfplay.invalid_move_penalty` and `+selfplay.joint_weight`, as
-`selfplay-convert`'s options; the joint-outcome term apart in the output's `joint_term`). The game's own
+reward, the same as offline (`+selfplay.invalid_move_penalty`, `+selfplay.joint_weight` and
+`+selfplay.own_plan_weight`, as `selfplay-convert`'s options; the joint-outcome and own-view terms apart in the
+output's `joint_term` and `own_plan_term`). The game's own
 measures (its evaluation row's numbers: agreement, invalid moves, cells stated, ...) go with it as
 `reward_extra_info`, which verl's validation averages per validation (val-aux/<data source>/<measure>/mean@1) and
 `online_trainer` per training step (games/<measure>/mean).
@@ -65,7 +66,7 @@ from ..games import GameConfig
 from ..games.base import Game, GameInstance, Limits, Observation
 from ..players import LLMPlayer
 from ..records import Record
-from ..reward import joint_term, training_reward
+from ..reward import joint_term, own_plan_term, training_reward
 from ..runner import GameSpec, play_game
 from ..sampling import Sampling
 from ..seat_tokens import sampled
@@ -136,6 +137,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
         self.max_new_tokens = int(settings.get("max_new_tokens", Sampling.max_new_tokens))
         self.invalid_move_penalty = float(settings.get("invalid_move_penalty", 0.0))  # as selfplay-convert's
         self.joint_weight = float(settings.get("joint_weight", 0.0))  # as selfplay-convert's --joint-weight
+        self.own_plan_weight = float(settings.get("own_plan_weight", 0.0))  # as its --own-plan-weight
         partner = settings.get("partner_temperature")
         self.partner_temperature = None if partner is None else float(partner)
         rollout = self.rollout_config
@@ -179,13 +181,16 @@ class SelfPlayAgentLoop(AgentLoopBase):
         outcome = record["outcome"]
         return AgentLoopOutput(
             **self._trajectory(record, seat, game, instance),
-            reward_score=training_reward(record, seat, self.invalid_move_penalty, self.joint_weight),
+            reward_score=training_reward(
+                record, seat, self.invalid_move_penalty, self.joint_weight, self.own_plan_weight
+            ),
             num_turns=len(record["players"][seat]["messages"]),
             metrics=AgentLoopMetrics(),
             extra_fields={
                 "game_id": record["game_id"],
                 "normalized_reward": outcome["rewards"][seat],  # the seat's own reward, as convert's rows
                 "joint_term": joint_term(record, self.joint_weight),  # the training reward's joint-outcome part
+                "own_plan_term": own_plan_term(record, seat, self.own_plan_weight),  # and its own-view part
                 "termination": outcome["termination"],
                 "failed": bool(record["failure"]),
                 # logged as val-aux/<data source>/<name>/mean@1 (validation), games/<name>/mean (training)

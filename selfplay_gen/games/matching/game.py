@@ -61,6 +61,7 @@ class MatchingGame(Game[Instance, Move]):
         "chained-records": 896,
     }
     human_games = 134
+    own_plan = True  # `outcome.own_plan_shares`: `Instance.own_plan_shares` of the agreed matching
     evaluation = "selfplay_gen.games.matching.report"
     move_grammar = "[message] text · [propose] Proposal: then 8 lines “paper: reviewer” · [accept] · [reject]"
 
@@ -142,6 +143,8 @@ class MatchingGame(Game[Instance, Move]):
         normalized = raw / best if best else 0.0
         details: dict[str, Any] = {"proposal": proposal, "raw_reward": raw, "best_reward": best}
         details["normalized_reward"] = normalized
+        # what the agreed matching is worth to each seat on the table it sees (`selfplay_gen.reward`'s own-plan term)
+        details["own_plan_shares"] = instance.own_plan_shares(proposal)
         if self.move_format != PLAIN:
             details["move_format"] = self.move_format
         self._outcome = Outcome(termination, proposal is not None, (normalized, normalized), details)
@@ -176,6 +179,9 @@ class MatchingGame(Game[Instance, Move]):
 
     @classmethod
     def upgrade_record(cls, record: dict[str, Any]) -> None:
-        """Records written before per-seat rewards: both seats' reward is the normalized one."""
+        """Records written before per-seat rewards: both seats' reward is the normalized one; before
+        own-plan shares: each seat's, of the agreed matching."""
         outcome = record["outcome"]
         outcome.setdefault("rewards", [outcome["normalized_reward"]] * 2)
+        if "own_plan_shares" not in outcome:
+            outcome["own_plan_shares"] = Instance.from_dict(record["instance"]).own_plan_shares(outcome.get("proposal"))

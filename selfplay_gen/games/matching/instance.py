@@ -134,6 +134,11 @@ class Instance:
         guess, best = self._own_plan(player)
         return float(sum(guess[r, p] for r, p in pairs)) / best
 
+    def own_plan_shares(self, pairs: Iterable[Sequence[int]] | None) -> list[float]:
+        """Both seats' `own_plan_share` of an agreed matching's `pairs`; 0 each without one (no deal)."""
+        agreed = list(pairs or ())
+        return [self.own_plan_share(player, agreed) if agreed else 0.0 for player in (0, 1)]
+
     def random_plan_share(self, player: int) -> float:
         """`own_plan_share`'s expectation over uniformly random matchings: each cell lies in 1/8 of them."""
         guess, best = self._own_plan(player)

@@ -44,6 +44,8 @@ class _MatchingOutcome(TypedDict):
 
 class MatchingOutcome(_MatchingOutcome, total=False):
     proposal: Grid | None
+    # per seat, the agreed matching's `Instance.own_plan_share` (0 without one)
+    own_plan_shares: Annotated[list[Annotated[float, within(0, 1)]], lengths(2)]
 
 
 class MatchingRecord(TypedDict):
