@@ -21,6 +21,7 @@ from viewer_helpers import SCRIPTED_OPTS, make_negotiation_file, make_run_dir, p
 
 from selfplay_gen import games
 from selfplay_gen.cli import main
+from selfplay_gen.games.matching.instance import Instance
 from selfplay_gen.records import read_games
 from selfplay_gen.viewer.app import make_app
 from selfplay_gen.viewer.play import HUMAN
@@ -77,6 +78,10 @@ async def test_a_matching_game_shows_both_views_every_turn_and_what_was_possible
     assert proposals and all(t["plan"]["raw"] <= outcome["best_reward"] for t in proposals)
     score = f"{outcome['raw_reward']} of {outcome['best_reward']} possible = {outcome['normalized_reward']:.3f}"
     assert detail["outcome_rows"][0] == ["score", score]  # the game's own outcome lines, worded by its view
+    shares = Instance.from_dict(inst).own_plan_shares(outcome["proposal"])
+    assert 0 < shares[0] <= 1 and 0 < shares[1] <= 1
+    own = dict(detail["outcome_rows"])["on each seat's own table (own-plan share)"]
+    assert own == f"{shares[0]:.3f} | {shares[1]:.3f}"
 
 
 async def test_two_checkpoints_games_of_an_instance_are_found_for_side_by_side(client):

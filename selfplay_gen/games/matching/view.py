@@ -1,6 +1,7 @@
 """What the viewer's page shows of a matching game beside its turns (`MatchingGame.record_view`):
-each seat's scaled table with its hidden cells, the score of every proposal, the best assignment
-and the random-matching baseline of the instance."""
+each seat's scaled table with its hidden cells, the score of every proposal, the best assignment,
+the random-matching baseline of the instance and what the agreed assignment is worth on each seat's
+own table."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def record_view(record: Any, view: dict[str, Any]) -> dict[str, Any]:
         turn["plan"] = plan(event.get("pairs"))
     outcome = record["outcome"]
     baseline = random_matching_reward(table, best)
+    shares = instance.own_plan_shares(outcome.get("proposal") if outcome["agreed"] else None)
     return {
         "reviewers": list(REVIEWERS),
         "papers": list(PAPERS),
@@ -39,6 +41,7 @@ def record_view(record: Any, view: dict[str, Any]) -> dict[str, Any]:
         "outcome_rows": [
             ["score", f"{outcome['raw_reward']} of {best} possible = {outcome['normalized_reward']:.3f}"],
             ["random matching (this instance)", f"{baseline:.3f}"],
+            ["on each seat's own table (own-plan share)", " | ".join(f"{share:.3f}" for share in shares)],
         ],
     }
 
