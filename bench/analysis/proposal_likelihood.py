@@ -24,8 +24,7 @@ import numpy as np
 
 from selfplay_gen.evaluation.splits import split_seeds
 from selfplay_gen.games import GameConfig
-from selfplay_gen.games.matching.assignment import max_matching
-from selfplay_gen.games.matching.instance import HIDDEN_VALUE, Instance
+from selfplay_gen.games.matching.instance import Instance
 from selfplay_gen.games.matching.moves import render_proposal
 from selfplay_gen.token_context import token_context
 from selfplay_gen.verl.init_data import initial_messages
@@ -36,10 +35,8 @@ SEAT = 0
 def candidates(instance: Instance, random: int, rng: np.random.Generator) -> list[tuple[str, list[tuple[int, int]]]]:
     """(kind, pairs) of the proposals scored for `instance`: the seat's own best plan, `random` matchings, the
     identity."""
-    guess = np.where(np.asarray(instance.masks[SEAT], bool), np.asarray(instance.table), HIDDEN_VALUE)
-    own = [(int(r), int(p)) for r, p in max_matching(guess)[1]]
     drawn = [("random", [(r, int(p)) for r, p in enumerate(rng.permutation(8))]) for _ in range(random)]
-    return [("own plan", own), *drawn, ("identity", [(i, i) for i in range(8)])]
+    return [("own plan", instance.own_plan(SEAT)), *drawn, ("identity", [(i, i) for i in range(8)])]
 
 
 def proposal_logprobs(model, tokenizer, prompt: list[int], texts: list[str]) -> list[float]:

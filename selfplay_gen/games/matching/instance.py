@@ -139,6 +139,11 @@ class Instance:
         agreed = list(pairs or ())
         return [self.own_plan_share(player, agreed) if agreed else 0.0 for player in (0, 1)]
 
+    def own_plan(self, player: int) -> list[tuple[int, int]]:
+        """The (reviewer, paper) pairs of the best matching `player` could plan alone (`own_plan_share` 1)."""
+        guess = _guess(np.asarray(self.table), np.asarray(self.masks[player]))
+        return [(int(r), int(p)) for r, p in max_matching(guess)[1]]
+
     def random_plan_share(self, player: int) -> float:
         """`own_plan_share`'s expectation over uniformly random matchings: each cell lies in 1/8 of them."""
         guess, best = self._own_plan(player)

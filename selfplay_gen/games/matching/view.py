@@ -26,7 +26,6 @@ def record_view(record: Any, view: dict[str, Any]) -> dict[str, Any]:
         turn["plan"] = plan(event.get("pairs"))
     outcome = record["outcome"]
     baseline = random_matching_reward(table, best)
-    shares = instance.own_plan_shares(outcome.get("proposal") if outcome["agreed"] else None)
     return {
         "reviewers": list(REVIEWERS),
         "papers": list(PAPERS),
@@ -41,7 +40,7 @@ def record_view(record: Any, view: dict[str, Any]) -> dict[str, Any]:
         "outcome_rows": [
             ["score", f"{outcome['raw_reward']} of {best} possible = {outcome['normalized_reward']:.3f}"],
             ["random matching (this instance)", f"{baseline:.3f}"],
-            ["on each seat's own table (own-plan share)", " | ".join(f"{share:.3f}" for share in shares)],
+            ["on each seat's own table (own-plan share)", " | ".join(f"{s:.3f}" for s in outcome["own_plan_shares"])],
         ],
     }
 
