@@ -21,9 +21,11 @@ LOG = [
 def test_each_training_step_is_a_row_with_blanks_where_it_logged_nothing():
     rows = steps_table.table(LOG)
     header = rows[0]
-    assert header[:4] == ["step", "entropy", "score_mean", "agreed"] and len(rows) == 3  # step 0 validated only
+    assert header[:5] == ["step", "entropy", "score_mean", "reward", "agreed"]
+    assert len(rows) == 3  # step 0 validated only
     first, second = (dict(zip(header, row)) for row in rows[1:])
     assert (first["step"], first["agreed"], first["step_s"], first["gen_s"]) == ("1", "0.25", "90.81", "37.35")
+    assert first["reward"] == "0.15" and second["reward"] == ""
     assert first["agreed_reward"] == "0.6" and second["agreed_reward"] == ""  # 0.15 / 0.25; no reward logged
     assert first["validation_reward"] == "" and second["validation_reward"] == "0.3398"
     assert second["gen_s"] == "" and second["invalid"] == ""

@@ -28,7 +28,8 @@ VALIDATION = f"val-aux/{SOURCE}"
 # (short name, metric)
 COLUMNS = (
     ("entropy", "actor/entropy"),
-    ("score_mean", "critic/score/mean"),
+    ("score_mean", "critic/score/mean"),  # the training reward, own-plan term included where it is weighted
+    ("reward", f"{STEP_MEASURES}/normalized_reward/mean"),  # the game's own reward
     ("agreed", f"{STEP_MEASURES}/agreed/mean"),
     ("agreed_reward", "agreed_reward"),
     ("invalid", f"{STEP_MEASURES}/invalid/mean"),
@@ -41,6 +42,7 @@ COLUMNS = (
     ("gen_s", "timing_s/gen"),
     ("update_actor_s", "timing_s/update_actor"),
     ("validation_reward", f"val-core/{SOURCE}/reward/mean@1"),
+    ("validation_normalized_reward", f"{VALIDATION}/normalized_reward/mean@1"),
     ("validation_agreed", f"{VALIDATION}/agreed/mean@1"),
     ("validation_agreed_reward", "validation_agreed_reward"),
     ("validation_invalid", f"{VALIDATION}/invalid/mean@1"),
