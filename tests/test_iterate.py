@@ -1047,3 +1047,31 @@ def test_out_of_memory_advice_for_grpo_names_the_actors_micro_batches_and_the_ro
     assert "ppo_micro_tokens" in engine and "gpu_memory_utilization" in engine
     none = memory_advice(offline, Verl(ppo_micro_tokens=16384, offline_engine=False), tmp_path / "verl.log")
     assert "ppo_micro_tokens" in none and "gpu_memory_utilization" not in none  # it starts no rollout engine
+
+
+def test_a_format_warm_start_can_imitate_each_seats_best_random_games(tmp_path):
+    """Expert iteration's first step from random legal play: many games an instance, each seat's best by the
+    training reward kept."""
+    out = dry_iterate(
+        tmp_path, "--num_iterations", "0", "--warm.policy", "format", "--warm.games", "4096",
+        "--warm.games_per_instance", "64", "--warm.top_fraction", "0.015625", "--own_plan_weight", "1",
+    )  # fmt: skip
+    (games,) = [line for line in out.splitlines() if "--backend scripted" in line]
+    assert "--num-games 4096 --games-per-instance 64" in games
+    (convert,) = [line for line in out.splitlines() if line.startswith("+ conv ")]
+    assert "--top-fraction 0.015625 --own-plan-weight 1" in convert
+    plain = dry_iterate(tmp_path / "plain", "--num_iterations", "0", "--warm.policy", "format")
+    (convert,) = [line for line in plain.splitlines() if line.startswith("+ conv ")]
+    assert "--top-fraction 1.0 " in convert and "--own-plan-weight" not in convert
+    assert "--games-per-instance 1 " in plain
+
+
+def test_a_skill_conditioned_warm_start_refuses_several_games_an_instance(tmp_path):
+    from click.testing import CliRunner
+
+    from selfplay_gen.iterate.cli import iterate_command
+
+    args = ["--dry-run", "--run_dir", str(tmp_path), "--game", "negotiation", "--league.skill_levels",
+            "novice,expert", "--warm.games_per_instance", "8"]  # fmt: skip
+    result = CliRunner().invoke(iterate_command, args)
+    assert result.exit_code == 2 and "warm.games_per_instance" in result.output

@@ -216,6 +216,12 @@ def iterate(o: dict[str, Any]) -> str | None:
             "sees), so its games have no own-plan term; leave own_plan_weight at 0",
             param_hint="own_plan_weight",
         )
+    if cfg.league.skill_levels and cfg.warm.games_per_instance > 1:
+        raise click.BadParameter(
+            f"a skill-conditioned warm start plays one game an instance at each level, not "
+            f"{cfg.warm.games_per_instance}; leave warm.games_per_instance at 1",
+            param_hint="warm.games_per_instance",
+        )
     if cfg.games_per_instance % cfg.league.partners_per_group:
         raise click.BadParameter(
             f"{cfg.league.partners_per_group} partners cannot share a group of {cfg.games_per_instance} games evenly; "

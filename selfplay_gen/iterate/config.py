@@ -448,7 +448,17 @@ class Warm:
         type=click.Choice(WARM_START_POLICIES), alias="WARM_START",
     )  # fmt: skip
     below: float = knob(0.5, "Agreement below which auto warm-starts.", alias="WARM_START_BELOW")
-    games: int = knob(4096, "Teacher games of the warm start.", type=POSITIVE, alias="WARM_GAMES")
+    games: int = knob(4096, "Games of the warm start.", type=POSITIVE, alias="WARM_GAMES")
+    games_per_instance: int = knob(
+        1, "Warm games played on each instance (warm.games in all): with warm.top_fraction below 1, the warm start "
+        "imitates each seat's best of them.", type=POSITIVE, alias="WARM_GAMES_PER_INSTANCE",
+    )  # fmt: skip
+    top_fraction: float = knob(
+        1.0, "Share of each instance's warm games each seat imitates, the best by the training reward "
+        "(own_plan_weight counts): 1 imitates them all. Below 1 on a format start, the warm start is expert "
+        "iteration's first step from random legal play, which the game's reward alone selects.",
+        type=click.FloatRange(0, 1, min_open=True), alias="WARM_TOP_FRACTION",
+    )  # fmt: skip
     teacher_plan: str | None = knob(None, teacher_plan_help(), alias="TEACHER_PLAN")
     epochs: int = knob(2, "Warm-start epochs.", type=POSITIVE, alias="WARM_EPOCHS")
     lora_rank: int = knob(16, "Warm-start LoRA rank; 0: full fine-tuning.", type=COUNT, alias="WARM_LORA_RANK")

@@ -512,6 +512,12 @@ class Run:
             replace(PlayedBy.of(player, during), complete=True).write(gen)
         return choice
 
+    def training_reward(self) -> list[str]:
+        """selfplay-convert's options for the terms the run adds to the game's reward, by which it ranks games."""
+        cfg = self.cfg
+        joint = ["--joint-weight", number(cfg.league.joint_weight)] if cfg.league.joint_weight else []
+        return [*joint, *(["--own-plan-weight", number(cfg.own_plan_weight)] if cfg.own_plan_weight else [])]
+
     def convert(self, iteration: int, gen: Path, args: list[str], wanted: int, played: int, rounds: int) -> bool:
         """Convert the stage's games (gen/games.jsonl) with `args`; then whether to play another round
         (`decisions.needs_another_round`), said in the log once rounds are asked for. With rounds, the
@@ -521,10 +527,7 @@ class Run:
         nothing and shows what the rounds would do."""
         from convert.pipeline import EXIT_NO_ROWS
 
-        if self.cfg.league.joint_weight:
-            args = [*args, "--joint-weight", number(self.cfg.league.joint_weight)]
-        if self.cfg.own_plan_weight:
-            args = [*args, "--own-plan-weight", number(self.cfg.own_plan_weight)]
+        args = [*args, *self.training_reward()]
         if rounds > 1:
             args = [*args, "--max-groups", str(wanted)]
         try:
@@ -670,7 +673,8 @@ class Run:
 
     def warm_start(self, stage: Stage) -> None:
         """SFT on the game's teacher games (scripted players at full strength), or, for a format warm
-        start, on its random legal players' games: the grammar of every move and no strategy."""
+        start, on its random legal players' games: the grammar of every move and no strategy. With several
+        games an instance and warm.top_fraction below 1, on each seat's best of them by the training reward."""
         cfg, gen = self.cfg, stage.dir / "gen"
         plan = ["--teacher-plan", cfg.warm.teacher_plan] if cfg.warm.teacher_plan else []
         format_start = cfg.warm.policy == "format"
@@ -685,15 +689,15 @@ class Run:
                 self.shell.run(
                     f"warm start: {what}",
                     [*cfg.tools.gen, *self.plays.config(gen), "--backend", "scripted", *player, "--seed",
-                     str(stage.seed), "--num-games", str(cfg.warm.games), "--games-per-instance", "1", "--out",
+                     str(stage.seed), "--num-games", str(cfg.warm.games), "--games-per-instance",
+                     str(cfg.warm.games_per_instance), "--out",
                      str(gen / "games.jsonl"), "--resume", "--quiet"],
                 )  # fmt: skip
+        chosen = ["--top-fraction", number(cfg.warm.top_fraction), *self.training_reward()]
         with self.timed("convert"):
             self.shell.run(
                 "warm start: convert",
-                self.plays.convert(
-                    gen, ["--format", "sft", "--top-fraction", "1", "--model", self.checkpoints[0], *self.limits()]
-                ),
+                self.plays.convert(gen, ["--format", "sft", *chosen, "--model", self.checkpoints[0], *self.limits()]),
             )
         job = TrainJob(
             mode="sft", model=self.model, train_files=str(gen / "train.parquet"),
