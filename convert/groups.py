@@ -13,8 +13,10 @@ import pandas as pd
 from selfplay_gen.seat_tokens import RETOKENIZED, SAMPLED
 
 # a seat row's status, besides SAMPLED and RETOKENIZED; OPPONENT: a seat `--seat` does not train;
-# NO_VALID_MOVE: a seat that moved and never validly, which `--valid-moves` has nothing of to keep
+# NO_VALID_MOVE: a seat that moved and never validly, which `--valid-moves` has nothing of to keep;
+# UNSELECTED: a scripted seat outside its group's best, never tokenized since sft will not keep it
 TOO_LONG, IDLE, OPPONENT, NO_VALID_MOVE = "too_long", "idle", "opponent", "no_valid_move"
+UNSELECTED = "unselected"
 SPILLED = (SAMPLED, RETOKENIZED)  # seat rows that have tokens within the limits
 
 

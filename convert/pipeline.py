@@ -31,7 +31,7 @@ from selfplay_gen.token_context import TokenInvariantError
 
 from . import groups
 from .formats import DPO_PAIRS, FORMATS, TRAIN, VAL, DpoRows, GrpoRows, SftRows
-from .groups import IDLE, NO_VALID_MOVE, OPPONENT, SPILLED, TOO_LONG, GroupError
+from .groups import IDLE, NO_VALID_MOVE, OPPONENT, SPILLED, TOO_LONG, UNSELECTED, GroupError
 from .reward import BASELINES, per_seat_baseline
 from .rows import SPILL_SCHEMA, RowBatch, ground_truth, valid_moves_chat
 from .split import validation_instances
@@ -140,9 +140,29 @@ def _convert(games: Path, paths: dict[str, Path], options: Options, overwrite: b
     existing = [str(p) for p in paths.values() if p.exists()]
     if existing and not overwrite:
         raise ConvertError(f"{', '.join(existing)} already exists; pass --overwrite to replace it")
+    for selection in (_selection(games, options), None):
+        try:
+            return _write(games, paths, options, stale, selection)
+        except _SelectionMoved:
+            continue  # tokenize every seat
+    raise AssertionError("a conversion without a selection found before pass 1 cannot miss it")
+
+
+class _SelectionMoved(Exception):
+    """A game left out in pass 1 (its tokens broke an invariant) changed which seat rows its group keeps."""
+
+
+def _write(
+    games: Path, paths: dict[str, Path], options: Options, stale: list[Path], selection: set[tuple[str, int]] | None
+) -> dict:
+    """Both passes and the summary; `selection`: the only scripted seat rows pass 1 tokenizes (`_selection`)."""
     with _collector_paused(), Spill(paths["train"], SPILL_SCHEMA) as spill:
-        ledger, facts = _read(games, spill, options)
+        ledger, facts = _read(games, spill, options, selection)
         facts["index_from"] = _plan(ledger, options)
+        if selection is not None and any(
+            (ledger[f"keep{seat}"] & (ledger[f"status{seat}"] == UNSELECTED)).any() for seat in (0, 1)
+        ):
+            raise _SelectionMoved
         if options.baseline == "per-seat":
             facts["seat_baselines"] = per_seat_baseline(ledger)
         if options.format == "grpo":
@@ -191,8 +211,45 @@ def _collector_paused():
             gc.enable()
 
 
-def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, dict]:
-    """Pass 1: check every game, spill the seat rows that fit, return the ledger."""
+def _selection(games: Path, options: Options) -> set[tuple[str, int]] | None:
+    """The (game id, seat) rows an sft selection keeps, from the rewards alone, so that pass 1 tokenizes no
+    scripted seat it would drop: re-encoding a scripted seat's chat is most of a conversion's time, and
+    keeping the best of 64 random games drops 63 of every 64. None where every row is tokenized (no
+    selection; games with an LLM seat, whose recorded ids are cheap to read). Excluded games are left out
+    as pass 1 leaves them out, except for broken token invariants, which only tokenizing finds
+    (`_SelectionMoved`)."""
+    if options.format != "sft" or options.valid_moves or options.top_fraction >= 1:
+        return None
+    seen: set[str] = set()
+    rows = []
+    for record in read_games(games, skip_invalid=True, errors=[]):
+        if any(seat.get("kind") == "llm" for seat in record["players"]):
+            return None
+        if record["game_id"] in seen:
+            continue
+        seen.add(record["game_id"])
+        if record.get("failure") or end_of(record["outcome"]["termination"]) == "failed":
+            continue
+        rewards = (
+            training_reward(record, s, options.invalid_move_penalty, options.joint_weight, options.own_plan_weight)
+            for s in (0, 1)
+        )
+        rows.append((record["game_id"], record["instance_id"], *rewards))
+    frame = pd.DataFrame(rows, columns=["game_id", "instance_id", "reward0", "reward1"])
+    return {
+        (game_id, seat)
+        for seat in (0, 1)
+        for game_id in frame.loc[
+            groups.top(frame[f"reward{seat}"], frame["instance_id"], options.top_fraction), "game_id"
+        ]
+    }
+
+
+def _read(
+    games: Path, spill: Spill, options: Options, selection: set[tuple[str, int]] | None = None
+) -> tuple[pd.DataFrame, dict]:
+    """Pass 1: check every game, spill the seat rows that fit, return the ledger. With a `selection`, a
+    scripted seat outside it is not tokenized (UNSELECTED)."""
     errors: list[str] = []
     excluded: Counter[str] = Counter()
     statuses: Counter[str] = Counter()
@@ -205,14 +262,19 @@ def _read(games: Path, spill: Spill, options: Options) -> tuple[pd.DataFrame, di
         records += 1
         _refuse_evaluation_instance(games, record)
         trained = [_trained(record, s, options) for s in (0, 1)]
-        reason, detail, seats = _examine(record, seen, trained, options)
+        unselected = [selection is not None and (record["game_id"], s) not in selection for s in (0, 1)]
+        tokenized = [wanted and not skipped for wanted, skipped in zip(trained, unselected)]
+        reason, detail, seats = _examine(record, seen, tokenized, options)
         if reason is not None:
             excluded[reason] += 1
             if len(examples) < EXAMPLES:
                 examples.append(f"{record['game_id']}: {reason}" + (f" ({detail})" if detail else ""))
             continue
         game = len(ledger)
-        status = [_status(tokens, options) if trained[s] else OPPONENT for s, tokens in enumerate(seats)]
+        status = [
+            OPPONENT if not trained[s] else UNSELECTED if not tokenized[s] else _status(tokens, options)
+            for s, tokens in enumerate(seats)
+        ]
         chats = [valid_moves_chat(record, s) if options.valid_moves and status[s] in SPILLED else None for s in (0, 1)]
         status = [NO_VALID_MOVE if chat == [] else seat_status for seat_status, chat in zip(status, chats)]
         statuses.update(status)
@@ -425,6 +487,7 @@ def _summary(
         "seats_too_long": seats[TOO_LONG],
         "seats_not_trained": seats[OPPONENT],
         "seats_retokenized": seats[RETOKENIZED],
+        "seats_not_tokenized": seats[UNSELECTED],  # scripted seats outside an sft selection
         "groups": {
             "instances": len(sizes),
             "constant_instances": int(

@@ -244,8 +244,58 @@ def test_scripted_games_give_no_grpo_rows(scripted_games, tmp_path):
     games = write(tmp_path / "games.jsonl", scripted_games)
     result = convert(games, "--val-fraction", "0", ok=False)
     assert result.exit_code == EXIT_NO_ROWS and "no training rows" in result.output  # its own status: play more
-    convert(games, "--format", "sft", "--val-fraction", "0")
+    convert(games, "--format", "sft", "--top-fraction", "1", "--val-fraction", "0")
     assert summary_of(games)["seats_retokenized"] == 2 * len(scripted_games)
+
+
+def _sft_both_ways(games: Path, out: Path, monkeypatch) -> tuple[dict, dict]:
+    """The summaries of an sft conversion into out/selected and of one that tokenizes every seat into out/all;
+    their rows must be equal."""
+    import convert.pipeline as pipeline
+
+    args = ["--format", "sft", "--top-fraction", "0.25", "--val-fraction", "0", "--out-dir"]
+    convert(games, *args, str(out / "selected"))
+    with monkeypatch.context() as patched:
+        patched.setattr(pipeline, "_selection", lambda games, options: None)
+        convert(games, *args, str(out / "all"))
+    assert rows(out / "selected" / "train.parquet") == rows(out / "all" / "train.parquet")
+    return tuple(json.loads((out / name / "convert_summary.json").read_text()) for name in ("selected", "all"))
+
+
+def test_sft_tokenizes_only_the_scripted_seats_it_keeps(scripted_games, tmp_path, monkeypatch):
+    """Re-encoding scripted chats is most of a conversion's time: the rows sft keeps are known from the
+    rewards alone, so the seats it drops are never tokenized, and the rows are the same."""
+    games = write(tmp_path / "games.jsonl", scripted_games)
+    selected, every = _sft_both_ways(games, tmp_path, monkeypatch)
+    kept = len(rows(tmp_path / "selected" / "train.parquet"))
+    assert selected["seats_retokenized"] == kept < every["seats_retokenized"] == 2 * len(scripted_games)
+    assert selected["seats_not_tokenized"] == 2 * len(scripted_games) - kept
+
+
+def test_a_kept_game_whose_tokens_break_leaves_its_group_kept_as_without_the_shortcut(
+    scripted_games, tmp_path, monkeypatch
+):
+    """A game left out in pass 1 (broken token invariants) moves its group's ranking to a game not
+    tokenized: the conversion then tokenizes every seat and keeps what it would have kept."""
+    import convert.pipeline as pipeline
+    from selfplay_gen.token_context import TokenInvariantError
+
+    games = write(tmp_path / "games.jsonl", scripted_games)
+    convert(games, "--format", "sft", "--top-fraction", "0.25", "--val-fraction", "0")
+    broken = rows(tmp_path / "train.parquet")[0]["extra_info"]["game_id"]
+    (record,) = [r for r in scripted_games if r["game_id"] == broken]
+    chats = {json.dumps(seat["messages"]) for seat in record["players"]}
+    real = pipeline.seat_tokens
+
+    def breaks(seat, tokenizer):
+        if json.dumps(seat["messages"]) in chats:
+            raise TokenInvariantError("broken on purpose")
+        return real(seat, tokenizer)
+
+    monkeypatch.setattr(pipeline, "seat_tokens", breaks)
+    selected, every = _sft_both_ways(games, tmp_path / "out", monkeypatch)
+    assert selected["excluded"] == every["excluded"] == {"token_invariant": 1}
+    assert selected["seats_not_tokenized"] == 0  # read again, every seat tokenized
 
 
 def test_sft_keeps_the_best_games_and_masks_exactly_the_own_turns(llm_games, tmp_path, tokenizer):
