@@ -14,6 +14,14 @@ one half at every set), as verl's `use_kl_loss` adds it. The reward is the match
 
 prints, for each arm, each step's exact values of the strategy (`kuhn_strategy.values`) at a few steps,
 averaged over seeds, and writes kuhn_tabular_grpo.md (and .json) to DIR.
+
+    python bench/analysis/kuhn_tabular_grpo.py --filtered-imitation 4
+
+plays filtered BC's loop instead, with a perfect imitator (`filtered_imitation`): each iteration keeps each
+seat's first won match of 16 self-play matches of 4,096 instances, as `selfplay-convert --format sft
+--top-fraction 0.0625` keeps, and the next table is the kept decisions' share of aggressive moves at each
+information set. Iteration 1, from random play, is the ceiling of a format warm start on selected random games
+(`warm.games_per_instance=16 warm.top_fraction=0.0625`).
 """
 
 from __future__ import annotations
@@ -56,6 +64,21 @@ def play_hand(p: np.ndarray, cards: tuple[int, int], first: int, rng: np.random.
     return (won_by_first if first == 0 else -won_by_first), moves
 
 
+def deal(rng: np.random.Generator) -> list[tuple[int, int]]:
+    """An instance's cards, one deal a hand, which every match of its group plays."""
+    return [DEALS[i] for i in rng.integers(0, len(DEALS), HANDS)]
+
+
+def match(p: np.ndarray, deals: list[tuple[int, int]], rng: np.random.Generator) -> tuple[int, list]:
+    """(chips won by seat 0, [(seat, node, aggressive)]) of one KuhnPoker-v0 match on `deals` with both seats
+    playing `p`."""
+    chips, moves = 0, []
+    for hand, cards in enumerate(deals):
+        won, made = play_hand(p, cards, FIRST[hand], rng)
+        chips, moves = chips + won, moves + made
+    return chips, moves
+
+
 def train(reward: str, kl: float, steps: int, lr: float, seed: int, record_at: list[int]) -> dict[int, np.ndarray]:
     """The table's probabilities at each step of `record_at`."""
     rng = np.random.default_rng(seed)
@@ -66,13 +89,10 @@ def train(reward: str, kl: float, steps: int, lr: float, seed: int, record_at: l
         p = 1 / (1 + np.exp(-theta))
         grad, decisions = np.zeros_like(theta), 0
         for _ in range(BATCH):
-            deals = [DEALS[i] for i in rng.integers(0, len(DEALS), HANDS)]
+            deals = deal(rng)
             games = []
             for _ in range(GROUP):
-                chips, moves = 0, []
-                for hand, cards in enumerate(deals):
-                    won, made = play_hand(p, cards, FIRST[hand], rng)
-                    chips, moves = chips + won, moves + made
+                chips, moves = match(p, deals, rng)
                 rewards = (np.sign(chips), -np.sign(chips)) if reward == "outcome" else (chips / HANDS, -chips / HANDS)
                 games.append((rewards, moves))
             for seat in range(2):
@@ -94,13 +114,57 @@ def train(reward: str, kl: float, steps: int, lr: float, seed: int, record_at: l
     return kept
 
 
+def filtered_imitation(
+    iterations: int, instances: int = 4096, games_per_instance: int = 16, seed: int = 0
+) -> list[np.ndarray]:
+    """The table after each iteration of filtered BC with a perfect imitator, from random play: each seat keeps
+    its first won match of each instance's `games_per_instance` (a lost or drawn match is never a
+    demonstration), and each information set the kept matches never reached stays at one half."""
+    rng = np.random.default_rng(seed)
+    p, tables = np.full(len(kuhn.NODES), 0.5), []
+    for _ in range(iterations):
+        aggressive, decisions = np.zeros(len(kuhn.NODES)), np.zeros(len(kuhn.NODES))
+        for _ in range(instances):
+            deals = deal(rng)
+            matches = [match(p, deals, rng) for _ in range(games_per_instance)]
+            for seat, sign in ((0, 1), (1, -1)):
+                won = next((moves for chips, moves in matches if sign * chips > 0), [])
+                for s, node, bet in won:
+                    if s == seat:
+                        aggressive[node] += bet
+                        decisions[node] += 1
+        p = np.where(decisions > 0, aggressive / np.maximum(decisions, 1), 0.5)
+        tables.append(p)
+    return tables
+
+
+def filtered_report(iterations: int) -> str:
+    """Each iteration's exact values and shares of the aggressive move, as a markdown table."""
+    tables = [np.full(len(kuhn.NODES), 0.5), *filtered_imitation(iterations)]
+    head = ["policy", *kuhn.VALUES.values(), *(kuhn.node_name(node) for node in kuhn.NODES)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for i, table in enumerate(tables):
+        values = kuhn.values(table)
+        cells = [f"iteration {i}" if i else "random play", *(f"{float(values[k]):+.3f}" for k in kuhn.VALUES)]
+        lines.append("| " + " | ".join([*cells, *(f"{share:.2f}" for share in table)]) + " |")
+    equilibrium = ["equilibrium", *("" for _ in kuhn.VALUES), *(f"{share:.2f}" for share in kuhn.EQUILIBRIUM)]
+    lines.append("| " + " | ".join(equilibrium) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--lr", type=float, default=0.05, help="Adam's step on the table's logits")
     parser.add_argument("--out", type=Path, default=Path("bench/results/kuhn_tabular_grpo"))
+    parser.add_argument(
+        "--filtered-imitation", type=int, metavar="ITERATIONS", help="print filtered BC's loop instead (stdout)"
+    )
     args = parser.parse_args()
+    if args.filtered_imitation:
+        print(filtered_report(args.filtered_imitation))
+        return
     record_at = sorted({0, 8, 16, 32, args.steps // 2, args.steps})
     arms = [("outcome", 0.0), ("chips", 0.0), ("outcome", 0.1), ("chips", 0.1), ("outcome", 0.5), ("chips", 0.5)]
     results = []

@@ -1,0 +1,35 @@
+"""bench/analysis/kuhn_tabular_grpo.py's filtered-imitation loop: imitating won matches makes the table read the
+cards, and its report shows each iteration."""
+
+import bench_modules
+import numpy as np
+
+from selfplay_gen.games.textarena import kuhn_strategy as kuhn
+
+kuhn_tabular = bench_modules.load("analysis/kuhn_tabular_grpo.py", "kuhn_tabular_grpo")
+
+
+def test_imitating_won_matches_calls_by_the_card_and_gains_on_random_play():
+    (table,) = kuhn_tabular.filtered_imitation(1, instances=512, seed=3)
+    calls = [table[kuhn.INDEX[(False, card, True)]] for card in range(3)]  # second to act, facing a bet
+    assert calls[0] < 0.45 < 0.55 < calls[2] and calls[0] < calls[1] < calls[2]
+    start, learned = kuhn.values(np.full(len(kuhn.NODES), 0.5)), kuhn.values(table)
+    assert learned["equilibrium_first"] > start["equilibrium_first"] + 0.02
+    assert learned["equilibrium_second"] > start["equilibrium_second"] + 0.02
+
+
+def test_a_match_plays_its_three_deals_and_sums_seat_0s_chips():
+    rng = np.random.default_rng(0)
+    always = np.ones(len(kuhn.NODES))  # every seat bets and calls: each hand goes to a showdown for 2 chips
+    deals = [(2, 0), (0, 1), (1, 2)]
+    chips, moves = kuhn_tabular.match(always, deals, rng)
+    assert chips == 2 - 2 - 2 and len(moves) == 6
+
+
+def test_the_report_has_random_play_each_iteration_and_the_equilibrium(monkeypatch):
+    real = kuhn_tabular.filtered_imitation
+    monkeypatch.setattr(kuhn_tabular, "filtered_imitation", lambda n: real(n, instances=64))
+    lines = kuhn_tabular.filtered_report(2).splitlines()
+    rows = ["| random play", "| iteration 1", "| iteration 2", "| equilibrium"]
+    assert [line.split(" | ")[0] for line in lines[2:]] == rows
+    assert lines[2].split(" | ")[1] == "-0.167"  # random play against the equilibrium, exactly
