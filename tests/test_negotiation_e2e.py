@@ -172,7 +172,7 @@ def test_play_command_plays_scripted_negotiators_in_the_chosen_reward_mode(tmp_p
     assert resumed.exit_code != 0 and "game='negotiation' (now 'matching')" in resumed.output
     semi = tmp_path / "semi" / "g.jsonl"
     assert play("--game", "negotiation", "-n", "8", "-k", "4", "--out", str(semi)).exit_code == 0
-    convert(semi, "--format", "sft", "--val-fraction", "0")  # scripted seats: sft, re-tokenized
+    convert(semi, "--format", "sft", "--top-fraction", "1", "--val-fraction", "0")  # scripted seats: re-tokenized
     assert summary_of(semi)["seats_retokenized"] == 16
 
 
