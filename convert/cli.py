@@ -254,6 +254,15 @@ def main(
         click.echo(
             f"skipped {summary['invalid_lines']} invalid lines, the first: {summary['invalid_examples'][0]}", err=True
         )
+    if "sft" in summary:
+        kept = summary["sft"]["mean_rewards"]
+        click.echo(
+            "sft rows' games score "
+            + " / ".join("-" if k is None else f"{k:.3f}" for k in kept)
+            + " (seat 0 / 1; every game: "
+            + " / ".join(f"{m:.3f}" for m in summary["mean_rewards"])
+            + ")"
+        )
     if "grpo" in summary:
         click.echo(
             f"grpo groups: {json.dumps(summary['grpo'])}; replay with actor_rollout_ref.rollout.n="

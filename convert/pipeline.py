@@ -519,4 +519,21 @@ def _summary(
             summary["grpo"]["seat_baselines"] = facts["seat_baselines"]
     if options.format == "dpo":
         summary["dpo"] = {"pairs": len(project.pairs), "unpaired_groups": project.unpaired}
+    if options.format == "sft":
+        summary["sft"] = _kept(ledger)
     return summary
+
+
+def _kept(ledger: pd.DataFrame) -> dict:
+    """Per seat, the seat rows sft writes and their games' mean reward and training reward (None for a seat with
+    none): what imitating them perfectly would play, beside `mean_rewards` of every game."""
+    written = [ledger[f"keep{seat}"] & ledger[f"status{seat}"].isin(SPILLED) for seat in (0, 1)]
+
+    def mean(column: str, seat: int) -> float | None:
+        return float(ledger.loc[written[seat], f"{column}{seat}"].mean()) if written[seat].any() else None
+
+    return {
+        "rows": [int(rows.sum()) for rows in written],
+        "mean_rewards": [mean("score", seat) for seat in (0, 1)],
+        "mean_training_rewards": [mean("reward", seat) for seat in (0, 1)],
+    }

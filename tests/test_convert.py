@@ -308,6 +308,13 @@ def test_sft_keeps_the_best_games_and_masks_exactly_the_own_turns(llm_games, tmp
         )
         best = {r["game_id"] for r in games_of[:2] if r["outcome"]["normalized_reward"] > 0}
         assert {g["game_id"] for g in games_of} & kept == best
+    rewards = {r["game_id"]: r["outcome"]["rewards"] for r in llm_games}
+    infos = [r["extra_info"] for r in rows(tmp_path / "train.parquet")]
+    written = [[info["game_id"] for info in infos if info["player"] == s] for s in (0, 1)]
+    summary = summary_of(games)["sft"]  # what the kept rows' games score, seat by seat
+    assert summary["rows"] == [len(ids) for ids in written]
+    for seat, ids in enumerate(written):
+        assert summary["mean_rewards"][seat] == pytest.approx(sum(rewards[i][seat] for i in ids) / len(ids))
     config = OmegaConf.create(
         {"max_length": 4096, "truncation": "error", "pad_mode": "no_padding", "messages_key": "messages"}
     )
