@@ -225,16 +225,9 @@ def _selection(games: Path, options: Options) -> set[tuple[str, int]] | None:
     for record in read_games(games, skip_invalid=True, errors=[]):
         if any(seat.get("kind") == "llm" for seat in record["players"]):
             return None
-        if record["game_id"] in seen:
-            continue
-        seen.add(record["game_id"])
-        if record.get("failure") or end_of(record["outcome"]["termination"]) == "failed":
-            continue
-        rewards = (
-            training_reward(record, s, options.invalid_move_penalty, options.joint_weight, options.own_plan_weight)
-            for s in (0, 1)
-        )
-        rows.append((record["game_id"], record["instance_id"], *rewards))
+        if _unusable(record, seen) is None:
+            rewards = (_training_reward(record, s, options) for s in (0, 1))
+            rows.append((record["game_id"], record["instance_id"], *rewards))
     frame = pd.DataFrame(rows, columns=["game_id", "instance_id", "reward0", "reward1"])
     return {
         (game_id, seat)
@@ -286,12 +279,7 @@ def _read(
                 record["instance_id"],
                 record["group"],
                 *map(float, outcome["rewards"]),
-                *(
-                    training_reward(
-                        record, s, options.invalid_move_penalty, options.joint_weight, options.own_plan_weight
-                    )
-                    for s in (0, 1)
-                ),
+                *(_training_reward(record, s, options) for s in (0, 1)),
                 joint_term(record, options.joint_weight),
                 *(own_plan_term(record, s, options.own_plan_weight) for s in (0, 1)),
                 *status,
@@ -406,19 +394,33 @@ def _trained(record: Record, seat: int, options: Options) -> bool:
     return played_by.get("model") == options.seats_of
 
 
+def _unusable(record: Record, seen: set[str]) -> tuple[str, str] | None:
+    """Why a game is left out before any tokenizing (a repeated id, a failure), with details; None if it is not.
+    Adds its id to `seen`."""
+    if record["game_id"] in seen:
+        return "duplicate_game_id", ""
+    seen.add(record["game_id"])
+    failure, termination = record.get("failure"), record["outcome"]["termination"]
+    if failure:
+        return f"failed:{failure['reason']}", failure.get("detail", "")
+    if end_of(termination) == "failed":
+        return f"failed:{termination}", ""
+    return None
+
+
+def _training_reward(record: Record, seat: int, options: Options) -> float:
+    """The seat's training reward under `options`' shaping and terms (`selfplay_gen.reward.training_reward`)."""
+    return training_reward(record, seat, options.invalid_move_penalty, options.joint_weight, options.own_plan_weight)
+
+
 def _examine(record: Record, seen: set[str], trained: list[bool], options: Options) -> tuple[str | None, str, list]:
     """Why a game cannot be used at all (None if it can) with details, and each seat's tokens (`trained`: per
     seat, whether its rows are written).
     Failed games (backend errors, broken token invariants, internal errors) are never trained, nor counted in a
     group: their rewards say nothing about the policy. Truncated games (a limit) are trained with their score."""
-    if record["game_id"] in seen:
-        return "duplicate_game_id", "", []
-    seen.add(record["game_id"])
-    failure, termination = record.get("failure"), record["outcome"]["termination"]
-    if failure:
-        return f"failed:{failure['reason']}", failure.get("detail", ""), []
-    if end_of(termination) == "failed":
-        return f"failed:{termination}", "", []
+    unusable = _unusable(record, seen)
+    if unusable is not None:
+        return (*unusable, [])
     try:
         # a seat not trained is never written: an LLM opponent's recorded ids are still checked (a broken
         # context fails the game), a scripted one is not retokenized, so it needs no tokenizer
