@@ -19,38 +19,32 @@ from collections.abc import Callable
 
 import click
 
-from selfplay_gen.games.textarena.scripted import LINES, _free, _other, _play, _value
+from selfplay_gen.games.textarena.scripted import free_cells, minimax_moves, other_mark, place, won
 from selfplay_gen.stats.report import markdown_table
 
 Policy = Callable[[str, str, random.Random], int]  # (cells, mark to move, rng) -> cell
 EMPTY, FIRST = "." * 9, "X"  # X moves first (seat 0)
 
 
-def won(cells: str) -> bool:
-    return any(cells[a] == cells[b] == cells[c] != "." for a, b, c in LINES)
-
-
 def play(first: Policy, second: Policy, rng: random.Random) -> tuple[str | None, list[tuple[str, str, int]]]:
     """The winner's mark (None for a draw) and the game's (cells, mark, cell) moves."""
     cells, mark, moves = EMPTY, FIRST, []
-    while _free(cells):
+    while free_cells(cells):
         cell = (first if mark == FIRST else second)(cells, mark, rng)
         moves.append((cells, mark, cell))
-        cells = _play(cells, cell, mark)
+        cells = place(cells, cell, mark)
         if won(cells):
             return mark, moves
-        mark = _other(mark)
+        mark = other_mark(mark)
     return None, moves
 
 
 def random_policy(cells: str, mark: str, rng: random.Random) -> int:
-    return rng.choice(_free(cells))
+    return rng.choice(free_cells(cells))
 
 
 def minimax(cells: str, mark: str, rng: random.Random) -> int:
-    scores = {cell: -_value(_play(cells, cell, mark), _other(mark)) for cell in _free(cells)}
-    best = max(scores.values())
-    return rng.choice(sorted(cell for cell, score in scores.items() if score == best))
+    return rng.choice(minimax_moves(cells, mark))
 
 
 # (measure, opponent, the results it counts)
@@ -75,7 +69,7 @@ def filtered_iteration(policy: Policy, instances: int, games_per_instance: int, 
     kept: dict[tuple[str, str], Counter] = defaultdict(Counter)
     for _ in range(instances):
         games = [play(policy, policy, rng) for _ in range(games_per_instance)]
-        for mark in (FIRST, _other(FIRST)):
+        for mark in (FIRST, other_mark(FIRST)):
             win = next((moves for winner, moves in games if winner == mark), None)
             for cells, mover, cell in win or []:
                 if mover == mark:
@@ -87,7 +81,7 @@ def scores(policy: Policy, games: int, rng: random.Random) -> dict[str, float]:
     """Wins against random play and non-losing games against minimax, moving first and second."""
     row = {}
     for name, opponent, counted in OPPONENTS:
-        for seat, mark in ((0, FIRST), (1, _other(FIRST))):
+        for seat, mark in ((0, FIRST), (1, other_mark(FIRST))):
             pair = (policy, opponent) if seat == 0 else (opponent, policy)
             results: Counter[str] = Counter()
             for _ in range(games):

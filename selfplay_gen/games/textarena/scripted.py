@@ -119,36 +119,50 @@ class MinimaxPlayer(_Seat):
         board = self.game.env.state.game_state["board"]
         mine = "X" if self.seat == 1 else "O"  # TextArena's TicTacToe: player 1 is X
         cells = "".join(board[r][c] or "." for r in range(3) for c in range(3))
-        scores = {cell: -_value(_play(cells, cell, mine), _other(mine)) for cell in _free(cells)}
-        best = max(scores.values())
-        moves = sorted(cell for cell, score in scores.items() if score == best)
+        moves = minimax_moves(cells, mine)
         return f"[{moves[int(self.rng.integers(len(moves)))]}]"
 
 
 LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
 
 
-def _other(mark: str) -> str:
+# A TicTacToe position is its nine cells in reading order, "X", "O" or "." for a free one.
+
+
+def other_mark(mark: str) -> str:
     return "O" if mark == "X" else "X"
 
 
-def _free(cells: str) -> list[int]:
+def free_cells(cells: str) -> list[int]:
     return [i for i, c in enumerate(cells) if c == "."]
 
 
-def _play(cells: str, cell: int, mark: str) -> str:
+def place(cells: str, cell: int, mark: str) -> str:
     return cells[:cell] + mark + cells[cell + 1 :]
+
+
+def won(cells: str) -> bool:
+    """Whether a line is full of one mark: the player who just moved has won."""
+    return any(cells[a] == cells[b] == cells[c] != "." for a, b, c in LINES)
+
+
+def minimax_moves(cells: str, mark: str) -> list[int]:
+    """The free cells of best play for `mark` to move, in order: a win soonest, else a draw, a loss as late as
+    possible."""
+    scores = {cell: -_value(place(cells, cell, mark), other_mark(mark)) for cell in free_cells(cells)}
+    best = max(scores.values())
+    return sorted(cell for cell, score in scores.items() if score == best)
 
 
 @cache
 def _value(cells: str, to_move: str) -> int:
     """The position's worth to `to_move`: 10 - moves made for a win, 0 a draw, below 0 a loss."""
     made = 9 - cells.count(".")
-    if any(cells[a] == cells[b] == cells[c] != "." for a, b, c in LINES):
+    if won(cells):
         return -(10 - made)  # the player who just moved has won
-    if not _free(cells):
+    if not free_cells(cells):
         return 0
-    return max(-_value(_play(cells, cell, to_move), _other(to_move)) for cell in _free(cells))
+    return max(-_value(place(cells, cell, to_move), other_mark(to_move)) for cell in free_cells(cells))
 
 
 # Kuhn Poker's equilibrium family (Kuhn 1950): the first to act bluffs a jack with probability
