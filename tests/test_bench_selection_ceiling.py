@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from selfplay_gen.cli import main
+from selfplay_gen.games.matching.instance import Instance
 from selfplay_gen.records import read_games
 from selfplay_gen.reward import own_plan_share, training_reward
 
@@ -40,8 +41,11 @@ def test_each_seat_keeps_its_first_best_game_of_each_instances_first_n(random_ga
                     chosen.append(best)
             rewards = [g["outcome"]["rewards"][seat] for g in chosen]
             shares = [own_plan_share(g, seat) for g in chosen]
+            plans = [set(Instance.from_dict(g["instance"]).own_plan(seat)) for g in chosen]
+            lines = [len(plan & {tuple(pair) for pair in g["outcome"]["proposal"]}) for plan, g in zip(plans, chosen)]
             assert row[f"seat {seat}: reward"] == pytest.approx(sum(rewards) / len(rewards))
             assert row[f"seat {seat}: own-plan share"] == pytest.approx(sum(shares) / len(shares))
+            assert row[f"seat {seat}: own-plan lines"] == pytest.approx(sum(lines) / len(lines))
     assert (
         selection_ceiling.kept(frame, 8)["seat 0: own-plan share"]
         > selection_ceiling.kept(frame, 1)["seat 0: own-plan share"]
