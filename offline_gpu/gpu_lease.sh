@@ -43,7 +43,9 @@ On the GPU machine, after `source offline_gpu/gpu_setup.sh` in the same call:
                        arm_NAME for each, called in the copy with ARM_DIR=ROOT/NAME (its log, rc, t0 and t1
                        there) and PORT_BASE, 100 ports of its own (ROOT/NAME/port: the same on each run of the
                        arm, apart from every other arm's in ROOT); the STEPs run one after the other, and a step
-                       A+B runs A and B at once (`run /tmp/r K.sh K0 K1 R1+R2`)
+                       A+B runs A and B at once (`run /tmp/r K.sh K0 K1 R1+R2`). A later `run` in the same ROOT
+                       copies the checkout afresh (arms still at work keep their copy): to run again an arm that
+                       failed or was stopped, whose earlier log is kept as log.1, log.2, ...
   wait ROOT [SECONDS]  until the run ends or SECONDS pass (560): prints each run's summary (or each arm's exit
                        status, time and log's end) and the log's end; exits 0 while it runs or when it ended
                        well, 1 when it failed
@@ -94,8 +96,12 @@ copy_checkout() {
 
 # one arm of `run`: arm_NAME of the arms file, in the copy, its exit status and times beside its log
 run_arm() {
-  local name=$1 dir=$ROOT/$1
+  local name=$1 dir=$ROOT/$1 n=1
   mkdir -p "$dir" && rm -f "$dir/rc" && date +%s > "$dir/t0"
+  if [[ -e $dir/log ]]; then # an earlier run of the arm (one that failed, or was stopped to be run again)
+    while [[ -e $dir/log.$n ]]; do n=$((n + 1)); done
+    mv "$dir/log" "$dir/log.$n"
+  fi
   (cd "$ROOT.repo" && ARM_DIR=$dir PORT_BASE=$2 "arm_$name") > "$dir/log" 2>&1 < /dev/null
   echo $? > "$dir/rc" && date +%s > "$dir/t1"
 }

@@ -1146,7 +1146,8 @@ def test_gpu_lease_runs_arms_in_steps_in_a_copy_that_finds_make_gpus_environment
     """`gpu_lease.sh run ROOT ARMS_FILE STEP...` outlives its call and the checkout, which the GPU machine replaces
     between calls: the arms work in ROOT.repo, where the checkout's `.venv-serve`/`.venv-train` are linked and the
     parts and results are not; steps run in turn, a step's A+B at once, each arm with ports of its own; `wait`
-    says each arm's exit status and the run's. A later `run` call's arms keep ports apart from the first's."""
+    says each arm's exit status and the run's. A later `run` call's arms keep ports apart from the first's, and an
+    arm run again keeps its earlier log."""
     import time
 
     repo = lease_checkout(tmp_path / "repo")
@@ -1195,6 +1196,7 @@ def test_gpu_lease_runs_arms_in_steps_in_a_copy_that_finds_make_gpus_environment
             break
         time.sleep(0.2)
     assert (root / "C" / "log").read_text() == "C 30200\n" and (root / "D" / "log").read_text() == "D 30300\n"
+    assert (root / "C" / "log.1").read_text() == "C 30200\n" and not (root / "D" / "log.1").exists()  # C's first
 
 
 def test_arms_helpers_run_the_loop_with_an_arms_ports_and_adopt_finished_stages(tmp_path):
