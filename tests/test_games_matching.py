@@ -9,6 +9,7 @@ from selfplay_gen.games import GameConfig, move_formats
 from selfplay_gen.games.base import FAILURES, MAX_INVALID, STOPS, Limits, Observation, Player
 from selfplay_gen.games.matching import MatchingGame
 from selfplay_gen.games.matching.instance import PAPERS, REVIEWERS, Instance
+from selfplay_gen.games.matching.moves import render_proposal
 from selfplay_gen.games.matching.prompts import FIRST_MOVE, PARTNER_MOVED
 from selfplay_gen.games.matching.record import TERMINATIONS
 from selfplay_gen.games.matching.scripted import ScriptedPlayer
@@ -155,6 +156,33 @@ def test_a_boxed_move_is_read_from_the_reasoning_and_the_partner_is_told_the_mov
     accepted = game.step(0, "It is a fair start. \\boxed{\\text{[accept]}}")
     assert game.done and game.outcome.details["move_format"] == "boxed"
     assert BOXED_ASK not in accepted.told[0] + accepted.told[1]  # the game is over: nobody is asked to move
+
+
+@pytest.mark.parametrize("move_format", ["plain", "boxed"])
+def test_move_credits_score_each_proposal_line_on_the_table_the_seat_sees(move_format):
+    """A line's credit: its reviewer's value for the paper on the seat's table (hidden cells guessed), in standard
+    deviations of that paper's column from the column's mean; other moves earn none."""
+    game = GameConfig("matching", options={"move_format": move_format}).new()
+    instance = Instance.from_seed(3)
+    game.reset(instance)
+    pairs = [(r, (r + 5) % 8) for r in range(8)]
+
+    def said(move: str) -> str:
+        return move if move_format == "plain" else f"Reasoning first.\n\\boxed{{{move}}}"
+
+    text = said("[propose] " + render_proposal(pairs))
+    for seat in (0, 1):
+        seen = instance.guessed(seat).astype(float)
+        credits = game.move_credits(seat, text)
+        assert len(credits) == 8
+        for start, end, credit in credits:
+            paper_text, _, reviewer_text = text[start:end].partition(": ")
+            r, p = REVIEWERS.index(reviewer_text), PAPERS.index(paper_text)
+            assert (r, p) in pairs
+            assert credit == pytest.approx((seen[r, p] - seen[:, p].mean()) / seen[:, p].std())
+    own = game.move_credits(0, said("[propose] " + render_proposal(instance.own_plan(0))))
+    assert sum(c for *_, c in own) > sum(c for *_, c in game.move_credits(0, text))  # its own plan earns more
+    assert game.move_credits(0, said("[message] BLEU is 80 for me.")) == [] == game.move_credits(0, said("[accept]"))
 
 
 def test_the_boxed_rules_lay_out_a_proposal_without_giving_one_to_copy():

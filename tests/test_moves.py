@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from selfplay_gen.games.matching.instance import PAPER_TITLES, PAPERS, REVIEWERS
-from selfplay_gen.games.matching.moves import InvalidMove, parse_move, render_proposal
+from selfplay_gen.games.matching.moves import InvalidMove, parse_move, proposal_line_spans, render_proposal
 
 DIAGONAL = tuple((i, i) for i in range(8))  # reviewer i reviews paper i
 LINES = [f"{PAPERS[i]}: {REVIEWERS[i]}" for i in range(8)]
@@ -74,6 +74,25 @@ def test_render_then_parse_is_the_identity(papers):
     pairs = [(reviewer, paper) for reviewer, paper in enumerate(papers)]
     move = parse_move("[propose] " + render_proposal(pairs))
     assert move.pairs == tuple(sorted(pairs))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        proposal(LINES),
+        "I propose this.\n" + proposal([f"&emsp; - {line}  " for line in LINES[::-1]], sep="<br/>"),
+        proposal([f"* {line}" for line in LINES], sep="\n\n") + "\n",
+    ],
+)
+def test_a_proposals_line_spans_hold_its_lines_and_their_pairs(text):
+    spans = proposal_line_spans(text)
+    assert sorted((r, p) for *_, r, p in spans) == list(parse_move(text).pairs)
+    assert sorted(text[start:end] for start, end, *_ in spans) == sorted(LINES)
+
+
+@pytest.mark.parametrize("text", ["[message] BLEU: Ava Li", "[accept]", proposal(LINES[:7]), "Proposal:\n" + LINES[0]])
+def test_other_turns_have_no_line_spans(text):
+    assert proposal_line_spans(text) == []
 
 
 # --- rejections --------------------------------------------------------------------------------

@@ -240,6 +240,13 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
         cells None). None: the prompt alone."""
         return None
 
+    def move_credits(self, seat: int, text: str) -> list[tuple[int, int, float]]:
+        """Credit for parts of a valid turn `text` of `seat` in the game being played, from what the rules and that
+        seat's own view say each part is worth by itself: (start, end, credit) character spans. Online GRPO adds
+        `selfplay.move_credit` x credit to the advantage of each span's tokens, where the game's reward credits
+        the whole game alike (`verl.online_trainer`). None by default."""
+        return []
+
     @classmethod
     def references(cls) -> Mapping[str, Mapping[str, Any]]:
         """Fixed opponents of known strength that every model a run evaluates also plays, in both

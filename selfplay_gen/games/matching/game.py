@@ -20,7 +20,7 @@ from ..base import Game, GameInstance, InvalidMove, Limits, Observation, Outcome
 from ..move_formats import NO_BOXED_MOVE, PLAIN, asked, boxed, checked
 from . import prompts
 from .instance import HUMAN_GAMES, Instance, score
-from .moves import Move, parse_move
+from .moves import Move, parse_move, proposal_line_spans
 from .record import ACCEPTED, TERMINATIONS, MatchingRecord
 from .scripted import Player, RandomPlayer, ScriptedPlayer, TeacherPlayer
 
@@ -82,6 +82,22 @@ class MatchingGame(Game[Instance, Move]):
         from .view import seat_view
 
         return seat_view(instance, seat)
+
+    def move_credits(self, seat: int, text: str) -> list[tuple[int, int, float]]:
+        """Each line of a proposal: how far its reviewer stands above the paper's average reviewer on the table
+        `seat` sees (hidden cells guessed, as its own plan is valued), in that paper's standard deviations. The
+        own-plan term's question (does the proposal follow the seat's table?) asked of each line apart, so a
+        proposal's good lines are told from its bad ones."""
+        move_text = text if self.move_format == PLAIN else boxed(text)
+        if move_text is None:
+            return []
+        offset = text.rfind(move_text)
+        guess = self._running().guessed(seat).astype(float)
+        mean, spread = guess.mean(axis=0), guess.std(axis=0)
+        return [
+            (offset + start, offset + end, float((guess[r, p] - mean[p]) / spread[p]) if spread[p] else 0.0)
+            for start, end, r, p in proposal_line_spans(move_text)
+        ]
 
     def _clear(self) -> None:
         super()._clear()

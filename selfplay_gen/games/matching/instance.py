@@ -141,8 +141,11 @@ class Instance:
 
     def own_plan(self, player: int) -> list[tuple[int, int]]:
         """The (reviewer, paper) pairs of the best matching `player` could plan alone (`own_plan_share` 1)."""
-        guess = _guess(np.asarray(self.table), np.asarray(self.masks[player]))
-        return [(int(r), int(p)) for r, p in max_matching(guess)[1]]
+        return [(int(r), int(p)) for r, p in max_matching(self.guessed(player))[1]]
+
+    def guessed(self, player: int) -> np.ndarray:
+        """The table `player` sees, each hidden cell guessed at HIDDEN_VALUE: what its own plans are valued on."""
+        return _guess(np.asarray(self.table), np.asarray(self.masks[player]))
 
     def random_plan_share(self, player: int) -> float:
         """`own_plan_share`'s expectation over uniformly random matchings: each cell lies in 1/8 of them."""
@@ -151,7 +154,7 @@ class Instance:
 
     def _own_plan(self, player: int) -> tuple[np.ndarray, int]:
         """The table `player` sees with its hidden cells guessed, and its best total there."""
-        guess = _guess(np.asarray(self.table), np.asarray(self.masks[player]))
+        guess = self.guessed(player)
         return guess, max_matching(guess)[0]
 
     def to_dict(self) -> dict:

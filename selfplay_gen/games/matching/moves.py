@@ -113,6 +113,41 @@ def parse_proposal(body: str) -> tuple[tuple[int, int], ...]:
     return tuple(sorted(pairs))
 
 
+def proposal_line_spans(text: str) -> list[tuple[int, int, int, int]]:
+    """Where each line of a valid proposal turn lies in `text`: (start, end, reviewer, paper), the line's
+    characters without its bullet mark; [] for any other turn (a message, a reply, an invalid move)."""
+    try:
+        move = parse_move(text)
+    except InvalidMove:
+        return []
+    if move.kind != "propose":
+        return []
+    tag = _TAG.search(text)
+    assert tag is not None  # parse_move found it
+    start = text.index(":", tag.end()) + 1  # after `Proposal:`
+    spans = []
+    for line_start, line_end in _pieces(text, start):
+        line = text[line_start:line_end]
+        bare = _BULLET.sub("", line).strip()  # as `proposal_lines` reads it
+        if not bare:
+            continue
+        line_start += line.index(bare)
+        line_end = line_start + len(bare)
+        paper_text, _, reviewer_text = bare.rpartition(":")
+        paper, reviewer = _PAPER_NAMES[paper_text.strip().lower()], _REVIEWER_NAMES[reviewer_text.strip().lower()]
+        spans.append((line_start, line_end, reviewer, paper))
+    return spans
+
+
+def _pieces(text: str, start: int) -> list[tuple[int, int]]:
+    """(start, end) of the pieces of `text` from `start` between its line breaks (as `proposal_lines` splits)."""
+    pieces, at = [], start
+    for brk in _LINE_BREAK.finditer(text, start):
+        pieces.append((at, brk.start()))
+        at = brk.end()
+    return [*pieces, (at, len(text))]
+
+
 def render_proposal(pairs: Pairs) -> str:
     """The canonical proposal text: one line per paper, in paper order."""
     by_paper = {p: r for r, p in pairs}
