@@ -1066,6 +1066,21 @@ def test_a_format_warm_start_can_imitate_each_seats_best_random_games(tmp_path):
     assert "--games-per-instance 1 " in plain
 
 
+def test_online_grpo_passes_the_move_credit_to_verl_and_refuses_it_for_a_game_that_gives_none(tmp_path):
+    from click.testing import CliRunner
+
+    from selfplay_gen.iterate.cli import iterate_command
+
+    args = ("--trainer", "grpo-online", "--num_iterations", "1")
+    credited = dry_iterate(tmp_path, *args, "--trainers.grpo_online.move_credit", "0.5")
+    assert "+selfplay.move_credit=0.5" in credited
+    assert "+selfplay.move_credit" not in dry_iterate(tmp_path / "plain", *args)
+    refused = ["--dry-run", "--run_dir", str(tmp_path / "neg"), "--game", "negotiation", *args,
+               "--trainers.grpo_online.move_credit", "0.5"]  # fmt: skip
+    result = CliRunner().invoke(iterate_command, refused)
+    assert result.exit_code == 2 and "negotiation credits no part of a move" in result.output
+
+
 def test_a_skill_conditioned_warm_start_refuses_several_games_an_instance(tmp_path):
     from click.testing import CliRunner
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import types
 
+import torch
+from omegaconf import OmegaConf
 from tensordict import NonTensorData, NonTensorStack, TensorDict
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from selfplay_gen.verl import online_trainer
-from selfplay_gen.verl.online_trainer import SelfPlayTrainer, step_measures
+from selfplay_gen.verl.online_trainer import SelfPlayTrainer, credited, step_measures
 
 
 def game(**measures: float) -> dict:
@@ -47,3 +49,43 @@ def test_the_trainer_adds_the_measures_of_the_steps_games_to_verls_metrics(monke
     metrics = {}
     trainer._compute_metrics(batch, metrics, {}, 4, 0)
     assert metrics == {"critic/score/mean": 0.25}
+
+
+def test_credited_adds_the_weighted_credit_of_each_named_token_and_nothing_else():
+    advantages = torch.nested.as_nested_tensor([torch.full((4,), 0.5), torch.full((3,), -1.0)], layout=torch.jagged)
+    fields = [{"move_credits": [[1, 2.0], [3, -1.0]]}, {"game_id": "g"}]
+    rows = [row.tolist() for row in credited(advantages, fields, 0.25).unbind()]
+    assert rows == [[0.5, 1.0, 0.5, 0.25], [-1.0, -1.0, -1.0]]
+    assert [row.tolist() for row in advantages.unbind()] == [[0.5] * 4, [-1.0] * 3]  # verl's, untouched
+    uncredited = credited(advantages, [None, {"move_credits": []}], 1.0)
+    assert [row.tolist() for row in uncredited.unbind()] == [[0.5] * 4, [-1.0] * 3]
+
+
+def test_the_trainer_adds_move_credits_to_verls_advantages_only_when_weighted(monkeypatch):
+    """`+selfplay.move_credit`: after verl's advantages are in the TransferQueue, each credited token's is raised by
+    the weight times its credit and written back; without the weight verl's stand."""
+    batch = types.SimpleNamespace(keys=["u0_0_0", "u0_1_0"], partition_id="train", tags=[{}, {}])
+    store = {
+        "advantages": torch.nested.as_nested_tensor([torch.ones(3), torch.zeros(2)], layout=torch.jagged),
+        "extra_fields": NonTensorStack(NonTensorData({"move_credits": [[0, 1.0]]}), NonTensorData({})),
+    }
+
+    def kv_batch_get(keys, partition_id, select_fields):
+        assert (keys, partition_id) == (batch.keys, "train")
+        return TensorDict({name: store[name] for name in select_fields}, batch_size=[2])
+
+    def kv_batch_put(keys, partition_id, fields):
+        assert (keys, partition_id) == (batch.keys, "train")
+        store.update(fields.items())
+        return batch
+
+    monkeypatch.setattr(online_trainer.tq, "kv_batch_get", kv_batch_get)
+    monkeypatch.setattr(online_trainer.tq, "kv_batch_put", kv_batch_put)
+    monkeypatch.setattr(PPOTrainerSync, "_compute_advantage", lambda self, batch, metrics: batch)
+    trainer = SelfPlayTrainer.__new__(SelfPlayTrainer)
+    trainer.config = OmegaConf.create({"selfplay": {"move_credit": 0.5}})
+    assert trainer._compute_advantage(batch, {}) is batch
+    assert [row.tolist() for row in store["advantages"].unbind()] == [[1.5, 1.0, 1.0], [0.0, 0.0]]
+    trainer.config = OmegaConf.create({})
+    trainer._compute_advantage(batch, {})
+    assert [row.tolist() for row in store["advantages"].unbind()] == [[1.5, 1.0, 1.0], [0.0, 0.0]]  # untouched

@@ -423,6 +423,42 @@ async def test_online_own_plan_term_pays_each_seat_what_the_agreed_matching_is_w
         assert out.reward_score == pytest.approx(reward + 0.5 * shares[seat])
 
 
+async def test_online_move_credit_credits_the_tokens_of_each_valid_proposal_line(init_dir, tokenizer, local_model_dir):
+    """`+selfplay.move_credit`: each token that writes a line of the trained seat's valid proposal carries that
+    line's credit (`Game.move_credits`), by its index in the response; a refused proposal and a reply carry none."""
+    cfg = trainer_config(local_model_dir, "+selfplay.move_credit=0.5", max_new_tokens=160)
+    ds = dataset(init_dir / "train.parquet", cfg, tokenizer)
+    instance = Instance.from_json(ds[0]["extra_info"]["instance"])
+    body = render_proposal([(i, (i + 3) % 8) for i in range(8)]).replace("\n", "\n- ", 2)  # bullets kept apart
+    refused = "[propose] Proposal:\nGLUE: Ava Li"  # one line of 8
+    proposal = "[propose] " + body
+    script = {0: [refused, proposal], 1: ["[message] Hi.", "[accept]"]}
+    judge = GameConfig("matching").new()
+    judge.reset(instance)
+    lines = {credit: proposal[start:end] for start, end, credit in judge.move_credits(0, proposal)}
+    assert len(lines) == 8
+    out = await play_online(cfg, ScriptServerManager(tokenizer, script), ds[0])
+    assert out.extra_fields["termination"] == "accepted"
+    credits = out.extra_fields["move_credits"]
+    runs: dict[float, list[int]] = {}
+    for index, credit in credits:
+        assert out.response_mask[index] == 1
+        runs.setdefault(credit, []).append(index)
+    assert set(runs) == set(lines)
+    refused_end = len(tokenizer.encode(refused, add_special_tokens=False))
+    for credit, indices in runs.items():
+        assert indices == list(range(indices[0], indices[-1] + 1))  # one run of tokens a line
+        written = tokenizer.decode([out.response_ids[i] for i in indices])
+        assert lines[credit] in written and len(written) < len(lines[credit]) + 8  # the line, give or take a piece
+        assert indices[0] > refused_end  # the refused proposal's tokens carry nothing
+    answered = {0: ["[message] Hello.", proposal], 1: ["[message] Hi.", "[accept]"]}
+    partner = await play_online(cfg, ScriptServerManager(tokenizer, answered), ds[1])
+    assert partner.extra_fields["termination"] == "accepted" and partner.extra_fields["move_credits"] == []
+    plain = trainer_config(local_model_dir, max_new_tokens=160)
+    uncredited = await play_online(plain, ScriptServerManager(tokenizer, answered), ds[0])
+    assert "move_credits" not in uncredited.extra_fields
+
+
 class TemperatureScript(ScriptServerManager):
     """The scripted server, noting the temperature each seat's turns were requested at."""
 

@@ -18,6 +18,7 @@ import click
 
 from .. import config_tree, games, models, serving
 from ..atomic import write_atomic
+from ..games.base import Game
 from ..sampling import GROUP_SIZE
 from . import competition, decisions, report, trainers
 from .config import Generation, Iteration, ServerSettings, Training, TrainJob, Verl
@@ -215,6 +216,14 @@ def iterate(o: dict[str, Any]) -> str | None:
             f"{', '.join(without)} records no own-plan shares (what the agreed outcome is worth on what each seat "
             "sees), so its games have no own-plan term; leave own_plan_weight at 0",
             param_hint="own_plan_weight",
+        )
+    names = (cfg.game or default_game()).split(games.MIX) if cfg.trainers.grpo_online.move_credit else []
+    uncredited = [name for name in names if games.get(name).move_credits is Game.move_credits]
+    if uncredited:
+        raise click.BadParameter(
+            f"{', '.join(uncredited)} credits no part of a move apart from its game (`Game.move_credits`); leave "
+            "trainers.grpo_online.move_credit at 0",
+            param_hint="trainers.grpo_online.move_credit",
         )
     if cfg.league.skill_levels and cfg.warm.games_per_instance > 1:
         raise click.BadParameter(

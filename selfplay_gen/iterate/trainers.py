@@ -240,6 +240,7 @@ class OnlineGRPO(Trainer):
             f"trainer.test_freq={self.own.test_freq}",
             *([f"+selfplay.joint_weight={number(joint)}"] if joint else []),
             *([f"+selfplay.own_plan_weight={number(own_plan)}"] if own_plan else []),
+            *([f"+selfplay.move_credit={number(self.own.move_credit)}"] if self.own.move_credit else []),
             *self.cfg.overrides,
         )
         job = self.job(

@@ -38,6 +38,10 @@ measures (its evaluation row's numbers: agreement, invalid moves, cells stated, 
 `reward_extra_info`, which verl's validation averages per validation (val-aux/<data source>/<measure>/mean@1) and
 `online_trainer` per training step (games/<measure>/mean).
 
+`+selfplay.move_credit=W` (W > 0) adds `move_credits` to a trained trajectory's extra fields: [response index,
+credit] for each token of the seat's valid moves that a part the game credits covers (`Game.move_credits`, on
+the turn's decoded text; `token_credits`), which `online_trainer` adds, weighted, to those tokens' advantages.
+
 Game settings come from the optional trainer config group `selfplay` (Hydra
 `+selfplay.max_moves=30 +selfplay.max_invalid=3 +selfplay.max_new_tokens=512
 +selfplay.invalid_move_penalty=0`; unset, the defaults of every run: `selfplay_gen.sampling`); sampling
@@ -138,6 +142,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
         self.invalid_move_penalty = float(settings.get("invalid_move_penalty", 0.0))  # as selfplay-convert's
         self.joint_weight = float(settings.get("joint_weight", 0.0))  # as selfplay-convert's --joint-weight
         self.own_plan_weight = float(settings.get("own_plan_weight", 0.0))  # as its --own-plan-weight
+        self.move_credit = float(settings.get("move_credit", 0.0))  # online_trainer adds it to the advantages
         partner = settings.get("partner_temperature")
         self.partner_temperature = None if partner is None else float(partner)
         rollout = self.rollout_config
@@ -179,6 +184,11 @@ class SelfPlayAgentLoop(AgentLoopBase):
 
         record = await play_game(spec, (player, player), game, {"backend": backend.name, "model": backend.model})
         outcome = record["outcome"]
+        credits = {}
+        if self.move_credit and _trained(record, seat):
+            judge = game.new()
+            judge.reset(instance)
+            credits["move_credits"] = token_credits(record, seat, judge, self.tokenizer)
         return AgentLoopOutput(
             **self._trajectory(record, seat, game, instance),
             reward_score=training_reward(
@@ -196,13 +206,14 @@ class SelfPlayAgentLoop(AgentLoopBase):
                 # logged as val-aux/<data source>/<name>/mean@1 (validation), games/<name>/mean (training)
                 "reward_extra_info": game_measures(record),
                 **backend.versions(),
+                **credits,
             },
         )
 
     def _trajectory(self, record: Record, seat: int, game: GameConfig, instance: GameInstance) -> dict:
         """Seat `seat`'s ids split into prompt and response, cut after its last sampled id."""
         log = record["players"][seat]
-        if record["failure"] or not log["turns"] or not log["invariant_ok"]:
+        if not _trained(record, seat):
             return self._untrained(game, instance, seat)
         tokens = sampled(log)
         last = log["turns"][-1]
@@ -235,3 +246,44 @@ class SelfPlayAgentLoop(AgentLoopBase):
             "response_mask": [0],
             "response_logprobs": [0.0] if self.rollout_config.calculate_log_probs else None,
         }
+
+
+def _trained(record: Record, seat: int) -> bool:
+    """Whether `seat`'s trajectory trains: a game that did not fail, where the seat sampled with its context
+    append-only."""
+    log = record["players"][seat]
+    return not record["failure"] and bool(log["turns"]) and bool(log["invariant_ok"])
+
+
+def token_credits(record: Record, seat: int, judge: Game[Any, Any], tokenizer) -> list[list[float]]:
+    """[response index, credit] of each token of `seat`'s valid turns that a span of `judge.move_credits` covers
+    (a token whose decoded characters meet the span's), indices counted from the seat's first response token as
+    its trajectory's `response_ids` are. `judge` is the record's game, reset to its instance."""
+    log = record["players"][seat]
+    acts = [event for event in record["events"] if event["player"] == seat and event["kind"] != "stop"]
+    if len(acts) != len(log["turns"]):
+        raise ValueError(f"{record['game_id']} seat {seat}: {len(log['turns'])} turns but {len(acts)} moves")
+    start, credits = log["turns"][0]["prompt_len"], []
+    for turn, act in zip(log["turns"], acts, strict=True):
+        ids = turn["output_ids"]
+        text = tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        spans = [] if act["kind"] == "invalid" else judge.move_credits(seat, text)
+        if not spans:
+            continue
+        ends = _char_ends(ids, tokenizer)
+        for k, (low, high) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
+            credit = next((c for begin, end, c in spans if low < end and begin < high), None)
+            if credit is not None:
+                credits.append([turn["prompt_len"] - start + k, credit])
+    return credits
+
+
+def _char_ends(ids: list[int], tokenizer) -> list[int]:
+    """Where each id's characters end in the decoded text of `ids` (never before the previous id's end: a byte
+    of a character split over ids decodes to nothing new)."""
+    ends, last = [], 0
+    for k in range(1, len(ids) + 1):
+        decoded = tokenizer.decode(ids[:k], skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        last = max(last, len(decoded.rstrip("\ufffd")))
+        ends.append(last)
+    return ends
