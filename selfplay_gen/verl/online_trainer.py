@@ -75,9 +75,11 @@ class SelfPlayTrainer(PPOTrainerSync):
         if weight:
             fields = ["advantages", "extra_fields"]
             data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
-            advantages = credited(data["advantages"], data.pop("extra_fields").tolist(), weight)
-            update = TensorDict({"advantages": advantages}, batch_size=len(batch.keys))
-            batch = tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=update)
+            extra = data.pop("extra_fields", None)  # a step whose trajectories carry none credits nothing
+            if extra is not None:
+                advantages = credited(data["advantages"], extra.tolist(), weight)
+                update = TensorDict({"advantages": advantages}, batch_size=len(batch.keys))
+                batch = tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=update)
         return batch
 
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
