@@ -701,10 +701,10 @@ class OnlineGRPOSettings(TrainerSettings):
         alias="ONLINE_TEST_INSTANCES",
     )  # fmt: skip
     move_credit: float = knob(
-        0.0, "Weight of the game's credit for parts of a move, added to the advantage of their tokens "
-        "(+selfplay.move_credit): matching credits each proposal line by how far its reviewer stands above the "
-        "paper's average on the table the seat sees, in standard deviations, so a proposal's good lines are told "
-        "from its bad ones where the game's reward credits the whole game alike. 0: off.",
+        0.0, "Weight of the game's credit for parts of a move (Game.move_credits: each line of a proposal by "
+        "how far its reviewer stands above the paper's average on the table the seat sees, in standard "
+        "deviations), added to the advantage of their tokens (+selfplay.move_credit), so a proposal's good lines "
+        "are told from its bad ones where the game's reward credits the whole game alike. 0: off.",
         type=click.FloatRange(min=0), alias="MOVE_CREDIT",
     )  # fmt: skip
 

@@ -9,7 +9,7 @@ the mean of each measure over a step's games to the step's metrics, as `games/<m
 (`STEP_MEASURES`), which verl's loggers write beside its own and the run report plots per step.
 
 With `+selfplay.move_credit=W` it also adds W x the credit the game gives each token of a move's parts
-(`Game.move_credits`: matching credits each proposal line by its value on the proposer's table) to verl's
+(`Game.move_credits`: each line of a proposal by its value on the proposer's table) to verl's
 advantages, which credit a whole game's tokens alike: `selfplay_loop` names each credited token in the
 trajectory's `extra_fields["move_credits"]`.
 
