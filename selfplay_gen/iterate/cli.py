@@ -209,16 +209,16 @@ def iterate(o: dict[str, Any]) -> str | None:
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="trainer") from None
     check_skill_levels(cfg.game, cfg.league.skill_levels)
-    names = (cfg.game or default_game()).split(games.MIX) if cfg.own_plan_weight else []
-    without = [name for name in names if not games.get(name).own_plan]
+    played = (cfg.game or default_game()).split(games.MIX)
+    without = [name for name in played if cfg.own_plan_weight and not games.get(name).own_plan]
     if without:
         raise click.BadParameter(
             f"{', '.join(without)} records no own-plan shares (what the agreed outcome is worth on what each seat "
             "sees), so its games have no own-plan term; leave own_plan_weight at 0",
             param_hint="own_plan_weight",
         )
-    names = (cfg.game or default_game()).split(games.MIX) if cfg.trainers.grpo_online.move_credit else []
-    uncredited = [name for name in names if games.get(name).move_credits is Game.move_credits]
+    credit = cfg.trainers.grpo_online.move_credit
+    uncredited = [name for name in played if credit and games.get(name).move_credits is Game.move_credits]
     if uncredited:
         raise click.BadParameter(
             f"{', '.join(uncredited)} credits no part of a move apart from its game (`Game.move_credits`); leave "

@@ -88,7 +88,7 @@ class MatchingGame(Game[Instance, Move]):
         `seat` sees (hidden cells guessed, as its own plan is valued), in that paper's standard deviations. The
         own-plan term's question (does the proposal follow the seat's table?) asked of each line apart, so a
         proposal's good lines are told from its bad ones."""
-        move_text = text if self.move_format == PLAIN else boxed(text)
+        move_text = self._move_text(text)
         if move_text is None:
             return []
         offset = text.rfind(move_text)
@@ -112,7 +112,7 @@ class MatchingGame(Game[Instance, Move]):
     def step(self, seat: int, text: str) -> StepResult[Move]:
         self._check_turn(seat)
         told: tuple[list[str], list[str]] = ([], [])
-        move_text = text if self.move_format == PLAIN else boxed(text)
+        move_text = self._move_text(text)
         try:
             if move_text is None:
                 raise InvalidMove(NO_BOXED_MOVE)
@@ -135,6 +135,10 @@ class MatchingGame(Game[Instance, Move]):
         if not self.done and self._to_move == seat:
             told[seat].append(prompts.AGAIN)
         return StepResult(seat, move, None, self._told(told), self.done)
+
+    def _move_text(self, text: str) -> str | None:
+        """The move a response gives in the game's move format (boxed: its last box's content; None without)."""
+        return text if self.move_format == PLAIN else boxed(text)
 
     def _told(self, told: tuple[list[str], list[str]]) -> tuple[tuple[str, ...], ...]:
         """A step's messages for each seat, the move format's request closing those of the seat to move."""

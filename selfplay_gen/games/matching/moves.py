@@ -68,11 +68,24 @@ def parse_move(text: str) -> Move:
 
 def proposal_lines(body: str) -> list[str]:
     """The non-empty lines after a proposal's `Proposal:`, split at newlines or `<br/>`, bullet marks removed."""
-    head, sep, rest = body.partition(":")
+    head, sep, _ = body.partition(":")
     if not sep or head.strip().lower() != "proposal":
         raise InvalidMove("a proposal must start with 'Proposal:' followed by 8 lines '<paper>: <reviewer>'")
-    lines = [_BULLET.sub("", line).strip() for line in _LINE_BREAK.split(rest)]
-    return [line for line in lines if line]
+    return [body[start:end] for start, end in _line_spans(body, len(head) + 1)]
+
+
+def _line_spans(text: str, start: int) -> list[tuple[int, int]]:
+    """(start, end) in `text` of each non-empty line from `start` on, split at newlines or `<br/>`, without its
+    bullet mark and the spaces around it."""
+    bounds = [start, *(at for brk in _LINE_BREAK.finditer(text, start) for at in brk.span()), len(text)]
+    spans = []
+    for begin, end in zip(bounds[::2], bounds[1::2], strict=True):
+        line = text[begin:end]
+        bare = _BULLET.sub("", line).strip()
+        if bare:
+            first = begin + line.index(bare)
+            spans.append((first, first + len(bare)))
+    return spans
 
 
 def paper_named(text: str) -> int | None:
@@ -124,28 +137,12 @@ def proposal_line_spans(text: str) -> list[tuple[int, int, int, int]]:
         return []
     tag = _TAG.search(text)
     assert tag is not None  # parse_move found it
-    start = text.index(":", tag.end()) + 1  # after `Proposal:`
     spans = []
-    for line_start, line_end in _pieces(text, start):
-        line = text[line_start:line_end]
-        bare = _BULLET.sub("", line).strip()  # as `proposal_lines` reads it
-        if not bare:
-            continue
-        line_start += line.index(bare)
-        line_end = line_start + len(bare)
-        paper_text, _, reviewer_text = bare.rpartition(":")
+    for start, end in _line_spans(text, text.index(":", tag.end()) + 1):  # the lines after `Proposal:`
+        paper_text, _, reviewer_text = text[start:end].rpartition(":")
         paper, reviewer = _PAPER_NAMES[paper_text.strip().lower()], _REVIEWER_NAMES[reviewer_text.strip().lower()]
-        spans.append((line_start, line_end, reviewer, paper))
+        spans.append((start, end, reviewer, paper))
     return spans
-
-
-def _pieces(text: str, start: int) -> list[tuple[int, int]]:
-    """(start, end) of the pieces of `text` from `start` between its line breaks (as `proposal_lines` splits)."""
-    pieces, at = [], start
-    for brk in _LINE_BREAK.finditer(text, start):
-        pieces.append((at, brk.start()))
-        at = brk.end()
-    return [*pieces, (at, len(text))]
 
 
 def render_proposal(pairs: Pairs) -> str:
