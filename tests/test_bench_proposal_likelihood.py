@@ -1,13 +1,16 @@
 """bench/analysis/proposal_likelihood.py on the raw SmolLM2-135M-Instruct: candidates read after the prompt's
-cache score as the whole sequence read at once does, and the command reports each measure."""
+cache score as the whole sequence read at once does, and the command reports each measure and each
+instance's row."""
 
 import bench_modules
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from click.testing import CliRunner
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from selfplay_gen.evaluation.splits import split_seeds
 from selfplay_gen.games.matching.instance import Instance
 from selfplay_gen.token_context import token_context
 
@@ -46,8 +49,8 @@ def test_candidates_are_the_seats_own_plan_random_matchings_and_the_identity():
     assert shares[0] == pytest.approx(1.0) and max(shares[1:]) < 1
 
 
-def test_command_reports_each_measure(local_model_dir):
-    args = [local_model_dir, "--instances", "2", "--random", "4"]
+def test_command_reports_each_measure_and_writes_each_instances_row(local_model_dir, tmp_path):
+    args = [local_model_dir, "--instances", "2", "--random", "4", "--rows", str(tmp_path / "rows.tsv")]
     result = CliRunner().invoke(proposal_likelihood.main, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     rows = dict(line.split("\t", 1) for line in result.output.splitlines() if "\t" in line)
@@ -55,3 +58,7 @@ def test_command_reports_each_measure(local_model_dir):
     means = {name: float(value.split("\t")[0]) for name, value in rows.items() if name != "measure"}
     assert -1 <= means["r"] <= 1 and 0 <= means["own plan above"] <= 1
     assert all(means[kind] < 0 for kind in ("own plan", "random", "identity"))
+    table = pd.read_csv(tmp_path / "rows.tsv", sep="\t", index_col="seed")
+    assert list(table.index) == list(split_seeds("dev", 2))
+    assert table["r"].mean() == pytest.approx(means["r"], abs=1e-3)
+    assert table["own plan"].mean() == pytest.approx(means["own plan"], abs=1e-3)

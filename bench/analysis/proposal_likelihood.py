@@ -14,13 +14,15 @@ its table higher log-probability; one that ignores the table gives all of them a
 The common prefix of every candidate (the move's tag) cancels in these comparisons, so a model that opens with a
 message rather than a proposal is measured all the same. A model served from LoRA is read with `--adapter`.
 
-    python bench/analysis/proposal_likelihood.py MODEL_DIR [--adapter ADAPTER_DIR] --instances 32 --random 16
+    python bench/analysis/proposal_likelihood.py MODEL_DIR [--adapter ADAPTER_DIR] --instances 32 --random 16 \
+        [--rows ROWS.tsv]
 """
 
 from __future__ import annotations
 
 import click
 import numpy as np
+import pandas as pd
 
 from selfplay_gen.evaluation.splits import split_seeds
 from selfplay_gen.games import GameConfig
@@ -89,7 +91,13 @@ def instance_row(model, tokenizer, instance: Instance, random: int, rng: np.rand
 @click.option("--instances", default=32, show_default=True, help="Development instances, the first of the split.")
 @click.option("--random", "random_count", default=16, show_default=True, help="Random matchings an instance.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the random matchings.")
-def main(model_dir: str, adapter: str | None, instances: int, random_count: int, seed: int) -> None:
+@click.option(
+    "--rows",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Also write each instance's figures here (TSV): two models read with one --seed score the same "
+    "candidates, so their rows pair by instance.",
+)
+def main(model_dir: str, adapter: str | None, instances: int, random_count: int, seed: int, rows: str | None) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -101,13 +109,14 @@ def main(model_dir: str, adapter: str | None, instances: int, random_count: int,
         model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
     model.eval()
     rng = np.random.default_rng(seed)
-    rows = [
-        instance_row(model, tokenizer, Instance.from_seed(s), random_count, rng) for s in split_seeds("dev", instances)
-    ]
+    seeds = split_seeds("dev", instances)
+    figures = [instance_row(model, tokenizer, Instance.from_seed(s), random_count, rng) for s in seeds]
+    if rows:
+        pd.DataFrame(figures, index=pd.Index(seeds, name="seed")).to_csv(rows, sep="\t", float_format="%.4f")
     click.echo(f"# {model_dir}" + (f" + {adapter}" if adapter else "") + f": seat {SEAT}, {instances} instances")
     click.echo("measure\tmean\tsd")
     for name in ("r", "own plan above", "own plan", "random", "identity"):
-        values = np.array([row[name] for row in rows])
+        values = np.array([row[name] for row in figures])
         click.echo(f"{name}\t{values.mean():.3f}\t{values.std():.3f}")
 
 
