@@ -110,14 +110,16 @@ def main(model_dir: str, adapter: str | None, instances: int, random_count: int,
     model.eval()
     rng = np.random.default_rng(seed)
     seeds = split_seeds("dev", instances)
-    figures = [instance_row(model, tokenizer, Instance.from_seed(s), random_count, rng) for s in seeds]
+    figures = pd.DataFrame(
+        [instance_row(model, tokenizer, Instance.from_seed(s), random_count, rng) for s in seeds],
+        index=pd.Index(seeds, name="seed"),
+    )
     if rows:
-        pd.DataFrame(figures, index=pd.Index(seeds, name="seed")).to_csv(rows, sep="\t", float_format="%.4f")
+        figures.to_csv(rows, sep="\t", float_format="%.4f")
     click.echo(f"# {model_dir}" + (f" + {adapter}" if adapter else "") + f": seat {SEAT}, {instances} instances")
     click.echo("measure\tmean\tsd")
     for name in ("r", "own plan above", "own plan", "random", "identity"):
-        values = np.array([row[name] for row in figures])
-        click.echo(f"{name}\t{values.mean():.3f}\t{values.std():.3f}")
+        click.echo(f"{name}\t{figures[name].mean():.3f}\t{figures[name].std(ddof=0):.3f}")
 
 
 if __name__ == "__main__":
