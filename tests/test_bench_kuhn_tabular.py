@@ -33,3 +33,14 @@ def test_the_report_has_random_play_each_iteration_and_the_equilibrium(monkeypat
     rows = ["| random play", "| iteration 1", "| iteration 2", "| equilibrium"]
     assert [line.split(" | ")[0] for line in lines[2:]] == rows
     assert lines[2].split(" | ")[1] == "-0.167"  # random play against the equilibrium, exactly
+
+
+def test_a_shared_term_ties_the_cards_of_a_decision_and_the_own_term_unties_them():
+    def shares_by_kind(table):  # {kind of decision: its three sets' shares, by card}
+        return {kind: [table[kuhn.INDEX[(kind[0], card, kind[1])]] for card in range(3)] for kind in kuhn_tabular.KINDS}
+
+    (blind,) = kuhn_tabular.train("chips", 0.0, 6, 0.5, seed=1, record_at=[6], card_weight=0.0).values()
+    assert all(np.ptp(shares) < 1e-12 for shares in shares_by_kind(blind).values())
+    assert np.ptp(blind) > 0.05  # it did learn, per kind of decision
+    (reading,) = kuhn_tabular.train("chips", 0.0, 6, 0.5, seed=1, record_at=[6], card_weight=1.0).values()
+    assert max(np.ptp(shares) for shares in shares_by_kind(reading).values()) > 0.05

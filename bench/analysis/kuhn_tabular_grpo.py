@@ -10,7 +10,12 @@ instances, Adam on the table's logits, and optionally a KL penalty to the start 
 one half at every set), as verl's `use_kl_loss` adds it. The reward is the match's win or loss
 (`outcome`, TextArena's) or each seat's chips won a hand (`chips`).
 
-    python bench/analysis/kuhn_tabular_grpo.py [--steps 200] [--seeds 5] [--out DIR]
+    python bench/analysis/kuhn_tabular_grpo.py [--steps 200] [--seeds 5] [--out DIR] [--card-weight W]
+
+With `--card-weight W` the policy is no longer a free table: each information set's logit is a term shared by
+the sets of its kind of decision (opening, after a check, facing a bet; four kinds, the card left out) plus W
+times a term of its own. A language model's move tokens are such a shared term (one update raises `[bet]` after
+any card), and W < 1 stands for a card the model reads only weakly; W = 1 keeps the shared term at full strength.
 
 prints, for each arm, each step's exact values of the strategy (`kuhn_strategy.values`) at a few steps,
 averaged over seeds, and writes kuhn_tabular_grpo.md (and .json) to DIR.
@@ -79,13 +84,27 @@ def match(p: np.ndarray, deals: list[tuple[int, int]], rng: np.random.Generator)
     return chips, moves
 
 
-def train(reward: str, kl: float, steps: int, lr: float, seed: int, record_at: list[int]) -> dict[int, np.ndarray]:
-    """The table's probabilities at each step of `record_at`."""
+KINDS = sorted({(first, facing) for first, _, facing in kuhn.NODES})
+KIND = np.array([KINDS.index((first, facing)) for first, _, facing in kuhn.NODES])  # each set's kind of decision
+
+
+def train(
+    reward: str, kl: float, steps: int, lr: float, seed: int, record_at: list[int], card_weight: float | None = None
+) -> dict[int, np.ndarray]:
+    """The policy's probabilities at each step of `record_at`: a table's, or with `card_weight` the sets' logits
+    `shared[kind] + card_weight * own[set]` (module docstring), both parts starting at random play."""
     rng = np.random.default_rng(seed)
-    theta, ref = np.zeros(len(kuhn.NODES)), np.zeros(len(kuhn.NODES))
-    m, v = np.zeros_like(theta), np.zeros_like(theta)
+    shared = card_weight is not None
+    params = np.zeros(len(KINDS) * shared + len(kuhn.NODES))
+    m, v = np.zeros_like(params), np.zeros_like(params)
+
+    def logits(params: np.ndarray) -> np.ndarray:
+        return params[KIND] + card_weight * params[len(KINDS) :] if shared else params
+
+    theta, ref = logits(params), np.zeros(len(kuhn.NODES))
     kept = {0: 1 / (1 + np.exp(-theta))} if 0 in record_at else {}
     for step in range(1, steps + 1):
+        theta = logits(params)
         p = 1 / (1 + np.exp(-theta))
         grad, decisions = np.zeros_like(theta), 0
         for _ in range(BATCH):
@@ -107,10 +126,12 @@ def train(reward: str, kl: float, steps: int, lr: float, seed: int, record_at: l
                             grad[node] -= kl * p[node] * (1 - p[node]) * (theta[node] - ref[node])
                             decisions += 1
         grad /= max(decisions, 1)
+        if shared:  # the chain rule through logits()
+            grad = np.concatenate([np.bincount(KIND, weights=grad, minlength=len(KINDS)), card_weight * grad])
         m, v = 0.9 * m + 0.1 * grad, 0.999 * v + 0.001 * grad**2
-        theta += lr * (m / (1 - 0.9**step)) / (np.sqrt(v / (1 - 0.999**step)) + 1e-8)
+        params = params + lr * (m / (1 - 0.9**step)) / (np.sqrt(v / (1 - 0.999**step)) + 1e-8)
         if step in record_at:
-            kept[step] = 1 / (1 + np.exp(-theta))
+            kept[step] = 1 / (1 + np.exp(-logits(params)))
     return kept
 
 
@@ -159,6 +180,9 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.05, help="Adam's step on the table's logits")
     parser.add_argument("--out", type=Path, default=Path("bench/results/kuhn_tabular_grpo"))
     parser.add_argument(
+        "--card-weight", type=float, help="a shared term per kind of decision plus W times each set's own"
+    )
+    parser.add_argument(
         "--filtered-imitation", type=int, metavar="ITERATIONS", help="print filtered BC's loop instead (stdout)"
     )
     args = parser.parse_args()
@@ -169,7 +193,7 @@ def main() -> None:
     arms = [("outcome", 0.0), ("chips", 0.0), ("outcome", 0.1), ("chips", 0.1), ("outcome", 0.5), ("chips", 0.5)]
     results = []
     for reward, kl in arms:
-        runs = [train(reward, kl, args.steps, args.lr, seed, record_at) for seed in range(args.seeds)]
+        runs = [train(reward, kl, args.steps, args.lr, seed, record_at, args.card_weight) for seed in range(args.seeds)]
         for step in record_at:
             tables = np.stack([run[step] for run in runs])
             values = {key: float(np.mean(v)) for key, v in kuhn.values(tables).items()}
