@@ -101,8 +101,8 @@ def train(
     def logits(params: np.ndarray) -> np.ndarray:
         return params[KIND] + card_weight * params[len(KINDS) :] if shared else params
 
-    theta, ref = logits(params), np.zeros(len(kuhn.NODES))
-    kept = {0: 1 / (1 + np.exp(-theta))} if 0 in record_at else {}
+    ref = np.zeros(len(kuhn.NODES))
+    kept = {0: 1 / (1 + np.exp(-logits(params)))} if 0 in record_at else {}
     for step in range(1, steps + 1):
         theta = logits(params)
         p = 1 / (1 + np.exp(-theta))

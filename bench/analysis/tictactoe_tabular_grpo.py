@@ -99,10 +99,11 @@ def train(
                             decisions += 1
         grad /= max(decisions, 1)
         if cell_weight is None:
-            grads = [grad, np.zeros_like(shared)]
+            updates = [(own, grad, moments[0])]
         else:  # the chain rule through logits()
-            grads = [cell_weight * grad, np.stack([grad[~SECOND].sum(0), grad[SECOND].sum(0)])]
-        for param, g, (m, v) in zip((own, shared), grads, moments, strict=True):
+            shared_grad = np.stack([grad[~SECOND].sum(0), grad[SECOND].sum(0)])
+            updates = [(own, cell_weight * grad, moments[0]), (shared, shared_grad, moments[1])]
+        for param, g, (m, v) in updates:
             m *= 0.9
             m += 0.1 * g
             v *= 0.999
