@@ -1,8 +1,11 @@
 """bench/analysis/kuhn_tabular_grpo.py's filtered-imitation loop: imitating won matches makes the table read the
 cards, and its report shows each iteration."""
 
+import argparse
+
 import bench_modules
 import numpy as np
+import pytest
 
 from selfplay_gen.games.textarena import kuhn_strategy as kuhn
 
@@ -44,3 +47,11 @@ def test_a_shared_term_ties_the_cards_of_a_decision_and_the_own_term_unties_them
     assert np.ptp(blind) > 0.05  # it did learn, per kind of decision
     (reading,) = kuhn_tabular.train("chips", 0.0, 6, 0.5, seed=1, record_at=[6], card_weight=1.0).values()
     assert max(np.ptp(shares) for shares in shares_by_kind(reading).values()) > 0.05
+
+
+def test_an_arm_is_a_reward_and_a_kl_coefficient_and_a_wrong_one_is_refused():
+    assert kuhn_tabular.arm("chips:0.2") == ("chips", 0.2)
+    assert kuhn_tabular.arm("outcome") == ("outcome", 0.0)
+    for wrong, named in (("points:0.1", "'points'"), ("chips:much", "'much'")):
+        with pytest.raises(argparse.ArgumentTypeError, match=named):
+            kuhn_tabular.arm(wrong)

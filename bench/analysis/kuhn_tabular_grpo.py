@@ -11,14 +11,18 @@ one half at every set), as verl's `use_kl_loss` adds it. The reward is the match
 (`outcome`, TextArena's) or each seat's chips won a hand (`chips`).
 
     python bench/analysis/kuhn_tabular_grpo.py [--steps 200] [--seeds 5] [--out DIR] [--card-weight W]
+        [--arm chips:0.2 ...] [--at 24,48]
 
 With `--card-weight W` the policy is no longer a free table: each information set's logit is a term shared by
 the sets of its kind of decision (opening, after a check, facing a bet; four kinds, the card left out) plus W
 times a term of its own. A language model's move tokens are such a shared term (one update raises `[bet]` after
 any card), and W < 1 stands for a card the model reads only weakly; W = 1 keeps the shared term at full strength.
 
-prints, for each arm, each step's exact values of the strategy (`kuhn_strategy.values`) at a few steps,
-averaged over seeds, and writes kuhn_tabular_grpo.md (and .json) to DIR.
+prints, for each arm (a reward and a KL coefficient; by default both rewards at KL 0, 0.1 and 0.5), each step's
+exact values of the strategy (`kuhn_strategy.values`) at a few steps (0, 8, 16, 32, half the steps, the last,
+and those of --at), averaged over seeds, and writes kuhn_tabular_grpo.md (and .json) to DIR. Runs that differ
+only in --lr stand for one model trained at different learning rates: the step a run reaches the game's value
+at, against the speed a GPU run's shares moved at, says how many steps that run would need.
 
     python bench/analysis/kuhn_tabular_grpo.py --filtered-imitation 4
 
@@ -173,6 +177,17 @@ def filtered_report(iterations: int) -> str:
     return "\n".join(lines)
 
 
+def arm(text: str) -> tuple[str, float]:
+    """`REWARD:KL` as (reward, KL coefficient), for --arm."""
+    reward, _, kl = text.partition(":")
+    if reward not in ("outcome", "chips"):
+        raise argparse.ArgumentTypeError(f"reward {reward!r} is not outcome or chips")
+    try:
+        return reward, float(kl or 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"KL {kl!r} is not a number") from None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=200)
@@ -185,12 +200,20 @@ def main() -> None:
     parser.add_argument(
         "--filtered-imitation", type=int, metavar="ITERATIONS", help="print filtered BC's loop instead (stdout)"
     )
+    parser.add_argument(
+        "--arm", action="append", type=arm, metavar="REWARD:KL",
+        help="an arm to train (repeatable): outcome or chips, and the KL coefficient to random play",
+    )  # fmt: skip
+    parser.add_argument(
+        "--at", type=lambda text: [int(step) for step in text.split(",")], default=[], metavar="STEPS",
+        help="more steps to record, comma-separated",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.filtered_imitation:
         print(filtered_report(args.filtered_imitation))
         return
-    record_at = sorted({0, 8, 16, 32, args.steps // 2, args.steps})
-    arms = [("outcome", 0.0), ("chips", 0.0), ("outcome", 0.1), ("chips", 0.1), ("outcome", 0.5), ("chips", 0.5)]
+    record_at = sorted({0, 8, 16, 32, args.steps // 2, args.steps, *(s for s in args.at if s <= args.steps)})
+    arms = args.arm or [(reward, kl) for kl in (0.0, 0.1, 0.5) for reward in ("outcome", "chips")]
     results = []
     for reward, kl in arms:
         runs = [train(reward, kl, args.steps, args.lr, seed, record_at, args.card_weight) for seed in range(args.seeds)]
