@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_base import get_trainer_cls
 
+import selfplay_gen.verl.online_trainer  # registers trainer.v1.trainer_mode=selfplay_online
 import selfplay_gen.verl.replay_trainer  # noqa: F401  (registers trainer.v1.trainer_mode=replay)
 from selfplay_gen.iterate.cli import train_command
 from selfplay_gen.verl.replay_buffer import QuickPollReplayBuffer
@@ -48,8 +49,8 @@ def job_config(*args: str):
 
 
 def built_by_verl(config):
-    """The sampler that the trainer of `config`'s trainer mode (offline: selfplay_gen's replay trainer, which
-    this module's import registered) builds, through verl's own `PPOTrainer.__init__`."""
+    """The sampler that the trainer of `config`'s trainer mode (selfplay_gen's replay trainer offline, its online
+    trainer online, which this module's imports registered) builds, through verl's own `PPOTrainer.__init__`."""
     return get_trainer_cls(config.trainer.v1.trainer_mode)(config).replay_buffer
 
 
