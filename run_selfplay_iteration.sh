@@ -5,8 +5,8 @@
 # `selfplay-gen iterate` (selfplay_gen/iterate/); this script runs it with the settings in its environment:
 # the variables --help names beside each setting (TRAINER=filtered-bc NUM_ITERATIONS=2 ..., or
 # SELFPLAY_NUM_ITERATIONS=2), a config file (--config RUN_DIR/config.yaml) and dotted overrides
-# (trainers.grpo.lr=1e-5); other arguments go to verl (Hydra overrides); --dry-run prints every command
-# instead of running it.
+# (trainers.grpo.lr=1e-5); keys outside the settings' sections go to verl (Hydra overrides); --dry-run prints
+# every command instead of running it.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO

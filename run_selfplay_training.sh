@@ -3,8 +3,8 @@
 # MODE=sft), then the last checkpoint merged into a Hugging Face directory. The work is `selfplay-gen train`
 # (selfplay_gen/iterate/); this script runs it with the settings in its environment: the variables --help
 # names beside each setting (MODE=sft MODEL_PATH=... ..., or SELFPLAY_MODE=sft), a config file (--config FILE)
-# and dotted overrides (lr=1e-5). Other arguments go to verl as Hydra overrides (last, so they win);
-# --dry-run prints the commands instead.
+# and dotted overrides (lr=1e-5). Keys outside the settings' sections go to verl as Hydra overrides (last, so
+# they win); --dry-run prints the commands instead.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO

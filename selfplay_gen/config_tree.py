@@ -320,7 +320,10 @@ def to_yaml(tree: Any) -> str:
 
 
 def _unknown(path: str, known: Mapping[str, Knob]) -> str:
-    close = difflib.get_close_matches(path, list(known), n=1)
+    """No setting `path`, and the knob it most likely meant: one of the same name in another section, else the
+    closest spelling."""
+    leaf = path.rpartition(".")[2]
+    close = [k for k in known if k.rpartition(".")[2] == leaf] or difflib.get_close_matches(path, list(known), n=1)
     return f"no setting {path!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
 
 
@@ -359,12 +362,20 @@ def read(path: Path, known: Mapping[str, Knob]) -> dict[str, Any]:
 
 
 def override(text: str, known: Mapping[str, Knob]) -> tuple[str, Any] | None:
-    """(path, value) of a dotted override `path=value` that names a knob; None for anything else
-    (e.g. a verl Hydra override, whose keys no knob's path equals)."""
+    """(path, value) of a dotted override `path=value` that names a knob; None for anything else: a verl
+    Hydra override, whose key lies outside the tree's sections (`trainer.test_freq`, `+actor_rollout_ref.x`).
+    A key in one of the tree's sections, or a bare word, that names no knob is a typo, refused here rather
+    than by verl's Hydra after the stages before training have run."""
     name, sep, value = text.partition("=")
-    if not sep or name not in known:
+    where = f"override {text!r}"
+    if not sep or name.startswith(("+", "~")):
         return None
-    return name, known[name].convert(value, f"override {text!r}")
+    if name in known:
+        return name, known[name].convert(value, where)
+    section = name.partition(".")[0]
+    if "." not in name or any(path.startswith(section + ".") for path in known):
+        raise ConfigError(f"{where}: {_unknown(name, known)}")
+    return None
 
 
 def env_value(k: Knob, environ: Mapping[str, str], aliases: bool) -> tuple[str, Any] | None:

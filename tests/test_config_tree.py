@@ -209,7 +209,9 @@ def test_play_and_eval_name_what_is_wrong_in_their_config_file_or_arguments(comm
     result = CliRunner().invoke(main, [command, "--config", str(bad), "--print-config"])
     assert result.exit_code == 2 and f"{bad}, line 3: no setting 'num_game'" in result.output
     result = CliRunner().invoke(main, [command, "--print-config", "sampling.temprature=0.9"])
-    assert result.exit_code == 2 and "'sampling.temprature=0.9' names no setting" in result.output
+    assert result.exit_code == 2 and "no setting 'sampling.temprature' (did you mean 'sampling.temperature'?)" in (
+        result.output
+    )
     variable = CliRunner().invoke(main, [command, "--print-config"], env={"SELFPLAY_SAMPLING__TEMPERATURE": "nan"})
     assert variable.exit_code == 2 and "SELFPLAY_SAMPLING__TEMPERATURE: sampling.temperature='nan'" in variable.output
 
@@ -223,6 +225,20 @@ def test_an_argument_that_names_no_setting_goes_to_verl(tmp_path):
     assert result.exit_code == 0, result.output
     (train,) = [line for line in result.output.splitlines() if "verl.trainer.main_ppo" in line]
     assert "trainer.total_epochs=3" in train and train.endswith("trainer.val_before_train=True")
+
+
+@pytest.mark.parametrize(
+    "typo, meant",
+    [("evaluation.crossplay=false", "crossplay"), ("sampling.temprature=0.7", "sampling.temperature"),
+     ("num_iteration=2", "num_iterations")],
+)  # fmt: skip
+def test_a_key_of_the_trees_own_that_names_no_setting_is_refused_before_anything_runs(typo, meant, tmp_path):
+    """Only keys outside the tree's sections are verl's: a typo inside them would otherwise reach verl's Hydra,
+    which refuses it only when training starts, after the stages before it have run."""
+    result = CliRunner().invoke(iterate_command, ["--dry-run", "--run_dir", str(tmp_path / "run"), typo])
+    assert result.exit_code == 2, result.output
+    assert f"override {typo!r}: no setting {typo.partition('=')[0]!r} (did you mean {meant!r}?)" in result.output
+    assert "+ " not in result.output  # no stage's command was printed
 
 
 @pytest.mark.parametrize("command, tree", [(generate_command, Generation), (train_command, Training)])

@@ -195,8 +195,8 @@ def iterate_command(**o: Any) -> None:
     the run's configuration (read it back with --config), RUN_DIR/report/<set> every model's evaluation
     rows, RUN_DIR/summary.md each stage's games, reward and wall time (per step, start-up apart).
 
-    OVERRIDES: `path=value` sets a setting (trainers.grpo.lr=1e-5); any other argument goes to verl as a
-    Hydra override."""
+    OVERRIDES: `path=value` sets a setting (trainers.grpo.lr=1e-5); an argument whose key lies outside the
+    tree's sections goes to verl as a Hydra override (trainer.test_freq=5)."""
     stop_on_signals()
     iterate(o)
 
@@ -354,8 +354,8 @@ MODE_DATA = {
 def train_command(**o: Any) -> None:
     """Train model_path with verl (GRPO through verl.trainer.main_ppo and this project's agent loops, or
     SFT through verl's SFT trainer), then merge the last checkpoint into OUT_DIR/hf (a LoRA adapter
-    folded in). OVERRIDES: `path=value` sets a setting (lr=1e-5); any other argument goes to verl as a
-    Hydra override, last, so it wins."""
+    folded in). OVERRIDES: `path=value` sets a setting (lr=1e-5); an argument whose key lies outside the
+    tree's sections goes to verl as a Hydra override, last, so it wins."""
     stop_on_signals()
     cfg, rest = load(Training, o)
     cfg = replace(cfg, overrides=(*cfg.overrides, *rest))
