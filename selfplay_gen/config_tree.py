@@ -363,9 +363,10 @@ def read(path: Path, known: Mapping[str, Knob]) -> dict[str, Any]:
 
 def override(text: str, known: Mapping[str, Knob]) -> tuple[str, Any] | None:
     """(path, value) of a dotted override `path=value` that names a knob; None for anything else: a verl
-    Hydra override, whose key lies outside the tree's sections (`trainer.test_freq`, `+actor_rollout_ref.x`).
-    A key in one of the tree's sections, or a bare word, that names no knob is a typo, refused here rather
-    than by verl's Hydra after the stages before training have run."""
+    Hydra override, whose key lies outside the tree's sections (`trainer.test_freq`, `+actor_rollout_ref.x`,
+    a config group such as `critic=...`). A key in one of the tree's sections that names no knob, or a bare
+    word spelled like one of its knobs, is a typo, refused here rather than by verl's Hydra after the stages
+    before training have run."""
     name, sep, value = text.partition("=")
     where = f"override {text!r}"
     if not sep or name.startswith(("+", "~")):
@@ -373,7 +374,8 @@ def override(text: str, known: Mapping[str, Knob]) -> tuple[str, Any] | None:
     if name in known:
         return name, known[name].convert(value, where)
     section = name.partition(".")[0]
-    if "." not in name or any(path.startswith(section + ".") for path in known):
+    typo = difflib.get_close_matches(name, list(known), n=1) if "." not in name else []
+    if typo or any(path.startswith(section + ".") for path in known):
         raise ConfigError(f"{where}: {_unknown(name, known)}")
     return None
 

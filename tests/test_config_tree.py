@@ -221,10 +221,11 @@ def test_an_argument_that_names_no_setting_goes_to_verl(tmp_path):
     run = tmp_path / "run"
     args = ["--dry-run", "--run_dir", str(run), "--initial_model", "/m0", "--num_iterations", "1", "--trainer", "grpo"]
     args += ["--warm.policy", "none", "--tools.gen", "gen", "--tools.convert", "conv", "--verl.python", sys.executable]
-    result = CliRunner().invoke(iterate_command, [*args, "trainers.grpo.epochs=3", "trainer.val_before_train=True"])
+    verl_own = ["trainer.val_before_train=True", "critic=dp_critic"]  # a key of verl's, and one of its config groups
+    result = CliRunner().invoke(iterate_command, [*args, "trainers.grpo.epochs=3", *verl_own])
     assert result.exit_code == 0, result.output
     (train,) = [line for line in result.output.splitlines() if "verl.trainer.main_ppo" in line]
-    assert "trainer.total_epochs=3" in train and train.endswith("trainer.val_before_train=True")
+    assert "trainer.total_epochs=3" in train and train.endswith(" ".join(verl_own))
 
 
 @pytest.mark.parametrize(
