@@ -92,6 +92,16 @@ KINDS = sorted({(first, facing) for first, _, facing in kuhn.NODES})
 KIND = np.array([KINDS.index((first, facing)) for first, _, facing in kuhn.NODES])  # each set's kind of decision
 
 
+def adam_step(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, step: int, lr: float) -> None:
+    """One ascent step of Adam (betas 0.9 and 0.999, eps 1e-8) on `param` along `grad`, its moments `m` and `v`
+    updated in place: the optimizer of both table labs (`tictactoe_tabular_grpo.py` too)."""
+    m *= 0.9
+    m += 0.1 * grad
+    v *= 0.999
+    v += 0.001 * grad**2
+    param += lr * (m / (1 - 0.9**step)) / (np.sqrt(v / (1 - 0.999**step)) + 1e-8)
+
+
 def train(
     reward: str, kl: float, steps: int, lr: float, seed: int, record_at: list[int], card_weight: float | None = None
 ) -> dict[int, np.ndarray]:
@@ -132,8 +142,7 @@ def train(
         grad /= max(decisions, 1)
         if shared:  # the chain rule through logits()
             grad = np.concatenate([np.bincount(KIND, weights=grad, minlength=len(KINDS)), card_weight * grad])
-        m, v = 0.9 * m + 0.1 * grad, 0.999 * v + 0.001 * grad**2
-        params = params + lr * (m / (1 - 0.9**step)) / (np.sqrt(v / (1 - 0.999**step)) + 1e-8)
+        adam_step(params, grad, m, v, step, lr)
         if step in record_at:
             kept[step] = 1 / (1 + np.exp(-logits(params)))
     return kept

@@ -22,6 +22,7 @@ import random
 
 import click
 import numpy as np
+from kuhn_tabular_grpo import adam_step
 from tictactoe_filtered_imitation import EMPTY, FIRST, Policy, play, scores
 
 from selfplay_gen.games.textarena.scripted import free_cells, other_mark, place, won
@@ -104,11 +105,7 @@ def train(
             shared_grad = np.stack([grad[~SECOND].sum(0), grad[SECOND].sum(0)])
             updates = [(own, cell_weight * grad, moments[0]), (shared, shared_grad, moments[1])]
         for param, g, (m, v) in updates:
-            m *= 0.9
-            m += 0.1 * g
-            v *= 0.999
-            v += 0.001 * g**2
-            param += lr * (m / (1 - 0.9**step)) / (np.sqrt(v / (1 - 0.999**step)) + 1e-8)
+            adam_step(param, g, m, v, step, lr)
         if step in record_at:
             kept[step] = scores(sampler(softmax(logits())), 1000, eval_rng)
     return kept
