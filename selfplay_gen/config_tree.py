@@ -327,6 +327,11 @@ def _unknown(path: str, known: Mapping[str, Knob]) -> str:
     return f"no setting {path!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
 
 
+def _is_section(name: str, known: Mapping[str, Knob]) -> bool:
+    """Whether `name` is a section of the tree: some knob's path lies under it."""
+    return any(path.startswith(name + ".") for path in known)
+
+
 def read(path: Path, known: Mapping[str, Knob]) -> dict[str, Any]:
     """{knob path: value} from a YAML config file, each value checked by its knob; a ConfigError
     names the file, the line, the knob and the value of anything it cannot take."""
@@ -348,7 +353,7 @@ def read(path: Path, known: Mapping[str, Knob]) -> dict[str, Any]:
             name = prefix + str(key_node.value)
             where = f"{path}, line {key_node.start_mark.line + 1}"
             if isinstance(value_node, yaml.MappingNode):
-                if not any(k.startswith(name + ".") for k in known):
+                if not _is_section(name, known):
                     raise ConfigError(f"{where}: {_unknown(name, known)}")
                 walk(value_node, name + ".")
                 continue
@@ -375,7 +380,7 @@ def override(text: str, known: Mapping[str, Knob]) -> tuple[str, Any] | None:
         return name, known[name].convert(value, where)
     section = name.partition(".")[0]
     typo = difflib.get_close_matches(name, list(known), n=1) if "." not in name else []
-    if typo or any(path.startswith(section + ".") for path in known):
+    if typo or _is_section(section, known):
         raise ConfigError(f"{where}: {_unknown(name, known)}")
     return None
 
