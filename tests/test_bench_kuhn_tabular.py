@@ -2,6 +2,7 @@
 cards, and its report shows each iteration."""
 
 import argparse
+import json
 
 import bench_modules
 import numpy as np
@@ -55,3 +56,11 @@ def test_an_arm_is_a_reward_and_a_kl_coefficient_and_a_wrong_one_is_refused():
     for wrong, named in (("points:0.1", "'points'"), ("chips:much", "'much'")):
         with pytest.raises(argparse.ArgumentTypeError, match=named):
             kuhn_tabular.arm(wrong)
+
+
+def test_a_run_shorter_than_the_usual_record_steps_records_only_the_steps_it_takes(tmp_path, monkeypatch):
+    args = ["--steps", "4", "--seeds", "1", "--arm", "chips:0.2", "--at", "2,48", "--out", str(tmp_path)]
+    monkeypatch.setattr("sys.argv", ["kuhn_tabular_grpo.py", *args])
+    kuhn_tabular.main()
+    rows = json.loads((tmp_path / "kuhn_tabular_grpo.json").read_text())
+    assert [(r["reward"], r["kl"], r["step"]) for r in rows] == [("chips", 0.2, step) for step in (0, 2, 4)]

@@ -221,7 +221,7 @@ def main() -> None:
     if args.filtered_imitation:
         print(filtered_report(args.filtered_imitation))
         return
-    record_at = sorted({0, 8, 16, 32, args.steps // 2, args.steps, *(s for s in args.at if s <= args.steps)})
+    record_at = sorted({s for s in (0, 8, 16, 32, args.steps // 2, args.steps, *args.at) if s <= args.steps})
     arms = args.arm or [(reward, kl) for kl in (0.0, 0.1, 0.5) for reward in ("outcome", "chips")]
     results = []
     for reward, kl in arms:
