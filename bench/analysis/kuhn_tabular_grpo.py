@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from selfplay_gen.games.textarena import kuhn_strategy as kuhn
+from selfplay_gen.stats.report import markdown_table
 
 HANDS, GROUP, BATCH = 3, 8, 16
 FIRST = (1, 0, 1)  # the seat that acts first in each hand of KuhnPoker-v0
@@ -176,14 +177,13 @@ def filtered_report(iterations: int) -> str:
     """Each iteration's exact values and shares of the aggressive move, as a markdown table."""
     tables = [np.full(len(kuhn.NODES), 0.5), *filtered_imitation(iterations)]
     head = ["policy", *kuhn.VALUES.values(), *(kuhn.node_name(node) for node in kuhn.NODES)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for i, table in enumerate(tables):
         values = kuhn.values(table)
         cells = [f"iteration {i}" if i else "random play", *(f"{float(values[k]):+.3f}" for k in kuhn.VALUES)]
-        lines.append("| " + " | ".join([*cells, *(f"{share:.2f}" for share in table)]) + " |")
-    equilibrium = ["equilibrium", *("" for _ in kuhn.VALUES), *(f"{share:.2f}" for share in kuhn.EQUILIBRIUM)]
-    lines.append("| " + " | ".join(equilibrium) + " |")
-    return "\n".join(lines)
+        rows.append([*cells, *(f"{share:.2f}" for share in table)])
+    rows.append(["equilibrium", *("" for _ in kuhn.VALUES), *(f"{share:.2f}" for share in kuhn.EQUILIBRIUM)])
+    return markdown_table(head, rows)
 
 
 def arm(text: str) -> tuple[str, float]:
@@ -234,17 +234,15 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "kuhn_tabular_grpo.json").write_text(json.dumps(results, indent=1) + "\n")
     head = ["reward", "KL to the start", "step", *kuhn.VALUES.values()]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in results:
-        cells = [r["reward"], f"{r['kl']:g}", str(r["step"]), *(f"{r[k]:+.3f}" for k in kuhn.VALUES)]
-        lines.append("| " + " | ".join(cells) + " |")
+    rows = [[r["reward"], f"{r['kl']:g}", str(r["step"]), *(f"{r[k]:+.3f}" for k in kuhn.VALUES)] for r in results]
     last = [r for r in results if r["step"] == args.steps]
-    arm_names = [f"{r['reward']}, KL {r['kl']:g}" for r in last]
-    lines += ["", f"Shares of the aggressive move at step {args.steps} (mean over seeds):", ""]
-    lines += ["| information set: move | equilibrium | " + " | ".join(arm_names) + " |", "|" + "---|" * (2 + len(last))]
-    for i, node in enumerate(kuhn.NODES):
-        cells = [kuhn.node_name(node), f"{kuhn.EQUILIBRIUM[i]:.2f}", *(f"{r['shares'][i]:.2f}" for r in last)]
-        lines.append("| " + " | ".join(cells) + " |")
+    shares_head = ["information set: move", "equilibrium", *(f"{r['reward']}, KL {r['kl']:g}" for r in last)]
+    shares = [
+        [kuhn.node_name(node), f"{kuhn.EQUILIBRIUM[i]:.2f}", *(f"{r['shares'][i]:.2f}" for r in last)]
+        for i, node in enumerate(kuhn.NODES)
+    ]
+    note = f"Shares of the aggressive move at step {args.steps} (mean over seeds):"
+    lines = [markdown_table(head, rows), "", note, "", markdown_table(shares_head, shares)]
     (args.out / "kuhn_tabular_grpo.md").write_text("\n".join(lines) + "\n")
 
 
