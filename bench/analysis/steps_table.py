@@ -10,6 +10,15 @@ are an online GRPO run's: entropy, the step's games' reward and what they did (`
 response length and turns, the step's seconds and its parts, and the validation's reward and measures where
 the step validated. Two columns are ratios of two metrics (`RATIOS`): the reward when agreed, the games' mean
 reward over their agreement rate, which is the agreed games' own mean since a game without agreement scores 0.
+
+    python bench/analysis/steps_table.py RUN/iter_001/train/verl.log --kuhn > kuhn_steps.tsv
+
+`--kuhn`: a Kuhn Poker run's strategy at each step instead, the share of the aggressive move at each of the
+twelve information sets in the step's self-play games and that strategy's exact chips a hand against the
+equilibrium and its best response (`selfplay_gen.games.textarena.kuhn_strategy`), from the counts the online
+trainer logs (games/kuhn_<set>_moves/mean and _aggressive/mean). The games are the policy's before the step's
+update, both seats pooled, at the rollout temperature: the curve between the checkpoints, whose evaluations
+against the fixed references are the readings with intervals.
 """
 
 from __future__ import annotations
@@ -18,8 +27,11 @@ import argparse
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from selfplay_gen.games import UNNAMED
-from selfplay_gen.iterate.report import console_metrics
+from selfplay_gen.games.textarena.kuhn_strategy import NODES, VALUES, node_name, values
+from selfplay_gen.iterate.report import console_metrics, step_strategy
 from selfplay_gen.stats.report import markdown_table
 from selfplay_gen.verl import STEP_MEASURES, data_source
 
@@ -74,6 +86,20 @@ def table(lines: list[str], columns: tuple[tuple[str, str], ...] = COLUMNS) -> l
     return rows
 
 
+def kuhn_table(lines: list[str]) -> list[list[str]]:
+    """The header and one row per training step that logged Kuhn Poker's counts (`report.step_strategy`): the
+    strategy's four values (`kuhn_strategy.VALUES`), then its share at each information set, blank where the
+    step's games never reached it."""
+    rows = [["step", *VALUES, *(node_name(node) for node in NODES)]]
+    for step in console_metrics(lines):
+        strategy = step_strategy(step) if "timing_s/step" in step else None
+        if strategy is not None:
+            worth = values(strategy)
+            shares = ["" if np.isnan(share) else f"{share:.3f}" for share in strategy]
+            rows.append([f"{step['step']:g}", *(f"{worth[key]:.4f}" for key in VALUES), *shares])
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("log", type=Path, help="verl's console log (a stage's train/verl.log)")
@@ -81,15 +107,19 @@ def main(argv: list[str] | None = None) -> None:
         "--columns", help="metrics to show, comma-separated, as verl names them [default: an online GRPO run's]"
     )
     parser.add_argument("--markdown", action="store_true", help="a Markdown table instead of tab-separated values")
+    parser.add_argument("--kuhn", action="store_true", help="Kuhn Poker's strategy and its worth at each step")
     args = parser.parse_args(argv)
     try:
         lines = args.log.read_text(errors="replace").splitlines()
     except OSError as error:
         parser.error(f"cannot read {args.log}: {error.strerror}")
+    if args.kuhn and args.columns:
+        parser.error("--kuhn shows its own columns: leave out --columns")
     columns = tuple((metric, metric) for metric in args.columns.split(",")) if args.columns else COLUMNS
-    rows = table(lines, columns)
+    rows = kuhn_table(lines) if args.kuhn else table(lines, columns)
     if len(rows) == 1:
-        sys.exit(f"{args.log}: no training step logged timing_s/step")
+        logged = "Kuhn Poker's information-set counts (games/kuhn_*)" if args.kuhn else "timing_s/step"
+        sys.exit(f"{args.log}: no training step logged {logged}")
     print(markdown_table(rows[0], rows[1:]) if args.markdown else "\n".join("\t".join(row) for row in rows))
 
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..atomic import write_json_atomic
 from ..evaluation.retention import RetentionError, compare
@@ -20,6 +20,9 @@ from ..verl import STEP_MEASURES
 from .decisions import SUMMARY_HEADER
 from .plays import VERSUS
 from .stages import PlayedBy
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ROW_FILE = "summary_row.json"
 TIMINGS_FILE = "timings.json"
@@ -116,9 +119,13 @@ def write_summary(run_dir: Path) -> str:
         parts.append("\n## Training curves\n\n")
         for plot in plots:
             parts.append(f"![{name(plot.parent.parent)}]({plot.relative_to(run_dir)})\n")
-            trend = training_trend(_read_steps(plot.parent / STEPS_FILE))
+            logged = _read_steps(plot.parent / STEPS_FILE)
+            trend = training_trend(logged)
             if trend:
                 parts.append(f"\n{name(plot.parent.parent)}: {trend}\n\n")
+            strategy = strategy_trend(logged)
+            if strategy:
+                parts.append(f"{name(plot.parent.parent)}: {strategy}\n\n")
     text = "".join(parts)
     (run_dir / "summary.tsv").write_text(tsv)
     tmp = run_dir / "summary.md.tmp"
@@ -411,6 +418,36 @@ def training_trend(steps: list[dict[str, float]]) -> str | None:
         if first > 0 and last < COLLAPSE * first:
             return f"{text}: **collapsing** (entropy below {COLLAPSE:.0%} of its start)"
     return text
+
+
+def step_strategy(step: dict[str, float]) -> np.ndarray | None:
+    """The Kuhn Poker strategy of a training step's games, from the means of their information sets' counts
+    (`games.textarena.kuhn_strategy.move_counts`, logged as STEP_MEASURES/<count>/mean); None where the step
+    logged none."""
+    from ..games.textarena.kuhn_strategy import strategy_of_means
+
+    prefix, suffix = f"{STEP_MEASURES}/", "/mean"
+    means = {k[len(prefix) : -len(suffix)]: v for k, v in step.items() if k.startswith(prefix) and k.endswith(suffix)}
+    return strategy_of_means(means)
+
+
+def strategy_trend(steps: list[dict[str, float]]) -> str | None:
+    """In Kuhn Poker, the exact worth against the equilibrium of the strategy the training's games show, at the
+    first logged step and the last (`step_strategy`): whether self-play moves toward the equilibrium, between
+    the checkpoints evaluated. None where fewer than two steps logged it."""
+    from ..games.textarena.kuhn_strategy import VALUE_FIRST, values
+
+    read = [(s["step"], values(strategy)) for s in steps if (strategy := step_strategy(s)) is not None]
+    if len(read) < 2:
+        return None
+    (a, first), (b, last) = read[0], read[-1]
+    pair = "{:+.3f} / {:+.3f}".format
+    value = pair(VALUE_FIRST, -VALUE_FIRST)
+    return (
+        f"strategy of its games against the equilibrium, first / second to act (value {value}), "
+        f"{pair(first['equilibrium_first'], first['equilibrium_second'])} at step {a:g} → "
+        f"{pair(last['equilibrium_first'], last['equilibrium_second'])} at step {b:g}"
+    )
 
 
 def _read_steps(path: Path) -> list[dict[str, float]]:

@@ -49,7 +49,7 @@ __all__ = ["append_to_run", "evaluate", "game_table", "summary_text", "write_rep
 def game_table(records: Iterable[Record], seats: tuple[str, str]) -> pd.DataFrame:
     """The generic rows, with each seat's chips a hand where the environment keeps chips (Kuhn
     Poker's `chips` and `hands`, `fixes.py`), else NaN, and there each move's information set
-    (`kuhn_moves`: `kuhn_strategy.decisions`)."""
+    (`kuhn_moves`: `kuhn_strategy.decisions`) and their counts at each set (`kuhn_strategy.move_counts`)."""
     rows = []
     for record in records:
         row, outcome = generic.game_row(record, seats), cast(dict[str, Any], record["outcome"])
@@ -57,6 +57,7 @@ def game_table(records: Iterable[Record], seats: tuple[str, str]) -> pd.DataFram
         for seat in range(2):
             row[f"chips{seat}"] = chips[seat] / hands if chips and hands else np.nan
         row["kuhn_moves"] = kuhn_strategy.decisions(record) if chips else []
+        row.update(kuhn_strategy.move_counts(row["kuhn_moves"]) if chips else {})
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -12,7 +12,7 @@ hold for a player whose play does not depend on the hands before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from itertools import permutations, product
 from typing import Any
 
@@ -63,6 +63,38 @@ def node_name(node: tuple[bool, int, bool]) -> str:
     first, card, facing = node
     where, move = SITUATIONS[(first, facing)]
     return f"{ROLES[not first]}, {CARDS[card]}, {where}: {move}"
+
+
+def measure_names(node: tuple[bool, int, bool]) -> tuple[str, str]:
+    """The game measures (`move_counts`) of one information set: its moves, and its aggressive moves."""
+    first, card, facing = node
+    where = SITUATIONS[(first, facing)][0].replace(" ", "_")
+    stem = f"kuhn_{ROLES[not first]}_{CARDS[card]}_{where}"
+    return f"{stem}_moves", f"{stem}_aggressive"
+
+
+MEASURE_NAMES = [measure_names(node) for node in NODES]
+
+
+def move_counts(moves: Iterable[tuple[int, int, bool]]) -> dict[str, float]:
+    """One game's moves and aggressive moves at each information set, both seats together (`decisions`), as
+    scalar measures: a trainer that averages a step's self-play games' measures (both seats the one policy)
+    logs the policy's counts a game, whose ratios (`strategy_of_means`) are its strategy at that step."""
+    counts = dict.fromkeys((name for pair in MEASURE_NAMES for name in pair), 0.0)
+    for _, node, aggressive in moves:
+        moved, aggressed = MEASURE_NAMES[node]
+        counts[moved] += 1
+        counts[aggressed] += aggressive
+    return counts
+
+
+def strategy_of_means(means: Mapping[str, float]) -> np.ndarray | None:
+    """The strategy ([12] shares, NaN at a set never reached) that the means over games of `move_counts`
+    show, by measure name; None where they hold none of them."""
+    if not any(moved in means for moved, _ in MEASURE_NAMES):
+        return None
+    counts = np.array([[means.get(aggressed, 0.0), means.get(moved, 0.0)] for moved, aggressed in MEASURE_NAMES])
+    return shares(counts)
 
 
 def decisions(record: Mapping[str, Any]) -> list[tuple[int, int, bool]]:
