@@ -69,6 +69,12 @@ def test_each_step_reads_as_its_strategy_worth_and_the_run_says_where_it_went(tm
         "-0.056 / +0.056 at step 1 → -0.111 / -0.111 at step 2"
     )
     assert report.strategy_trend(steps[:2]) is None  # one step that logged it
+    # in self-play, a policy that always opens with a bet never shows what it does as the second after a check
+    unseen = always.copy()
+    unseen[[kuhn.INDEX[(False, card, False)] for card in range(3)]] = np.nan
+    third = dict(zip(rows[0], steps_table.kuhn_table([logged(3, unseen)])[1]))
+    assert float(third["equilibrium_first"]) == pytest.approx(-1 / 9, abs=1e-4) and third["equilibrium_second"] == ""
+    assert report.strategy_trend(steps + report.console_metrics([logged(3, unseen)])).endswith("-0.111 / – at step 3")
     assert report.strategy_trend([{"step": 1.0, "games/agreed/mean": 1.0}] * 2) is None
 
     log = tmp_path / "verl.log"

@@ -88,15 +88,17 @@ def table(lines: list[str], columns: tuple[tuple[str, str], ...] = COLUMNS) -> l
 
 def kuhn_table(lines: list[str]) -> list[list[str]]:
     """The header and one row per training step that logged Kuhn Poker's counts (`report.step_strategy`): the
-    strategy's four values (`kuhn_strategy.VALUES`), then its share at each information set, blank where the
-    step's games never reached it."""
+    strategy's four values (`kuhn_strategy.VALUES`), then its share at each information set; blank where the
+    step's games never reached the set, or a set the value needs (a policy that always opens with a bet never
+    shows, in self-play, what it does as the second after a check)."""
     rows = [["step", *VALUES, *(node_name(node) for node in NODES)]]
     for step in console_metrics(lines):
         strategy = step_strategy(step) if "timing_s/step" in step else None
         if strategy is not None:
             worth = values(strategy)
             shares = ["" if np.isnan(share) else f"{share:.3f}" for share in strategy]
-            rows.append([f"{step['step']:g}", *(f"{worth[key]:.4f}" for key in VALUES), *shares])
+            cells = ["" if np.isnan(worth[key]) else f"{worth[key]:.4f}" for key in VALUES]
+            rows.append([f"{step['step']:g}", *cells, *shares])
     return rows
 
 

@@ -435,13 +435,18 @@ def strategy_trend(steps: list[dict[str, float]]) -> str | None:
     """In Kuhn Poker, the exact worth against the equilibrium of the strategy the training's games show, at the
     first logged step and the last (`step_strategy`): whether self-play moves toward the equilibrium, between
     the checkpoints evaluated. None where fewer than two steps logged it."""
+    import numpy as np
+
     from ..games.textarena.kuhn_strategy import VALUE_FIRST, values
 
     read = [(s["step"], values(strategy)) for s in steps if (strategy := step_strategy(s)) is not None]
     if len(read) < 2:
         return None
     (a, first), (b, last) = read[0], read[-1]
-    pair = "{:+.3f} / {:+.3f}".format
+
+    def pair(a: Any, b: Any) -> str:  # a value that needs a set the games never reached: –
+        return " / ".join("–" if np.isnan(v) else f"{v:+.3f}" for v in (a, b))
+
     value = pair(VALUE_FIRST, -VALUE_FIRST)
     return (
         f"strategy of its games against the equilibrium, first / second to act (value {value}), "
