@@ -77,6 +77,12 @@ def test_each_step_reads_as_its_strategy_worth_and_the_run_says_where_it_went(tm
     assert report.strategy_trend(steps + report.console_metrics([logged(3, unseen)])).endswith("-0.111 / – at step 3")
     assert report.strategy_trend([{"step": 1.0, "games/agreed/mean": 1.0}] * 2) is None
 
+    # the run's curves: a panel of the strategy's worth as each seat, a point where the games reached what it needs
+    curves = [report.with_strategy(step) for step in report.console_metrics([*lines, logged(3, unseen)])]
+    assert report.curve_panels(curves)[report.STRATEGY_PANEL] == list(report.STRATEGY_CURVES)
+    assert [round(s.get("strategy/equilibrium_second", 9), 4) for s in curves] == [9, 0.0556, -0.1111, 9]
+    assert report.plot_curves(report.console_metrics(lines), tmp_path / "curves.png")
+
     log = tmp_path / "verl.log"
     log.write_text("\n".join(lines))
     steps_table.main([str(log), "--kuhn", "--markdown"])

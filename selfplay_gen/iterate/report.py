@@ -431,6 +431,23 @@ def step_strategy(step: dict[str, float]) -> np.ndarray | None:
     return strategy_of_means(means)
 
 
+# a Kuhn Poker step's strategy worth against the equilibrium (`with_strategy`), as its curves name it
+STRATEGY_CURVES = {"strategy/equilibrium_first": "first to act", "strategy/equilibrium_second": "second to act"}
+STRATEGY_PANEL = "Kuhn Poker strategy vs equilibrium (values -0.056 / +0.056)"
+
+
+def with_strategy(step: dict[str, float]) -> dict[str, float]:
+    """The step with what its games' Kuhn Poker strategy (`step_strategy`) is worth against the equilibrium as
+    each seat (STRATEGY_CURVES), where it logged the counts and the games reached the sets that needs."""
+    from ..games.textarena.kuhn_strategy import values
+
+    strategy = step_strategy(step)
+    if strategy is None:
+        return step
+    worth = {name: float(values(strategy)[name.split("/")[1]]) for name in STRATEGY_CURVES}
+    return {**step, **{name: value for name, value in worth.items() if value == value}}  # NaN: not reached
+
+
 def strategy_trend(steps: list[dict[str, float]]) -> str | None:
     """In Kuhn Poker, the exact worth against the equilibrium of the strategy the training's games show, at the
     first logged step and the last (`step_strategy`): whether self-play moves toward the equilibrium, between
@@ -479,17 +496,24 @@ def curve_panels(steps: list[dict[str, float]]) -> dict[str, list[str]]:
         names = training + [n for n in validation if n.endswith(f"/{measure}/mean@1")]
         if names:
             panels[f"{measure} {PER_GAME}"] = names
+    if strategy := [name for name in STRATEGY_CURVES if name in logged]:
+        panels[STRATEGY_PANEL] = strategy
     return panels
 
 
 def series_label(name: str) -> str:
-    """A curve's legend: the training games' (`STEP_MEASURES`) or a validation data source's."""
+    """A curve's legend: the training games' (`STEP_MEASURES`) or a validation data source's, or a seat's
+    strategy curve (STRATEGY_CURVES)."""
+    if name in STRATEGY_CURVES:
+        return STRATEGY_CURVES[name]
     return "training games" if name.startswith(f"{STEP_MEASURES}/") else f"validation: {name.split('/')[1]}"
 
 
 def plot_curves(steps: list[dict[str, float]], out: Path) -> bool:
-    """Plot reward, entropy, KL and clip fraction per step, and what the training steps' and validations' games
-    did (`MEASURES`), each where the trainer logged it, into `out`; False when it logged none of them."""
+    """Plot reward, entropy, KL and clip fraction per step, what the training steps' and validations' games
+    did (`MEASURES`) and, in Kuhn Poker, what their strategy is worth (`with_strategy`), each where the trainer
+    logged it, into `out`; False when it logged none of them."""
+    steps = [with_strategy(step) for step in steps]
     shown = curve_panels(steps)
     if not shown:
         return False
@@ -497,6 +521,8 @@ def plot_curves(steps: list[dict[str, float]], out: Path) -> bool:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from ..games.textarena.kuhn_strategy import VALUE_FIRST
 
     columns = min(PANELS_A_ROW, len(shown))
     rows = -(-len(shown) // columns)
@@ -507,7 +533,10 @@ def plot_curves(steps: list[dict[str, float]], out: Path) -> bool:
         for name in names:
             points = [(s["step"], s[name]) for s in steps if name in s]
             axis.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=series_label(name))
-        if title.endswith(PER_GAME):  # training games or which validation
+        if title == STRATEGY_PANEL:  # the game's value to each seat, where the strategy should go
+            for value in (VALUE_FIRST, -VALUE_FIRST):
+                axis.axhline(value, color="grey", linestyle="--", linewidth=0.8)
+        if title.endswith(PER_GAME) or title == STRATEGY_PANEL:  # training games or which validation; the seats
             axis.legend(fontsize=6)
         axis.set_title(title, fontsize=8)
         axis.set_xlabel("step")
