@@ -433,42 +433,40 @@ def step_strategy(step: dict[str, float]) -> np.ndarray | None:
 
 # a Kuhn Poker step's strategy worth against the equilibrium (`with_strategy`), as its curves name it
 STRATEGY_CURVES = {"strategy/equilibrium_first": "first to act", "strategy/equilibrium_second": "second to act"}
-STRATEGY_PANEL = "Kuhn Poker strategy vs equilibrium (values -0.056 / +0.056)"
+STRATEGY_PANEL = "Kuhn Poker strategy vs equilibrium (dashed: the game's values)"
 
 
 def with_strategy(step: dict[str, float]) -> dict[str, float]:
     """The step with what its games' Kuhn Poker strategy (`step_strategy`) is worth against the equilibrium as
-    each seat (STRATEGY_CURVES), where it logged the counts and the games reached the sets that needs."""
+    each seat (STRATEGY_CURVES), where it logged the counts and the games reached the sets that needs (a policy
+    that always opens with a bet never shows, in self-play, what it does as the second after a check)."""
     from ..games.textarena.kuhn_strategy import values
 
     strategy = step_strategy(step)
     if strategy is None:
         return step
-    worth = {name: float(values(strategy)[name.split("/")[1]]) for name in STRATEGY_CURVES}
-    return {**step, **{name: value for name, value in worth.items() if value == value}}  # NaN: not reached
+    worth = values(strategy)
+    read = {name: float(worth[name.split("/")[1]]) for name in STRATEGY_CURVES}
+    return {**step, **{name: value for name, value in read.items() if value == value}}  # NaN: not reached
 
 
 def strategy_trend(steps: list[dict[str, float]]) -> str | None:
     """In Kuhn Poker, the exact worth against the equilibrium of the strategy the training's games show, at the
-    first logged step and the last (`step_strategy`): whether self-play moves toward the equilibrium, between
-    the checkpoints evaluated. None where fewer than two steps logged it."""
-    import numpy as np
+    first logged step and the last (`with_strategy`; – where the games did not show it): whether self-play
+    moves toward the equilibrium, between the checkpoints evaluated. None where fewer than two steps logged it."""
+    from ..games.textarena.kuhn_strategy import VALUE_FIRST
 
-    from ..games.textarena.kuhn_strategy import VALUE_FIRST, values
-
-    read = [(s["step"], values(strategy)) for s in steps if (strategy := step_strategy(s)) is not None]
+    read = [s for s in map(with_strategy, steps) if any(name in s for name in STRATEGY_CURVES)]
     if len(read) < 2:
         return None
-    (a, first), (b, last) = read[0], read[-1]
 
-    def pair(a: Any, b: Any) -> str:  # a value that needs a set the games never reached: –
-        return " / ".join("–" if np.isnan(v) else f"{v:+.3f}" for v in (a, b))
+    def pair(step: dict[str, float]) -> str:
+        return " / ".join(f"{step[name]:+.3f}" if name in step else "–" for name in STRATEGY_CURVES)
 
-    value = pair(VALUE_FIRST, -VALUE_FIRST)
+    first, last = read[0], read[-1]
     return (
-        f"strategy of its games against the equilibrium, first / second to act (value {value}), "
-        f"{pair(first['equilibrium_first'], first['equilibrium_second'])} at step {a:g} → "
-        f"{pair(last['equilibrium_first'], last['equilibrium_second'])} at step {b:g}"
+        f"strategy of its games against the equilibrium, first / second to act (value {VALUE_FIRST:+.3f} / "
+        f"{-VALUE_FIRST:+.3f}), {pair(first)} at step {first['step']:g} → {pair(last)} at step {last['step']:g}"
     )
 
 
