@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from selfplay_gen.games.textarena import kuhn_strategy as kuhn
+from selfplay_gen.games.textarena.game import OUTCOME, REWARD_MODES
 from selfplay_gen.stats.report import markdown_table
 
 HANDS, GROUP, BATCH = 3, 8, 16
@@ -127,7 +128,7 @@ def train(
             games = []
             for _ in range(GROUP):
                 chips, moves = match(p, deals, rng)
-                rewards = (np.sign(chips), -np.sign(chips)) if reward == "outcome" else (chips / HANDS, -chips / HANDS)
+                rewards = (np.sign(chips), -np.sign(chips)) if reward == OUTCOME else (chips / HANDS, -chips / HANDS)
                 games.append((rewards, moves))
             for seat in range(2):
                 r = np.array([g[0][seat] for g in games], dtype=float)
@@ -189,8 +190,8 @@ def filtered_report(iterations: int) -> str:
 def arm(text: str) -> tuple[str, float]:
     """`REWARD:KL` as (reward, KL coefficient), for --arm."""
     reward, _, kl = text.partition(":")
-    if reward not in ("outcome", "chips"):
-        raise argparse.ArgumentTypeError(f"reward {reward!r} is not outcome or chips")
+    if reward not in REWARD_MODES:
+        raise argparse.ArgumentTypeError(f"reward {reward!r} is not {' or '.join(REWARD_MODES)}")
     try:
         return reward, float(kl or 0)
     except ValueError:
@@ -222,7 +223,7 @@ def main() -> None:
         print(filtered_report(args.filtered_imitation))
         return
     record_at = sorted({s for s in (0, 8, 16, 32, args.steps // 2, args.steps, *args.at) if s <= args.steps})
-    arms = args.arm or [(reward, kl) for kl in (0.0, 0.1, 0.5) for reward in ("outcome", "chips")]
+    arms = args.arm or [(reward, kl) for kl in (0.0, 0.1, 0.5) for reward in REWARD_MODES]
     results = []
     for reward, kl in arms:
         runs = [train(reward, kl, args.steps, args.lr, seed, record_at, args.card_weight) for seed in range(args.seeds)]
