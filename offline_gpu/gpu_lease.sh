@@ -79,10 +79,11 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KERNEL_CACHES=(.cache/tvm-ffi .cache/sglang .cache/flashinfer .cache/torch_extensions .triton/cache .nv/ComputeCache)
 
 # ROOT.repo: this run's copy of the checkout, not the call's tree, which the machine replaces between calls (nor
-# another run's); `make gpu`'s environments stay in the checkout and are linked in, where the scripts find them
+# another run's); `make gpu`'s environments stay in the checkout and are linked in, where the scripts find them.
+# The committed results come along: an arm may start from an adapter committed there
 copy_tree() {
   rm -rf "$1" && mkdir -p "$1"
-  tar -C "$REPO" --exclude=./.git --exclude='./.gpu*' --exclude='./.venv*' --exclude=./bench/results -cf - . \
+  tar -C "$REPO" --exclude=./.git --exclude='./.gpu*' --exclude='./.venv*' -cf - . \
     | tar -C "$1" -xf -
 }
 # (a copy that an earlier call's arms still work in is moved aside, not removed: they go on in it)

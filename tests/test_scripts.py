@@ -1131,12 +1131,14 @@ stop_ray
 
 
 def lease_checkout(repo: Path) -> Path:
-    """A checkout as the GPU machine's call has it: gpu_lease.sh, and what no copy of it should carry (a part, the
-    results, the CPU environment)."""
+    """A checkout as the GPU machine's call has it: gpu_lease.sh, a committed adapter an arm may start from, and
+    what no copy of it should carry (a part, the CPU environment)."""
     (repo / "offline_gpu").mkdir(parents=True)
     for name in ("gpu_lease.sh", "call_room.sh", "arms.sh"):
         shutil.copy(REPO / "offline_gpu" / name, repo / "offline_gpu" / name)
-    for kept_out in (".gpuw/p00/part-00", "bench/results/big.json", ".venv/bin/python"):
+    (repo / "bench" / "results" / "warm_adapter").mkdir(parents=True)
+    (repo / "bench" / "results" / "warm_adapter" / "adapter_config.json").write_text("{}")
+    for kept_out in (".gpuw/p00/part-00", ".venv/bin/python"):
         (repo / kept_out).parent.mkdir(parents=True, exist_ok=True)
         (repo / kept_out).write_text("x")
     return repo
@@ -1144,10 +1146,10 @@ def lease_checkout(repo: Path) -> Path:
 
 def test_gpu_lease_runs_arms_in_steps_in_a_copy_that_finds_make_gpus_environments(tmp_path):
     """`gpu_lease.sh run ROOT ARMS_FILE STEP...` outlives its call and the checkout, which the GPU machine replaces
-    between calls: the arms work in ROOT.repo, where the checkout's `.venv-serve`/`.venv-train` are linked and the
-    parts and results are not; steps run in turn, a step's A+B at once, each arm with ports of its own; `wait`
-    says each arm's exit status and the run's. A later `run` call's arms keep ports apart from the first's, and an
-    arm run again keeps its earlier log."""
+    between calls: the arms work in ROOT.repo, where the checkout's `.venv-serve`/`.venv-train` are linked, its
+    committed results are (an arm may start from an adapter there) and the parts are not; steps run in turn, a
+    step's A+B at once, each arm with ports of its own; `wait` says each arm's exit status and the run's. A later
+    `run` call's arms keep ports apart from the first's, and an arm run again keeps its earlier log."""
     import time
 
     repo = lease_checkout(tmp_path / "repo")
@@ -1156,8 +1158,8 @@ def test_gpu_lease_runs_arms_in_steps_in_a_copy_that_finds_make_gpus_environment
     arms = tmp_path / "arms.sh"
     arms.write_text(
         "WORDS=(one two)\n"  # the arms file's own variables reach the detached arms
-        'arm_A() { sleep 1; echo "A ${WORDS[1]} $PORT_BASE $(cat tool.txt)"; ls -d .venv .gpuw bench/results 2>&1\n'
-        "  test -L .venv-train && echo linked; }\n"
+        'arm_A() { sleep 1; echo "A ${WORDS[1]} $PORT_BASE $(cat tool.txt)"; ls -d .venv .gpuw 2>&1\n'
+        "  cat bench/results/warm_adapter/adapter_config.json; test -L .venv-train && echo linked; }\n"
         'arm_B() { date +%s%N > "$ARM_DIR/began"; sleep 1; echo "B $PORT_BASE"; }\n'
         'arm_C() { date +%s%N > "$ARM_DIR/began"; echo "C $PORT_BASE"; exit 3; }\n'
         'arm_D() { echo "D $PORT_BASE"; }\n'
@@ -1176,8 +1178,8 @@ def test_gpu_lease_runs_arms_in_steps_in_a_copy_that_finds_make_gpus_environment
         time.sleep(0.2)
     assert (root / "logs" / "lease.rc").read_text().strip() == "1"  # C failed
     log_a = (root / "A" / "log").read_text()
-    assert "A two 30000 tracked" in log_a and log_a.endswith("linked\n")
-    assert all(f"cannot access '{left}'" in log_a for left in (".venv", ".gpuw", "bench/results"))
+    assert "A two 30000 tracked" in log_a and log_a.endswith("{}linked\n")
+    assert all(f"cannot access '{left}'" in log_a for left in (".venv", ".gpuw"))
     assert (root / "B" / "log").read_text() == "B 30100\n" and (root / "C" / "log").read_text() == "C 30200\n"
     assert [(root / arm / "rc").read_text().strip() for arm in "ABC"] == ["0", "0", "3"]
     a_ended = int((root / "A" / "t1").read_text())
@@ -1291,7 +1293,7 @@ def test_gpu_lease_awaits_a_stages_file_and_stops_waiting_when_its_arm_has_ended
 
 
 def test_gpu_lease_installs_in_the_background_where_later_runs_find_the_environments(tmp_path):
-    """`gpu_lease.sh install DIR` copies the checkout (no parts, results or environments) and sources its
+    """`gpu_lease.sh install DIR` copies the checkout (its committed results, no parts or environments) and sources its
     gpu_setup.sh there, detached, so the calls after it carry more while `make gpu` runs; `installed DIR` says
     whether it ended and how (3 while it runs; a setup that still lacks parts, exporting no MODEL, failed); a run
     started from DIR links DIR's environments."""
@@ -1311,7 +1313,8 @@ def test_gpu_lease_installs_in_the_background_where_later_runs_find_the_environm
     assert running.returncode == 3 and "still installing" in running.stderr
     failed = subprocess.run(["bash", lease, "installed", str(inst), "20"], capture_output=True, text=True, env=env)
     assert failed.returncode == 1 and f"made in {inst}" in failed.stdout  # no MODEL: parts were missing
-    assert not any((inst / left).exists() for left in (".gpuw", "bench/results", ".venv"))
+    assert not any((inst / left).exists() for left in (".gpuw", ".venv"))
+    assert (inst / "bench" / "results" / "warm_adapter" / "adapter_config.json").exists()
     assert (inst / "offline_gpu" / "gpu_lease.sh").exists()
     (home / "all_parts").write_text("")
     subprocess.run(["bash", lease, "install", str(inst)], capture_output=True, text=True, env={**env, "SETUP_S": "0"})
