@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from selfplay_gen.cli import main
 from selfplay_gen.iterate import competition, decisions
-from selfplay_gen.iterate.config import Iteration, ServerSettings, Tools, Warm
+from selfplay_gen.iterate.config import Evaluation, Iteration, ServerSettings, Tools, Warm
 from selfplay_gen.iterate.config import League as LeagueSettings
 from selfplay_gen.iterate.loop import Run
 from selfplay_gen.league import League, Member
@@ -585,4 +585,33 @@ def test_a_judged_candidate_kept_as_the_final_model_is_evaluated_on_the_test_spl
     commands = [line for line in capsys.readouterr().out.splitlines() if line.startswith("+ true eval")]
     assert [" --instances test " in line for line in commands] == [True]
     run.evaluate("/m1", "iter_1", stage_dir, final=True)
+    assert "+ true eval" not in capsys.readouterr().out and (stage_dir / "eval" / "DONE_TEST").exists()
+
+
+def test_a_final_model_read_without_the_test_split_reads_it_when_the_run_resumes_with_it(tmp_path, capsys):
+    """A league run with evaluation.test_split off ends with its final model unread on test (no DONE_TEST);
+    the same run resumed with the split on reads that model's test split alone, once."""
+
+    def run_with(test_split: bool) -> Run:
+        return Run(Iteration(
+            run_dir=tmp_path / "run", initial_model="/m0", game="negotiation", num_iterations=0,
+            league=LeagueSettings(promotion="on"), servers=ServerSettings(urls=("http://127.0.0.1:9",)),
+            tools=Tools(python=sys.executable, gen=("true",)), evaluation=Evaluation(test_split=test_split),
+        ))  # fmt: skip
+
+    stage_dir = tmp_path / "run" / "iter_001"
+    off = run_with(False)
+    off.advance("/m1", "iter_1", stage_dir)
+    off.evaluate("/m1", "iter_1", stage_dir, final=True)
+    commands = [line for line in capsys.readouterr().out.splitlines() if line.startswith("+ true eval")]
+    assert commands and not any(" --instances test " in line for line in commands)
+    assert (stage_dir / "eval" / "DONE").exists() and not (stage_dir / "eval" / "DONE_TEST").exists()
+    off.evaluate("/m1", "iter_1", stage_dir, final=True)
+    assert "+ true eval" not in capsys.readouterr().out  # off: done, nothing more to read
+    on = run_with(True)
+    on.advance("/m1", "iter_1", stage_dir)
+    on.evaluate("/m1", "iter_1", stage_dir, final=True)
+    commands = [line for line in capsys.readouterr().out.splitlines() if line.startswith("+ true eval")]
+    assert [" --instances test " in line for line in commands] == [True]
+    on.evaluate("/m1", "iter_1", stage_dir, final=True)
     assert "+ true eval" not in capsys.readouterr().out and (stage_dir / "eval" / "DONE_TEST").exists()

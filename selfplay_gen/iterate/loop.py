@@ -352,8 +352,10 @@ class Run:
 
     def evaluated(self, eval_for: Path, final: bool = False) -> bool:
         done, tested = eval_for / "eval" / "DONE", eval_for / "eval" / "DONE_TEST"
-        # without promotion a model is evaluated once, as the final one where it is (DONE says all)
-        return done.exists() and (not final or tested.exists() or not self.cfg.promotes())
+        # without promotion a model is evaluated once, as the final one where it is (DONE says all); DONE_TEST
+        # says the test split was read, so a run resumed with evaluation.test_split on reads its final model's
+        reads_test = final and self.cfg.evaluation.test_split and self.cfg.promotes()
+        return done.exists() and (not reads_test or tested.exists())
 
     def evaluate(
         self,
@@ -387,7 +389,7 @@ class Run:
         if not self.cfg.dry_run:
             done.parent.mkdir(parents=True, exist_ok=True)
             done.touch()
-            if final:
+            if final and self.cfg.evaluation.test_split:
                 tested.touch()
 
     def evaluate_current(
