@@ -94,8 +94,10 @@ def test_games_decide_their_evaluation_sets_and_cross_play():
 
 def test_summary_rows_count_games_and_leave_unmeasured_cells_empty():
     games_summary = {"games": 1024, "agreement_rate": 0.8125, "mean_reward": 0.61234}
-    assert decisions.summary_row("iter_1", games_summary, 812.6) == ("iter_1", "1024", "0.8125", "0.6123", "813")
-    assert decisions.summary_row("base", None, 40) == ("base", "", "", "", "40")
+    row = ("iter_1", "1024", "0.8125", "0.6123", "813", "")
+    assert decisions.summary_row("iter_1", games_summary, 812.6) == row
+    assert decisions.summary_row("iter_1", games_summary, 812.6, alike=0.8027) == (*row[:5], "80%")
+    assert decisions.summary_row("base", None, 40) == ("base", "", "", "", "40", "")
     assert decisions.summary_row("x", {"games": 0, "mean_reward": float("nan")}, 1)[3] == ""
 
 
@@ -488,7 +490,34 @@ def test_the_summary_lists_stages_in_run_order_with_wall_time_per_step_and_reten
     other = report.retention_section([("warm", measurement(12.5, right)), ("base", measurement(12, right, tokens=9))])
     assert "| base |  |  |  |  | not comparable with warm: the perplexities cover different tokens" in other[1]
     assert (tmp_path / "summary.md").read_text() == text
-    assert (tmp_path / "summary.tsv").read_text().splitlines()[1] == "base\t8\t0.5000\t\t10"
+    assert (tmp_path / "summary.tsv").read_text().splitlines()[1] == "base\t8\t0.5000\t\t10\t"
+    assert "Games alike" not in text  # no stage converted groups
+
+
+def test_the_summary_says_which_stages_played_one_game_an_instance(tmp_path):
+    """The games-alike column reads each stage's conversion (instances whose games all earned one reward); a
+    stage at ALIKE_FLAG or more is named, a teacher's one game an instance and a row written before the column
+    are left blank."""
+
+    def converted(stage: str, constant: int, most: int = 8) -> Path:
+        path = tmp_path / stage / "gen" / "convert_summary.json"
+        path.parent.mkdir(parents=True)
+        groups = {"instances": 512, "constant_instances": constant, "games_per_instance": {"min": 1, "max": most}}
+        path.write_text(json.dumps({"groups": groups}))
+        return path
+
+    assert decisions.games_alike(tmp_path / "none.json") is None
+    assert decisions.games_alike(converted("warm", 512, most=1)) is None  # one teacher game an instance
+    rows = {"iter_001": ("iter_1", 411), "iter_002": ("iter_2", 128)}
+    for stage, (label, constant) in rows.items():
+        alike = decisions.games_alike(converted(stage, constant))
+        report.write_row(tmp_path / stage, decisions.summary_row(label, {"games": 4096}, 60, alike))
+    (tmp_path / "base").mkdir()
+    report.write_json_atomic(tmp_path / "base" / report.ROW_FILE, {"row": ["base", "", "", "", "10"]})  # 5 cells
+    text = report.write_summary(tmp_path)
+    assert "| base |  |  |  | 10 |  |" in text
+    assert "| iter_1 | 4096 |  |  | 60 | 80% |" in text and "| iter_2 | 4096 |  |  | 60 | 25% |" in text
+    assert "**iter_1: games alike in 50% or more of the instances**" in text and "iter_2:" not in text
 
 
 def test_checkpoints_are_found_by_step(tmp_path):

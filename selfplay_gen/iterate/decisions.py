@@ -242,17 +242,35 @@ def crossplays_by_default(game_cls: type) -> bool:
     return bool(getattr(game_cls, "crossplay_by_default", False))
 
 
-SUMMARY_HEADER = ("stage", "training games", "agreement", "mean reward", "wall time (s)")
+SUMMARY_HEADER = ("stage", "training games", "agreement", "mean reward", "wall time (s)", "games alike")
+# games alike in at least this share of a stage's instances: the summary says the stage had little to learn from
+ALIKE_FLAG = 0.5
 
 
-def summary_row(stage: str, games: Mapping[str, Any] | None, seconds: float) -> tuple[str, ...]:
+def games_alike(convert_summary: Path) -> float | None:
+    """The share of a stage's training instances whose games all earned one reward in both seats
+    (convert_summary.json's groups): there the best of a group is what the model already plays and a
+    group-relative advantage is 0, so the stage learns nothing from them. None without a conversion, or where
+    an instance has one game (a teacher's warm-start games)."""
+    if not convert_summary.exists():
+        return None
+    groups = json.loads(convert_summary.read_text()).get("groups") or {}
+    if not groups.get("instances") or (groups.get("games_per_instance") or {}).get("max", 1) <= 1:
+        return None
+    return groups["constant_instances"] / groups["instances"]
+
+
+def summary_row(
+    stage: str, games: Mapping[str, Any] | None, seconds: float, alike: float | None = None
+) -> tuple[str, ...]:
     """A stage's row in summary.md: its training games (`Summary.to_dict` of its gen/games.jsonl,
     every game of the file, those of a run that resumed there too), their agreement and mean reward,
-    and its wall time."""
+    its wall time and the share of its instances whose games were all alike (`games_alike`)."""
     games = games or {}
 
     def rate(key: str) -> str:
         value = games.get(key)
         return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4f}"
 
-    return (stage, str(games.get("games", "")), rate("agreement_rate"), rate("mean_reward"), str(round(seconds)))
+    share = "" if alike is None else f"{alike:.0%}"
+    return (stage, str(games.get("games", "")), rate("agreement_rate"), rate("mean_reward"), str(round(seconds)), share)

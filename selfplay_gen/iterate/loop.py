@@ -326,7 +326,8 @@ class Run:
         from ..runner import Summary
 
         summary = Summary.of_file(games_file).to_dict() if games_file.exists() else None
-        report.write_row(stage.dir, decisions.summary_row(stage.label, summary, time.monotonic() - started))
+        alike = decisions.games_alike(stage.dir / "gen" / "convert_summary.json")
+        report.write_row(stage.dir, decisions.summary_row(stage.label, summary, time.monotonic() - started, alike))
         (stage.dir / "DONE").touch()
         report.write_summary(self.run_dir)
 

@@ -17,7 +17,7 @@ from ..atomic import write_json_atomic
 from ..evaluation.retention import RetentionError, compare
 from ..stats.report import format_interval, markdown_table
 from ..verl import STEP_MEASURES
-from .decisions import SUMMARY_HEADER
+from .decisions import ALIKE_FLAG, SUMMARY_HEADER
 from .plays import VERSUS
 from .stages import PlayedBy
 
@@ -89,13 +89,14 @@ def write_summary(run_dir: Path) -> str:
     """Rewrite RUN_DIR/summary.{md,tsv} from every stage's files; returns the markdown."""
     stages = sorted((p for p in run_dir.iterdir() if p.is_dir()), key=lambda p: stage_order(p.name))
     rows = [tuple(json.loads((p / ROW_FILE).read_text())["row"]) for p in stages if (p / ROW_FILE).exists()]
+    rows = [row + ("",) * (len(SUMMARY_HEADER) - len(row)) for row in rows]  # a row written before a column was
     names = {p.name: row[0] for p, row in zip([p for p in stages if (p / ROW_FILE).exists()], rows)}
 
     def name(stage: Path) -> str:  # a stage by its row's name (iter_1, as the reports label it)
         return names.get(stage.name, stage.name)
 
     tsv = "\n".join("\t".join(r) for r in [SUMMARY_HEADER, *rows]) + "\n"
-    parts = [markdown_table(SUMMARY_HEADER, rows) + "\n"]
+    parts = [markdown_table(SUMMARY_HEADER, rows) + "\n", *alike_note(rows)]
     steps = [(name(p), t) for p in stages for t in timings(p)]
     if steps:
         parts.append("\n## Wall time per step\n\n")
@@ -132,6 +133,26 @@ def write_summary(run_dir: Path) -> str:
     tmp.write_text(text)
     tmp.replace(run_dir / "summary.md")
     return text
+
+
+def alike_note(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    """What the games-alike column means, where a row has it, and which stages had little to learn from: games
+    alike in at least `ALIKE_FLAG` of their instances (a policy that plays one game an instance)."""
+    column = SUMMARY_HEADER.index("games alike")
+    shares = [(row[0], float(row[column].rstrip("%")) / 100) for row in rows if row[column]]
+    if not shares:
+        return []
+    note = (
+        "\nGames alike: the share of a stage's training instances whose games all earned the same reward; there "
+        "the best of a group is what the model already plays, and a group-relative advantage is 0.\n"
+    )
+    flagged = [stage for stage, share in shares if share >= ALIKE_FLAG]
+    if flagged:
+        note += (
+            f"**{', '.join(flagged)}: games alike in {ALIKE_FLAG:.0%} or more of the instances**: the model plays "
+            "nearly one game an instance, and those instances give the stage nothing to learn.\n"
+        )
+    return [note]
 
 
 RETENTION_NOTE = (
