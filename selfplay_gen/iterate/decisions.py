@@ -243,8 +243,6 @@ def crossplays_by_default(game_cls: type) -> bool:
 
 
 SUMMARY_HEADER = ("stage", "training games", "agreement", "mean reward", "wall time (s)", "games alike")
-# games alike in at least this share of a stage's instances: the summary says the stage had little to learn from
-ALIKE_FLAG = 0.5
 
 
 def games_alike(convert_summary: Path) -> float | None:

@@ -17,7 +17,7 @@ from ..atomic import write_json_atomic
 from ..evaluation.retention import RetentionError, compare
 from ..stats.report import format_interval, markdown_table
 from ..verl import STEP_MEASURES
-from .decisions import ALIKE_FLAG, SUMMARY_HEADER
+from .decisions import SUMMARY_HEADER
 from .plays import VERSUS
 from .stages import PlayedBy
 
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 ROW_FILE = "summary_row.json"
 TIMINGS_FILE = "timings.json"
 RETENTION_FILE = "retention.json"
+# games alike in at least this share of a stage's instances: the summary names the stage as having little to learn
+ALIKE_FLAG = 0.5
 TRAIN_LOG = "verl.log"
 TENSORBOARD_DIR = "tensorboard"  # verl's tensorboard events, under a stage's train/
 WAIT_AHEAD = "wait for the work played ahead"  # a stage's step: the loop waiting for its games played ahead
@@ -89,7 +91,7 @@ def write_summary(run_dir: Path) -> str:
     """Rewrite RUN_DIR/summary.{md,tsv} from every stage's files; returns the markdown."""
     stages = sorted((p for p in run_dir.iterdir() if p.is_dir()), key=lambda p: stage_order(p.name))
     rows = [tuple(json.loads((p / ROW_FILE).read_text())["row"]) for p in stages if (p / ROW_FILE).exists()]
-    rows = [row + ("",) * (len(SUMMARY_HEADER) - len(row)) for row in rows]  # a row written before a column was
+    rows = [row + ("",) * (len(SUMMARY_HEADER) - len(row)) for row in rows]  # a row of fewer cells: blanks after
     names = {p.name: row[0] for p, row in zip([p for p in stages if (p / ROW_FILE).exists()], rows)}
 
     def name(stage: Path) -> str:  # a stage by its row's name (iter_1, as the reports label it)
