@@ -60,10 +60,11 @@ On the GPU machine, after `source offline_gpu/gpu_setup.sh` in the same call:
                        too: the results so far, small enough to bring back while the run goes on
   give PACK_DIR OUT_DIR N   batch N (0, 1, ...) of the pieces, 4 of them, with pack.sha256 and pack.count,
                        into OUT_DIR: what one call may bring back (8 files, 64 MiB)
-  unpack ROOT DIR      every call: DIR's pieces (of any batches) gathered in /tmp/pack-in; once all have
-                       come, checked and unpacked into ROOT; exit 3 while some are missing. A run of the
-                       loop resumed there folds each finished stage's adapter back onto the model it trained
-                       from as it comes to it (`gpu_learning.sh ... restore` folds every run's at once)
+  unpack ROOT DIR      every call: DIR's pieces (of any batches) gathered in $TMPDIR/pack-in/SHA256, apart from
+                       any other pack's; once all have come, checked and unpacked into ROOT; exit 3 while
+                       some are missing. A run of the loop resumed there folds each finished stage's adapter
+                       back onto the model it trained from as it comes to it (`gpu_learning.sh ... restore`
+                       folds every run's at once)
   kernels OUT_DIR      the kernels this machine compiled on first use (SGLang's tvm-ffi builds, Triton's and
                        CUDA's caches under $HOME) as OUT_DIR/kernels.tar.xz. Put that file into DIST before
                        `parts`: gpu_setup.sh restores it, and the next machine's first SGLang start skips the
@@ -249,13 +250,16 @@ case "$cmd" in
     for ((n = first; n < first + 4 && n < $(cat "$ROOT/pack.count"); n++)); do cp "$ROOT/pack.tar.xz.$(printf %02d "$n")" "$1/"; done
     ls -l "$1" ;;
   unpack)
-    mkdir -p /tmp/pack-in "$ROOT"
-    cp -f "$1"/pack.* /tmp/pack-in/
-    have=$(find /tmp/pack-in -name 'pack.tar.xz.*' | wc -l)
-    ((have >= $(cat /tmp/pack-in/pack.count))) || { echo "unpack: have $have of $(cat /tmp/pack-in/pack.count) pieces"; exit 3; }
-    [[ $(cat /tmp/pack-in/pack.tar.xz.* | sha256sum | cut -d' ' -f1) == $(cat /tmp/pack-in/pack.sha256) ]] \
+    # the pieces of one pack (named by its checksum) gather apart from any other pack's
+    [[ -s $1/pack.sha256 ]] || { echo "unpack: no pack.sha256 in $1" >&2; exit 1; }
+    gather=${TMPDIR:-/tmp}/pack-in/$(cat "$1/pack.sha256")
+    mkdir -p "$gather" "$ROOT"
+    cp -f "$1"/pack.* "$gather/"
+    have=$(find "$gather" -name 'pack.tar.xz.*' | wc -l)
+    ((have >= $(cat "$gather/pack.count"))) || { echo "unpack: have $have of $(cat "$gather/pack.count") pieces"; exit 3; }
+    [[ $(cat "$gather"/pack.tar.xz.* | sha256sum | cut -d' ' -f1) == $(cat "$gather/pack.sha256") ]] \
       || { echo "unpack: checksum mismatch of the joined pieces" >&2; exit 1; }
-    cat /tmp/pack-in/pack.tar.xz.* | xz -d | tar -C "$ROOT" -xf - && echo "unpacked into $ROOT" ;;
+    cat "$gather"/pack.tar.xz.* | xz -d | tar -C "$ROOT" -xf - && echo "unpacked into $ROOT" ;;
   kernels)
     mkdir -p "$ROOT"
     found=()

@@ -1708,3 +1708,38 @@ def test_gpu_learning_restore_refolds_a_run_from_its_adapters(tmp_path, local_mo
     assert all(not torch.equal(warm[k], last[k]) for k in changed)  # iteration 1 folded onto the warm model
     rerun = script("offline_gpu/gpu_learning.sh", str(local_model_dir), str(root), "restore")
     assert rerun.returncode == 0 and "merge_lora" not in rerun.stdout  # nothing left to fold
+
+
+def test_gpu_lease_unpacks_each_pack_apart_from_pieces_left_by_another(tmp_path):
+    """A pack's pieces may come back over several calls (`give` batches), so `unpack` gathers them until all
+    have come; a later, smaller pack unpacked after it must not be joined with the earlier one's pieces."""
+    import hashlib
+    import lzma
+    import tarfile
+
+    first = tmp_path / "first"
+    (first / "run").mkdir(parents=True)
+    (first / "run" / "report.md").write_bytes(os.urandom(6000))  # does not compress: two pieces of 4,000 bytes
+    with tarfile.open(tmp_path / "first.tar", "w") as tar:
+        tar.add(first / "run", arcname="run")
+    stream = lzma.compress((tmp_path / "first.tar").read_bytes())
+    batches = [tmp_path / "batch0", tmp_path / "batch1"]
+    for n, batch in enumerate(batches):
+        batch.mkdir()
+        (batch / f"pack.tar.xz.{n:02d}").write_bytes(stream[n * 4000 : (n + 1) * 4000])
+        (batch / "pack.sha256").write_text(hashlib.sha256(stream).hexdigest() + "\n")
+        (batch / "pack.count").write_text("2\n")
+    env = {"TMPDIR": str(tmp_path)}
+    waiting = script("offline_gpu/gpu_lease.sh", "unpack", str(tmp_path / "got1"), str(batches[0]), **env)
+    assert waiting.returncode == 3 and "have 1 of 2" in waiting.stdout
+    done = script("offline_gpu/gpu_lease.sh", "unpack", str(tmp_path / "got1"), str(batches[1]), **env)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "got1" / "run" / "report.md").read_bytes() == (first / "run" / "report.md").read_bytes()
+    second = tmp_path / "second"
+    (second / "run").mkdir(parents=True)
+    (second / "run" / "summary.md").write_text("| stage | reward |\n")
+    packed = script("offline_gpu/gpu_lease.sh", "pack", str(second), str(tmp_path / "pk"), **env)
+    assert packed.returncode == 0 and (tmp_path / "pk" / "pack.count").read_text().strip() == "1", packed.stderr
+    again = script("offline_gpu/gpu_lease.sh", "unpack", str(tmp_path / "got2"), str(tmp_path / "pk"), **env)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "got2" / "run" / "summary.md").read_text() == "| stage | reward |\n"
