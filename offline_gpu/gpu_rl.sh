@@ -326,10 +326,8 @@ online() {
     local splits=(dev) hf=$d/step_${steps[$i]}/hf
     ((i < last)) || splits+=("${FINAL[@]}")
     if [[ ! -e $hf/config.json ]]; then
-      "$VERL_PYTHON" -m verl.model_merger merge --backend fsdp \
-        --local_dir "$d/train/checkpoints/global_step_${steps[$i]}/actor" --target_dir "$hf" \
-        > "$ROOT/logs/online_merge.log" 2>&1 < /dev/null
-      "$VERL_PYTHON" -m selfplay_gen.verl.merge_lora "$hf" >> "$ROOT/logs/online_merge.log" 2>&1 < /dev/null
+      "$VERL_PYTHON" -m selfplay_gen.verl.merge_lora --checkpoint "$d/train/checkpoints/global_step_${steps[$i]}/actor" \
+        "$hf" > "$ROOT/logs/online_merge.log" 2>&1 < /dev/null
     fi
     evaluate online-grpo-lora "${minutes_of[$i]}" "$hf" "online@${steps[$i]}" "$d/step_${steps[$i]}" "${splits[@]}"
   done

@@ -127,13 +127,15 @@ def fold_adapter(model_dir: Path, adapter_dir: Path, out_dir: Path) -> FoldTimes
 def fold_adapters(model_dir: Path, chain: Sequence[tuple[Path, Path]]) -> FoldTimes:
     """Fold a chain of LoRA adapters, each trained on the model the ones before it made: for each (adapter,
     out_dir) in order, the model so far with that adapter folded in (and model_dir's tokenizer) goes to out_dir.
-    The model stays in memory between links, in its stored dtype, so each link writes its weights once and reads
-    none: the same weights as folding one link at a time from the last one's files."""
+    The model stays in memory between links, in float32 whatever its stored dtype: an iteration's update is
+    mostly smaller than a bfloat16 weight's rounding step and would be rounded away. Each link writes its weights
+    once and reads none: the same weights as folding one link at a time from the last one's files."""
+    import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     started = time.monotonic()
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto")
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     read_s, links = time.monotonic() - started, []
     for adapter_dir, out_dir in chain:

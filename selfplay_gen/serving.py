@@ -293,7 +293,8 @@ SAME_CONFIG = ("config.json", "generation_config.json")
 SAME_BYTES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt")
 # Config keys that may differ between checkpoints one server takes in turn: where a checkpoint came from, and
 # its dtype, since SGLang loads new weights into the served model's parameters in the dtype it started with
-# (the embedded float32 model takes verl's bfloat16 checkpoints, and a run's evaluations keep one dtype).
+# (a run's float32 checkpoints swap into a server started on its initial model, and its evaluations keep one
+# dtype).
 CONFIG_NOTES = ("_name_or_path", "transformers_version", "dtype", "torch_dtype")
 
 

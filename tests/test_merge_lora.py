@@ -103,3 +103,40 @@ def test_a_checkpoint_merges_into_one_directory_and_not_onto_a_chain(tmp_path):
     assert result.exit_code == 2 and "--checkpoint merges into one HF_DIR" in result.output
     result = CliRunner().invoke(main, ["--checkpoint", str(tmp_path), "--onto", str(tmp_path), str(tmp_path / "a")])
     assert result.exit_code == 2 and "without --onto" in result.output
+
+
+def test_a_fold_keeps_an_update_smaller_than_the_models_bfloat16_rounding(tmp_path, local_model_dir):
+    """A model stored in bfloat16 (Qwen's checkpoints, verl's merger's output) gets an adapter whose changes
+    are smaller than a weight's bfloat16 rounding step: the folded model carries the whole change, in float32."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from selfplay_gen.models import fold_adapter
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2,
+    )  # fmt: skip
+    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    model.save_pretrained(tmp_path / "base")
+    for tokenizer_file in Path(local_model_dir).glob("tokenizer*"):
+        shutil.copy(tokenizer_file, tmp_path / "base")
+    adapted = get_peft_model(
+        LlamaForCausalLM.from_pretrained(tmp_path / "base", dtype=torch.float32),
+        LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj"], init_lora_weights=False),
+    )
+    with torch.no_grad():
+        for name, parameter in adapted.named_parameters():
+            if "lora_B" in name:
+                parameter.mul_(1e-4)
+    adapted.save_pretrained(tmp_path / "adapter")
+    expected = {k: v.clone() for k, v in adapted.merge_and_unload().state_dict().items()}
+
+    fold_adapter(tmp_path / "base", tmp_path / "adapter", tmp_path / "folded")
+    folded = LlamaForCausalLM.from_pretrained(tmp_path / "folded", dtype="auto").state_dict()
+    name = "model.layers.0.self_attn.q_proj.weight"
+    base = model.state_dict()[name].float()
+    change = expected[name] - base
+    assert (base + change).bfloat16().float().eq(base).float().mean() > 0.5  # mostly lost in bfloat16
+    assert folded[name].dtype == torch.float32
+    torch.testing.assert_close(folded[name] - base, change, atol=1e-7, rtol=1e-4)

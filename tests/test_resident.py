@@ -162,14 +162,10 @@ exec PY -m selfplay_gen.cli init --num-train 6 --num-test 1 --seed $((n * 100)) 
 VERL = """#!/usr/bin/env bash
 case $2 in
   verl.trainer.main_ppo) shift 2; exec PY STAND_IN "$@";;
-  verl.model_merger)
-    args=("$@")
-    for ((i = 0; i < ${#args[@]}; i++)); do
-      case ${args[i]} in --local_dir) from=${args[i+1]};; --target_dir) target=${args[i+1]};; esac
-    done
+  selfplay_gen.verl.merge_lora)  # --checkpoint LOCAL_DIR HF_DIR
+    from=$4 target=$5
     mkdir -p "$target" && cp MODEL/* "$target"/ && echo "$from" > "$target/merged_from"
     ls "$from/../../../parts" > "$target/parts_at_merge";;
-  selfplay_gen.verl.merge_lora) ;;
   *) exec PY "$@";;
 esac
 """

@@ -176,8 +176,8 @@ def test_training_dry_run_offline_replays_whole_groups_and_merges(tmp_path):
         assert override in train, override
     assert "selfplay.max_moves" not in train and train.endswith("trainer.foo=7")
     assert merge == (
-        f"+ {sys.executable} -m verl.model_merger merge --backend fsdp --local_dir "
-        f"{tmp_path}/t/checkpoints/global_step_N/actor --target_dir {tmp_path}/t/hf"
+        f"+ {sys.executable} -m selfplay_gen.verl.merge_lora --checkpoint "
+        f"{tmp_path}/t/checkpoints/global_step_N/actor {tmp_path}/t/hf"
     )
 
 
@@ -387,8 +387,8 @@ def test_sft_with_lora_folds_the_adapter_into_the_served_model(tmp_path):
     checkpoint = f"{tmp_path}/t/checkpoints/global_step_N"
     assert lora[-1].endswith(f"-m selfplay_gen.verl.merge_lora --checkpoint {checkpoint} {tmp_path}/t/hf")
     assert not any("verl.model_merger" in line for line in lora)
-    full = dry("0")
-    assert "-m verl.model_merger" in full[-1] and not any("merge_lora" in line for line in full)
+    full = dry("0")  # the same merge, which folds nothing where the merger wrote no adapter
+    assert full[-1].endswith(f"-m selfplay_gen.verl.merge_lora --checkpoint {checkpoint} {tmp_path}/t/hf")
 
 
 def test_sft_on_several_nodes_meets_at_the_first_node(tmp_path):
@@ -846,11 +846,8 @@ def evaluated_checkpoints(tmp_path, saved: str, latest: str, save_freq: str = "2
     merger = tmp_path / "merger"
     merger.write_text(
         f"""#!/usr/bin/env bash
-# verl.model_merger's --target_dir gets a model; merge_lora is a no-op here
-while (($#)); do
-  [[ $1 == --target_dir ]] && {{ mkdir -p "$2"; touch "$2/config.json"; echo "merge $2" >> {tmp_path}/calls; }}
-  shift
-done
+# merge_lora --checkpoint LOCAL_DIR HF_DIR: HF_DIR gets a model
+mkdir -p "$5" && touch "$5/config.json" && echo "merge $5" >> {tmp_path}/calls
 """
     )
     merger.chmod(0o755)

@@ -378,4 +378,4 @@ def train_command(**o: Any) -> None:
     )  # fmt: skip
     loss = replace(cfg.loss, lora_rank=rank) if mode != "sft" and rank > 0 else cfg.loss
     train(shell, job, verl, loss, cfg.sampling, job.out_dir / report.TRAIN_LOG)
-    merge(shell, job, verl, None, job.out_dir / "hf", lora=rank > 0)
+    merge(shell, job, verl, None, job.out_dir / "hf")

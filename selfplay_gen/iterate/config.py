@@ -78,8 +78,8 @@ class ServerSettings:
     )  # fmt: skip
     dtype: str | None = knob(
         None, "The dtype every server serves in (SGLang's --dtype). null: in iterate, the one SGLang picks for "
-        "the initial model (float16 for a float32 one), so that the run's checkpoints, which verl saves in "
-        "bfloat16, play and are evaluated in the dtype the initial model was; elsewhere SGLang's own choice for "
+        "the initial model (float16 for a float32 one), so that the run's checkpoints, which the merge keeps in "
+        "float32, play and are evaluated in the dtype the initial model was; elsewhere SGLang's own choice for "
         "each checkpoint. A --dtype in extra_args goes first.", alias="SERVER_DTYPE",
     )  # fmt: skip
     placement: str = knob(
@@ -211,7 +211,7 @@ class Evaluation:
 # SGLang 0.5.12's request takes one `serialized_tensors` string instead, so the first sync fails
 # with a TypeError. The merged update goes through update_weights_from_tensor, the path full
 # fine-tuning uses, which both agree on; the rollout then serves what the exported model is (base
-# plus adapter, folded in bf16), and SGLang runs without its LoRA kernels. The trained adapter
+# plus adapter, folded), in the rollout's dtype, and SGLang runs without its LoRA kernels. The trained adapter
 # itself stays exact in the actor (fp32), and checkpoints keep it apart from the base weights.
 LORA_SYNC = "actor_rollout_ref.model.lora.merge=True"
 
@@ -227,8 +227,8 @@ class PolicyLoss:
     - `use_kl_loss`/`kl_loss_coef`: a KL penalty to the reference policy (off: the reference model is
       not even loaded);
     - `entropy_coeff`: an entropy bonus;
-    - `lora_rank`/`lora_alpha`/`target_modules`: LoRA RL, so small steps are not rounded away in the
-      bf16 weights of full fine-tuning (0: full fine-tuning). The adapter is merged into the base
+    - `lora_rank`/`lora_alpha`/`target_modules`: LoRA RL (0: full fine-tuning), the adapter trained
+      apart from the weights in float32. The adapter is merged into the base
       weights for each sync to the rollout engine (`model.lora.merge`, see `LORA_SYNC`). The rank is
       the trainer's (`trainers.<name>.lora_rank`, or `selfplay-gen train`'s `lora_rank`).
     """
@@ -679,8 +679,7 @@ class FilteredBCSettings(TrainerSettings):
 
 @dataclass(frozen=True)
 class GRPOSettings(TrainerSettings):
-    """grpo: full fine-tuning needs lr 1e-5 or more: the merged model is bf16 and smaller steps round away
-    (bench/results/learning/)."""
+    """grpo: full fine-tuning below lr 1e-5 did not learn (bench/results/learning/)."""
 
     games_per_iter: int = knob(1024)
 

@@ -591,14 +591,13 @@ class Run:
         self.training_timed(stage, f"train ({job.mode})", started, startup, usage)
         hf = job.out_dir / "hf"
         exports = []
-        lora = job.lora_rank > 0 if job.mode == "sft" else (loss or self.cfg.loss).lora_rank > 0
         with self.timed("merge"):
             if every_checkpoint and not self.cfg.dry_run:
                 for step in saved_steps(job.out_dir / "checkpoints")[:-1]:
                     target = job.out_dir / f"step_{step}" / "hf"
-                    merge(self.shell, job, self.cfg.verl, step, target, lora)
+                    merge(self.shell, job, self.cfg.verl, step, target)
                     exports.append(Export(f"{stage.label}@{step}", str(target), job.out_dir / f"step_{step}"))
-            merge(self.shell, job, self.cfg.verl, None, hf, lora)
+            merge(self.shell, job, self.cfg.verl, None, hf)
         plot_training_log(stage.dir / "train")
         return [*exports, Export(stage.label, str(hf), stage.dir / "eval")]
 
@@ -625,7 +624,7 @@ class Run:
         hf = job.out_dir / "hf"
         with self.timed("merge"):
             step = trained.step if not self.cfg.dry_run else None
-            merge(self.shell, replace(job, out_dir=self.resident.dir), verl, step, hf, loss.lora_rank > 0)
+            merge(self.shell, replace(job, out_dir=self.resident.dir), verl, step, hf)
         plot_training_log(stage.dir / "train", self.resident.log, (trained.step - trained.steps, trained.step))
         return [Export(stage.label, str(hf), stage.dir / "eval")]
 

@@ -177,8 +177,8 @@ def half(batch: int) -> int:
 @register("grpo")
 class OfflineGRPO(Trainer):
     """Offline GRPO on whole groups: the current model's games, replayed by verl (agent
-    selfplay_replay), one row per group of games_per_instance games. Full fine-tuning needs lr 1e-5 or
-    more: the merged model is bf16 and smaller steps round away (bench/results/learning/)."""
+    selfplay_replay), one row per group of games_per_instance games. Full fine-tuning below lr 1e-5 did
+    not learn (bench/results/learning/)."""
 
     section = "grpo"
 

@@ -218,11 +218,11 @@ def last_step(checkpoints: Path) -> int:
     return steps[-1]
 
 
-def merge(shell: Shell, job: TrainJob, verl: Verl, step: int | None, target: Path, lora: bool) -> None:
+def merge(shell: Shell, job: TrainJob, verl: Verl, step: int | None, target: Path) -> None:
     """Merge the checkpoint of `step` (None: the last; a dry run shows N) into `target`. GRPO saves the
-    weights under actor/, SFT at the step's top. A LoRA run's merge writes the base weights and the
-    adapter apart; selfplay_gen.verl.merge_lora runs verl's merger and folds the adapter in, so `target` is
-    the trained model."""
+    weights under actor/, SFT at the step's top. selfplay_gen.verl.merge_lora runs verl's merger in the
+    checkpoint's float32 and, for a LoRA run (whose merge writes the base weights and the adapter apart), folds
+    the adapter in, so `target` is the trained model."""
     checkpoints = job.out_dir / "checkpoints"
     if shell.dry_run and step is None:
         name = "global_step_N"
@@ -232,9 +232,5 @@ def merge(shell: Shell, job: TrainJob, verl: Verl, step: int | None, target: Pat
         local = checkpoints / name
         if (local / "actor").is_dir():
             local = local / "actor"
-    if lora:  # verl's merger and the fold in one process (merge_lora --checkpoint)
-        shell.run("merge", [verl.python, "-m", "selfplay_gen.verl.merge_lora", "--checkpoint", str(local), str(target)])
-    else:
-        merger = [verl.python, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", str(local)]
-        shell.run("merge", [*merger, "--target_dir", str(target)])
+    shell.run("merge", [verl.python, "-m", "selfplay_gen.verl.merge_lora", "--checkpoint", str(local), str(target)])
     shell.echo(f"merged {name} -> {target}")

@@ -7,8 +7,15 @@ start scored 0.000 on held-out games, like the raw base, at a training loss of 0
 the adapter in here, so HF_DIR is the trained model; the adapter stays beside it.
 
 `--checkpoint LOCAL_DIR HF_DIR` first merges verl's FSDP checkpoint at LOCAL_DIR into HF_DIR with verl's model
-merger, in this same process, then folds: one Python start-up (torch, transformers, verl: seconds each) where
-verl's merger command followed by this one takes two, on every iteration's critical path.
+merger, in this same process, then folds the adapter it wrote (a LoRA run's; a full fine-tuning's checkpoint is
+its model): one Python start-up (torch, transformers, verl: seconds each) where verl's merger command followed
+by this one takes two, on every iteration's critical path.
+
+Both keep the trained model's float32 weights. An iteration's update is small beside the weights: folded into
+bfloat16 weights (verl's merger writes bfloat16), 91% of the elements a GRPO adapter changes round back to their
+old value and a quarter of the update survives, so the model served is mostly the one the iteration started from
+(bench/results/fold_precision_2026-12-01/). The merger's cast to bfloat16 is left out (`_checkpoint_precision`)
+and the fold runs in float32.
 
 `--onto MODEL_DIR HF_DIR...` folds a chain instead: a run carried to another machine as adapters
 alone, each stage's adapter trained on the model the stage before made. The first HF_DIR's adapter
@@ -18,8 +25,12 @@ keeps the model in memory (`models.fold_adapters`), so no stage's weights are re
 
 from __future__ import annotations
 
+import contextlib
+import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import click
 
@@ -49,8 +60,34 @@ def _swap_in(hf_dir: Path, folded: Path, fold_s: float, write_s: float) -> None:
     click.echo(f"folded {hf_dir / ADAPTER_DIR} into {hf_dir} (fold {fold_s:.1f} s, write {write_s:.1f} s)")
 
 
+@contextlib.contextmanager
+def _checkpoint_precision() -> Iterator[None]:
+    """verl's FSDP merger reads every tensor of the checkpoint as `tensor.bfloat16()` (its
+    `_load_and_merge_state_dicts`, with no setting to keep the precision): inside this block that cast returns
+    the tensor as saved (the actor's float32 weights and adapter)."""
+    import torch
+
+    def as_saved(tensor: torch.Tensor, *_args: object, **_kwargs: object) -> torch.Tensor:
+        return tensor
+
+    with mock.patch.object(torch.Tensor, "bfloat16", as_saved):
+        yield
+
+
+def _label_float32(hf_dir: Path) -> None:
+    """The merger labels the model it writes bfloat16 whatever its tensors are; engines and transformers load a
+    model at its label's precision, so HF_DIR's config names the float32 its weights are kept in."""
+    path = hf_dir / "config.json"
+    config = json.loads(path.read_text())
+    for key in ("dtype", "torch_dtype"):
+        if key in config:
+            config[key] = "float32"
+    path.write_text(json.dumps(config, indent=2) + "\n")
+
+
 def merge_checkpoint(local_dir: Path, target: Path) -> None:
-    """verl's FSDP model merger on `local_dir` into `target`, with the settings its command line gives by default."""
+    """verl's FSDP model merger on `local_dir` into `target`, with the settings its command line gives by default,
+    keeping the checkpoint's precision (`_checkpoint_precision`)."""
     import argparse
     import time
 
@@ -64,8 +101,10 @@ def merge_checkpoint(local_dir: Path, target: Path) -> None:
         use_cpu_initialization=False,
     )  # fmt: skip
     merger = FSDPModelMerger(generate_config_from_args(args))
-    merger.merge_and_save()
+    with _checkpoint_precision():
+        merger.merge_and_save()
     merger.cleanup()
+    _label_float32(target)
     click.echo(f"merged {local_dir} into {target} in {time.monotonic() - started:.1f} s")
 
 
@@ -81,13 +120,16 @@ def merge_checkpoint(local_dir: Path, target: Path) -> None:
     "--checkpoint",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Merge this verl FSDP checkpoint directory (global_step_N/actor, or an SFT step) into the one HF_DIR "
-    "first, as `python -m verl.model_merger merge --backend fsdp` does, then fold its adapter.",
+    "first, as `python -m verl.model_merger merge --backend fsdp` does but in the checkpoint's precision, then "
+    "fold its adapter (a LoRA run's; without one the merged model is the trained one).",
 )
 def main(hf_dirs: tuple[Path, ...], onto: Path | None, checkpoint: Path | None) -> None:
     if checkpoint is not None:
         if onto is not None or len(hf_dirs) != 1:
             raise click.UsageError("--checkpoint merges into one HF_DIR, without --onto")
         merge_checkpoint(checkpoint, hf_dirs[0])
+        if not (hf_dirs[0] / ADAPTER_DIR).is_dir():
+            return
     adapters = [_adapter(hf_dir) for hf_dir in hf_dirs]  # all checked before anything is written
     if onto is None:
         for hf_dir, adapter in zip(hf_dirs, adapters, strict=True):
