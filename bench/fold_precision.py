@@ -14,7 +14,7 @@ Per stage: the share of the weights its adapter changes that the served model le
 of the served change against the exact change (norm over norm), and the share of the exact change the served
 change carries (projection; 1: all of it). Prints a table and writes OUT/fold_precision.{json,md}.
 
-    python bench/fold_precision.py --adapters WARM_ADAPTER --adapters ITER_ADAPTER ... [--model DIR] [--out DIR]
+    python bench/fold_precision.py --adapters WARM --adapters ITER ... [--model DIR] [--out DIR] [--quick]
 """
 
 from __future__ import annotations
@@ -22,14 +22,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from benchmark import out_option, write
+from benchmark import out_option, quick_option, write
 
 WAYS = ("bf16 fold", "fp32 fold, served fp16", "fp32 fold, served bf16")
 
 
-def chains(model: Path, adapters: list[Path]) -> dict[str, list[dict]]:
+def chains(model: Path, adapters: list[Path], quick: bool = False) -> dict[str, list[dict]]:
     """Each way's weights after each stage, beside the exact ones (float64 from float32 folds), as state
-    dicts of the adapted weights only: {"exact": [...], way: [...]}, with the raw model first."""
+    dicts of the adapted weights only (`quick`: the first layer's): {"exact": [...], way: [...]}, with the raw
+    model first."""
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
@@ -39,7 +40,7 @@ def chains(model: Path, adapters: list[Path]) -> dict[str, list[dict]]:
 
     exact_model = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
     bf16_model = AutoModelForCausalLM.from_pretrained(model, dtype=torch.bfloat16)
-    names = {k for k in exact_model.state_dict() if k.endswith("proj.weight")}
+    names = {k for k in exact_model.state_dict() if k.endswith("proj.weight") and (not quick or ".layers.0." in k)}
     exact, bf16 = [adapted(exact_model.state_dict(), names)], [adapted(bf16_model.state_dict(), names)]
     for adapter in adapters:
         exact_model = PeftModel.from_pretrained(exact_model, adapter).merge_and_unload()
@@ -81,11 +82,12 @@ def kept(exact_before: dict, exact_after: dict, before: dict, after: dict) -> di
     help="The chain's LoRA adapters, first to last.",
 )  # fmt: skip
 @out_option
-def main(model: Path | None, adapters: tuple[Path, ...], out) -> None:
+@quick_option
+def main(model: Path | None, adapters: tuple[Path, ...], out, quick: bool) -> None:
     from selfplay_gen import models
 
     model = model or Path(models.resolve(models.RAW_MODEL))
-    weights = chains(model, list(adapters))
+    weights = chains(model, list(adapters), quick)
     exact = weights["exact"]
     rows = []
     for n, adapter in enumerate(adapters, 1):
@@ -106,7 +108,7 @@ def main(model: Path | None, adapters: tuple[Path, ...], out) -> None:
         "they were. Error: norm of (served change - exact change) over norm of the exact change. Kept: the served "
         "change projected on the exact one, over its square norm (1: carried in full, 0: lost)."
     )
-    settings = {"model": model.name, "adapters": [str(a) for a in adapters]}
+    settings = {"model": model.name, "adapters": [str(a) for a in adapters], "weights": "layer 0" if quick else "all"}
     paths = write("fold_precision", out, "How much of each stage's update a served model keeps", settings,
                   {"rows": rows}, table, note)  # fmt: skip
     click.echo(f"wrote {paths[0]} and {paths[1]}")
