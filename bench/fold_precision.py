@@ -4,10 +4,10 @@ A chain of LoRA adapters (a run's warm start, then its iterations, each trained 
 is folded onto the raw model three ways, and each stage's change to the weights, the served model minus the
 model it started from, is compared with the change its adapter makes in exact arithmetic:
 
-- bf16 fold: verl's merger writes the weights in bfloat16 and the adapter is folded into them in bfloat16 (the
-  merge before the float32 one);
-- fp32 fold, served fp16: the weights kept in float32 (`merge_lora` now) and cast to float16 by the server
-  (SGLang's `--dtype float16`, as the runs serve);
+- bf16 fold: the weights in bfloat16, as verl's merger writes them, and the adapter folded into them in
+  bfloat16;
+- fp32 fold, served fp16: the weights kept in float32, as `merge_lora` keeps them, and cast to float16 by the
+  server (SGLang's `--dtype float16`, as the runs serve);
 - fp32 fold, served bf16: the same weights cast to bfloat16.
 
 Per stage: the share of the weights its adapter changes that the served model leaves as they were, the error

@@ -56,8 +56,8 @@ def process_group(monkeypatch):
 
 @pytest.fixture
 def trained_lora(local_model_dir):
-    """`trained_lora(rank)`: the raw model in fp32 with an all-linear LoRA adapter of `rank` whose B
-    matrices are drawn (B starts at zero, so a fresh adapter changes nothing), and what peft's own
+    """`trained_lora(rank, std=0.02)`: the raw model in fp32 with an all-linear LoRA adapter of `rank` whose B
+    matrices are drawn with `std` (B starts at zero, so a fresh adapter changes nothing), and what peft's own
     fold of that adapter gives: the weights a merged, exported model should have."""
     import copy
 
@@ -65,13 +65,13 @@ def trained_lora(local_model_dir):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    def make(rank: int):
+    def make(rank: int, std: float = 0.02):
         model = AutoModelForCausalLM.from_pretrained(local_model_dir, dtype=torch.float32)
         actor = get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules="all-linear"))
         torch.manual_seed(0)
         for name, parameter in actor.named_parameters():
             if "lora_B" in name:
-                torch.nn.init.normal_(parameter, std=0.02)
+                torch.nn.init.normal_(parameter, std=std)
         return actor, copy.deepcopy(actor).merge_and_unload().state_dict()
 
     return make

@@ -11,11 +11,10 @@ merger, in this same process, then folds the adapter it wrote (a LoRA run's; a f
 its model): one Python start-up (torch, transformers, verl: seconds each) where verl's merger command followed
 by this one takes two, on every iteration's critical path.
 
-Both keep the trained model's float32 weights. An iteration's update is small beside the weights: folded into
-bfloat16 weights (verl's merger writes bfloat16), 91% of the elements a GRPO adapter changes round back to their
-old value and a quarter of the update survives, so the model served is mostly the one the iteration started from
-(bench/results/fold_precision_2026-12-01/). The merger's cast to bfloat16 is left out (`_checkpoint_precision`)
-and the fold runs in float32.
+Both keep the trained model's float32 weights. An iteration's update is mostly smaller than a weight's bfloat16
+rounding step: folded into bfloat16 weights (verl's merger writes bfloat16), most of it rounds back and the model
+served is mostly the one the iteration started from (bench/results/fold_precision_2026-12-01/). The merger's
+cast to bfloat16 is left out (`_checkpoint_precision`) and the fold runs in float32.
 
 `--onto MODEL_DIR HF_DIR...` folds a chain instead: a run carried to another machine as adapters
 alone, each stage's adapter trained on the model the stage before made. The first HF_DIR's adapter
