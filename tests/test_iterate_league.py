@@ -203,6 +203,38 @@ def test_skill_levels_teach_each_level_and_measure_the_highest_against_the_lowes
     assert result.exit_code == 2 and "the matching game takes no skill levels" in result.output
 
 
+def test_the_scale_is_judged_from_the_games_each_pairing_played(tmp_path):
+    """`judge_scale` on games the scripted negotiators played in its pairings' places (at 0.3 for the novice,
+    1 for the expert, against the full-strength one in both seat orders): each level's win share against
+    the partner, and the step from novice to expert paired over the instances."""
+    from selfplay_gen.iterate.server import Started
+
+    cfg = Iteration(
+        run_dir=tmp_path / "run", initial_model="/m0", game="negotiation", num_iterations=0, league_size=1,
+        league=LeagueSettings(skill_levels=("novice", "expert")), servers=ServerSettings(urls=("http://127.0.0.1:9",)),
+        tools=Tools(python=sys.executable, gen=("true",)),
+    )  # fmt: skip
+    run = Run(cfg)
+    assert run.competition is not None
+    out = tmp_path / "judged"
+    strength = {"novice": 0.3, "expert": 1.0, "scripted@1": 1.0}
+    pairings = [("novice", "scripted@1"), ("scripted@1", "novice"), ("expert", "scripted@1"), ("scripted@1", "expert")]
+    for a, b in pairings:
+        path = out / "skill" / f"{competition.safe_name(a)}__{competition.safe_name(b)}" / "games.jsonl"
+        args = ["play", "--backend", "scripted", "--game", "negotiation", "--scripted-strength", str(strength[a])]
+        args += ["--partner-scripted-strength", str(strength[b]), "--seed", "2000000000", "-n", "16", "-k", "1"]
+        result = CliRunner().invoke(main, [*args, "--out", str(path), "-q"], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+    run.competition.judge_scale(Started("http://127.0.0.1:9", "/m1", 0.0), "/m1", out, 2_000_000_000, 16, 1, pairings)
+    scale = json.loads((out / "skill_levels.json").read_text())
+    assert set(scale["levels"]) == {"novice", "expert"} and scale["levels"]["expert"]["scripted@1"]["games"] == 32
+    (step,) = scale["steps"]
+    assert (step["lower"], step["higher"], step["against"]) == ("novice", "expert", "scripted@1")
+    assert step["win"]["instances"] == 16 and step["win"]["mean"] > 0 and step["points"]["ci"][0] > 0
+    table = (out / "skill_levels.md").read_text()
+    assert "| novice | scripted@1 | 32 |" in table and "| scripted@1 | novice → expert | 16 |" in table
+
+
 # --- promotion on real games -----------------------------------------------------------------------
 
 
@@ -557,6 +589,8 @@ def test_the_summary_shows_each_promotion_skill_match_and_the_progress(tmp_path)
     skill = {"expert_vs_novice": {"mean": 0.7, "ci": [0.62, 0.78]}, "meets_target": True, "follows": True}
     (tmp_path / "iter_001" / "eval" / report.SKILL_FILE).write_text(json.dumps(skill))
     (tmp_path / "iter_001" / "eval" / report.SKILL_LEVELS_TABLE).write_text("| level | against |\n| expert | x |\n")
+    (tmp_path / "iter_001" / "eval" / report.SKILL_TEST_DIR).mkdir()
+    (tmp_path / "iter_001" / "eval" / report.SKILL_TEST_DIR / report.SKILL_LEVELS_TABLE).write_text("| on test |\n")
     (tmp_path / "report").mkdir()
     (tmp_path / "report" / report.PROGRESS_FILE).write_text("## Progress per checkpoint\n\n| checkpoint |\n")
     text = report.write_summary(tmp_path)
@@ -566,6 +600,8 @@ def test_the_summary_shows_each_promotion_skill_match_and_the_progress(tmp_path)
     assert text.index("## Promotion") < text.index("## Skill levels") < text.index("## Progress per checkpoint")
     judged = text.index("## Skill levels against references outside the model")
     assert text.index("### iter_1\n\n| level | against |\n| expert | x |") > judged
+    tested = text.index("## Skill levels of the final model on the test split")
+    assert text.index("### iter_1\n\n| on test |") > tested > judged
 
 
 def test_a_judged_candidate_kept_as_the_final_model_is_evaluated_on_the_test_split_once(tmp_path, capsys):

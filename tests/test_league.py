@@ -21,7 +21,7 @@ from selfplay_gen.games.negotiation import Instance, NegotiationGame
 from selfplay_gen.games.negotiation.evaluation import evaluate, game_table
 from selfplay_gen.games.negotiation.game import seat_skills
 from selfplay_gen.games.negotiation.prompts import SKILLS, skill_of
-from selfplay_gen.games.negotiation.skill import follows_levels
+from selfplay_gen.games.negotiation.skill import follows_levels, level_steps, step_up, steps_table
 from selfplay_gen.league import League, Member, choose_opponents, opponent_weights, promote, scripted_member
 from selfplay_gen.league.opponents import FLOOR, win_probability
 from selfplay_gen.league.progress import progress, progress_table
@@ -274,6 +274,19 @@ def test_progress_per_checkpoint(metrics):
         assert 0 < row["diversity"]["distinct_2_seat0"] < 0.5
     table = progress_table(rows)
     assert table.count("\n") == 4 and "| iter_2 |" in table and "| warm | – | – | – |" in table
+
+
+def test_each_level_step_is_paired_over_the_instances_both_levels_played_against_one_partner(tournament):
+    ordered = level_steps(tournament, list(STRENGTHS), ["warm"], resamples=400)
+    assert [(s["lower"], s["higher"]) for s in ordered] == [("warm", "iter_1"), ("iter_1", "iter_2")]
+    assert all(step_up(s) and s["win"]["instances"] == INSTANCES and s["points"]["mean"] > 0 for s in ordered)
+    reversed_scale = level_steps(tournament, list(reversed(STRENGTHS)), ["warm"], resamples=400)
+    assert not any(step_up(s) for s in reversed_scale)
+    assert all(s["win"]["mean"] == -o["win"]["mean"] for s, o in zip(reversed_scale, reversed(ordered)))
+    # no games of a level against a partner: no step to read
+    assert level_steps(tournament, list(STRENGTHS), ["scripted@1"]) == []
+    table = steps_table(ordered)
+    assert "| warm | warm → iter_1 | 24 |" in table and table.count("| yes |") == 2
 
 
 def test_skill_following_from_cross_play_of_levels(tournament):

@@ -306,6 +306,26 @@ def test_a_skill_run_chooses_level_games_by_quantile_and_judges_every_level_on_t
     assert not any(f"{run}/base/eval/skill/" in line for line in lines)  # the base model has no levels
 
 
+def test_the_final_models_levels_are_judged_on_the_test_split_in_both_seat_orders(tmp_path):
+    from selfplay_gen.evaluation.splits import TEST
+
+    skilled = ["--league.skill_levels", "novice,intermediate,expert", "--warm.policy", "teacher", "--warm.games", "360"]
+    skilled += ["--num_iterations", "0", "--league_size", "1", "--evaluation.test_instances", "8"]
+    lines = dry_iterate(tmp_path, *skilled, "--evaluation.test_games_per_instance", "2")
+    tested = [line for line in lines if line.startswith("+ gen ") and "/warm/eval/skill_test/skill/" in line]
+    assert len(tested) == 8 and all(f"--seed {TEST.start} --num-games 16 --games-per-instance 2 " in t for t in tested)
+    for level in ("novice", "intermediate", "expert"):
+        (first,) = [t for t in tested if f"/skill/{level}__scripted_1/" in t]
+        assert "--backend sglang" in first and "--partner-scripted-strength 1" in first
+        assert f"--skill {level}\\," in first
+        (second,) = [t for t in tested if f"/skill/scripted_1__{level}/" in t]
+        assert "--backend scripted --scripted-strength 1 " in second and "--partner-backend sglang" in second
+        assert f"--skill \\,{level}" in second
+    assert sum("unconditioned" in t for t in tested) == 2  # the highest level against the model's own play, both ways
+    dev_only = dry_iterate(tmp_path / "dev", *skilled, "--evaluation.test_split", "false")
+    assert not any("/skill_test/" in line for line in dev_only)
+
+
 # --- a population of diverse partners --------------------------------------------------------------
 
 

@@ -50,14 +50,21 @@ from typing import Any, Protocol
 
 from .. import games as game_registry
 from ..atomic import temporary, write_atomic
-from ..evaluation.splits import SKILL
+from ..evaluation.splits import SKILL, TEST
 from ..games.base import Game
 from ..league import League, Member, Promotion, opponent_weights, promote, scripted_member, with_share
 from ..league.progress import progress, progress_table
 from . import decisions, plays
 from .config import Iteration
 from .plays import Plays
-from .report import PROGRESS_FILE, PROMOTION_FILE, SKILL_FILE, SKILL_LEVELS_FILE, SKILL_LEVELS_TABLE
+from .report import (
+    PROGRESS_FILE,
+    PROMOTION_FILE,
+    SKILL_FILE,
+    SKILL_LEVELS_FILE,
+    SKILL_LEVELS_TABLE,
+    SKILL_TEST_DIR,
+)
 from .server import Started
 from .shell import Shell
 from .stages import Checkpoint, Stage
@@ -483,7 +490,7 @@ class Competition:
         """The model at its highest skill level against itself at its lowest, both seat orders, on
         instances apart from every other set; the game's `follows_levels` of the games into
         eval_dir/skill.json (the issue's target: the highest level wins 65% of decided games). Then
-        each level judged on references outside the model (`judge_levels`, eval_dir/skill_levels.json):
+        each level judged on references outside the model (`judge_scale`, eval_dir/skill_levels.json):
         in seat 0 against each scripted negotiator of the game's `REFERENCES` in seat 1, and against the
         model unconditioned in both seat orders."""
         run, cfg = self.run, self.run.cfg
@@ -499,47 +506,81 @@ class Competition:
             )
             run.shell.run(f"skill match: {seats[0]} vs {seats[1]}", command)
             played.append((out / "games.jsonl", seats))
-        skill = self.skill()
-        references = [scripted_member(r) for r in getattr(skill, "REFERENCES", ())]
+        references = [scripted_member(r).name for r in getattr(self.skill(), "REFERENCES", ())]
+        pairings = [(level, ref) for level in levels for ref in references]
+        pairings += [seats for level in levels for seats in ((level, UNCONDITIONED), (UNCONDITIONED, level))]
+        if not cfg.dry_run:
+            import pandas as pd
+
+            from ..evaluation.protocol import records_table
+            from ..records import read_games
+
+            tables = [records_table(list(read_games(path)), seats) for path, seats in played]
+            result = self.skill().follows_levels(pd.concat(tables, ignore_index=True), (low, high))
+            write_atomic(eval_dir / SKILL_FILE, json.dumps(result, indent=1, default=float) + "\n")
+            share = result["expert_vs_novice"]
+            run.shell.echo(f"skill match: {high} against {low}: decided-game win share {share}")
+        self.judge_scale(server, model, eval_dir, SKILL_SEED, e.instances, e.games_per_instance, pairings)
+
+    def skill_test(self, server, model: str, eval_dir: Path) -> None:
+        """The final model's levels on the test split (evaluation.test_instances, test_games_per_instance each),
+        into eval_dir/skill_test: each level against the strongest of the game's `REFERENCES` and the highest level
+        against the model unconditioned, both seat orders (what the scale's reading of the final model needs:
+        whether each level beats the full-strength negotiator more often than the one below it, and whether the
+        highest is at least the model's own play)."""
+        levels = self.run.cfg.league.skill_levels
+        strongest = scripted_member(max(self.skill().REFERENCES)).name
+        pairings = [seats for level in levels for seats in ((level, strongest), (strongest, level))]
+        pairings += [(levels[-1], UNCONDITIONED), (UNCONDITIONED, levels[-1])]
+        e = self.run.cfg.evaluation
+        self.judge_scale(
+            server, model, eval_dir / SKILL_TEST_DIR, TEST.start, e.test_instances, e.test_games_per_instance, pairings
+        )
+
+    def judge_scale(
+        self, server, model: str, out_dir: Path, seed: int, instances: int, per_instance: int,
+        pairings: Sequence[tuple[str, str]],
+    ) -> None:  # fmt: skip
+        """Play each (seat 0, seat 1) of `pairings` (a level, a scripted negotiator `scripted@STRENGTH` or the
+        model `UNCONDITIONED`) on `instances` instances from `seed`, `per_instance` games each, the level told to
+        its seat, into out_dir/skill/SEAT0__SEAT1; then judge each level against each partner (`judge_levels`)
+        and each level against the one below it (`level_steps`) into out_dir/skill_levels.json and its tables."""
+        run, skill = self.run, self.skill()
+        scripted = {m.name: m for m in map(scripted_member, skill.REFERENCES)}
         judged = []
-        for level in levels:
-            for member in references:
-                out = eval_dir / "skill" / f"{level}__{safe_name(member.name)}"
-                command = run.plays.generate(
-                    server, model, SKILL_SEED, games, e.games_per_instance, out, member.partner_args(),
-                    ["--skill", f"{level},"],
-                )  # fmt: skip
-                run.shell.run(f"skill level: {level} vs {member.name}", command)
-                judged.append((out / "games.jsonl", (level, member.name)))
-            for seats in ((level, UNCONDITIONED), (UNCONDITIONED, level)):
-                out = eval_dir / "skill" / f"{seats[0]}__{seats[1]}"
-                told = f"{level}," if seats[0] == level else f",{level}"
-                command = run.plays.generate(
-                    server, model, SKILL_SEED, games, e.games_per_instance, out, plays.partner_args(server),
-                    ["--skill", told],
-                )  # fmt: skip
-                run.shell.run(f"skill level: {seats[0]} vs {seats[1]}", command)
-                judged.append((out / "games.jsonl", seats))
-        if cfg.dry_run:
+        for seats in pairings:
+            out = out_dir / "skill" / f"{safe_name(seats[0])}__{safe_name(seats[1])}"
+            level_seat = 0 if seats[0] in skill.LEVELS else 1
+            told = ["--skill", f"{seats[0]}," if level_seat == 0 else f",{seats[1]}"]
+            partner = seats[1 - level_seat]
+            size = (seed, instances * per_instance, per_instance, out)
+            if partner == UNCONDITIONED:
+                command = run.plays.generate(server, model, *size, plays.partner_args(server), told)
+            elif level_seat == 0:
+                command = run.plays.generate(server, model, *size, scripted[partner].partner_args(), told)
+            else:  # the scripted negotiator in seat 0, the model in seat 1
+                first = scripted[partner].first_seat_args()
+                command = run.plays.generate(server, model, *size, plays.partner_args(server), told, first)
+            run.shell.run(f"skill level: {seats[0]} vs {seats[1]}", command)
+            judged.append((out / "games.jsonl", seats))
+        if run.cfg.dry_run:
             return
         import pandas as pd
 
         from ..evaluation.protocol import records_table
         from ..records import read_games
 
-        tables = [records_table(list(read_games(path)), seats) for path, seats in played]
-        result = skill.follows_levels(pd.concat(tables, ignore_index=True), (low, high))
-        write_atomic(eval_dir / SKILL_FILE, json.dumps(result, indent=1, default=float) + "\n")
-        share = result["expert_vs_novice"]
-        run.shell.echo(f"skill match: {high} against {low}: decided-game win share {share}")
-        if judged:
-            table = pd.concat([records_table(list(read_games(p)), seats) for p, seats in judged], ignore_index=True)
-            partners = [*(m.name for m in references), UNCONDITIONED]
-            levels_judged = skill.judge_levels(table, levels, partners)
-            table_text = skill.judged_table(levels_judged)
-            write_atomic(eval_dir / SKILL_LEVELS_FILE, json.dumps(levels_judged, indent=1, default=float) + "\n")
-            write_atomic(eval_dir / SKILL_LEVELS_TABLE, table_text + "\n")
-            run.shell.echo(f"skill levels against the references:\n{table_text}")
+        table = pd.concat([records_table(list(read_games(p)), seats) for p, seats in judged], ignore_index=True)
+        levels = [level for level in run.cfg.league.skill_levels if (table[["seat0", "seat1"]] == level).any().any()]
+        partners = list(dict.fromkeys(s for seats in pairings for s in seats if s not in skill.LEVELS))
+        scale = {
+            "levels": skill.judge_levels(table, levels, partners),
+            "steps": skill.level_steps(table, levels, partners),
+        }
+        text = f"{skill.judged_table(scale['levels'])}\n\n{skill.steps_table(scale['steps'])}"
+        write_atomic(out_dir / SKILL_LEVELS_FILE, json.dumps(scale, indent=1, default=float) + "\n")
+        write_atomic(out_dir / SKILL_LEVELS_TABLE, text + "\n")
+        run.shell.echo(f"skill levels against the references ({out_dir}):\n{text}")
 
     def skill(self) -> ModuleType:
         """The run's game's skill levels (the command line refused levels for a game without them)."""

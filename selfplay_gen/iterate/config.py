@@ -558,7 +558,8 @@ class League:
         "references (strengths 0.3, 0.6, 1) in both seats, and each game goes to the level whose quantile of the "
         "seat's points against that reference it falls in: a level is how well the seat did; scripted-strength: "
         "the scripted negotiator at the level's strength (novice 0.3, intermediate 0.6, expert 1). Either way every "
-        "level is judged against the references and the unconditioned model (skill_levels.json).",
+        "level is judged against the references and the unconditioned model, and against the level below it "
+        "(eval/skill_levels.json; the final model's on the test split too, eval/skill_test/).",
         type=click.Choice(SKILL_DATA), alias="SKILL_DATA",
     )  # fmt: skip
     eval_strength: float | None = knob(

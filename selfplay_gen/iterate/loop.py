@@ -369,9 +369,9 @@ class Run:
         startup_s: float = 0.0,
     ) -> None:
         """Evaluate `model` as `label` into eval_for/eval (unless done) and the run-level reports; as
-        the `final` model also on the test split (unless done); a candidate the promotion judged, and
-        so evaluated before, on the test split alone. Its evaluation sets play at once, with the
-        (step, command) `alongside` that uses the same server (its training games), in one timed row;
+        the `final` model also on the test split (unless done), its skill levels too where the run has them; a
+        candidate the promotion judged, and so evaluated before, on the test split alone. Its evaluation sets play
+        at once, with the (step, command) `alongside` that uses the same server (its training games), in one timed row;
         `startup_s`: the start-up of that server when the caller started it."""
         done, tested = eval_for / "eval" / "DONE", eval_for / "eval" / "DONE_TEST"
         if self.evaluated(eval_for, final):
@@ -385,8 +385,11 @@ class Run:
         row = f"evaluate {label}" + (" + " + alongside[0].split(": ")[-1] if alongside else "")
         with self.timed(row, server.startup_s + startup_s):
             self.shell.run_together([*steps, *([alongside] if alongside else [])])
-            if self.cfg.league.skill_levels and self.competition is not None and not done.exists() and skilled:
-                self.competition.skill_match(server, model, eval_for / "eval")
+            if self.cfg.league.skill_levels and self.competition is not None and skilled:
+                if not done.exists():
+                    self.competition.skill_match(server, model, eval_for / "eval")
+                if final and self.cfg.evaluation.test_split:
+                    self.competition.skill_test(server, model, eval_for / "eval")
         if not self.cfg.dry_run:
             done.parent.mkdir(parents=True, exist_ok=True)
             done.touch()

@@ -117,10 +117,13 @@ class Plays:
 
     def generate(
         self, server: Started, model: str | None, seed: int, num_games: int, games_per_instance: int, out_dir: Path,
-        partner: list[str], extra: list[str],
+        partner: list[str], extra: list[str], first: list[str] | None = None,
     ) -> list[str]:  # fmt: skip
+        """The command that plays `num_games` games from `seed` into out_dir/games.jsonl: the served model in seat 0
+        (or whom `first` seats there) and `partner` in seat 1."""
+        seat = self.seat_args(server, model) if first is None else first
         return [
-            *self.tools.gen, *self.config(out_dir), *self.seat_args(server, model), "--seed", str(seed),
+            *self.tools.gen, *self.config(out_dir), *seat, "--seed", str(seed),
             "--num-games", str(num_games), "--games-per-instance", str(games_per_instance),
             "--out", str(out_dir / "games.jsonl"), "--resume", *partner, *extra,
         ]  # fmt: skip

@@ -332,6 +332,7 @@ PROMOTION_FILE = "promotion.json"  # an iteration's promotion decision (`league.
 SKILL_FILE = "skill.json"  # a model's highest skill level against its lowest (the game's `follows_levels`)
 # each skill level against references outside the model (the game's `judge_levels`), and its table
 SKILL_LEVELS_FILE, SKILL_LEVELS_TABLE = "skill_levels.json", "skill_levels.md"
+SKILL_TEST_DIR = "skill_test"  # eval/SKILL_TEST_DIR: the final model's levels on the test split, as eval/ has them
 PROGRESS_FILE = "progress.md"  # RUN_DIR/report/: progress per promoted checkpoint (`league.progress`)
 
 
@@ -369,9 +370,18 @@ def league_sections(run_dir: Path, stages: list[Path], name: Any) -> list[str]:
     if judged:
         parts.append(
             "\n## Skill levels against references outside the model (the level in seat 0 against each scripted "
-            "negotiator; both seat orders against the model unconditioned; cooperation of the same games beside)\n"
+            "negotiator; both seat orders against the model unconditioned; cooperation of the same games beside; "
+            "then each level against the one below it, paired over instances)\n"
         )
         parts += [f"\n### {stage}\n\n{table.read_text()}" for stage, table in judged]
+    tested = [(name(p), p / "eval" / SKILL_TEST_DIR / SKILL_LEVELS_TABLE) for p in stages]
+    tested = [(stage, table) for stage, table in tested if table.exists()]
+    if tested:
+        parts.append(
+            "\n## Skill levels of the final model on the test split (each level against the full-strength "
+            "scripted negotiator, the highest level against the model unconditioned, both seat orders)\n"
+        )
+        parts += [f"\n### {stage}\n\n{table.read_text()}" for stage, table in tested]
     progress = run_dir / "report" / PROGRESS_FILE
     if progress.exists():
         parts.append("\n" + progress.read_text())

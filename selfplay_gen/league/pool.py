@@ -53,6 +53,13 @@ class Member:
             return ["--partner-backend", "scripted", "--partner-scripted-strength", f"{self.strength:g}"]
         return ["--partner-model", str(self.path)]
 
+    def first_seat_args(self) -> list[str]:
+        """The `selfplay-gen play` options that seat this scripted negotiator in seat 0 (its partner the
+        model, in seat 1)."""
+        if self.kind != "scripted":
+            raise ValueError(f"member {self.name!r}: only a scripted negotiator is seated in seat 0 by its options")
+        return ["--backend", "scripted", "--scripted-strength", f"{self.strength:g}"]
+
 
 def scripted_member(strength: float) -> Member:
     """The scripted negotiator at `strength`, named `scripted@<strength>` (as labels in cross-play)."""

@@ -32,7 +32,7 @@ import click
 import numpy as np
 import pandas as pd
 
-from ...stats.metrics import ORDERS, decided_share, mean_interval, per_instance
+from ...stats.metrics import ORDERS, decided_share, mean_interval, paired_difference, per_instance
 from .evaluation import cross_play, game_table, results_of
 from .prompts import GOALS, SKILL_STRENGTHS, SKILLS
 
@@ -123,6 +123,54 @@ def judge_levels(
                 **{k: mean_interval(per_instance(met, k).to_numpy(float), resamples, rng) for k in COOPERATION},
             }
     return judged
+
+
+def level_steps(
+    games: pd.DataFrame, levels: Sequence[str], partners: Sequence[str], resamples: int = 1000, seed: int = 0
+) -> list[dict[str, Any]]:
+    """Per reference partner, each level against the one below it (rows as `game_table` makes them): the
+    difference in win rate (a game's win 1, a tie or loss 0) and in points, paired over the instances both
+    levels played against that partner. A scale of levels is ordered where every step's win-rate interval
+    lies above zero: each level beats the same partner on the same instances more often than the one below."""
+    rng = np.random.default_rng(seed)
+    steps = []
+    for partner in partners:
+        sides = {}
+        for level in levels:
+            met = games[
+                ((games["seat0"] == level) & (games["seat1"] == partner))
+                | ((games["seat0"] == partner) & (games["seat1"] == level))
+            ]
+            if len(met):
+                sides[level] = results_of(met, level)
+        for lower, higher in zip(levels, levels[1:]):
+            if lower in sides and higher in sides:
+                high, low = sides[higher], sides[lower]
+                differences = {
+                    column: paired_difference(per_instance(high, column), per_instance(low, column), resamples, rng)
+                    for column in ("win", "points")
+                }
+                steps.append({"against": partner, "lower": lower, "higher": higher, **differences})
+    return steps
+
+
+def step_up(step: Mapping[str, Any]) -> bool:
+    """Whether a `level_steps` step's win-rate interval lies above zero."""
+    win = step.get("win")
+    return bool(win and win["ci"] is not None and win["ci"][0] > 0)
+
+
+def steps_table(steps: Sequence[Mapping[str, Any]]) -> str:
+    """`level_steps` as a markdown table: a row per reference and step."""
+    from ...stats.report import format_interval, markdown_table
+
+    head = ["against", "step", "instances", "win rate: higher − lower", "points: higher − lower", "step up"]
+    rows = [
+        [s["against"], f"{s['lower']} → {s['higher']}", str((s["win"] or {}).get("instances", 0)),
+         format_interval(s["win"], percent=True), format_interval(s["points"]), "yes" if step_up(s) else "no"]
+        for s in steps
+    ]  # fmt: skip
+    return markdown_table(head, rows)
 
 
 def judged_table(judged: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
