@@ -543,11 +543,12 @@ class Competition:
     ) -> None:  # fmt: skip
         """Play each (seat 0, seat 1) of `pairings` (a level, a scripted negotiator `scripted@STRENGTH` or the
         model `UNCONDITIONED`) on `instances` instances from `seed`, `per_instance` games each, the level told to
-        its seat, into out_dir/skill/SEAT0__SEAT1; then judge each level against each partner (`judge_levels`)
-        and each level against the one below it (`level_steps`) into out_dir/skill_levels.json and its tables."""
+        its seat, into out_dir/skill/SEAT0__SEAT1, all at once on the model's server; then judge each level against
+        each partner (`judge_levels`) and each level against the one below it (`level_steps`) into
+        out_dir/skill_levels.json and its tables."""
         run, skill = self.run, self.skill()
         scripted = {m.name: m for m in map(scripted_member, skill.REFERENCES)}
-        judged = []
+        judged, steps = [], []
         for seats in pairings:
             out = out_dir / "skill" / f"{safe_name(seats[0])}__{safe_name(seats[1])}"
             level_seat = 0 if seats[0] in skill.LEVELS else 1
@@ -561,8 +562,9 @@ class Competition:
             else:  # the scripted negotiator in seat 0, the model in seat 1
                 first = scripted[partner].first_seat_args()
                 command = run.plays.generate(server, model, *size, plays.partner_args(server), told, first)
-            run.shell.run(f"skill level: {seats[0]} vs {seats[1]}", command)
+            steps.append((f"skill level: {seats[0]} vs {seats[1]}", command))
             judged.append((out / "games.jsonl", seats))
+        run.shell.run_together(steps)
         if run.cfg.dry_run:
             return
         import pandas as pd
