@@ -227,6 +227,8 @@ def test_the_loop_starts_verl_once_and_trains_each_iteration_on_its_own_groups_r
         assert rows == part_keys(run_dir / "resident" / "parts" / f"part_{i:03d}.parquet")
         assert {seed for seed, _ in rows} == set(range(100 * i, 100 * i + 6)) and len(set(rows)) == 12
         hf = run_dir / f"iter_{i:03d}" / "train" / "hf"  # iteration i's model: the checkpoint of step 3i
+        # its adapter is the job's, trained through the run from its first model: a refold goes onto that one
+        assert (run_dir / f"iter_{i:03d}" / "trained_from").read_text().strip() == local_model_dir
         assert (hf / "merged_from").read_text().strip() == f"{run_dir}/resident/checkpoints/global_step_{3 * i}/actor"
         assert (hf / "parts_at_merge").read_text().split() == [f"part_00{j}.parquet" for j in range(1, i + 1)]
         assert [row["step"] for row in json.loads((hf.parent / report.STEPS_FILE).read_text())] == [

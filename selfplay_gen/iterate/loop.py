@@ -63,8 +63,9 @@ from .verl_jobs import VERL_READY, merge, ppo_command, saved_steps, sft_command,
 
 EMBEDDED_MODEL_DIR = "EMBEDDED_MODEL_DIR"  # a dry run does not convert the embedded model
 WARM_SEED = 500_000_000  # the warm start's teacher games, apart from every iteration's instances
-# a training stage's file naming the model it trained from: a run carried to another machine as LoRA adapters
-# alone folds each adapter onto that model (`Run.refold`, `gpu_learning.sh restore`), not onto the stage before
+# a training stage's file naming the model its LoRA adapter applies to (the model it trained from; the resident
+# job's first model, for its one adapter trained through the run): a run carried to another machine as adapters
+# alone folds each onto that model (`Run.refold`, `gpu_learning.sh restore`), not onto the stage before
 TRAINED_FROM_FILE = "trained_from"
 # a training stage's models (`Export`s), written once merged: a run stopped after its iteration's training (or
 # carried to another machine and restored) resumes at the evaluation instead of training again
@@ -628,6 +629,9 @@ class Run:
         with self.timed("merge"):
             step = trained.step if not self.cfg.dry_run else None
             merge(self.shell, replace(job, out_dir=self.resident.dir), verl, step, hf)
+        base = self.resident.base_model()
+        if base is not None and not self.cfg.dry_run:  # the adapter is the job's, trained from its first model
+            write_atomic(stage.dir / TRAINED_FROM_FILE, base + "\n")
         plot_training_log(stage.dir / "train", self.resident.log, (trained.step - trained.steps, trained.step))
         return [Export(stage.label, str(hf), stage.dir / "eval")]
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..atomic import write_atomic
 from ..verl import parts
 from .config import TrainJob
 from .report import TRAIN_LOG
@@ -36,6 +37,9 @@ from .shell import Shell, StepFailed, show
 from .verl_jobs import VERL_READY
 
 DIR = "resident"  # RUN_DIR/resident: the spec, the parts, the job's checkpoints and log
+# RUN_DIR/resident/BASE_FILE: the model the job first started from, which its one LoRA adapter applies to (a job
+# started again restores its weights from the checkpoint, whatever model it names)
+BASE_FILE = "base_model"
 SPEC_FILE = "rows" + parts.SPEC_SUFFIX
 STEP = "train (resident)"
 POLL_S = 1.0
@@ -135,6 +139,8 @@ class Resident:
         last = iteration * steps
         started_here = self.saved() < last and not self.running()
         if started_here:
+            if not self.saved():
+                write_atomic(self.dir / BASE_FILE, job.model + "\n")
             self._start(command_of(self.job(job, steps)))
         while self.saved() < last:
             if not self.running() and self.saved() < last:  # saved, then ended: the run's last step
@@ -162,6 +168,13 @@ class Resident:
             f"({spec.rows_per_part} rows, steps {last - steps + 1} to {last})"
         )
         return steps
+
+    def base_model(self) -> str | None:
+        """The model the job's adapter applies to: the one its first start trained from (None before that)."""
+        try:
+            return (self.dir / BASE_FILE).read_text().strip() or None
+        except OSError:
+            return None
 
     def saved(self) -> int:
         """The step of the job's latest checkpoint (0: none yet)."""
