@@ -1078,6 +1078,41 @@ def test_out_of_memory_advice_for_grpo_names_the_actors_micro_batches_and_the_ro
     assert "ppo_micro_tokens" in none and "gpu_memory_utilization" not in none  # it starts no rollout engine
 
 
+def test_a_training_job_whose_rollout_server_found_too_little_memory_starts_again(tmp_path, monkeypatch):
+    """verl starts its rollout server inside the job; one that stops on 'Not enough memory' (another process
+    allocated on the GPU while it started) is started again, as the run's own servers are, up to start_tries."""
+    from selfplay_gen.iterate import loop
+    from selfplay_gen.iterate.config import Sampling
+    from selfplay_gen.iterate.shell import Shell, StepFailed
+
+    calls, log = tmp_path / "calls", tmp_path / "verl.log"
+
+    def job_failing(times: int, message: str) -> list[str]:
+        """A job that fails its first `times` starts, printing `message`."""
+        script = f"echo x >> {calls}; if [ $(wc -l < {calls}) -le {times} ]; then echo '{message}'; exit 1; fi"
+        return ["bash", "-c", script]
+
+    monkeypatch.setattr(loop, "check_steps", lambda job: None)
+    job = TrainJob("offline", "/m", str(log), str(log), out_dir=tmp_path / "out", experiment="x", lr="1e-6")
+    log.touch()
+    short = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+    starts = ServerSettings(start_tries=3, retry_wait_s=0)
+
+    def trained(times: int, message: str, settings: ServerSettings | None = starts) -> int:
+        calls.write_text("")
+        monkeypatch.setattr(loop, "verl_command", lambda *args: job_failing(times, message))
+        try:
+            loop.train(Shell(), job, Verl(), PolicyLoss(), Sampling(), log, starts=settings)
+        except StepFailed:
+            return -len(calls.read_text().split())
+        return len(calls.read_text().split())
+
+    assert trained(2, short) == 3  # two short starts, then the job
+    assert trained(3, short) == -3  # start_tries starts, all short: the failure stands
+    assert trained(1, "Traceback: some other error") == -1  # any other failure is not tried again
+    assert trained(1, short, settings=None) == -1  # a caller that gives no start settings: one start
+
+
 def test_a_format_warm_start_can_imitate_each_seats_best_random_games(tmp_path):
     """Expert iteration's first step from random legal play: many games an instance, each seat's best by the
     training reward kept."""

@@ -95,7 +95,7 @@ class ServerSettings:
     timeout_s: float = knob(900.0, "Seconds to wait for /health.", alias="SERVER_TIMEOUT")
     start_tries: int = knob(
         3, "Starts of a server that stopped on 'Not enough memory' (a GPU another process allocated on while it "
-        "started).", type=POSITIVE, alias="SERVER_START_TRIES",
+        "started), verl's rollout server in a training job included.", type=POSITIVE, alias="SERVER_START_TRIES",
     )  # fmt: skip
     retry_wait_s: float = knob(30.0, "Seconds between those starts.", alias="SERVER_RETRY_WAIT")
     partner_mem_fraction: float = knob(

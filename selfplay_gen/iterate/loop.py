@@ -40,7 +40,7 @@ from ..verl.merge_lora import ADAPTER_DIR
 from . import competition, decisions, report
 from .ahead import Ahead
 from .competition import Competition
-from .config import Iteration, PolicyLoss, Sampling, TrainJob, Verl, number
+from .config import Iteration, PolicyLoss, Sampling, ServerSettings, TrainJob, Verl, number
 from .gpu_usage import GpuUsage
 from .plays import (
     DEV_SET,
@@ -591,7 +591,9 @@ class Run:
         started = time.monotonic()
         log = stage.dir / "train" / report.TRAIN_LOG
         with GpuUsage(enabled=not self.cfg.dry_run) as usage:
-            startup = train(self.shell, job, self.cfg.verl, loss or self.cfg.loss, self.sampling, log, beside)
+            startup = train(
+                self.shell, job, self.cfg.verl, loss or self.cfg.loss, self.sampling, log, beside, self.cfg.servers
+            )
         self.training_timed(stage, f"train ({job.mode})", started, startup, usage)
         hf = job.out_dir / "hf"
         exports = []
@@ -840,24 +842,40 @@ class Run:
 
 def train(
     shell: Shell, job: TrainJob, verl: Verl, loss: PolicyLoss, sampling: Sampling, log: Path | None = None,
-    beside: float | None = None,
+    beside: float | None = None, starts: ServerSettings | None = None,
 ) -> float | None:  # fmt: skip
     """One verl training job (`job.mode`: sft, offline or online) into job.out_dir/checkpoints; the
     seconds verl took to start (to its first step), where its output shows them. `beside`: the GPU memory
-    share of a server playing ahead beside it (`overlap`), which its advice on running out of memory names."""
+    share of a server playing ahead beside it (`overlap`), which its advice on running out of memory names.
+    `starts`: a job whose rollout server stopped on 'Not enough memory' (another process allocated on the GPU
+    while it started) starts again, as the run's own servers do (`start_tries`, `retry_wait_s`); it resumes
+    from its last checkpoint, if any."""
     if not shell.dry_run:
         for name in dict.fromkeys((job.train_files, job.val_files)):
             if not Path(name).exists():
                 raise StepFailed("setup", 2, f"missing data file {name} (MODE={job.mode})")
         check_steps(job)
         job.out_dir.mkdir(parents=True, exist_ok=True)
-    written = log.stat().st_size if log is not None and log.exists() else 0
-    try:
-        return shell.run("train", verl_command(shell, job, verl, loss, sampling), log, VERL_READY)
-    except StepFailed as failed:
-        if failed.step == "train" and log is not None and ran_out_of_memory(log, written):
-            raise StepFailed("train", failed.code, memory_advice(job, verl, log, beside)) from failed
-        raise
+    tries = starts.start_tries if starts is not None else 1
+    for attempt in range(1, tries + 1):
+        written = log.stat().st_size if log is not None and log.exists() else 0
+        try:
+            return shell.run("train", verl_command(shell, job, verl, loss, sampling), log, VERL_READY)
+        except StepFailed as failed:
+            if failed.step != "train" or log is None:
+                raise
+            if ran_out_of_memory(log, written):
+                raise StepFailed("train", failed.code, memory_advice(job, verl, log, beside)) from failed
+            if attempt == tries or not logged_since(log, written, serving.NOT_ENOUGH_MEMORY):
+                raise
+            assert starts is not None
+            click.echo(
+                f"verl's rollout server found too little free GPU memory (try {attempt} of {tries}); again in "
+                f"{starts.retry_wait_s:g}s",
+                err=True,
+            )
+            time.sleep(starts.retry_wait_s)
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 def verl_command(shell: Shell, job: TrainJob, verl: Verl, loss: PolicyLoss, sampling: Sampling) -> list[str]:
@@ -880,11 +898,16 @@ def verl_command(shell: Shell, job: TrainJob, verl: Verl, loss: PolicyLoss, samp
 OUT_OF_MEMORY = "CUDA out of memory"
 
 
-def ran_out_of_memory(log: Path, since: int) -> bool:
-    """Whether the part of `log` written after byte `since` (this job's) reports a GPU out of memory."""
+def logged_since(log: Path, since: int, text: str) -> bool:
+    """Whether the part of `log` written after byte `since` (one job's) holds `text`."""
     with log.open("rb") as f:
         f.seek(since)
-        return OUT_OF_MEMORY.encode() in f.read()
+        return text.encode() in f.read()
+
+
+def ran_out_of_memory(log: Path, since: int) -> bool:
+    """Whether the part of `log` written after byte `since` (this job's) reports a GPU out of memory."""
+    return logged_since(log, since, OUT_OF_MEMORY)
 
 
 def memory_advice(job: TrainJob, verl: Verl, log: Path, beside: float | None = None) -> str:
