@@ -161,7 +161,9 @@ exec PY -m selfplay_gen.cli init --num-train 6 --num-test 1 --seed $((n * 100)) 
 """
 VERL = """#!/usr/bin/env bash
 case $2 in
-  verl.trainer.main_ppo) shift 2; exec PY STAND_IN "$@";;
+  verl.trainer.main_ppo)  # a start short of GPU memory, once the test asks for one
+    if [ -e SHORT ]; then rm SHORT; echo "RuntimeError: Not enough memory. Please try to increase"; exit 1; fi
+    shift 2; exec PY STAND_IN "$@";;
   selfplay_gen.verl.merge_lora)  # --checkpoint LOCAL_DIR HF_DIR
     from=$4 target=$5
     mkdir -p "$target" && cp MODEL/* "$target"/ && echo "$from" > "$target/merged_from"
@@ -175,6 +177,7 @@ def stand_in(tmp_path: Path, name: str, text: str, model: str) -> str:
     path = tmp_path / name
     stand_in_verl = Path(__file__).with_name("stand_in_verl.py")
     text = text.replace("PY", sys.executable).replace("STAND_IN", str(stand_in_verl)).replace("MODEL", model)
+    text = text.replace("SHORT", str(tmp_path / "short_of_memory"))
     path.write_text(text.replace("LOG", str(tmp_path / "played.log")).replace("FAIL", str(tmp_path / "fail")))
     path.chmod(0o755)
     return str(path)
@@ -187,7 +190,8 @@ def resident_run(tmp_path: Path, model: str, overlap: str = "off"):
 
     return Iteration(
         run_dir=tmp_path / "run", initial_model=model, num_iterations=3, trainer="grpo", warm=Warm(policy="none"),
-        trainers=Trainers(grpo=GRPOSettings(batch_size=4)), servers=ServerSettings(urls=("http://127.0.0.1:9",)),
+        trainers=Trainers(grpo=GRPOSettings(batch_size=4)),
+        servers=ServerSettings(urls=("http://127.0.0.1:9",), retry_wait_s=0),
         tools=Tools(python=sys.executable, gen=(stand_in(tmp_path, "gen", GEN, model),),
                     convert=(stand_in(tmp_path, "convert", CONVERT, model),)),
         verl=Verl(python=stand_in(tmp_path, "verl-python", VERL, model), resident=True), overlap=overlap,
@@ -204,20 +208,23 @@ def fetched(run_dir: Path) -> tuple[list[dict], dict[int, list[tuple[int, int]]]
 def test_the_loop_starts_verl_once_and_trains_each_iteration_on_its_own_groups_resuming_after_a_stop(
     tmp_path, local_model_dir
 ):
-    """Iterations 1 and 2 train in one job; iteration 3's games fail while the job waits for part 3, which ends
-    it; the run started again starts the job again, which resumes from step 6's checkpoint."""
+    """Iterations 1 and 2 train in one job (started again once its rollout server found the GPU short of memory);
+    iteration 3's games fail while the job waits for part 3, which ends it; the run started again starts the job
+    again, which resumes from step 6's checkpoint."""
     from selfplay_gen.iterate import report
     from selfplay_gen.iterate.loop import Run
     from selfplay_gen.iterate.shell import StepFailed
 
     run_dir = tmp_path / "run"
     (tmp_path / "fail").touch()
+    (tmp_path / "short_of_memory").touch()
     started = time.monotonic()
     with pytest.raises(StepFailed, match="iteration 3"):
         Run(resident_run(tmp_path, local_model_dir)).main()
     assert time.monotonic() - started < 120  # the job waiting for part 3 is ended, not waited for
     starts, steps = fetched(run_dir)
     assert starts == [{"started_at_step": 0, "model": local_model_dir}] and sorted(steps) == list(range(1, 7))
+    assert not (tmp_path / "short_of_memory").exists()  # the first start stopped short of memory; the second trained
     (tmp_path / "fail").unlink()
     assert Run(resident_run(tmp_path, local_model_dir)).main() == f"{run_dir}/iter_003/train/hf"
     starts, steps = fetched(run_dir)

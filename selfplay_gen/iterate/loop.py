@@ -56,7 +56,7 @@ from .plays import (
 )
 from .resident import STEP, Resident
 from .server import Slots, Started
-from .shell import Shell, StepFailed
+from .shell import Shell, StepFailed, logged_since
 from .stages import Checkpoint, Export, PlayedBy, Stage
 from .trainers import Context, Trainer, get, rollout_n, val_file
 from .verl_jobs import VERL_READY, merge, ppo_command, saved_steps, sft_command, starts_engine
@@ -98,7 +98,9 @@ class Run:
         self.slots = Slots(servers, self.shell, cfg.servers.overlap_mem_fraction if beside else None)
         self.ahead = Ahead(self.shell)  # the next iteration's games, played while this one trains
         # offline GRPO's one verl job for the whole run (`verl.resident`)
-        self.resident = Resident(self.shell, cfg.run_dir, cfg.num_iterations) if cfg.verl.resident else None
+        self.resident = (
+            Resident(self.shell, cfg.run_dir, cfg.num_iterations, cfg.servers) if cfg.verl.resident else None
+        )
         self._here = threading.local()  # what each thread of the run is running (`stage`, `during`)
         self.crossplay = decisions.crossplays_by_default(self.game_cls) if cfg.crossplay is None else cfg.crossplay
         self.run_dir = cfg.run_dir
@@ -896,13 +898,6 @@ def verl_command(shell: Shell, job: TrainJob, verl: Verl, loss: PolicyLoss, samp
 
 # what PyTorch prints when an allocation on the GPU fails (torch.OutOfMemoryError's message)
 OUT_OF_MEMORY = "CUDA out of memory"
-
-
-def logged_since(log: Path, since: int, text: str) -> bool:
-    """Whether the part of `log` written after byte `since` (one job's) holds `text`."""
-    with log.open("rb") as f:
-        f.seek(since)
-        return text.encode() in f.read()
 
 
 def ran_out_of_memory(log: Path, since: int) -> bool:

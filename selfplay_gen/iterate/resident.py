@@ -29,11 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import click
+
+from .. import serving
 from ..atomic import write_atomic
 from ..verl import parts
-from .config import TrainJob
+from .config import ServerSettings, TrainJob
 from .report import TRAIN_LOG
-from .shell import Shell, StepFailed, show
+from .shell import Shell, StepFailed, logged_since, show
 from .verl_jobs import VERL_READY
 
 DIR = "resident"  # RUN_DIR/resident: the spec, the parts, the job's checkpoints and log
@@ -66,8 +69,10 @@ class Resident:
     """The run's one offline GRPO job: `train` hands it an iteration's groups and returns once it has saved the
     checkpoint of that iteration's last step; `close` ends it with the run."""
 
-    def __init__(self, shell: Shell, run_dir: Path, iterations: int):
+    def __init__(self, shell: Shell, run_dir: Path, iterations: int, starts: ServerSettings | None = None):
         self.shell, self.dir, self.iterations = shell, run_dir / DIR, iterations
+        # a job whose rollout server stopped on 'Not enough memory' starts again, as the run's own servers do
+        self.starts = starts or ServerSettings(start_tries=1)
         self.spec_path = self.dir / SPEC_FILE
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -142,8 +147,20 @@ class Resident:
             if not self.saved():
                 write_atomic(self.dir / BASE_FILE, job.model + "\n")
             self._start(command_of(self.job(job, steps)))
+        starts = 1
         while self.saved() < last:
             if not self.running() and self.saved() < last:  # saved, then ended: the run's last step
+                if starts < self.starts.start_tries and self._short_of_memory():
+                    click.echo(
+                        f"verl's rollout server found too little free GPU memory (try {starts} of "
+                        f"{self.starts.start_tries}); again in {self.starts.retry_wait_s:g}s",
+                        err=True,
+                    )
+                    time.sleep(self.starts.retry_wait_s)
+                    starts += 1
+                    self._start(command_of(self.job(job, steps)))
+                    started_here = True
+                    continue
                 self._ended(last)
             time.sleep(POLL_S)
         return Trained(last, steps, self._startup if started_here else 0.0)
@@ -202,6 +219,14 @@ class Resident:
 
         self._thread = threading.Thread(target=body, name="resident-trainer")
         self._thread.start()
+
+    def _short_of_memory(self) -> bool:
+        """Whether the job that ended failed with its rollout server short of GPU memory at start (its part of
+        the log says SGLang's 'Not enough memory'); the thread is joined and its error kept for `_ended`."""
+        assert self._thread is not None
+        self._thread.join()
+        failed = isinstance(self._error, StepFailed)
+        return failed and self.log.exists() and logged_since(self.log, self.log_start, serving.NOT_ENOUGH_MEMORY)
 
     def _ended(self, wanted: int) -> None:
         """The job ended before saving step `wanted`: what it raised, or that."""

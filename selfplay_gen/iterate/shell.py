@@ -196,3 +196,10 @@ class Shell:
         if done.returncode != 0:
             raise StepFailed(step, done.returncode, done.stderr.strip()[-500:])
         return done.stdout.strip()
+
+
+def logged_since(log: Path, since: int, text: str) -> bool:
+    """Whether the part of `log` written after byte `since` (one job's) holds `text`."""
+    with log.open("rb") as f:
+        f.seek(since)
+        return text.encode() in f.read()
