@@ -573,7 +573,7 @@ class Competition:
         from ..records import read_games
 
         table = pd.concat([records_table(list(read_games(p)), seats) for p, seats in judged], ignore_index=True)
-        levels = [level for level in run.cfg.league.skill_levels if (table[["seat0", "seat1"]] == level).any().any()]
+        levels = run.cfg.league.skill_levels
         partners = list(dict.fromkeys(s for seats in pairings for s in seats if s not in skill.LEVELS))
         scale = {
             "levels": skill.judge_levels(table, levels, partners),
