@@ -55,7 +55,7 @@ from .plays import (
     played_of,
 )
 from .resident import STEP, Resident
-from .server import Slots, Started
+from .server import Slots, Started, short_of_memory, wait_to_start_again
 from .shell import Shell, StepFailed, logged_since
 from .stages import Checkpoint, Export, PlayedBy, Stage
 from .trainers import Context, Trainer, get, rollout_n, val_file
@@ -868,15 +868,10 @@ def train(
                 raise
             if ran_out_of_memory(log, written):
                 raise StepFailed("train", failed.code, memory_advice(job, verl, log, beside)) from failed
-            if attempt == tries or not logged_since(log, written, serving.NOT_ENOUGH_MEMORY):
+            if attempt == tries or not short_of_memory(log, written):
                 raise
             assert starts is not None
-            click.echo(
-                f"verl's rollout server found too little free GPU memory (try {attempt} of {tries}); again in "
-                f"{starts.retry_wait_s:g}s",
-                err=True,
-            )
-            time.sleep(starts.retry_wait_s)
+            wait_to_start_again("verl's rollout server", attempt, starts)
     raise AssertionError("unreachable: the last try returns or raises")
 
 

@@ -29,14 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import click
-
-from .. import serving
 from ..atomic import write_atomic
 from ..verl import parts
 from .config import ServerSettings, TrainJob
 from .report import TRAIN_LOG
-from .shell import Shell, StepFailed, logged_since, show
+from .server import short_of_memory, wait_to_start_again
+from .shell import Shell, StepFailed, show
 from .verl_jobs import VERL_READY
 
 DIR = "resident"  # RUN_DIR/resident: the spec, the parts, the job's checkpoints and log
@@ -151,12 +149,7 @@ class Resident:
         while self.saved() < last:
             if not self.running() and self.saved() < last:  # saved, then ended: the run's last step
                 if starts < self.starts.start_tries and self._short_of_memory():
-                    click.echo(
-                        f"verl's rollout server found too little free GPU memory (try {starts} of "
-                        f"{self.starts.start_tries}); again in {self.starts.retry_wait_s:g}s",
-                        err=True,
-                    )
-                    time.sleep(self.starts.retry_wait_s)
+                    wait_to_start_again("verl's rollout server", starts, self.starts)
                     starts += 1
                     self._start(command_of(self.job(job, steps)))
                     started_here = True
@@ -226,7 +219,7 @@ class Resident:
         assert self._thread is not None
         self._thread.join()
         failed = isinstance(self._error, StepFailed)
-        return failed and self.log.exists() and logged_since(self.log, self.log_start, serving.NOT_ENOUGH_MEMORY)
+        return failed and self.log.exists() and short_of_memory(self.log, self.log_start)
 
     def _ended(self, wanted: int) -> None:
         """The job ended before saving step `wanted`: what it raised, or that."""

@@ -29,7 +29,7 @@ from ..backends.sglang import router_workers
 from . import placement
 from .config import ServerSettings
 from .placement import Place, Process
-from .shell import Shell, StepFailed
+from .shell import Shell, StepFailed, logged_since
 
 
 @dataclass
@@ -49,6 +49,23 @@ class Started:
 # slot's PORT + 1 and its own workers; the router's Prometheus metrics take the next step, since the
 # router's own default (29000) lets only one router run on a machine
 WORKER_PORT_STEP = 1000
+
+
+def short_of_memory(log: Path, since: int = 0) -> bool:
+    """Whether the part of a server's or a training job's `log` after byte `since` says SGLang stopped at start
+    on too little free GPU memory (another process allocated on the GPU while it started): worth starting again."""
+    return logged_since(log, since, serving.NOT_ENOUGH_MEMORY)
+
+
+def wait_to_start_again(who: str, attempt: int, settings: ServerSettings) -> None:
+    """Say that `who` stopped short of GPU memory at its start `attempt` of `settings.start_tries`, and wait
+    `settings.retry_wait_s` before the next."""
+    click.echo(
+        f"{who} found too little free GPU memory (try {attempt} of {settings.start_tries}); again in "
+        f"{settings.retry_wait_s:g}s",
+        err=True,
+    )
+    time.sleep(settings.retry_wait_s)
 
 
 def memory_split(args: list[str], servers: int, k: int) -> list[str]:
@@ -178,14 +195,9 @@ class SGLangServer:
             if exited is None:
                 return Started(self.url, self.model, time.monotonic() - started)
             self._stop()
-            logs = (launch.log.read_text(errors="replace") for launch in launches if launch.log.exists())
-            if attempt < self.settings.start_tries and any(serving.NOT_ENOUGH_MEMORY in text for text in logs):
-                click.echo(
-                    f"the SGLang server found too little free GPU memory (try {attempt} of "
-                    f"{self.settings.start_tries}); again in {self.settings.retry_wait_s:g}s",
-                    err=True,
-                )
-                time.sleep(self.settings.retry_wait_s)
+            short = any(short_of_memory(launch.log) for launch in launches if launch.log.exists())
+            if attempt < self.settings.start_tries and short:
+                wait_to_start_again("the SGLang server", attempt, self.settings)
                 continue
             raise StepFailed("start-server", 1, f"the SGLang server exited; see {exited.log}")
         raise AssertionError("unreachable: the last try returns or raises")
