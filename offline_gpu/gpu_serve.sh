@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Start (once) an SGLang server for $MODEL on 127.0.0.1:${PORT:-30000} in its own session, so it
 # outlives the call that started it, and wait until /health answers. Needs gpu_setup.sh sourced.
-# The launch arguments are the project's for this install and model (python -m selfplay_gen.serving sglang-args).
+# The launch arguments are the project's for this install and model (python -m selfplay_gen.serving sglang-args);
+# the server runs in SGLang's environment of `make gpu` where gpu_setup.sh names one (SGLANG_PYTHON), as the loop's do.
 # Extra server arguments: SGLANG_ARGS (e.g. "--mem-fraction-static 0.3"). `gpu_serve.sh stop` stops it.
 #
 # A server whose process exits before /health answers fails the script at once, with its log's end. SGLang
@@ -27,10 +28,11 @@ if healthy; then
   exit 0
 fi
 tries=${START_TRIES:-3}
-read -r -a args <<< "$(python3 -m selfplay_gen.serving sglang-args --model "$MODEL")"
+sglang_python=${SGLANG_PYTHON:-python3}
+read -r -a args <<< "$(python3 -m selfplay_gen.serving sglang-args --python "$sglang_python" --model "$MODEL")"
 for try in $(seq 1 "$tries"); do
   # shellcheck disable=SC2086
-  setsid nohup python3 -m sglang.launch_server --model-path "$MODEL" "${args[@]}" --host 127.0.0.1 \
+  setsid nohup "$sglang_python" -m sglang.launch_server --model-path "$MODEL" "${args[@]}" --host 127.0.0.1 \
     --port "$PORT" ${SGLANG_ARGS:-} > "$LOG" 2>&1 < /dev/null &
   pid=$!
   echo "$pid" > "$PID_FILE"

@@ -19,9 +19,10 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "offline_gpu" / "gpu_serve.sh"
 
 # `python3 -m sglang.launch_server ... --port P`: the Nth start (counted in $STUB_DIR/starts) prints the
-# line $STUB_DIR/fail.N holds and exits 1 when that file exists, else answers /health on P until killed
+# line $STUB_DIR/fail.N holds and exits 1 when that file exists, else answers /health on P until killed;
+# `python3 -m selfplay_gen.serving ...` writes its arguments to $STUB_DIR/serving_args
 STUB = """#!/usr/bin/env bash
-if [[ "$2" == selfplay_gen.serving ]]; then echo "--tp 1"; exit 0; fi
+if [[ "$2" == selfplay_gen.serving ]]; then echo "$@" > "$STUB_DIR/serving_args"; echo "--tp 1"; exit 0; fi
 n=$(( $(cat "$STUB_DIR/starts" 2> /dev/null || echo 0) + 1 ))
 echo "$n" > "$STUB_DIR/starts"
 if [[ -f "$STUB_DIR/fail.$n" ]]; then cat "$STUB_DIR/fail.$n"; exit 1; fi
@@ -100,3 +101,17 @@ def test_memory_is_tried_only_start_tries_times(serve, tmp_path):
     result = serve(START_TRIES="2")
     assert result.returncode == 1 and starts(tmp_path) == 2
     assert "(try 1 of 2)" in result.stderr and "exited before /health answered" in result.stderr
+
+
+def test_the_server_runs_in_sglangs_own_environment_and_gets_its_arguments(serve, tmp_path):
+    """With `make gpu`'s environments (gpu_setup.sh's SGLANG_PYTHON), python3 is the training one: the server
+    and the choice of its arguments are SGLang's environment's."""
+    sglang_python = tmp_path / "sglang-env-python"
+    sglang_python.write_text(
+        f'#!/usr/bin/env bash\necho "$@" > "$STUB_DIR/ran_in_sglang_env"\nexec {tmp_path}/bin/python3 "$@"\n'
+    )
+    sglang_python.chmod(0o755)
+    result = serve(SGLANG_PYTHON=str(sglang_python))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "ran_in_sglang_env").read_text().startswith("-m sglang.launch_server")
+    assert f"--python {sglang_python}" in (tmp_path / "serving_args").read_text()
