@@ -122,12 +122,16 @@ def test_a_dpo_league_plays_each_drawn_opponent_in_turn_and_pairs_wins_with_loss
     by_outcome = dry_iterate(
         tmp_path, "--trainer", "dpo", "--league_size", "2", "--num_iterations", "1", "--trainers.dpo.games_per_iter",
         "64", "--warm.policy", "teacher", "--trainers.dpo.pairs", "outcome", "--league.cooperation", "false",
+        "--league.joint_margin", "0.03", "--league.min_agreement", "0.97",
     )  # fmt: skip
     (convert,) = [line for line in by_outcome if line.startswith(f"+ conv {run}/iter_001/gen/games.jsonl")]
     assert "--format dpo --dpo-pairs outcome --dpo-pairs-per-group 1" in convert and convert.endswith("--seat 0")
     # promotion asks for kept cooperation unless told otherwise
     assert any(line.startswith("promotion: iter_1 replaces warm only if it wins") for line in by_outcome)
     assert not any("keeps its cooperation" in line for line in by_outcome)
+    # ... and bounds what it may give up of the deal where the run sets them
+    bounded = "above 50%, its self-play joint share at most 3.0 points below, deals in 97% of its self-play games"
+    assert any(bounded in line for line in by_outcome) and not any("joint share at most" in line for line in lines)
     assert any("above 50% and keeps its cooperation" in line for line in lines)
     # the candidate is evaluated and cross-played against warm before iteration 2 starts from it
     promotion = lines.index(next(line for line in lines if line.startswith("promotion: iter_1 replaces warm")))
@@ -263,24 +267,28 @@ def test_dpo_pairs_rank_by_reward_in_a_league_too_unless_outcome_is_named(tmp_pa
         LeagueSettings(self_play_seats="seat1")
 
 
-def league_run(tmp_path: Path, num_iterations: int = 1) -> Run:
+def league_run(tmp_path: Path, num_iterations: int = 1, **league) -> Run:
     """A run against a given server, whose commands (`false`) must never be needed: every step it
     takes finds its outputs."""
     cfg = Iteration(
         run_dir=tmp_path / "run", initial_model="/m0", game="negotiation", num_iterations=num_iterations,
-        league_size=2, warm=Warm(policy="none"), league=LeagueSettings(scripted=(0.3,)),
+        league_size=2, warm=Warm(policy="none"), league=LeagueSettings(scripted=(0.3,), **league),
         servers=ServerSettings(urls=("http://127.0.0.1:9",)), tools=Tools(python=sys.executable, gen=("false",)),
     )  # fmt: skip
     return Run(cfg)
 
 
-@pytest.mark.parametrize("strong_candidate", [True, False])
-def test_the_candidate_is_kept_only_when_it_beats_the_previous_checkpoint(tmp_path, strong_candidate):
-    run = league_run(tmp_path)
+def judged(run: Run, strengths: tuple[float, float], agreement: float | None = None) -> tuple:
+    """The Competition of `run` after it judged iter_1 (played by the scripted negotiator of the first
+    strength) against base (the second) from their cross-play; `agreement` replaces iter_1's self-play
+    agreement rate there. Returns it, what `decide` said, and the decision written."""
     run.advance("/m0", "base", run.run_dir / "base")
     pair = run.run_dir / "crossplay" / "iter_1__base"
-    strengths = (1.0, 0.2) if strong_candidate else (0.2, 1.0)
     crossplay(pair / "eval", *strengths, ("iter_1", "base"))
+    if agreement is not None:
+        metrics = json.loads((pair / "eval" / "metrics.json").read_text())
+        metrics["models"]["iter_1"]["agreement_rate"]["mean"] = agreement
+        (pair / "eval" / "metrics.json").write_text(json.dumps(metrics))
     (pair / "DONE").touch()
     stage_dir = run.run_dir / "iter_001"
     (stage_dir / "eval").mkdir(parents=True)
@@ -292,7 +300,13 @@ def test_the_candidate_is_kept_only_when_it_beats_the_previous_checkpoint(tmp_pa
     comp.start(1)
     assert comp.league.names == ["base", "scripted@0.3"]
     promoted = comp.decide(stage, str(stage_dir / "train" / "hf"))
-    decision = json.loads((stage_dir / competition.PROMOTION_FILE).read_text())
+    return comp, promoted, json.loads((stage_dir / competition.PROMOTION_FILE).read_text())
+
+
+@pytest.mark.parametrize("strong_candidate", [True, False])
+def test_the_candidate_is_kept_only_when_it_beats_the_previous_checkpoint(tmp_path, strong_candidate):
+    strengths = (1.0, 0.2) if strong_candidate else (0.2, 1.0)
+    comp, promoted, decision = judged(league_run(tmp_path), strengths)
     assert promoted is strong_candidate and decision["promoted"] is strong_candidate
     assert decision["ci"][0] > 0.5 if strong_candidate else decision["ci"][0] <= 0.5
     assert decision["reason"].startswith("promoted iter_1" if strong_candidate else "kept base")
@@ -301,6 +315,13 @@ def test_the_candidate_is_kept_only_when_it_beats_the_previous_checkpoint(tmp_pa
         assert comp.league.names[-1] == "iter_1" and ratings["iter_1"] > ratings["base"]
     else:
         assert comp.league.names == ["base", "scripted@0.3"]
+
+
+def test_a_winner_below_the_runs_agreement_bound_is_kept_out(tmp_path):
+    comp, promoted, decision = judged(league_run(tmp_path, min_agreement=0.97), (1.0, 0.2), agreement=0.9)
+    assert not promoted and not decision["promoted"] and decision["ci"][0] > 0.5
+    assert "reaches a deal in 90.0% of its games, below the run's 97.0%" in decision["reason"]
+    assert comp.league.names == ["base", "scripted@0.3"]
 
 
 @pytest.mark.parametrize("seats", ["seat0", "both"])

@@ -253,6 +253,42 @@ def test_a_winner_whose_paired_self_play_drop_is_clear_is_not_promoted():
     assert promote(metrics, "new", "old").promoted
 
 
+def test_bounds_on_what_a_winner_gives_up_of_the_deal_keep_it_out_beyond_them():
+    """A target's own terms (joint share at most 3 points down, paired; deals in 97% of self-play games) keep
+    out a winner the intervals cannot fault; within them, or unset, it is promoted."""
+
+    def share(mean, lo, hi, **extra):
+        return {"mean": mean, "ci": [lo, hi], **extra}
+
+    metrics = {
+        "models": {
+            "old": {"joint_share": share(0.90, 0.86, 0.93), "agreement_rate": share(1.0, 1.0, 1.0)},
+            "new": {"joint_share": share(0.86, 0.81, 0.91), "agreement_rate": share(0.969, 0.93, 1.0)},
+        },
+        "cross_play": [
+            {
+                "models": ["new", "old"],
+                "seat0": None,
+                "seat1": None,
+                "both": {"games": 192, "decided_win_share": share(0.604, 0.542, 0.667)},
+            },
+        ],  # fmt: skip
+        "paired_self_play": [{"models": ["old", "new"], "joint_share": share(0.036, -0.02, 0.093, instances=48)}],
+    }
+    assert promote(metrics, "new", "old").promoted  # the paired interval reaches above zero: no loss shown
+    kept = promote(metrics, "new", "old", joint_margin=0.03)
+    assert not kept.promoted and kept.keep == "old" and kept.win_share == pytest.approx(0.604)
+    assert "changes by -3.6 points against old's (paired on 48 instances), more than the 3.0 points" in kept.reason
+    assert promote(metrics, "new", "old", joint_margin=0.04).promoted
+    kept = promote(metrics, "new", "old", joint_margin=0.04, min_agreement=0.97)
+    assert not kept.promoted and "reaches a deal in 96.9% of its games, below the run's 97.0%" in kept.reason
+    assert promote(metrics, "new", "old", min_agreement=0.96, cooperation=False).promoted  # bounds stand alone
+    del metrics["paired_self_play"]  # not paired: the means side by side
+    assert "-4.0 points against old's (side by side)" in promote(metrics, "new", "old", joint_margin=0.03).reason
+    del metrics["models"]  # a game without the measures: winning decides
+    assert promote(metrics, "new", "old", joint_margin=0.0, min_agreement=1.0).promoted
+
+
 # --- progress and skill ----------------------------------------------------------------------------
 
 

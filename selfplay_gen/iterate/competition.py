@@ -394,22 +394,29 @@ class Competition:
         """Evaluate the iteration's checkpoint, cross-play it against the previous promoted one, and
         keep it only by the promotion rule; the decision goes to iter_NNN/promotion.json and the log.
         A dry run cannot judge and goes on as if it was promoted."""
-        run = self.run
+        run, rules = self.run, self.run.cfg.league
         previous, label = run.kept.label, stage.label
         run.evaluate(candidate, label, stage.dir, shared=True)
         played = run.crossplay_pair(label, candidate, previous, run.kept.model)
         if run.cfg.dry_run:
+            bounds = [" and keeps its cooperation"] if rules.cooperation else []
+            if rules.joint_margin is not None:
+                bounds.append(f", its self-play joint share at most {100 * rules.joint_margin:.1f} points below")
+            if rules.min_agreement is not None:
+                bounds.append(f", deals in {rules.min_agreement:.0%} of its self-play games")
             run.shell.echo(
                 f"promotion: {label} replaces {previous} only if it wins with a 95% interval above 50%"
-                f"{' and keeps its cooperation' if run.cfg.league.cooperation else ''} "
-                f"({played.parent / 'metrics.json'}); a dry run goes on as if it did"
+                f"{''.join(bounds)} ({played.parent / 'metrics.json'}); a dry run goes on as if it did"
             )
             self.league = self.league.add(Member(label, "checkpoint", path=candidate))
             return True
         from ..evaluation.cli import file_name
 
         metrics = json.loads((played.parent / "metrics.json").read_text())
-        decision: Promotion = promote(metrics, label, previous, cooperation=run.cfg.league.cooperation)
+        decision: Promotion = promote(
+            metrics, label, previous, cooperation=rules.cooperation, joint_margin=rules.joint_margin,
+            min_agreement=rules.min_agreement,
+        )  # fmt: skip
         write_atomic(stage.dir / PROMOTION_FILE, json.dumps(decision.to_dict(), indent=1) + "\n")
         run.shell.echo(f"promotion: {decision.reason}")
         if decision.promoted:

@@ -506,6 +506,9 @@ class League:
     - `eval_strength`: the scripted negotiator every checkpoint also cross-plays at the end;
     - `cooperation`: promotion also asks that the checkpoint's self-play cooperation (joint share of
       the best deal) not fall below the previous one's, paired by instance (`league.promotion`);
+    - `joint_margin`, `min_agreement`: bounds on what a promoted checkpoint gives up of the deal, as a
+      target states them: its self-play joint share at most this far below the previous one's, and the
+      share of its self-play games that end in a deal (`league.promotion.deal_loss`);
     - `self_play`: the share of the trained seat's instances played against a frozen copy of itself
       instead of a drawn opponent (`decisions.league_batches`);
     - `self_play_seats`: the seats those games train: `seat0`, or `both` (each seat is the model the
@@ -571,6 +574,15 @@ class League:
         "(it wins by refusing deals): paired by instance, the drop's 95% interval lies below zero and its mean "
         "below the previous checkpoint's interval; false: winning is enough.",
         alias=Alias("PROMOTION_COOPERATION", ON_OFF),
+    )  # fmt: skip
+    joint_margin: float | None = knob(
+        None, "Promotion: the most a checkpoint's self-play joint share of the best deal may fall below the previous "
+        "checkpoint's, as a share (0.03: 3 points; the mean, paired by instance in the promotion match) [null: no "
+        "bound; `cooperation` still keeps out a fall the intervals show].", type=SHARE, alias="PROMOTION_JOINT_MARGIN",
+    )  # fmt: skip
+    min_agreement: float | None = knob(
+        None, "Promotion: the least share of its self-play games in the promotion match that a checkpoint must end "
+        "in a deal (0.97) [null: no bound].", type=SHARE, alias="PROMOTION_MIN_AGREEMENT",
     )  # fmt: skip
     self_play: float = knob(
         0.0, "League: the share of seat 0's instances played against a frozen copy of itself (the model the "

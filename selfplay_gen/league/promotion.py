@@ -13,6 +13,11 @@ interval lies below zero and the candidate's mean lies below the previous checkp
 (a drop larger than that interval's lower half). Instances differ far more than checkpoints do, so
 side-by-side intervals overlap even where the paired drop is clear; without the pairing, worse means
 the candidate's interval lies wholly below the previous one's.
+
+A run may also bound what a promoted checkpoint gives up, as a target states it (`deal_loss`): its
+self-play joint share at most `joint_margin` below the previous checkpoint's (the paired mean), and
+deals in at least `min_agreement` of its self-play games. These read means, not intervals: a bound
+says how much loss is acceptable, where the check above asks whether a loss is shown at all.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 from ..stats.metrics import decided_share
 
 COOPERATION = "joint_share"  # a model's self-play measure of how well two copies of it work together
+AGREEMENT = "agreement_rate"  # the share of a model's self-play games that end in a deal
 
 
 @dataclass(frozen=True)
@@ -83,12 +89,50 @@ def cooperation_drop(metrics: Mapping[str, Any], candidate: str, previous: str) 
     return f"its self-play joint share of the best deal, {span(ours)}, lies below {previous}'s {span(theirs)}"
 
 
+def deal_loss(
+    metrics: Mapping[str, Any],
+    candidate: str,
+    previous: str,
+    joint_margin: float | None = None,
+    min_agreement: float | None = None,
+) -> str | None:
+    """Why `candidate` gives up more of the deal than the bounds allow (see the module's docstring), or
+    None: within them, no bound set, or the metrics hold no such measure."""
+    models = metrics.get("models", {})
+    ours, theirs = (models.get(m, {}) for m in (candidate, previous))
+    if joint_margin is not None:
+        paired = paired_joint_share(metrics, candidate, previous)
+        ours_joint, theirs_joint = ((m.get(COOPERATION) or {}).get("mean") for m in (ours, theirs))
+        if paired is not None:
+            change, how = paired["mean"], f"paired on {paired['instances']} instances"
+        elif ours_joint is not None and theirs_joint is not None:
+            change, how = ours_joint - theirs_joint, "side by side"
+        else:
+            change = None
+        if change is not None and change < -joint_margin:
+            return (
+                f"its self-play joint share of the best deal changes by {100 * change:+.1f} points against "
+                f"{previous}'s ({how}), more than the {100 * joint_margin:.1f} points the run allows"
+            )
+    agreement = (ours.get(AGREEMENT) or {}).get("mean")
+    if min_agreement is not None and agreement is not None and agreement < min_agreement:
+        return f"its self-play reaches a deal in {agreement:.1%} of its games, below the run's {min_agreement:.1%}"
+    return None
+
+
 def promote(
-    metrics: Mapping[str, Any], candidate: str, previous: str, order: str = "both", cooperation: bool = True
+    metrics: Mapping[str, Any],
+    candidate: str,
+    previous: str,
+    order: str = "both",
+    cooperation: bool = True,
+    joint_margin: float | None = None,
+    min_agreement: float | None = None,
 ) -> Promotion:
     """Promote `candidate` over `previous` when its decided-game win share's 95% interval lies above
-    0.5 in the cross-play of `metrics` (see `decided_share`) and, with `cooperation`, its self-play
-    cooperation has not fallen below the previous checkpoint's (`cooperation_drop`)."""
+    0.5 in the cross-play of `metrics` (see `decided_share`), with `cooperation` its self-play
+    cooperation has not fallen below the previous checkpoint's (`cooperation_drop`), and it gives up no
+    more of the deal than `joint_margin` and `min_agreement` allow (`deal_loss`)."""
     share, games = decided_share(metrics, candidate, previous, order)
     mean, ci = share["mean"], share["ci"]
     if mean is None or ci is None:
@@ -97,7 +141,9 @@ def promote(
     lo, hi = float(ci[0]), float(ci[1])
     span = f"{mean:.1%} [{lo:.1%}, {hi:.1%}] of the decided games ({games} played)"
     if lo > 0.5:
-        drop = cooperation_drop(metrics, candidate, previous) if cooperation else None
+        drop = (cooperation_drop(metrics, candidate, previous) if cooperation else None) or deal_loss(
+            metrics, candidate, previous, joint_margin, min_agreement
+        )
         if drop:
             reason = f"kept {previous}: {candidate} wins {span} against it, but {drop}"
             return Promotion(False, candidate, previous, previous, mean, (lo, hi), games, reason)
