@@ -20,6 +20,8 @@
 #       model it came from;
 #   LB  the frozen copy's seat of those games trained too (league.self_play_seats=both): the learner also learns
 #       what answering its own demands pays.
+# Both promote only within the 135M conditions' own bounds on the promotion match (BOUNDS), so a promoted one is
+# a candidate for the same confirmation as LM's.
 W_ADAPTER=${W_ADAPTER:-/tmp/r103/W}
 # shellcheck disable=SC2034  # read by iterate
 COMMON=(servers.start_tries=6 servers.retry_wait_s=20)
@@ -27,6 +29,7 @@ LEAGUE=(game=negotiation reward_mode=semi-competitive evaluation.instances=48
   evaluation.games_per_instance=2 warm.policy=teacher warm.games=2048 trainer=grpo trainers.grpo.games_per_iter=512
   trainers.grpo.lora_rank=16 trainers.grpo.batch_size=8 loss.adv_estimator=rloo league.baseline=per-seat
   league_size=3 league.self_play=0.35 league.learner=latest league.past_learners=true league.past_share=0.5)
+BOUNDS=(league.joint_margin=0.03 league.min_agreement=0.97)
 CONFIRM=(--instances dev --seed 96 --num-instances 256 -k 4)
 # a run that fails for a passing reason (the runs share the GPU and its start-ups) resumes once
 again() { "$@" || { echo "again: once more after a failure: $*"; sleep 30 && "$@"; }; }
@@ -78,5 +81,5 @@ arm_LM() {
   cat "$ARM_DIR/confirm/gate.json"
   league_arm trainers.grpo.lr=3.5e-5 num_iterations=1 evaluation.test_split=true
 }
-arm_LS() { league_arm trainers.grpo.lr=3.5e-5 league.self_play=0.7 num_iterations=1; }
-arm_LB() { league_arm trainers.grpo.lr=3.5e-5 league.self_play_seats=both num_iterations=1; }
+arm_LS() { league_arm trainers.grpo.lr=3.5e-5 league.self_play=0.7 "${BOUNDS[@]}" num_iterations=1; }
+arm_LB() { league_arm trainers.grpo.lr=3.5e-5 league.self_play_seats=both "${BOUNDS[@]}" num_iterations=1; }
