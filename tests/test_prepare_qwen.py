@@ -112,7 +112,7 @@ def test_chunks_arrive_one_call_at_a_time_and_a_corrupt_one_is_sent_again(plan):
 
     good = (tmp_path / "parts" / "chunk-01").read_bytes()
     (tmp_path / "parts" / "chunk-01").unlink()  # staged as a fresh file, not a link to the good one
-    (tmp_path / "parts" / "chunk-01").write_bytes(b"x" + good[1:])
+    (tmp_path / "parts" / "chunk-01").write_bytes(bytes([good[0] ^ 0xFF]) + good[1:])  # differs whatever the data
     corrupt = send(tmp_path, sums, 1)
     assert corrupt.returncode == 3 and "rejected chunk-01" in corrupt.stderr
     assert "missing: chunk-01 chunk-03" in corrupt.stderr and not (tmp_path / "dest" / "chunk-01").exists()
