@@ -98,26 +98,32 @@ def deal_loss(
 ) -> str | None:
     """Why `candidate` gives up more of the deal than the bounds allow (see the module's docstring), or
     None: within them, no bound set, or the metrics hold no such measure."""
-    models = metrics.get("models", {})
-    ours, theirs = (models.get(m, {}) for m in (candidate, previous))
-    if joint_margin is not None:
-        paired = paired_joint_share(metrics, candidate, previous)
-        ours_joint, theirs_joint = ((m.get(COOPERATION) or {}).get("mean") for m in (ours, theirs))
-        if paired is not None:
-            change, how = paired["mean"], f"paired on {paired['instances']} instances"
-        elif ours_joint is not None and theirs_joint is not None:
-            change, how = ours_joint - theirs_joint, "side by side"
-        else:
-            change = None
-        if change is not None and change < -joint_margin:
-            return (
-                f"its self-play joint share of the best deal changes by {100 * change:+.1f} points against "
-                f"{previous}'s ({how}), more than the {100 * joint_margin:.1f} points the run allows"
-            )
-    agreement = (ours.get(AGREEMENT) or {}).get("mean")
+    changed = joint_change(metrics, candidate, previous)
+    if joint_margin is not None and changed is not None and changed[0] < -joint_margin:
+        change, how = changed
+        return (
+            f"its self-play joint share of the best deal changes by {100 * change:+.1f} points against "
+            f"{previous}'s ({how}), more than the {100 * joint_margin:.1f} points the run allows"
+        )
+    agreement = _mean(metrics, candidate, AGREEMENT)
     if min_agreement is not None and agreement is not None and agreement < min_agreement:
         return f"its self-play reaches a deal in {agreement:.1%} of its games, below the run's {min_agreement:.1%}"
     return None
+
+
+def joint_change(metrics: Mapping[str, Any], candidate: str, previous: str) -> tuple[float, str] | None:
+    """`candidate`'s self-play joint share minus `previous`'s (the mean) and how it was read: paired by instance
+    where the evaluation pairs them, else side by side; None where the metrics hold no such measure."""
+    paired = paired_joint_share(metrics, candidate, previous)
+    if paired is not None:
+        return paired["mean"], f"paired on {paired['instances']} instances"
+    ours, theirs = _mean(metrics, candidate, COOPERATION), _mean(metrics, previous, COOPERATION)
+    return None if ours is None or theirs is None else (ours - theirs, "side by side")
+
+
+def _mean(metrics: Mapping[str, Any], model: str, measure: str) -> float | None:
+    """The mean of a model's self-play `measure` in `metrics`, or None where it is not there."""
+    return (metrics.get("models", {}).get(model, {}).get(measure) or {}).get("mean")
 
 
 def promote(
