@@ -62,16 +62,16 @@ confirm() {
 gate() {
   python3 - "$ARM_DIR/confirm/metrics.json" > "$ARM_DIR/confirm/gate.json" << 'EOF'
 import json, sys
-from selfplay_gen.league.promotion import paired_joint_share
+from selfplay_gen.league.promotion import deal_loss, paired_joint_share
 from selfplay_gen.stats.metrics import decided_share
 metrics = json.load(open(sys.argv[1]))
 share, games = decided_share(metrics, "iter_1", "warm")
-joint = paired_joint_share(metrics, "iter_1", "warm")
-agreement = metrics["models"]["iter_1"]["agreement_rate"]
-met = {"decided share >= 0.60": share["mean"] >= 0.60, "joint share paired >= -0.03": joint["mean"] >= -0.03,
-       "agreement >= 0.97": agreement["mean"] >= 0.97}
-print(json.dumps({"decided_share": share, "games": games, "joint_share_paired": joint, "agreement": agreement,
-                  "met": met, "all_met": all(met.values())}, indent=1))
+loss = deal_loss(metrics, "iter_1", "warm", joint_margin=0.03, min_agreement=0.97)
+met = {"decided share >= 0.60": share["mean"] >= 0.60, "joint share within 3 points, agreement >= 0.97": loss is None}
+print(json.dumps({"decided_share": share, "games": games, "deal_loss": loss,
+                  "joint_share_paired": paired_joint_share(metrics, "iter_1", "warm"),
+                  "agreement": metrics["models"]["iter_1"]["agreement_rate"], "met": met,
+                  "all_met": all(met.values())}, indent=1))
 sys.exit(0 if all(met.values()) else 3)
 EOF
 }
