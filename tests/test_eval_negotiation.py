@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from selfplay_gen.cli import main
-from selfplay_gen.games.negotiation.evaluation import evaluate
+from selfplay_gen.games.negotiation.evaluation import evaluate, no_deal_table
 from selfplay_gen.stats.metrics import win_counts
 
 STRONG, WEAK = "scripted-strength-1", "scripted-strength-0.3"
@@ -161,3 +161,19 @@ def test_append_to_keeps_a_run_level_report_of_each_checkpoints_self_play(streng
         + ["--append-to", str(run)],
     )
     assert matching.exit_code == 2 and "a run-level report of the negotiation game" in matching.output
+
+
+def test_the_report_counts_each_models_games_without_a_deal_by_how_they_ended(strengths):
+    rows = [("x", "a", "a", 5, 4), ("y", "a", "a", 0, 0), ("z", "a", "a", 0, 0), ("x", "b", "b", 0, 0)]
+    rows += [("y", "b", "b", 3, 3)]
+    games = table(rows).assign(game_id="g", joint=0.5, pareto_optimal=False, moves=2, invalid=0, failed=False)
+    games = games.assign(termination=["agreed", "inconsistent", "max_moves", "inconsistent", "agreed"])
+    games = games.assign(proposals=[[]] * 5, messages0=[[]] * 5, messages1=[[]] * 5)
+    assert no_deal_table(evaluate(games, ["a", "b"], 100, 0)).splitlines() == [
+        "| model | games | inconsistent | max_moves |",
+        "|---|---|---|---|",
+        "| a | 3 | 1 | 1 |",
+        "| b | 2 | 1 | 0 |",
+    ]
+    # scripted negotiators always make a deal: their report has no such table
+    assert "max_moves" not in (strengths / "report.md").read_text()

@@ -45,6 +45,7 @@ from ...stats.report import (
     plot_series,
     report_head,
 )
+from .record import AGREED
 
 GAME = "negotiation"
 SCHEMA = "selfplay-gen-eval-negotiation/1"
@@ -225,6 +226,29 @@ def summary_text(metrics: dict) -> str:
     return markdown_table(head, rows)
 
 
+NO_DEAL_NOTE = (
+    "Games without a deal, by how they ended: inconsistent, both seats proposed and the proposals do not add up "
+    "to the pool; max_moves, the move limit came first; max_invalid, a seat made too many invalid moves in a "
+    "row; max_new_tokens and context_length, a turn outgrew its limits."
+)
+
+
+def no_deal_table(metrics: dict) -> str | None:
+    """Per model, its self-play games without a deal by termination reason; None when every game ended in one."""
+    ends = {label: s.get("terminations", {}) for label, s in metrics["models"].items()}
+    reasons = sorted(
+        {r for counts in ends.values() for r in counts if r != AGREED},
+        key=lambda r: -sum(counts.get(r, {}).get("games", 0) for counts in ends.values()),
+    )
+    if not reasons:
+        return None
+    rows = [
+        [label, str(metrics["models"][label]["games"])] + [str(counts.get(r, {}).get("games", 0)) for r in reasons]
+        for label, counts in ends.items()
+    ]
+    return markdown_table(["model", "games", *reasons], rows)
+
+
 PAIRED_NOTE = (
     "Paired: the first model's self-play minus the other's, per instance both played (means of per-instance "
     "differences, in percentage points and points), so the instances' own spread does not hide a change."
@@ -297,6 +321,8 @@ def write_report(out_dir: Path, metrics: dict, games: pd.DataFrame, inputs: list
         "",
         NOTE,
     ]
+    if (no_deal := no_deal_table(metrics)) is not None:
+        sections += ["", no_deal, "", NO_DEAL_NOTE]
     if metrics.get("paired_self_play"):
         sections += ["", paired_table(metrics), "", PAIRED_NOTE]
     plots = []
