@@ -21,21 +21,21 @@ import json
 import re
 from pathlib import Path
 
-from selfplay_gen.games.negotiation.moves import InvalidMove, parse_share
+from selfplay_gen.games.negotiation.moves import InvalidMove, parse_share, stated_offer
 from selfplay_gen.stats.report import markdown_table
 
-_HALF = r"\b{who}\s+(?:take|get)\b:?\s*(.+?)(?:;|\.(?=\s|$)|\n|$)"
-_MINE = re.compile(_HALF.format(who="I"), re.IGNORECASE)
-_YOURS = re.compile(_HALF.format(who="you"), re.IGNORECASE)
+# the partner's half, "you take <share>", in the words whose writer's half `stated_offer` reads
+_YOURS = re.compile(r"\byou\s+(?:take|get)\b:?\s*(.+?)(?:;|\.(?=\s|$)|\n|$)", re.IGNORECASE)
 
 
 def halves(text: str, counts: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-    """The two halves of an offer a message states, or None when it does not state both readably."""
-    mine, yours = _MINE.search(text), _YOURS.search(text)
+    """The two halves of an offer a message states, or None when it does not state both readably. The writer's
+    half is read as the scripted negotiator reads it (`moves.stated_offer`)."""
+    mine, yours = stated_offer(text, counts), _YOURS.search(text)
     if mine is None or yours is None:
         return None
     try:
-        return parse_share(mine.group(1), counts), parse_share(yours.group(1), counts)
+        return mine, parse_share(yours.group(1), counts)
     except InvalidMove:
         return None
 
