@@ -138,6 +138,17 @@ class NothingToTrain(click.ClickException):
     "summary.",
 )
 @click.option(
+    "--misstatement-penalty",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Training reward -= PENALTY x the seat's misstatements: its messages that state what the game's state "
+    "contradicts (a negotiation's offer whose halves do not add up to the pool), as +selfplay.misstatement_penalty "
+    "online. Such an offer costs the deal only against a partner that takes it at its word; the penalty costs "
+    "it in every game. GRPO's rewards, filtered BC's and DPO's rankings; the game score in the records is "
+    "unchanged, the term's mean is in the summary.",
+)
+@click.option(
     "--baseline",
     type=click.Choice(BASELINES),
     default="group",
@@ -196,6 +207,7 @@ def main(
     invalid_move_penalty: float,
     joint_weight: float,
     own_plan_weight: float,
+    misstatement_penalty: float,
     baseline: str,
     seat: int | None,
     seats_of: str | None,
@@ -230,6 +242,7 @@ def main(
             max_groups=max_groups,
             joint_weight=joint_weight,
             own_plan_weight=own_plan_weight,
+            misstatement_penalty=misstatement_penalty,
             valid_moves=valid_moves,
         )
         with _sigterm_unwinds():

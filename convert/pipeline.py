@@ -25,7 +25,7 @@ from selfplay_gen.games.base import end_of
 from selfplay_gen.locking import Lock
 from selfplay_gen.models import load_tokenizer
 from selfplay_gen.records import Record, read_games
-from selfplay_gen.reward import joint_term, own_plan_term, training_reward
+from selfplay_gen.reward import joint_term, misstatement_term, own_plan_term, training_reward
 from selfplay_gen.seat_tokens import RETOKENIZED, seat_tokens
 from selfplay_gen.token_context import TokenInvariantError
 
@@ -80,6 +80,7 @@ class Options:
     max_groups: int | None = None
     joint_weight: float = 0.0  # training reward += weight x the game's joint share of the best deal (`reward`)
     own_plan_weight: float = 0.0  # training reward += weight x the seat's own-plan share of the agreed outcome
+    misstatement_penalty: float = 0.0  # training reward -= penalty x the seat's misstatements (`reward`)
     # sft: every seat's valid moves alone, whatever its game's reward (a format start from the model's own
     # responses, whatever they reason): `valid_moves_chat`
     valid_moves: bool = False
@@ -99,6 +100,8 @@ class Options:
             raise ConvertError(f"the joint-outcome weight must be >= 0, got {self.joint_weight}")
         if self.own_plan_weight < 0:
             raise ConvertError(f"the own-plan weight must be >= 0, got {self.own_plan_weight}")
+        if self.misstatement_penalty < 0:
+            raise ConvertError(f"the misstatement penalty must be >= 0, got {self.misstatement_penalty}")
         if self.baseline not in BASELINES:
             raise ConvertError(f"the baseline must be one of {', '.join(BASELINES)}, got {self.baseline!r}")
         if self.baseline != "group" and self.format != "grpo":
@@ -282,6 +285,7 @@ def _read(
                 *(_training_reward(record, s, options) for s in (0, 1)),
                 joint_term(record, options.joint_weight),
                 *(own_plan_term(record, s, options.own_plan_weight) for s in (0, 1)),
+                *(misstatement_term(record, s, options.misstatement_penalty) for s in (0, 1)),
                 *status,
                 sampling.get("temperature", np.nan),
                 sampling.get("top_p", np.nan),
@@ -314,6 +318,8 @@ def _read(
         "joint",  # the joint-outcome term in both seats' training rewards
         "own0",  # each seat's own-plan term in its training reward
         "own1",
+        "miss0",  # each seat's misstatement term in its training reward
+        "miss1",
         "status0",
         "status1",
         "temperature",
@@ -410,7 +416,14 @@ def _unusable(record: Record, seen: set[str]) -> tuple[str, str] | None:
 
 def _training_reward(record: Record, seat: int, options: Options) -> float:
     """The seat's training reward under `options`' shaping and terms (`selfplay_gen.reward.training_reward`)."""
-    return training_reward(record, seat, options.invalid_move_penalty, options.joint_weight, options.own_plan_weight)
+    return training_reward(
+        record,
+        seat,
+        options.invalid_move_penalty,
+        options.joint_weight,
+        options.own_plan_weight,
+        options.misstatement_penalty,
+    )
 
 
 def _examine(record: Record, seen: set[str], trained: list[bool], options: Options) -> tuple[str | None, str, list]:
@@ -511,6 +524,10 @@ def _summary(
         # the joint-outcome term apart, so the raw game reward (mean_rewards) stays what evaluation reads
         "joint_outcome": {"weight": options.joint_weight, "mean_term": float(ledger["joint"].mean())},
         "own_plan": {"weight": options.own_plan_weight, "mean_term": float(ledger[["own0", "own1"]].to_numpy().mean())},
+        "misstatements": {
+            "penalty": options.misstatement_penalty,
+            "mean_term": float(ledger[["miss0", "miss1"]].to_numpy().mean()),
+        },
         "split": split,
     }
     if options.format == "grpo":

@@ -1,7 +1,7 @@
 """The training reward of one seat of one game: the one definition that `selfplay-convert` and
 the online agent loop share, so offline and online GRPO optimize the same thing.
 
-It is the seat's own reward in the game (`outcome.rewards`) with three opt-in terms:
+It is the seat's own reward in the game (`outcome.rewards`) with four opt-in terms:
 
 - a penalty for the seat's own invalid moves: `penalty x invalid moves / turns`, so the shaping
   lies in [-penalty, 0]. A seat that plays only valid moves gets no shaping at all, so the penalty
@@ -17,6 +17,10 @@ It is the seat's own reward in the game (`outcome.rewards`) with three opt-in te
   The shared reward also counts the values a seat cannot see, so it ranks a group's games by the
   seat's own view only in part; the term ranks them by that view alone, from nothing but what the
   seat sees.
+- a penalty for each of the seat's misstatements: `penalty x` the valid moves that state something the
+  game's state contradicts (`Game.misstatements`: a negotiation's offer whose halves do not add up to the
+  pool). Such a message costs a deal only when the partner takes it at its word, as a model does and a
+  scripted negotiator, which reads the writer's half alone, does not; the penalty costs it in every game.
 
 The game's score in the records is never changed, so evaluation reads the raw game reward.
 """
@@ -25,6 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from . import games
 
 
 def joint_share(record: Mapping[str, Any]) -> float:
@@ -64,18 +70,27 @@ def own_plan_term(record: Mapping[str, Any], seat: int, own_plan_weight: float) 
     return own_plan_weight * own_plan_share(record, seat) if own_plan_weight else 0.0
 
 
+def misstatement_term(record: Mapping[str, Any], seat: int, misstatement_penalty: float) -> float:
+    """The misstatement term `training_reward` adds: -`misstatement_penalty` x `seat`'s misstatements (0 when
+    unweighted)."""
+    if not misstatement_penalty:
+        return 0.0
+    return -misstatement_penalty * games.get(record["game"]).misstatements(record, seat)
+
+
 def training_reward(
     record: Mapping[str, Any],
     seat: int,
     invalid_move_penalty: float = 0.0,
     joint_weight: float = 0.0,
     own_plan_weight: float = 0.0,
+    misstatement_penalty: float = 0.0,
 ) -> float:
-    """`seat`'s reward in `record`, less the penalty for its share of invalid turns, plus the weighted
-    joint share of the best deal and the weighted own-plan share of the agreed outcome. A seat without
-    sampled turns (a scripted player) makes no invalid moves."""
+    """`seat`'s reward in `record`, less the penalty for its share of invalid turns and for each of its
+    misstatements, plus the weighted joint share of the best deal and the weighted own-plan share of the
+    agreed outcome. A seat without sampled turns (a scripted player) makes no invalid moves."""
     reward = float(record["outcome"]["rewards"][seat]) + joint_term(record, joint_weight)
-    reward += own_plan_term(record, seat, own_plan_weight)
+    reward += own_plan_term(record, seat, own_plan_weight) + misstatement_term(record, seat, misstatement_penalty)
     turns = len(record["players"][seat].get("turns") or ())
     if not invalid_move_penalty or not turns:
         return reward

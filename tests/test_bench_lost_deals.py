@@ -51,10 +51,3 @@ def test_a_slipped_last_offer_is_told_apart_from_one_that_adds_up(tmp_path):
     }
     assert seats["llm"] == {"offers": 5, "slips": 3, "games with a slip": 3, "of which deals": 1}
     assert seats["scripted"] == {"offers": 1}
-
-
-def test_an_offer_needs_both_halves_readable():
-    assert lost_deals.halves("I take 1 book, 0 hats, 1 ball.", tuple(COUNTS)) is None
-    assert lost_deals.halves("I take 1 book, 0 hats, 9 balls; you take 0 books, 2 hats, 1 ball", tuple(COUNTS)) is None
-    offer = lost_deals.halves("I get 1 book, 0 hats, 1 ball; you get 0 books, 2 hats, 1 ball", tuple(COUNTS))
-    assert offer == ((1, 0, 1), (0, 2, 1)) and not lost_deals.slipped(offer, tuple(COUNTS))

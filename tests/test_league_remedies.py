@@ -144,6 +144,76 @@ def test_a_run_feeds_the_joint_weight_to_every_trainers_rewards(tmp_path):
     assert not any("--joint-weight" in line or "joint_weight=" in line for line in plain)
 
 
+# --- the misstatement term ---------------------------------------------------------------------------
+
+
+class Talker(ChatSeat):
+    """Says `message` at its first turn, then proposes `share`."""
+
+    def __init__(self, seat: int, system: str, message: str | None, share):
+        super().__init__(seat, system)
+        self.replies = [f"[message] {message}"] if message else []
+        self.replies.append(f"[propose] {render_share(share)}")
+
+    async def respond(self) -> str:
+        return self.replies.pop(0)
+
+
+def talked_deal(instance: Instance, message: str, game_id: str) -> dict:
+    """A game in which seat 0 says `message`, seat 1 proposes the pool's rest of seat 0's share, and seat 0
+    proposes its share: a deal whatever the message said."""
+    share0 = (instance.counts[0], 0, 0)
+    seats = [
+        lambda spec, s, game, start: Talker(s, start.system[s], message, share0),
+        lambda spec, s, game, start: Talker(s, start.system[s], None, instance.rest(share0)),
+    ]
+    config = GameConfig("negotiation", options={"reward_mode": "semi-competitive"})
+    return asyncio.run(play_game(GameSpec(game_id, 0, 0, instance), seats, config, {}))
+
+
+def test_an_offer_whose_halves_do_not_add_up_costs_its_writer_the_misstatement_penalty(tmp_path):
+    from selfplay_gen.games.negotiation.game import NegotiationGame
+    from selfplay_gen.games.negotiation.moves import misstates, stated_split
+
+    instance = Instance.from_seed(3)
+    a, b, c = instance.counts
+    adds_up = f"I take {render_share((a, 0, 0))}; you take {render_share((0, b, c))}."
+    slipped = f"I take {render_share((a, 0, 0))}; you take {render_share((a, b, c))}."
+    assert stated_split(adds_up, instance.counts) == ((a, 0, 0), (0, b, c))
+    assert not misstates(adds_up, instance.counts) and misstates(slipped, instance.counts)
+    assert stated_split("I take the books, you take the rest.", instance.counts) is None
+    honest, slip = talked_deal(instance, adds_up, "honest"), talked_deal(instance, slipped, "slip")
+    assert honest["outcome"]["agreed"] and slip["outcome"]["agreed"]
+    assert honest["outcome"]["rewards"] == slip["outcome"]["rewards"]  # the rules do not count it
+    assert [NegotiationGame.misstatements(slip, seat) for seat in (0, 1)] == [1, 0]
+    assert NegotiationGame.misstatements(honest, 0) == 0
+    # the penalty costs the writer alone, each misstatement once; unweighted, nothing
+    for seat in (0, 1):
+        assert training_reward(slip, seat) == training_reward(honest, seat) == slip["outcome"]["rewards"][seat]
+    assert training_reward(slip, 0, misstatement_penalty=2.0) == pytest.approx(slip["outcome"]["rewards"][0] - 2.0)
+    assert training_reward(slip, 1, misstatement_penalty=2.0) == slip["outcome"]["rewards"][1]
+    # convert: the trainer prefers the game without the slip, and reports the term apart from the game reward
+    games = tmp_path / "g.jsonl"
+    games.write_text("".join(json.dumps(r) + "\n" for r in (honest, slip)))
+    summary = convert(games, tmp_path / "dpo", "--format", "dpo", "--seat", "0", "--misstatement-penalty", "2")
+    assert summary["misstatements"] == {"penalty": 2.0, "mean_term": pytest.approx(-2.0 / 4)}
+    assert summary["mean_rewards"] == [float(honest["outcome"]["rewards"][s]) for s in (0, 1)]
+    import pandas as pd
+
+    (pair,) = pd.read_parquet(tmp_path / "dpo" / "train.parquet")["extra_info"]
+    assert (pair["chosen_game_id"], pair["rejected_game_id"]) == ("honest", "slip")
+
+
+def test_a_run_feeds_the_misstatement_penalty_to_offline_and_online_rewards(tmp_path):
+    league = ["--league_size", "1", "--num_iterations", "1", "--league.misstatement_penalty", "1.5"]
+    lines = dry_iterate(tmp_path / "grpo", "--trainer", "grpo", *league)
+    (convert,) = [line for line in lines if line.startswith("+ conv ") and "/iter_001/" in line]
+    assert "--misstatement-penalty 1.5" in convert
+    online = dry_iterate(tmp_path / "online", "--trainer", "grpo-online", "--num_iterations", "1", *league[4:])
+    (train,) = [line for line in online if "-m verl.trainer.main_ppo" in line]
+    assert "+selfplay.misstatement_penalty=1.5" in train
+
+
 # --- fictitious self-play: the pool's share of past checkpoints ------------------------------------
 
 

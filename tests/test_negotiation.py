@@ -114,6 +114,17 @@ def test_offers_are_read_from_messages_that_state_them():
     assert stated_offer("I take the hat, you take the rest", COUNTS) is None
 
 
+def test_an_offer_is_misstated_when_both_halves_are_readable_and_do_not_add_up_to_the_pool():
+    from selfplay_gen.games.negotiation.moves import misstates, stated_split
+
+    assert stated_split("I take 1 book, 0 hats, 1 ball.", COUNTS) is None  # the partner's half is not stated
+    assert stated_split("I take 1 book, 0 hats, 9 balls; you take 1 book, 1 hat, 2 balls", COUNTS) is None
+    fair = "I get 1 book, 0 hats, 1 ball; you get 1 book, 1 hat, 2 balls"
+    assert stated_split(fair, COUNTS) == ((1, 0, 1), (1, 1, 2)) and not misstates(fair, COUNTS)
+    assert misstates("I take 1 book, 1 hat, 2 balls; you take 1 book, 1 hat, 1 ball.", COUNTS)  # 2 hats of 1
+    assert not misstates("I take 1 book, 1 hat, 2 balls; you take the rest.", COUNTS)
+
+
 # --- instances ---------------------------------------------------------------------------------
 
 

@@ -18,31 +18,10 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import re
 from pathlib import Path
 
-from selfplay_gen.games.negotiation.moves import InvalidMove, parse_share, stated_offer
+from selfplay_gen.games.negotiation.moves import misstates, stated_split
 from selfplay_gen.stats.report import markdown_table
-
-# the partner's half, "you take <share>", in the words whose writer's half `stated_offer` reads
-_YOURS = re.compile(r"\byou\s+(?:take|get)\b:?\s*(.+?)(?:;|\.(?=\s|$)|\n|$)", re.IGNORECASE)
-
-
-def halves(text: str, counts: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-    """The two halves of an offer a message states, or None when it does not state both readably. The writer's
-    half is read as the scripted negotiator reads it (`moves.stated_offer`)."""
-    mine, yours = stated_offer(text, counts), _YOURS.search(text)
-    if mine is None or yours is None:
-        return None
-    try:
-        return mine, parse_share(yours.group(1), counts)
-    except InvalidMove:
-        return None
-
-
-def slipped(offer: tuple[tuple[int, ...], tuple[int, ...]], counts: tuple[int, ...]) -> bool:
-    """Whether an offer's halves fail to add up to the pool."""
-    return any(a + b != n for a, b, n in zip(*offer, counts))
 
 
 def tally(games: Path) -> tuple[collections.Counter[str], dict[str, collections.Counter[str]]]:
@@ -58,11 +37,11 @@ def tally(games: Path) -> tuple[collections.Counter[str], dict[str, collections.
         for event in record["events"]:
             if event["kind"] == "propose":
                 break
-            if event["kind"] != "message" or (offer := halves(event["text"], counts)) is None:
+            if event["kind"] != "message" or stated_split(event["text"], counts) is None:
                 continue
             kind = kinds[event["player"]]
             seats[kind]["offers"] += 1
-            last_slipped = slipped(offer, counts)
+            last_slipped = misstates(event["text"], counts)
             if last_slipped:
                 seats[kind]["slips"] += 1
                 slipped_by.add(kind)

@@ -248,6 +248,14 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
         return []
 
     @classmethod
+    def misstatements(cls, record: Mapping[str, Any], seat: int) -> int:
+        """How many of `seat`'s valid moves in `record` state something the game's own state contradicts, which a
+        partner taking them at their word would act on to both seats' cost (a negotiation's offer whose halves do
+        not add up to the pool). The training reward's misstatement penalty counts them (`selfplay_gen.reward`);
+        the rules do not, so the game's score does not. 0 by default."""
+        return 0
+
+    @classmethod
     def references(cls) -> Mapping[str, Mapping[str, Any]]:
         """Fixed opponents of known strength that every model a run evaluates also plays, in both
         seats, so progress reads against them and not only against the model's past selves: by

@@ -530,7 +530,9 @@ class League:
     - `partners_per_group`: several partners within one instance's group of games
       (`Competition.draw_layers`);
     - `joint_weight`: the training reward's term for the joint outcome (`selfplay_gen.reward`), a weight on
-      the joint share of the best deal, so a semi-competitive seat is paid for deals its partner keeps."""
+      the joint share of the best deal, so a semi-competitive seat is paid for deals its partner keeps;
+    - `misstatement_penalty`: the training reward's cost of each message the game's state contradicts (an
+      offer whose halves do not add up), which a scripted partner forgives and a model partner does not."""
 
     scripted: tuple[float, ...] = knob(
         (0.3, 0.6, 1.0), "Strengths of the scripted negotiators in the league's pool, comma-separated; empty: none.",
@@ -639,6 +641,15 @@ class League:
         "is paid for deals its partner keeps, not only for its own points. Every trainer's "
         "rewards and rankings (selfplay-convert --joint-weight; online +selfplay.joint_weight); evaluation reads the "
         "raw game reward. 0: off.", type=click.FloatRange(min=0), alias="LEAGUE_JOINT_WEIGHT",
+    )  # fmt: skip
+    misstatement_penalty: float = knob(
+        0.0, "The training reward's misstatement term: - PENALTY x the seat's messages that state what the game's "
+        "state contradicts (Game.misstatements: a negotiation's offer whose halves do not add up to the pool, on "
+        "which a partner that proposes the half it was offered loses the deal with the writer). A scripted "
+        "negotiator reads the writer's half alone and forgives it; the term costs it in every game. Every "
+        "trainer's rewards and rankings (selfplay-convert --misstatement-penalty; online "
+        "+selfplay.misstatement_penalty); evaluation reads the raw game reward. 0: off.",
+        type=click.FloatRange(min=0), alias="LEAGUE_MISSTATEMENT_PENALTY",
     )  # fmt: skip
 
     def __post_init__(self):

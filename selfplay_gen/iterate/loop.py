@@ -525,7 +525,9 @@ class Run:
         """selfplay-convert's options for the terms the run adds to the game's reward, by which it ranks games."""
         cfg = self.cfg
         joint = ["--joint-weight", number(cfg.league.joint_weight)] if cfg.league.joint_weight else []
-        return [*joint, *(["--own-plan-weight", number(cfg.own_plan_weight)] if cfg.own_plan_weight else [])]
+        own_plan = ["--own-plan-weight", number(cfg.own_plan_weight)] if cfg.own_plan_weight else []
+        misstated = cfg.league.misstatement_penalty
+        return [*joint, *own_plan, *(["--misstatement-penalty", number(misstated)] if misstated else [])]
 
     def convert(self, iteration: int, gen: Path, args: list[str], wanted: int, played: int, rounds: int) -> bool:
         """Convert the stage's games (gen/games.jsonl) with `args`; then whether to play another round

@@ -236,10 +236,12 @@ class OnlineGRPO(Trainer):
              "--overwrite"],
         )  # fmt: skip
         joint, own_plan = self.cfg.league.joint_weight, self.cfg.own_plan_weight
+        misstated = self.cfg.league.misstatement_penalty
         overrides = (
             f"trainer.test_freq={self.own.test_freq}",
             *([f"+selfplay.joint_weight={number(joint)}"] if joint else []),
             *([f"+selfplay.own_plan_weight={number(own_plan)}"] if own_plan else []),
+            *([f"+selfplay.misstatement_penalty={number(misstated)}"] if misstated else []),
             *([f"+selfplay.move_credit={number(self.own.move_credit)}"] if self.own.move_credit else []),
             *self.cfg.overrides,
         )

@@ -31,9 +31,9 @@ A game that failed (the record has a `failure`: a backend error such as an abort
 a broken token invariant) is never trained either: both seats return that fully masked
 trajectory, and its reward (0: no agreement) still counts in the group's mean and std, since
 verl's GRPO cannot leave one session of a group out. The reward is `selfplay_gen.reward`'s training
-reward, the same as offline (`+selfplay.invalid_move_penalty`, `+selfplay.joint_weight` and
-`+selfplay.own_plan_weight`, as `selfplay-convert`'s options; the joint-outcome and own-view terms apart in the
-output's `joint_term` and `own_plan_term`). The game's own
+reward, the same as offline (`+selfplay.invalid_move_penalty`, `+selfplay.joint_weight`,
+`+selfplay.own_plan_weight` and `+selfplay.misstatement_penalty`, as `selfplay-convert`'s options; the
+joint-outcome and own-view terms apart in the output's `joint_term` and `own_plan_term`). The game's own
 measures (its evaluation row's numbers: agreement, invalid moves, cells stated, ...) go with it as
 `reward_extra_info`, which verl's validation averages per validation (val-aux/<data source>/<measure>/mean@1) and
 `online_trainer` per training step (games/<measure>/mean).
@@ -142,6 +142,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
         self.invalid_move_penalty = float(settings.get("invalid_move_penalty", 0.0))  # as selfplay-convert's
         self.joint_weight = float(settings.get("joint_weight", 0.0))  # as selfplay-convert's --joint-weight
         self.own_plan_weight = float(settings.get("own_plan_weight", 0.0))  # as its --own-plan-weight
+        self.misstatement_penalty = float(settings.get("misstatement_penalty", 0.0))  # as its --misstatement-penalty
         self.move_credit = float(settings.get("move_credit", 0.0))  # online_trainer adds it to the advantages
         partner = settings.get("partner_temperature")
         self.partner_temperature = None if partner is None else float(partner)
@@ -192,7 +193,12 @@ class SelfPlayAgentLoop(AgentLoopBase):
         return AgentLoopOutput(
             **self._trajectory(record, seat, game, instance),
             reward_score=training_reward(
-                record, seat, self.invalid_move_penalty, self.joint_weight, self.own_plan_weight
+                record,
+                seat,
+                self.invalid_move_penalty,
+                self.joint_weight,
+                self.own_plan_weight,
+                self.misstatement_penalty,
             ),
             num_turns=len(record["players"][seat]["messages"]),
             metrics=AgentLoopMetrics(),

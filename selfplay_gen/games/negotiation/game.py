@@ -19,7 +19,7 @@ import numpy as np
 from ..base import Game, InvalidMove, Limits, Observation, Outcome, Seed, StepResult
 from . import prompts
 from .instance import REWARD_MODES, Instance, Share, consistent, points, rewards
-from .moves import Move, parse_move
+from .moves import Move, misstates, parse_move
 from .record import AGREED, INCONSISTENT, TERMINATIONS, NegotiationRecord
 from .scripted import RandomNegotiator, ScriptedNegotiator
 
@@ -79,6 +79,15 @@ class NegotiationGame(Game[Instance, Move]):
         from .view import seat_view
 
         return seat_view(instance, seat)
+
+    @classmethod
+    def misstatements(cls, record, seat):
+        """`seat`'s messages stating an offer whose halves do not add up to the pool (`moves.misstates`)."""
+        counts = tuple(record["instance"]["counts"])
+        return sum(
+            event["player"] == seat and event["kind"] == "message" and misstates(event["text"], counts)
+            for event in record["events"]
+        )
 
     def __init__(
         self,

@@ -23,6 +23,8 @@ _SEPARATOR = re.compile(r"\s*(?:[,;\n]|\band\b)\s*", re.IGNORECASE)
 _PART = re.compile(r"(\d+)\s+([a-z]+)", re.IGNORECASE)
 # An offer stated in a message: "I take <share>" or "I get <share>", up to the end of its sentence.
 _OFFER = re.compile(r"\bI\s+(?:take|get)\b:?\s*(.+?)(?:;|\.(?=\s|$)|\n|$)", re.IGNORECASE)
+# The partner's half of it, in the same words: "you take <share>" or "you get <share>".
+_THEIRS = re.compile(r"\byou\s+(?:take|get)\b:?\s*(.+?)(?:;|\.(?=\s|$)|\n|$)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -92,3 +94,23 @@ def stated_offer(text: str, counts: Share) -> Share | None:
         except InvalidMove:
             continue
     return None
+
+
+def stated_split(text: str, counts: Share) -> tuple[Share, Share] | None:
+    """Both halves of an offer a message states, the writer's ("I take ...", as `stated_offer` reads it) and the
+    partner's ("you take ..."), or None when it does not state both readably."""
+    mine, theirs = stated_offer(text, counts), _THEIRS.search(text)
+    if mine is None or theirs is None:
+        return None
+    try:
+        return mine, parse_share(theirs.group(1), counts)
+    except InvalidMove:
+        return None
+
+
+def misstates(text: str, counts: Share) -> bool:
+    """Whether a message states an offer whose two halves do not add up to the pool. A partner that proposes
+    the half it was offered and a writer that proposes its own then make proposals that do not match, and the
+    game ends without a deal."""
+    split = stated_split(text, counts)
+    return split is not None and any(a + b != n for a, b, n in zip(*split, counts))
