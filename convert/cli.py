@@ -143,7 +143,7 @@ class NothingToTrain(click.ClickException):
     default=0.0,
     show_default=True,
     help="Training reward -= PENALTY x the seat's misstatements: its messages that state what the game's state "
-    "contradicts (a negotiation's offer whose halves do not add up to the pool), as +selfplay.misstatement_penalty "
+    "contradicts (an offer whose halves do not add up to the pool), as +selfplay.misstatement_penalty "
     "online. Such an offer costs the deal only against a partner that takes it at its word; the penalty costs "
     "it in every game. GRPO's rewards, filtered BC's and DPO's rankings; the game score in the records is "
     "unchanged, the term's mean is in the summary.",

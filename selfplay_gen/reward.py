@@ -18,7 +18,7 @@ It is the seat's own reward in the game (`outcome.rewards`) with four opt-in ter
   seat's own view only in part; the term ranks them by that view alone, from nothing but what the
   seat sees.
 - a penalty for each of the seat's misstatements: `penalty x` the valid moves that state something the
-  game's state contradicts (`Game.misstatements`: a negotiation's offer whose halves do not add up to the
+  game's state contradicts (`Game.misstatements`: an offer whose halves do not add up to the
   pool). Such a message costs a deal only when the partner takes it at its word, as a model does and a
   scripted negotiator, which reads the writer's half alone, does not; the penalty costs it in every game.
 

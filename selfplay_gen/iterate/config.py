@@ -644,7 +644,7 @@ class League:
     )  # fmt: skip
     misstatement_penalty: float = knob(
         0.0, "The training reward's misstatement term: - PENALTY x the seat's messages that state what the game's "
-        "state contradicts (Game.misstatements: a negotiation's offer whose halves do not add up to the pool, on "
+        "state contradicts (Game.misstatements: an offer whose halves do not add up to the pool, on "
         "which a partner that proposes the half it was offered loses the deal with the writer). A scripted "
         "negotiator reads the writer's half alone and forgives it; the term costs it in every game. Every "
         "trainer's rewards and rankings (selfplay-convert --misstatement-penalty; online "
