@@ -250,9 +250,9 @@ class Game(abc.ABC, Generic[InstanceT, MoveT]):
     @classmethod
     def misstatements(cls, record: Mapping[str, Any], seat: int) -> int:
         """How many of `seat`'s valid moves in `record` state something the game's own state contradicts, which a
-        partner taking them at their word would act on to both seats' cost (an offer whose halves do
-        not add up to the pool). The training reward's misstatement penalty counts them (`selfplay_gen.reward`);
-        the rules do not, so the game's score does not. 0 by default."""
+        partner taking them at their word would act on to both seats' cost (an offer whose halves do not add up
+        to the pool). The training reward's misstatement penalty counts them (`selfplay_gen.reward`); the rules
+        do not, so the game's score does not. 0 by default."""
         return 0
 
     @classmethod

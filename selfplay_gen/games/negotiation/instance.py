@@ -122,7 +122,13 @@ class Instance:
 
 def consistent(instance: Instance, shares: Sequence[Sequence[int]]) -> bool:
     """Whether the two seats' shares together take exactly the whole pool."""
-    return all(a + b == n for a, b, n in zip(shares[0], shares[1], instance.counts))
+    return takes_pool(shares, instance.counts)
+
+
+def takes_pool(shares: Sequence[Sequence[int]], counts: Sequence[int]) -> bool:
+    """Whether two shares together are exactly the pool `counts`: proposals that end a game in a deal, or an
+    offer stated in a message whose halves add up."""
+    return all(a + b == n for a, b, n in zip(shares[0], shares[1], counts))
 
 
 def points(instance: Instance, shares: Sequence[Sequence[int]]) -> tuple[int, int]:

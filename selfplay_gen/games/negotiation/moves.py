@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from ..base import InvalidMove, split_tag
-from .instance import ITEMS, PLURALS, Share, item_name
+from .instance import ITEMS, PLURALS, Share, item_name, takes_pool
 
 TAGS = ("message", "propose")
 EXAMPLE = "1 book, 0 hats, 2 balls"
@@ -113,4 +113,4 @@ def misstates(text: str, counts: Share) -> bool:
     the half it was offered and a writer that proposes its own then make proposals that do not match, and the
     game ends without a deal."""
     split = stated_split(text, counts)
-    return split is not None and any(a + b != n for a, b, n in zip(*split, counts))
+    return split is not None and not takes_pool(split, counts)
