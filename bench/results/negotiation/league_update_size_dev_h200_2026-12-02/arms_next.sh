@@ -23,14 +23,17 @@ LEAGUE=(game=negotiation reward_mode=semi-competitive evaluation.instances=48
   trainers.grpo.lora_rank=16 trainers.grpo.batch_size=8 loss.adv_estimator=rloo league.baseline=per-seat
   league_size=3 league.self_play=0.35 league.learner=latest league.past_learners=true league.past_share=0.5)
 BOUNDS=(league.joint_margin=0.03 league.min_agreement=0.97)
-# a run that fails for a passing reason (the runs share the GPU and its start-ups) resumes once
-again() { "$@" || { echo "again: once more after a failure: $*"; sleep 30 && "$@"; }; }
 embedded_default() { "${SELFPLAY_PYTHON:-python3}" -c 'from selfplay_gen import models; print(models.resolve(None))'; }
-league_arm() { # the run's initial model is the embedded default (initial_model null), which W trained on
+# the run's initial model is the embedded default (initial_model null), which W trained on; offline GRPO trains
+# without verl's rollout engine, which it never samples from (verl.offline_engine=false: about 150 s less start-up
+# an iteration); a run that fails (the runs share the GPU and its start-ups) resumes once with the engine
+league_arm() {
   local default
   default=$(embedded_default) && export CUDA_VISIBLE_DEVICES=0 && mem 0.08 0.1 \
     && adopt_warm_adapter "$W_ADAPTER" "$default" \
-    && again iterate "${MEMS[@]}" "${LEAGUE[@]}" evaluation.test_split=false "$@"
+    && { iterate "${MEMS[@]}" "${LEAGUE[@]}" evaluation.test_split=false verl.offline_engine=false "$@" \
+      || { echo "again: once more, with verl's rollout engine, after a failure"; sleep 30 \
+        && iterate "${MEMS[@]}" "${LEAGUE[@]}" evaluation.test_split=false "$@"; }; }
 }
 LSB=(league.self_play=0.7 league.self_play_seats=both "${BOUNDS[@]}")
 arm_LSB5() { league_arm trainers.grpo.lr=5e-5 "${LSB[@]}" num_iterations=2; }
