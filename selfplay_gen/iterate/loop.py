@@ -526,8 +526,9 @@ class Run:
         cfg = self.cfg
         joint = ["--joint-weight", number(cfg.league.joint_weight)] if cfg.league.joint_weight else []
         own_plan = ["--own-plan-weight", number(cfg.own_plan_weight)] if cfg.own_plan_weight else []
-        misstated = cfg.league.misstatement_penalty
-        return [*joint, *own_plan, *(["--misstatement-penalty", number(misstated)] if misstated else [])]
+        penalty = cfg.league.misstatement_penalty
+        misstated = ["--misstatement-penalty", number(penalty)] if penalty else []
+        return [*joint, *own_plan, *misstated]
 
     def convert(self, iteration: int, gen: Path, args: list[str], wanted: int, played: int, rounds: int) -> bool:
         """Convert the stage's games (gen/games.jsonl) with `args`; then whether to play another round
