@@ -30,10 +30,10 @@ embedded_default() { "${SELFPLAY_PYTHON:-python3}" -c 'from selfplay_gen import 
 league_arm() {
   local default
   default=$(embedded_default) && export CUDA_VISIBLE_DEVICES=0 && mem 0.08 0.1 \
-    && adopt_warm_adapter "$W_ADAPTER" "$default" \
-    && { iterate "${MEMS[@]}" "${LEAGUE[@]}" evaluation.test_split=false verl.offline_engine=false "$@" \
-      || { echo "again: once more, with verl's rollout engine, after a failure"; sleep 30 \
-        && iterate "${MEMS[@]}" "${LEAGUE[@]}" evaluation.test_split=false "$@"; }; }
+    && adopt_warm_adapter "$W_ADAPTER" "$default" || return 1
+  local run=("${MEMS[@]}" "${LEAGUE[@]}" evaluation.test_split=false)
+  iterate "${run[@]}" verl.offline_engine=false "$@" \
+    || { echo "again: once more, with verl's rollout engine, after a failure"; sleep 30 && iterate "${run[@]}" "$@"; }
 }
 LSB=(league.self_play=0.7 league.self_play_seats=both "${BOUNDS[@]}")
 arm_LSB5() { league_arm trainers.grpo.lr=5e-5 "${LSB[@]}" num_iterations=2; }
