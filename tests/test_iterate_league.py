@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 from collections import Counter
 from dataclasses import replace
@@ -672,3 +673,34 @@ def test_a_final_model_read_without_the_test_split_reads_it_when_the_run_resumes
     assert [" --instances test " in line for line in commands] == [True]
     on.evaluate("/m1", "iter_1", stage_dir, final=True)
     assert "+ true eval" not in capsys.readouterr().out and (stage_dir / "eval" / "DONE_TEST").exists()
+
+
+def test_a_forked_run_plays_its_own_checkpoints_not_the_originals(tmp_path):
+    """A run copied to another directory (moved to another machine's root, or forked to go on with other
+    settings) finds its checkpoints in the copy: the league names them relative to the run's directory."""
+    original = tmp_path / "original"
+    for name, promoted in (("iter_001", True), ("iter_002", False)):
+        for done in ("DONE", "eval/DONE"):
+            (original / name / done).parent.mkdir(parents=True, exist_ok=True)
+            (original / name / done).touch()
+        (original / name / competition.PROMOTION_FILE).write_text(json.dumps({"promoted": promoted}))
+    (original / "base" / "eval").mkdir(parents=True)
+    for done in ("base/DONE", "base/eval/DONE"):
+        (original / done).touch()
+    league = League.of([Member("base", path="/m0"), Member("iter_1", path=f"{original}/iter_001/train/hf")])
+    league.save(original / "iter_002" / competition.LEAGUE_FILE, original)
+    saved = json.loads((original / "iter_002" / competition.LEAGUE_FILE).read_text())
+    assert [m["path"] for m in saved["members"]] == ["/m0", "iter_001/train/hf"]
+    shutil.copytree(original, tmp_path / "run")
+    lines = dry_iterate(
+        tmp_path, "--trainer", "grpo", "--league_size", "2", "--num_iterations", "3", "--warm.policy", "none",
+        "--league.learner", "latest", "--league.sharpness", "0",
+    )  # fmt: skip
+    # iter_2 trains on and meets iter_1, the checkpoint it has to beat, served from the copy
+    assert "iter_1 " in next(line for line in lines if line.startswith("iteration 3: seat 0 (iter_2, trained)"))
+    served = re.findall(r"(?:model_path=|--model-path |--partner-model |--model )(\S+)", "\n".join(lines))
+    assert f"{tmp_path}/run/iter_001/train/hf" in served
+    assert all(path == "/m0" or path.startswith(f"{tmp_path}/run/") for path in served), set(served)
+    # a league file of absolute paths (as runs wrote them before) loads as it was written
+    league.save(tmp_path / "absolute.json")
+    assert League.load(tmp_path / "absolute.json", tmp_path / "run") == league

@@ -32,7 +32,8 @@ that checkpoint among its opponents.
 
 Resuming: each finished iteration leaves its league (members and wins) in iter_NNN/league.json and
 its decision in iter_NNN/promotion.json before its DONE marker, so a resumed run reads both and
-records no game twice.
+records no game twice. The league names the run's own checkpoints relative to RUN_DIR, so a copy of a
+run (moved, or forked to go on with other settings) plays its own checkpoints, not the original's.
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ class Competition:
         for earlier in range(iteration - 1, 0, -1):
             path = Stage.iteration(self.run.run_dir, earlier).dir / LEAGUE_FILE
             if path.exists():
-                return League.load(path)
+                return League.load(path, self.run.run_dir)
         if self.league.members:  # the league of this process's last iteration (a dry run saves none)
             return self.league
         kept = self.run.kept
@@ -202,8 +203,8 @@ class Competition:
     def save(self, stage: Stage) -> None:
         if self.run.cfg.dry_run:
             return
-        self.league.save(stage.dir / LEAGUE_FILE)
-        self.league.save(self.run.run_dir / LEAGUE_FILE)
+        self.league.save(stage.dir / LEAGUE_FILE, self.run.run_dir)
+        self.league.save(self.run.run_dir / LEAGUE_FILE, self.run.run_dir)
 
     def candidates(self, player: str) -> list[str]:
         checkpoints = [m.name for m in self.league.members if m.kind == "checkpoint"]
@@ -609,7 +610,7 @@ class Competition:
         rows = progress(json.loads(metrics.read_text()), labels, warm_label)
         out = metrics.parent.parent / PROGRESS_FILE
         saved = self.run.run_dir / LEAGUE_FILE
-        league = self.league if self.league.members or not saved.exists() else League.load(saved)
+        league = self.league if self.league.members or not saved.exists() else League.load(saved, self.run.run_dir)
         ratings = league.ratings()
         lines = ["## Progress per checkpoint", "", f"Read on {source}.", "", progress_table(rows), ""]
         lines += ["## League ratings (Elo, all games)", "", "From the training games and the promotion matches.", ""]

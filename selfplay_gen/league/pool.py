@@ -11,8 +11,8 @@ The pool is saved as JSON beside a run, so a resumed run continues from it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,14 @@ class Member:
         if self.kind != "scripted":
             raise ValueError(f"member {self.name!r}: only a scripted negotiator is seated in seat 0 by its options")
         return ["--backend", "scripted", "--scripted-strength", f"{self.strength:g}"]
+
+
+def _relative(path: str, root: Path) -> str:
+    """`path` relative to `root` where it lies under it, else as it is."""
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return path
 
 
 def scripted_member(strength: float) -> Member:
@@ -149,12 +157,22 @@ class League:
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"{where}: not a league ({err})") from None
 
-    def save(self, path: Path) -> None:
-        write_atomic(path, json.dumps({**self.to_dict(), "ratings": self.ratings()}, indent=1) + "\n")
+    def save(self, path: Path, root: Path | None = None) -> None:
+        """Write the league to `path`; checkpoints under `root` (a run's directory) are written relative to it,
+        so a copy of the run, moved or forked, loads its own checkpoints (`load` with the copy's root)."""
+        league = self.relocated(lambda p: _relative(p, root)) if root else self
+        write_atomic(path, json.dumps({**league.to_dict(), "ratings": self.ratings()}, indent=1) + "\n")
 
     @classmethod
-    def load(cls, path: Path) -> League:
-        return cls.from_dict(json.loads(path.read_text()), str(path))
+    def load(cls, path: Path, root: Path | None = None) -> League:
+        """The league saved at `path`, its relative checkpoint paths read against `root` (the run's directory)."""
+        league = cls.from_dict(json.loads(path.read_text()), str(path))
+        return league.relocated(lambda p: str(root / p) if not Path(p).is_absolute() else p) if root else league
+
+    def relocated(self, move: Callable[[str], str]) -> League:
+        """The league with each checkpoint's path replaced by `move(path)`."""
+        members = tuple(replace(m, path=move(m.path)) if m.path else m for m in self.members)
+        return League(members, self.wins)
 
     @classmethod
     def of(cls, members: Iterable[Member]) -> League:
