@@ -847,6 +847,17 @@ class Iteration:
         policy = one_of("promotion", self.league.promotion, PROMOTION_POLICIES)
         return policy == "on" or (policy == "auto" and self.league_size > 0)
 
+    def reward_terms(self) -> dict[str, float]:
+        """The training reward's opt-in terms the run sets (`selfplay_gen.reward`), by the name that
+        selfplay-convert's options (`--joint-weight`) and the online loop's settings (`+selfplay.joint_weight`)
+        both spell; the terms left at 0 are not named."""
+        terms = {
+            "joint_weight": self.league.joint_weight,
+            "own_plan_weight": self.own_plan_weight,
+            "misstatement_penalty": self.league.misstatement_penalty,
+        }
+        return {name: value for name, value in terms.items() if value}
+
     def sampling_for_run(self) -> Sampling:
         """The run's sampling: a seat's budget is the training response limit unless set (longer games score
         0), and a teacher plan whose moves are long gets the new tokens a turn its game says it needs

@@ -523,12 +523,8 @@ class Run:
 
     def training_reward(self) -> list[str]:
         """selfplay-convert's options for the terms the run adds to the game's reward, by which it ranks games."""
-        cfg = self.cfg
-        joint = ["--joint-weight", number(cfg.league.joint_weight)] if cfg.league.joint_weight else []
-        own_plan = ["--own-plan-weight", number(cfg.own_plan_weight)] if cfg.own_plan_weight else []
-        penalty = cfg.league.misstatement_penalty
-        misstated = ["--misstatement-penalty", number(penalty)] if penalty else []
-        return [*joint, *own_plan, *misstated]
+        terms = self.cfg.reward_terms().items()
+        return [arg for name, value in terms for arg in (f"--{name.replace('_', '-')}", number(value))]
 
     def convert(self, iteration: int, gen: Path, args: list[str], wanted: int, played: int, rounds: int) -> bool:
         """Convert the stage's games (gen/games.jsonl) with `args`; then whether to play another round

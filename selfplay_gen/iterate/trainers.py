@@ -235,13 +235,9 @@ class OnlineGRPO(Trainer):
              "--num-test", str(self.own.test_instances), "--seed", str(ctx.stage.seed), "--out-dir", str(gen),
              "--overwrite"],
         )  # fmt: skip
-        joint, own_plan = self.cfg.league.joint_weight, self.cfg.own_plan_weight
-        misstated = self.cfg.league.misstatement_penalty
         overrides = (
             f"trainer.test_freq={self.own.test_freq}",
-            *([f"+selfplay.joint_weight={number(joint)}"] if joint else []),
-            *([f"+selfplay.own_plan_weight={number(own_plan)}"] if own_plan else []),
-            *([f"+selfplay.misstatement_penalty={number(misstated)}"] if misstated else []),
+            *(f"+selfplay.{name}={number(value)}" for name, value in self.cfg.reward_terms().items()),
             *([f"+selfplay.move_credit={number(self.own.move_credit)}"] if self.own.move_credit else []),
             *self.cfg.overrides,
         )
