@@ -25,7 +25,7 @@ from selfplay_gen.games.base import end_of
 from selfplay_gen.locking import Lock
 from selfplay_gen.models import load_tokenizer
 from selfplay_gen.records import Record, read_games
-from selfplay_gen.reward import joint_term, misstatement_term, own_plan_term, training_reward
+from selfplay_gen.reward import RewardTerms, joint_term, misstatement_term, own_plan_term, training_reward
 from selfplay_gen.seat_tokens import RETOKENIZED, seat_tokens
 from selfplay_gen.token_context import TokenInvariantError
 
@@ -94,14 +94,10 @@ class Options:
             raise ConvertError(f"the validation fraction must be in [0, 1), got {self.val_fraction}")
         if not 0 < self.top_fraction <= 1:
             raise ConvertError(f"the top fraction must be in (0, 1], got {self.top_fraction}")
-        if self.invalid_move_penalty < 0:
-            raise ConvertError(f"the invalid-move penalty must be >= 0, got {self.invalid_move_penalty}")
-        if self.joint_weight < 0:
-            raise ConvertError(f"the joint-outcome weight must be >= 0, got {self.joint_weight}")
-        if self.own_plan_weight < 0:
-            raise ConvertError(f"the own-plan weight must be >= 0, got {self.own_plan_weight}")
-        if self.misstatement_penalty < 0:
-            raise ConvertError(f"the misstatement penalty must be >= 0, got {self.misstatement_penalty}")
+        try:
+            self.reward_terms()
+        except ValueError as error:
+            raise ConvertError(str(error)) from None
         if self.baseline not in BASELINES:
             raise ConvertError(f"the baseline must be one of {', '.join(BASELINES)}, got {self.baseline!r}")
         if self.baseline != "group" and self.format != "grpo":
@@ -116,6 +112,12 @@ class Options:
             raise ConvertError(f"valid moves select the chats of sft rows; {self.format} rows are whole games")
         if self.max_groups is not None and (self.max_groups < 1 or self.format != "grpo"):
             raise ConvertError(f"max groups is a positive number of GRPO groups, got {self.max_groups} ({self.format})")
+
+    def reward_terms(self) -> RewardTerms:
+        """The training reward's terms these options set (`selfplay_gen.reward`)."""
+        return RewardTerms(
+            self.invalid_move_penalty, self.joint_weight, self.own_plan_weight, self.misstatement_penalty
+        )
 
 
 def output_paths(games: Path, out_dir: Path | None) -> dict[str, Path]:
@@ -224,12 +226,12 @@ def _selection(games: Path, options: Options) -> set[tuple[str, int]] | None:
     if options.format != "sft" or options.valid_moves or options.top_fraction >= 1:
         return None
     seen: set[str] = set()
-    rows = []
+    rows, terms = [], options.reward_terms()
     for record in read_games(games, skip_invalid=True, errors=[]):
         if any(seat.get("kind") == "llm" for seat in record["players"]):
             return None
         if _unusable(record, seen) is None:
-            rewards = (_training_reward(record, s, options) for s in (0, 1))
+            rewards = (training_reward(record, s, terms) for s in (0, 1))
             rows.append((record["game_id"], record["instance_id"], *rewards))
     frame = pd.DataFrame(rows, columns=["game_id", "instance_id", "reward0", "reward1"])
     return {
@@ -252,7 +254,7 @@ def _read(
     examples: list[str] = []
     seen: set[str] = set()
     ledger: list[tuple] = []
-    records = 0
+    records, terms = 0, options.reward_terms()
     batch = RowBatch()
     for record in read_games(games, skip_invalid=True, errors=errors):
         records += 1
@@ -282,10 +284,10 @@ def _read(
                 record["instance_id"],
                 record["group"],
                 *map(float, outcome["rewards"]),
-                *(_training_reward(record, s, options) for s in (0, 1)),
-                joint_term(record, options.joint_weight),
-                *(own_plan_term(record, s, options.own_plan_weight) for s in (0, 1)),
-                *(misstatement_term(record, s, options.misstatement_penalty) for s in (0, 1)),
+                *(training_reward(record, s, terms) for s in (0, 1)),
+                joint_term(record, terms.joint_weight),
+                *(own_plan_term(record, s, terms.own_plan_weight) for s in (0, 1)),
+                *(misstatement_term(record, s, terms.misstatement_penalty) for s in (0, 1)),
                 *status,
                 sampling.get("temperature", np.nan),
                 sampling.get("top_p", np.nan),
@@ -412,18 +414,6 @@ def _unusable(record: Record, seen: set[str]) -> tuple[str, str] | None:
     if end_of(termination) == "failed":
         return f"failed:{termination}", ""
     return None
-
-
-def _training_reward(record: Record, seat: int, options: Options) -> float:
-    """The seat's training reward under `options`' shaping and terms (`selfplay_gen.reward.training_reward`)."""
-    return training_reward(
-        record,
-        seat,
-        options.invalid_move_penalty,
-        options.joint_weight,
-        options.own_plan_weight,
-        options.misstatement_penalty,
-    )
 
 
 def _examine(record: Record, seen: set[str], trained: list[bool], options: Options) -> tuple[str | None, str, list]:

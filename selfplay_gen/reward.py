@@ -28,6 +28,7 @@ The game's score in the records is never changed, so evaluation reads the raw ga
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 from . import games
@@ -78,21 +79,38 @@ def misstatement_term(record: Mapping[str, Any], seat: int, misstatement_penalty
     return -misstatement_penalty * games.get(record["game"]).misstatements(record, seat)
 
 
-def training_reward(
-    record: Mapping[str, Any],
-    seat: int,
-    invalid_move_penalty: float = 0.0,
-    joint_weight: float = 0.0,
-    own_plan_weight: float = 0.0,
-    misstatement_penalty: float = 0.0,
-) -> float:
+@dataclass(frozen=True)
+class RewardTerms:
+    """The opt-in terms of the training reward, each 0 when off: one set for every trainer, which
+    selfplay-convert's options (`--joint-weight`) and the online loop's settings (`+selfplay.joint_weight`)
+    both name by these fields."""
+
+    invalid_move_penalty: float = 0.0
+    joint_weight: float = 0.0
+    own_plan_weight: float = 0.0
+    misstatement_penalty: float = 0.0
+
+    def __post_init__(self) -> None:
+        for term in fields(self):
+            value = getattr(self, term.name)
+            if not value >= 0:
+                raise ValueError(f"the training reward's {term.name} must be >= 0, got {value}")
+
+    @classmethod
+    def of(cls, settings: Mapping[str, Any]) -> RewardTerms:
+        """The terms `settings` set (the online loop's `selfplay` section), the others 0."""
+        return cls(**{term.name: float(settings.get(term.name, 0.0)) for term in fields(cls)})
+
+
+def training_reward(record: Mapping[str, Any], seat: int, terms: RewardTerms = RewardTerms()) -> float:
     """`seat`'s reward in `record`, less the penalty for its share of invalid turns and for each of its
     misstatements, plus the weighted joint share of the best deal and the weighted own-plan share of the
     agreed outcome. A seat without sampled turns (a scripted player) makes no invalid moves."""
-    reward = float(record["outcome"]["rewards"][seat]) + joint_term(record, joint_weight)
-    reward += own_plan_term(record, seat, own_plan_weight) + misstatement_term(record, seat, misstatement_penalty)
+    reward = float(record["outcome"]["rewards"][seat]) + joint_term(record, terms.joint_weight)
+    reward += own_plan_term(record, seat, terms.own_plan_weight)
+    reward += misstatement_term(record, seat, terms.misstatement_penalty)
     turns = len(record["players"][seat].get("turns") or ())
-    if not invalid_move_penalty or not turns:
+    if not terms.invalid_move_penalty or not turns:
         return reward
     invalid = sum(event["kind"] == "invalid" and event["player"] == seat for event in record["events"])
-    return reward - invalid_move_penalty * invalid / turns
+    return reward - terms.invalid_move_penalty * invalid / turns

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from selfplay_gen.cli import main
 from selfplay_gen.games.matching.instance import Instance
 from selfplay_gen.records import read_games
-from selfplay_gen.reward import own_plan_share, training_reward
+from selfplay_gen.reward import RewardTerms, own_plan_share, training_reward
 
 selection_ceiling = bench_modules.load("analysis/selection_ceiling.py", "selection_ceiling")
 
@@ -35,7 +35,7 @@ def test_each_seat_keeps_its_first_best_game_of_each_instances_first_n(random_ga
         for seat in (0, 1):
             chosen = []
             for games in by_instance.values():
-                scores = [training_reward(g, seat, own_plan_weight=1.0) for g in games[:n]]
+                scores = [training_reward(g, seat, RewardTerms(own_plan_weight=1.0)) for g in games[:n]]
                 best = games[scores.index(max(scores))]  # the first of equals, as convert keeps
                 if max(scores) > 0:  # a game without a deal is never a demonstration
                     chosen.append(best)

@@ -5,7 +5,7 @@ import pandas as pd
 
 from convert.groups import constant, ranked_pairs, top
 from convert.split import validation_instances
-from selfplay_gen.reward import training_reward
+from selfplay_gen.reward import RewardTerms, training_reward
 
 # group a: 1.0, 0.0, 0.5 (mean 0.5, population std sqrt(1/6)); b: 0.2, 0.2 (constant); c: one game
 REWARDS = pd.Series([1.0, 0.0, 0.5, 0.2, 0.2, 0.7])
@@ -60,8 +60,13 @@ def test_invalid_move_penalty_is_the_seats_share_of_invalid_turns():
         }
 
     game = record(0.0, (1, 2))
-    assert [training_reward(game, s, 0.0) for s in (0, 1)] == [0.0, 0.0]
-    assert [training_reward(game, s, 1.0) for s in (0, 1)] == [-0.25, -1.0]  # 1 of 4 turns, 2 of 2
-    assert training_reward(record(0.9, (0, 0)), 0, 1.0) == 0.9  # all valid: no shaping at all
+    assert [training_reward(game, s, RewardTerms(invalid_move_penalty=0.0)) for s in (0, 1)] == [0.0, 0.0]
+    assert [training_reward(game, s, RewardTerms(invalid_move_penalty=1.0)) for s in (0, 1)] == [
+        -0.25,
+        -1.0,
+    ]  # 1 of 4 turns, 2 of 2
+    assert (
+        training_reward(record(0.9, (0, 0)), 0, RewardTerms(invalid_move_penalty=1.0)) == 0.9
+    )  # all valid: no shaping at all
     scripted = {"outcome": {"rewards": [0.5, 0.5]}, "events": [], "players": [{"kind": "scripted"}] * 2}
-    assert training_reward(scripted, 1, 1.0) == 0.5
+    assert training_reward(scripted, 1, RewardTerms(invalid_move_penalty=1.0)) == 0.5

@@ -19,7 +19,7 @@ from selfplay_gen.games import GameConfig
 from selfplay_gen.games.base import ChatSeat
 from selfplay_gen.games.negotiation import Instance, render_share
 from selfplay_gen.records import read_games
-from selfplay_gen.reward import joint_share, training_reward
+from selfplay_gen.reward import RewardTerms, joint_share, training_reward
 from selfplay_gen.runner import GameSpec, play_game
 
 # --- the joint-outcome term ------------------------------------------------------------------------
@@ -67,14 +67,16 @@ def test_the_joint_term_ranks_a_deal_with_a_higher_joint_share_higher_at_equal_o
     # unweighted, the seat's reward is its points alone: the two deals are equal
     assert training_reward(low, 0) == training_reward(high, 0) == low["outcome"]["rewards"][0]
     for weight in (0.5, 5.0):
-        assert training_reward(high, 0, joint_weight=weight) > training_reward(low, 0, joint_weight=weight)
-        assert training_reward(high, 0, joint_weight=weight) == pytest.approx(
+        assert training_reward(high, 0, RewardTerms(joint_weight=weight)) > training_reward(
+            low, 0, RewardTerms(joint_weight=weight)
+        )
+        assert training_reward(high, 0, RewardTerms(joint_weight=weight)) == pytest.approx(
             high["outcome"]["points"][0] + weight * joint_share(high)
         )
     assert high["outcome"]["rewards"][0] == high["outcome"]["points"][0]  # the record's game reward is untouched
     matching = {"game_id": "g", "game": "matching", "outcome": {"rewards": [1.0, 1.0]}, "players": [{}, {}]}
     with pytest.raises(ValueError, match="records no points and best_joint"):
-        training_reward(matching, 0, joint_weight=1.0)
+        training_reward(matching, 0, RewardTerms(joint_weight=1.0))
 
 
 def play(out: Path, *args: str) -> Path:
@@ -116,7 +118,7 @@ def test_convert_adds_the_joint_term_to_the_training_reward_and_reports_it_apart
     for chosen, rejected in by_points:
         assert records[chosen]["outcome"]["points"][0] > records[rejected]["outcome"]["points"][0]
     for chosen, rejected in by_joint:
-        ranked = [training_reward(records[game], 0, joint_weight=50) for game in (chosen, rejected)]
+        ranked = [training_reward(records[game], 0, RewardTerms(joint_weight=50)) for game in (chosen, rejected)]
         assert ranked[0] > ranked[1]
 
 
@@ -190,8 +192,10 @@ def test_an_offer_whose_halves_do_not_add_up_costs_its_writer_the_misstatement_p
     # the penalty costs the writer alone, each misstatement once; unweighted, nothing
     for seat in (0, 1):
         assert training_reward(slip, seat) == training_reward(honest, seat) == slip["outcome"]["rewards"][seat]
-    assert training_reward(slip, 0, misstatement_penalty=2.0) == pytest.approx(slip["outcome"]["rewards"][0] - 2.0)
-    assert training_reward(slip, 1, misstatement_penalty=2.0) == slip["outcome"]["rewards"][1]
+    assert training_reward(slip, 0, RewardTerms(misstatement_penalty=2.0)) == pytest.approx(
+        slip["outcome"]["rewards"][0] - 2.0
+    )
+    assert training_reward(slip, 1, RewardTerms(misstatement_penalty=2.0)) == slip["outcome"]["rewards"][1]
     # convert: the trainer prefers the game without the slip, and reports the term apart from the game reward
     games = tmp_path / "g.jsonl"
     games.write_text("".join(json.dumps(r) + "\n" for r in (honest, slip)))
@@ -212,6 +216,18 @@ def test_a_run_feeds_the_misstatement_penalty_to_offline_and_online_rewards(tmp_
     online = dry_iterate(tmp_path / "online", "--trainer", "grpo-online", "--num_iterations", "1", *league[4:])
     (train,) = [line for line in online if "-m verl.trainer.main_ppo" in line]
     assert "+selfplay.misstatement_penalty=1.5" in train
+
+
+def test_the_online_loop_and_convert_read_one_set_of_reward_terms_and_refuse_a_negative_one():
+    from convert.pipeline import ConvertError, Options
+
+    settings = {"misstatement_penalty": "1.5", "joint_weight": 2, "max_moves": 9}  # as +selfplay.* reach the loop
+    assert RewardTerms.of(settings) == RewardTerms(joint_weight=2.0, misstatement_penalty=1.5)
+    assert Options(joint_weight=2.0, misstatement_penalty=1.5).reward_terms() == RewardTerms.of(settings)
+    with pytest.raises(ValueError, match="misstatement_penalty must be >= 0, got -1"):
+        RewardTerms.of({"misstatement_penalty": -1})
+    with pytest.raises(ConvertError, match="joint_weight must be >= 0, got -0.5"):
+        Options(joint_weight=-0.5)
 
 
 # --- fictitious self-play: the pool's share of past checkpoints ------------------------------------

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from selfplay_gen.cli import main
 from selfplay_gen.games.matching.instance import Instance
 from selfplay_gen.records import read_games
-from selfplay_gen.reward import own_plan_share, training_reward
+from selfplay_gen.reward import RewardTerms, own_plan_share, training_reward
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,9 @@ def test_the_game_records_each_seats_own_plan_share_of_the_agreed_matching(rando
         for seat in (0, 1):
             game_reward = record["outcome"]["rewards"][seat]
             assert training_reward(record, seat) == game_reward  # unweighted: the game's reward alone
-            assert training_reward(record, seat, own_plan_weight=2.0) == pytest.approx(game_reward + 2 * shares[seat])
+            assert training_reward(record, seat, RewardTerms(own_plan_weight=2.0)) == pytest.approx(
+                game_reward + 2 * shares[seat]
+            )
     assert any(r["outcome"]["own_plan_shares"][0] != r["outcome"]["own_plan_shares"][1] for r in agreed)
 
 
@@ -60,7 +62,7 @@ def test_a_game_without_the_shares_says_so_when_the_term_is_asked_for():
     negotiation = {"game_id": "g", "game": "negotiation", "outcome": {"rewards": [3.0, 5.0]}, "players": [{}, {}]}
     assert training_reward(negotiation, 1) == 5.0
     with pytest.raises(ValueError, match=r"'g' \(negotiation\): its outcome records no own_plan_shares"):
-        training_reward(negotiation, 1, own_plan_weight=1.0)
+        training_reward(negotiation, 1, RewardTerms(own_plan_weight=1.0))
     with pytest.raises(ValueError, match=r"only a game whose seats share one reward .* \(`Game.own_plan`\)"):
         own_plan_share(negotiation, 0)
 
@@ -90,7 +92,7 @@ def test_convert_adds_the_own_plan_term_to_the_training_reward_and_reports_it_ap
     by_id = {r["game_id"]: r for r in records}
     assert pairs(tmp_path / "own") != pairs(tmp_path / "plain")  # the term changes which games are preferred
     for chosen, rejected in pairs(tmp_path / "own"):
-        ranked = [training_reward(by_id[game], 0, own_plan_weight=0.5) for game in (chosen, rejected)]
+        ranked = [training_reward(by_id[game], 0, RewardTerms(own_plan_weight=0.5)) for game in (chosen, rejected)]
         assert ranked[0] > ranked[1]
     bad = [str(random_games), "--out-dir", str(tmp_path / "x"), "--own-plan-weight", "-1"]
     result = CliRunner().invoke(convert_main, bad)

@@ -24,7 +24,7 @@ import pandas as pd
 from convert import groups
 from selfplay_gen.games.matching.instance import Instance
 from selfplay_gen.records import read_games
-from selfplay_gen.reward import own_plan_share, training_reward
+from selfplay_gen.reward import RewardTerms, own_plan_share, training_reward
 from selfplay_gen.stats.report import markdown_table
 
 SEATS = (0, 1)
@@ -42,14 +42,14 @@ def own_plan_lines(record: dict, seat: int) -> int:
 def ledger(path: str, own_plan_weight: float) -> pd.DataFrame:
     """One row per game that did not fail: its instance, its order in the instance, and per seat the training
     reward, the game's reward, the agreed outcome's own-plan share and its own-plan lines."""
-    rows = []
+    rows, terms = [], RewardTerms(own_plan_weight=own_plan_weight)
     for record in read_games(path):
         if record.get("failure"):
             continue
         rows.append(
             {
                 "instance_id": record["instance_id"],
-                **{f"train{s}": training_reward(record, s, own_plan_weight=own_plan_weight) for s in SEATS},
+                **{f"train{s}": training_reward(record, s, terms) for s in SEATS},
                 **{f"reward{s}": float(record["outcome"]["rewards"][s]) for s in SEATS},
                 **{f"own{s}": own_plan_share(record, s) for s in SEATS},
                 **{f"lines{s}": own_plan_lines(record, s) for s in SEATS},

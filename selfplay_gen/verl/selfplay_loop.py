@@ -70,7 +70,7 @@ from ..games import GameConfig
 from ..games.base import Game, GameInstance, Limits, Observation
 from ..players import LLMPlayer
 from ..records import Record
-from ..reward import joint_term, own_plan_term, training_reward
+from ..reward import RewardTerms, joint_term, own_plan_term, training_reward
 from ..runner import GameSpec, play_game
 from ..sampling import Sampling
 from ..seat_tokens import sampled
@@ -139,10 +139,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
             int(settings.get("max_moves", Limits.max_moves)), int(settings.get("max_invalid", Limits.max_invalid))
         )
         self.max_new_tokens = int(settings.get("max_new_tokens", Sampling.max_new_tokens))
-        self.invalid_move_penalty = float(settings.get("invalid_move_penalty", 0.0))  # as selfplay-convert's
-        self.joint_weight = float(settings.get("joint_weight", 0.0))  # as selfplay-convert's --joint-weight
-        self.own_plan_weight = float(settings.get("own_plan_weight", 0.0))  # as its --own-plan-weight
-        self.misstatement_penalty = float(settings.get("misstatement_penalty", 0.0))  # as its --misstatement-penalty
+        self.reward_terms = RewardTerms.of(settings)  # as selfplay-convert's options set them
         self.move_credit = float(settings.get("move_credit", 0.0))  # online_trainer adds it to the advantages
         partner = settings.get("partner_temperature")
         self.partner_temperature = None if partner is None else float(partner)
@@ -192,21 +189,15 @@ class SelfPlayAgentLoop(AgentLoopBase):
             credits["move_credits"] = token_credits(record, seat, judge, self.tokenizer)
         return AgentLoopOutput(
             **self._trajectory(record, seat, game, instance),
-            reward_score=training_reward(
-                record,
-                seat,
-                self.invalid_move_penalty,
-                self.joint_weight,
-                self.own_plan_weight,
-                self.misstatement_penalty,
-            ),
+            reward_score=training_reward(record, seat, self.reward_terms),
             num_turns=len(record["players"][seat]["messages"]),
             metrics=AgentLoopMetrics(),
             extra_fields={
                 "game_id": record["game_id"],
                 "normalized_reward": outcome["rewards"][seat],  # the seat's own reward, as convert's rows
-                "joint_term": joint_term(record, self.joint_weight),  # the training reward's joint-outcome part
-                "own_plan_term": own_plan_term(record, seat, self.own_plan_weight),  # and its own-view part
+                # the training reward's joint-outcome part and its own-view part
+                "joint_term": joint_term(record, self.reward_terms.joint_weight),
+                "own_plan_term": own_plan_term(record, seat, self.reward_terms.own_plan_weight),
                 "termination": outcome["termination"],
                 "failed": bool(record["failure"]),
                 # logged as val-aux/<data source>/<name>/mean@1 (validation), games/<name>/mean (training)
