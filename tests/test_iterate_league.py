@@ -704,3 +704,8 @@ def test_a_forked_run_plays_its_own_checkpoints_not_the_originals(tmp_path):
     # a league file of absolute paths (as runs wrote them before) loads as it was written
     league.save(tmp_path / "absolute.json")
     assert League.load(tmp_path / "absolute.json", tmp_path / "run") == league
+    # a path relative to the working directory, outside the run, is written and read as it is
+    outside = League.of([Member("base", path="models/m0"), Member("iter_1", path=f"{original}/iter_001/train/hf")])
+    outside.save(tmp_path / "outside.json", original)
+    read = League.load(tmp_path / "outside.json", tmp_path / "run")
+    assert [m.path for m in read.members] == ["models/m0", f"{tmp_path}/run/iter_001/train/hf"]

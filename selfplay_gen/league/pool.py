@@ -11,7 +11,7 @@ The pool is saved as JSON beside a run, so a resumed run continues from it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from ..atomic import write_atomic
 from ..stats.ratings import ELO, bradley_terry
 
 SCRIPTED_PREFIX = "scripted@"
+RUN_RELATIVE = "run_relative"  # a league file's checkpoints whose paths are relative to the run's directory
 KINDS = ("checkpoint", "scripted")
 
 
@@ -61,12 +62,12 @@ class Member:
         return ["--backend", "scripted", "--scripted-strength", f"{self.strength:g}"]
 
 
-def _relative(path: str, root: Path) -> str:
-    """`path` relative to `root` where it lies under it, else as it is."""
+def _inside(path: str, root: Path) -> str | None:
+    """`path` relative to `root` where it lies under it, else None."""
     try:
-        return str(Path(path).relative_to(root))
+        return str(Path(path).absolute().relative_to(Path(root).absolute()))
     except ValueError:
-        return path
+        return None
 
 
 def scripted_member(strength: float) -> Member:
@@ -158,20 +159,27 @@ class League:
             raise ValueError(f"{where}: not a league ({err})") from None
 
     def save(self, path: Path, root: Path | None = None) -> None:
-        """Write the league to `path`; checkpoints under `root` (a run's directory) are written relative to it,
-        so a copy of the run, moved or forked, loads its own checkpoints (`load` with the copy's root)."""
-        league = self.relocated(lambda p: _relative(p, root)) if root else self
-        write_atomic(path, json.dumps({**league.to_dict(), "ratings": self.ratings()}, indent=1) + "\n")
+        """Write the league to `path`. Checkpoints under `root` (a run's directory) are written relative to it
+        and named in RUN_RELATIVE, so a copy of the run, moved or forked, loads its own checkpoints (`load`
+        with the copy's root); every other path is written as it is."""
+        inside = {m.name: _inside(m.path, root) for m in self.members if m.path and root is not None}
+        moved = {name: relative for name, relative in inside.items() if relative is not None}
+        data = {**self.with_paths(moved).to_dict(), "ratings": self.ratings()}
+        write_atomic(path, json.dumps({**data, **({RUN_RELATIVE: sorted(moved)} if moved else {})}, indent=1) + "\n")
 
     @classmethod
     def load(cls, path: Path, root: Path | None = None) -> League:
-        """The league saved at `path`, its relative checkpoint paths read against `root` (the run's directory)."""
-        league = cls.from_dict(json.loads(path.read_text()), str(path))
-        return league.relocated(lambda p: str(root / p) if not Path(p).is_absolute() else p) if root else league
+        """The league saved at `path`, the checkpoints it names in RUN_RELATIVE read against `root` (the run's
+        directory)."""
+        data = json.loads(path.read_text())
+        league, named = cls.from_dict(data, str(path)), set(data.get(RUN_RELATIVE, ()))
+        if root is None:
+            return league
+        return league.with_paths({m.name: str(root / m.path) for m in league.members if m.path and m.name in named})
 
-    def relocated(self, move: Callable[[str], str]) -> League:
-        """The league with each checkpoint's path replaced by `move(path)`."""
-        members = tuple(replace(m, path=move(m.path)) if m.path else m for m in self.members)
+    def with_paths(self, paths: Mapping[str, str]) -> League:
+        """The league with the checkpoints `paths` names at those paths."""
+        members = tuple(replace(m, path=paths[m.name]) if m.name in paths else m for m in self.members)
         return League(members, self.wins)
 
     @classmethod
