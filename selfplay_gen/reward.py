@@ -101,6 +101,10 @@ class RewardTerms:
         """The terms `settings` set (the online loop's `selfplay` section), the others 0."""
         return cls(**{term.name: float(settings.get(term.name, 0.0)) for term in fields(cls)})
 
+    def named(self) -> dict[str, float]:
+        """The terms that are on, by name (what a trainer is told: `--joint-weight`, `+selfplay.joint_weight`)."""
+        return {term.name: getattr(self, term.name) for term in fields(self) if getattr(self, term.name)}
+
 
 def training_reward(record: Mapping[str, Any], seat: int, terms: RewardTerms = RewardTerms()) -> float:
     """`seat`'s reward in `record`, less the penalty for its share of invalid turns and for each of its

@@ -67,10 +67,9 @@ def test_the_joint_term_ranks_a_deal_with_a_higher_joint_share_higher_at_equal_o
     # unweighted, the seat's reward is its points alone: the two deals are equal
     assert training_reward(low, 0) == training_reward(high, 0) == low["outcome"]["rewards"][0]
     for weight in (0.5, 5.0):
-        assert training_reward(high, 0, RewardTerms(joint_weight=weight)) > training_reward(
-            low, 0, RewardTerms(joint_weight=weight)
-        )
-        assert training_reward(high, 0, RewardTerms(joint_weight=weight)) == pytest.approx(
+        joint = RewardTerms(joint_weight=weight)
+        assert training_reward(high, 0, joint) > training_reward(low, 0, joint)
+        assert training_reward(high, 0, joint) == pytest.approx(
             high["outcome"]["points"][0] + weight * joint_share(high)
         )
     assert high["outcome"]["rewards"][0] == high["outcome"]["points"][0]  # the record's game reward is untouched
@@ -192,10 +191,9 @@ def test_an_offer_whose_halves_do_not_add_up_costs_its_writer_the_misstatement_p
     # the penalty costs the writer alone, each misstatement once; unweighted, nothing
     for seat in (0, 1):
         assert training_reward(slip, seat) == training_reward(honest, seat) == slip["outcome"]["rewards"][seat]
-    assert training_reward(slip, 0, RewardTerms(misstatement_penalty=2.0)) == pytest.approx(
-        slip["outcome"]["rewards"][0] - 2.0
-    )
-    assert training_reward(slip, 1, RewardTerms(misstatement_penalty=2.0)) == slip["outcome"]["rewards"][1]
+    penalty = RewardTerms(misstatement_penalty=2.0)
+    assert training_reward(slip, 0, penalty) == pytest.approx(slip["outcome"]["rewards"][0] - 2.0)
+    assert training_reward(slip, 1, penalty) == slip["outcome"]["rewards"][1]
     # convert: the trainer prefers the game without the slip, and reports the term apart from the game reward
     games = tmp_path / "g.jsonl"
     games.write_text("".join(json.dumps(r) + "\n" for r in (honest, slip)))
@@ -223,6 +221,7 @@ def test_the_online_loop_and_convert_read_one_set_of_reward_terms_and_refuse_a_n
 
     settings = {"misstatement_penalty": "1.5", "joint_weight": 2, "max_moves": 9}  # as +selfplay.* reach the loop
     assert RewardTerms.of(settings) == RewardTerms(joint_weight=2.0, misstatement_penalty=1.5)
+    assert RewardTerms.of(settings).named() == {"joint_weight": 2.0, "misstatement_penalty": 1.5}  # the terms on
     assert Options(joint_weight=2.0, misstatement_penalty=1.5).reward_terms() == RewardTerms.of(settings)
     with pytest.raises(ValueError, match="misstatement_penalty must be >= 0, got -1"):
         RewardTerms.of({"misstatement_penalty": -1})

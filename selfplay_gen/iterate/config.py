@@ -21,6 +21,7 @@ import click
 from .. import environments, games, serving
 from ..config_tree import Alias, ListOf, Number, Switch, knob, outside, section
 from ..options import game_knob, games_per_instance_knob, move_format_knob, reward_mode_knob, teacher_plan_help
+from ..reward import RewardTerms
 from ..sampling import GROUP_SIZE, POSITIVE, Sampling, number
 from .placement import PLACEMENTS
 
@@ -847,16 +848,13 @@ class Iteration:
         policy = one_of("promotion", self.league.promotion, PROMOTION_POLICIES)
         return policy == "on" or (policy == "auto" and self.league_size > 0)
 
-    def reward_terms(self) -> dict[str, float]:
-        """The training reward's opt-in terms the run sets (`selfplay_gen.reward`), by the name that
-        selfplay-convert's options (`--joint-weight`) and the online loop's settings (`+selfplay.joint_weight`)
-        both spell; the terms left at 0 are not named."""
-        terms = {
-            "joint_weight": self.league.joint_weight,
-            "own_plan_weight": self.own_plan_weight,
-            "misstatement_penalty": self.league.misstatement_penalty,
-        }
-        return {name: value for name, value in terms.items() if value}
+    def reward_terms(self) -> RewardTerms:
+        """The training reward's opt-in terms the run sets (`selfplay_gen.reward`), which every trainer is told."""
+        return RewardTerms(
+            joint_weight=self.league.joint_weight,
+            own_plan_weight=self.own_plan_weight,
+            misstatement_penalty=self.league.misstatement_penalty,
+        )
 
     def sampling_for_run(self) -> Sampling:
         """The run's sampling: a seat's budget is the training response limit unless set (longer games score

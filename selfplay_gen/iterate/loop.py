@@ -523,7 +523,7 @@ class Run:
 
     def training_reward(self) -> list[str]:
         """selfplay-convert's options for the terms the run adds to the game's reward, by which it ranks games."""
-        terms = self.cfg.reward_terms().items()
+        terms = self.cfg.reward_terms().named().items()
         return [arg for name, value in terms for arg in (f"--{name.replace('_', '-')}", number(value))]
 
     def convert(self, iteration: int, gen: Path, args: list[str], wanted: int, played: int, rounds: int) -> bool:

@@ -237,7 +237,7 @@ class OnlineGRPO(Trainer):
         )  # fmt: skip
         overrides = (
             f"trainer.test_freq={self.own.test_freq}",
-            *(f"+selfplay.{name}={number(value)}" for name, value in self.cfg.reward_terms().items()),
+            *(f"+selfplay.{name}={number(value)}" for name, value in self.cfg.reward_terms().named().items()),
             *([f"+selfplay.move_credit={number(self.own.move_credit)}"] if self.own.move_credit else []),
             *self.cfg.overrides,
         )
