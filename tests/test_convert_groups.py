@@ -60,13 +60,9 @@ def test_invalid_move_penalty_is_the_seats_share_of_invalid_turns():
         }
 
     game = record(0.0, (1, 2))
+    penalty = RewardTerms(invalid_move_penalty=1.0)
     assert [training_reward(game, s, RewardTerms(invalid_move_penalty=0.0)) for s in (0, 1)] == [0.0, 0.0]
-    assert [training_reward(game, s, RewardTerms(invalid_move_penalty=1.0)) for s in (0, 1)] == [
-        -0.25,
-        -1.0,
-    ]  # 1 of 4 turns, 2 of 2
-    assert (
-        training_reward(record(0.9, (0, 0)), 0, RewardTerms(invalid_move_penalty=1.0)) == 0.9
-    )  # all valid: no shaping at all
+    assert [training_reward(game, s, penalty) for s in (0, 1)] == [-0.25, -1.0]  # 1 of 4 turns, 2 of 2
+    assert training_reward(record(0.9, (0, 0)), 0, penalty) == 0.9  # all valid: no shaping at all
     scripted = {"outcome": {"rewards": [0.5, 0.5]}, "events": [], "players": [{"kind": "scripted"}] * 2}
-    assert training_reward(scripted, 1, RewardTerms(invalid_move_penalty=1.0)) == 0.5
+    assert training_reward(scripted, 1, penalty) == 0.5

@@ -39,9 +39,8 @@ def test_the_game_records_each_seats_own_plan_share_of_the_agreed_matching(rando
         for seat in (0, 1):
             game_reward = record["outcome"]["rewards"][seat]
             assert training_reward(record, seat) == game_reward  # unweighted: the game's reward alone
-            assert training_reward(record, seat, RewardTerms(own_plan_weight=2.0)) == pytest.approx(
-                game_reward + 2 * shares[seat]
-            )
+            weighted = training_reward(record, seat, RewardTerms(own_plan_weight=2.0))
+            assert weighted == pytest.approx(game_reward + 2 * shares[seat])
     assert any(r["outcome"]["own_plan_shares"][0] != r["outcome"]["own_plan_shares"][1] for r in agreed)
 
 
