@@ -118,20 +118,25 @@ class FoldTimes:
     links: list[tuple[float, float]]  # (fold_s, write_s) of each adapter, in order
 
 
-def fold_adapter(model_dir: Path, adapter_dir: Path, out_dir: Path) -> FoldTimes:
+def fold_adapter(model_dir: Path, adapter_dir: Path, out_dir: Path, scale: float = 1.0) -> FoldTimes:
     """Write to out_dir the model of model_dir with the LoRA adapter of adapter_dir folded into its
     weights (and the tokenizer), so that any engine serves it as a plain model."""
-    return fold_adapters(model_dir, [(adapter_dir, out_dir)])
+    return fold_adapters(model_dir, [(adapter_dir, out_dir)], scale)
 
 
-def fold_adapters(model_dir: Path, chain: Sequence[tuple[Path, Path]]) -> FoldTimes:
+def fold_adapters(model_dir: Path, chain: Sequence[tuple[Path, Path]], scale: float = 1.0) -> FoldTimes:
     """Fold a chain of LoRA adapters, each trained on the model the ones before it made: for each (adapter,
     out_dir) in order, the model so far with that adapter folded in (and model_dir's tokenizer) goes to out_dir.
     The model stays in memory between links, in float32 whatever its stored dtype: an iteration's update is
     mostly smaller than a bfloat16 weight's rounding step and would be rounded away. Each link writes its weights
-    once and reads none: the same weights as folding one link at a time from the last one's files."""
+    once and reads none: the same weights as folding one link at a time from the last one's files.
+
+    `scale` multiplies each adapter's update before it is folded (peft's `rescale_adapter_scale`): 1 folds the
+    trained model, a fraction a model on the straight line between the one the adapter was trained on and the
+    trained one (WiSE-FT's weight interpolation), which trades what the update learned against what it lost."""
     import torch
     from peft import PeftModel
+    from peft.helpers import rescale_adapter_scale
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     started = time.monotonic()
@@ -140,7 +145,9 @@ def fold_adapters(model_dir: Path, chain: Sequence[tuple[Path, Path]]) -> FoldTi
     read_s, links = time.monotonic() - started, []
     for adapter_dir, out_dir in chain:
         started = time.monotonic()
-        model = PeftModel.from_pretrained(model, adapter_dir).merge_and_unload()
+        adapted = PeftModel.from_pretrained(model, adapter_dir)
+        with rescale_adapter_scale(adapted, scale):
+            model = adapted.merge_and_unload()
         folded = time.monotonic()
         model.save_pretrained(out_dir)
         tokenizer.save_pretrained(out_dir)

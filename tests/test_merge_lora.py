@@ -108,19 +108,11 @@ def test_a_checkpoint_merges_into_one_directory_and_not_onto_a_chain(tmp_path):
 def test_a_fold_keeps_an_update_smaller_than_the_models_bfloat16_rounding(tmp_path, local_model_dir):
     """A model stored in bfloat16 (Qwen's checkpoints, verl's merger's output) gets an adapter whose changes
     are smaller than a weight's bfloat16 rounding step: the folded model carries the whole change, in float32."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     from selfplay_gen.models import fold_adapter
 
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=2,
-    )  # fmt: skip
-    model = LlamaForCausalLM(config).to(torch.bfloat16)
-    model.save_pretrained(tmp_path / "base")
-    for tokenizer_file in Path(local_model_dir).glob("tokenizer*"):
-        shutil.copy(tokenizer_file, tmp_path / "base")
+    model = tiny_llama(tmp_path / "base", local_model_dir, torch.bfloat16)
     adapted = get_peft_model(
         LlamaForCausalLM.from_pretrained(tmp_path / "base", dtype=torch.float32),
         LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj"], init_lora_weights=False),
@@ -140,3 +132,43 @@ def test_a_fold_keeps_an_update_smaller_than_the_models_bfloat16_rounding(tmp_pa
     assert (base + change).bfloat16().float().eq(base).float().mean() > 0.5  # mostly lost in bfloat16
     assert folded[name].dtype == torch.float32
     torch.testing.assert_close(folded[name] - base, change, atol=1e-7, rtol=1e-4)
+
+
+def tiny_llama(out: Path, local_model_dir, dtype: torch.dtype):
+    """A one-layer Llama saved to `out` in `dtype` with the real tokenizer's files: folds in milliseconds."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2,
+    )  # fmt: skip
+    model = LlamaForCausalLM(config).to(dtype)
+    model.save_pretrained(out)
+    for tokenizer_file in Path(local_model_dir).glob("tokenizer*"):
+        shutil.copy(tokenizer_file, out)
+    return model
+
+
+def test_a_scaled_fold_lies_that_far_along_the_update(tmp_path, local_model_dir):
+    """--scale 0.5 folds half of each adapter's update: the model halfway between the one the adapter was trained
+    on and the trained one, weight by weight; the adapter kept beside it is the whole one."""
+    base = tiny_llama(tmp_path / "base", local_model_dir, torch.float32).state_dict()
+    for soup in ("whole", "half"):
+        random_adapter(tmp_path / "base", tmp_path / soup / ADAPTER_DIR, seed=3)
+    assert CliRunner().invoke(main, ["--onto", str(tmp_path / "base"), str(tmp_path / "whole")]).exit_code == 0
+    result = CliRunner().invoke(main, ["--onto", str(tmp_path / "base"), "--scale", "0.5", str(tmp_path / "half")])
+    assert result.exit_code == 0, result.output
+    assert f"into {tmp_path / 'half'} at scale 0.5 (fold" in result.output
+    whole = AutoModelForCausalLM.from_pretrained(tmp_path / "whole").state_dict()
+    half = AutoModelForCausalLM.from_pretrained(tmp_path / "half").state_dict()
+    changed = [k for k in base if not torch.equal(base[k], whole[k])]
+    assert changed
+    for k in base:
+        torch.testing.assert_close(half[k], base[k] + 0.5 * (whole[k] - base[k]), atol=1e-6, rtol=1e-5)
+    for name in ("adapter_model.safetensors", "adapter_config.json"):
+        assert (tmp_path / "half" / ADAPTER_DIR / name).read_bytes() == (
+            tmp_path / "whole" / ADAPTER_DIR / name
+        ).read_bytes()
+    result = CliRunner().invoke(main, ["--scale", "-1", str(tmp_path / "half")])
+    assert result.exit_code == 2 and "-1.0 is not in the range x>=0" in result.output

@@ -20,6 +20,10 @@ cast to bfloat16 is left out (`_checkpoint_precision`) and the fold runs in floa
 alone, each stage's adapter trained on the model the stage before made. The first HF_DIR's adapter
 is folded onto MODEL_DIR's weights, each next one onto the model just made, in one process that
 keeps the model in memory (`models.fold_adapters`), so no stage's weights are read back from disk.
+
+`--scale S` folds S times each adapter's update: a fraction gives the model that far along the straight line from
+the one the adapter was trained on to the trained one (WiSE-FT), for an update that overshoots; the adapter beside
+the folded model stays whole.
 """
 
 from __future__ import annotations
@@ -52,11 +56,12 @@ def _folding(hf_dir: Path) -> Path:
     return folded
 
 
-def _swap_in(hf_dir: Path, folded: Path, fold_s: float, write_s: float) -> None:
+def _swap_in(hf_dir: Path, folded: Path, scale: float, fold_s: float, write_s: float) -> None:
     shutil.copytree(hf_dir / ADAPTER_DIR, folded / ADAPTER_DIR)
     shutil.rmtree(hf_dir)
     folded.rename(hf_dir)
-    click.echo(f"folded {hf_dir / ADAPTER_DIR} into {hf_dir} (fold {fold_s:.1f} s, write {write_s:.1f} s)")
+    scaled = f" at scale {scale:g}" if scale != 1 else ""
+    click.echo(f"folded {hf_dir / ADAPTER_DIR} into {hf_dir}{scaled} (fold {fold_s:.1f} s, write {write_s:.1f} s)")
 
 
 @contextlib.contextmanager
@@ -122,7 +127,15 @@ def merge_checkpoint(local_dir: Path, target: Path) -> None:
     "first, as `python -m verl.model_merger merge --backend fsdp` does but in the checkpoint's precision, then "
     "fold its adapter (a LoRA run's; without one the merged model is the trained one).",
 )
-def main(hf_dirs: tuple[Path, ...], onto: Path | None, checkpoint: Path | None) -> None:
+@click.option(
+    "--scale",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="Fold this multiple of each adapter's update: 1 the trained model, 0.5 the model halfway between the one "
+    "the adapter was trained on and the trained one (WiSE-FT's interpolation).",
+)
+def main(hf_dirs: tuple[Path, ...], onto: Path | None, checkpoint: Path | None, scale: float) -> None:
     if checkpoint is not None:
         if onto is not None or len(hf_dirs) != 1:
             raise click.UsageError("--checkpoint merges into one HF_DIR, without --onto")
@@ -133,15 +146,15 @@ def main(hf_dirs: tuple[Path, ...], onto: Path | None, checkpoint: Path | None) 
     if onto is None:
         for hf_dir, adapter in zip(hf_dirs, adapters, strict=True):
             folded = _folding(hf_dir)
-            times = fold_adapter(hf_dir, adapter, folded)
+            times = fold_adapter(hf_dir, adapter, folded, scale)
             click.echo(f"read {hf_dir} in {times.read_s:.1f} s")
-            _swap_in(hf_dir, folded, *times.links[0])
+            _swap_in(hf_dir, folded, scale, *times.links[0])
         return
     folds = [_folding(hf_dir) for hf_dir in hf_dirs]
-    times = fold_adapters(onto, list(zip(adapters, folds, strict=True)))
+    times = fold_adapters(onto, list(zip(adapters, folds, strict=True)), scale)
     click.echo(f"read {onto} in {times.read_s:.1f} s")
     for hf_dir, folded, link in zip(hf_dirs, folds, times.links, strict=True):
-        _swap_in(hf_dir, folded, *link)
+        _swap_in(hf_dir, folded, scale, *link)
 
 
 if __name__ == "__main__":
