@@ -17,7 +17,7 @@
 #          test split, once, on a later lease.
 W_ADAPTER=${W_ADAPTER:-/tmp/r103/W}
 STEP=${STEP:-/tmp/r103/LSB5/run/iter_001}
-SCALES=(0.5 0.65 0.8)
+SCALES=(0.4 0.55 0.7 0.85)
 SELECT=(--instances dev --seed 864 --num-instances 128 -k 2)
 CONFIRM=(--instances dev --seed 608 --num-instances 256 -k 4)
 embedded_default() { "${SELFPLAY_PYTHON:-python3}" -c 'from selfplay_gen import models; print(models.resolve(None))'; }
