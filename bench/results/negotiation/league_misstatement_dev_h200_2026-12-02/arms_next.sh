@@ -2,6 +2,7 @@
 # One nvidia-h200 lease (one GPU), 135M only, issue 64, in ROOT /tmp/r103 (unpacked from .lease/r109pack: W; LSB5's
 # run after its iteration 1, its adapter and the run's play settings):
 #   bash offline_gpu/gpu_lease.sh run /tmp/r103 .lease/arms110.sh WS
+#   TEST_SCALE=S bash offline_gpu/gpu_lease.sh run /tmp/r103 .lease/arms110.sh WT   (a later lease, see arm_WT)
 # On development instances the 135M league's first step lands on one side of the three conditions or the other:
 # LS (lr 3.5e-5) on draw 4 59.3% of decided games against the warm start, joint -2.4 points, agreement 95.7%; LSM
 # (LS with the misstatement term, which moved 1.6% of the seats' rewards) 63.3% with joint -11.3 and 87.5% of its
@@ -107,4 +108,30 @@ arm_WS() {
     cat "$ARM_DIR/confirm/gate.json"
   fi
   stop_servers "$WARM_PORT" "${ports[@]}"
+}
+
+# On a later lease, once a scale met the gate on the confirmation draw: that scale (TEST_SCALE, set by the lease)
+# against the warm start on the test split, once (TEST: 256 instances x 4 games a seat order, both self-plays),
+# read under the same conditions: TEST_SPLIT.md's next reading.
+TEST=(--instances test --seed 0 --num-instances 256 -k 4)
+arm_WT() {
+  local default pid port=$((PORT_BASE + 51)) rc
+  [[ -n ${TEST_SCALE:-} ]] || { echo "arm_WT: set TEST_SCALE to the scale that met the gate" >&2; return 2; }
+  export CUDA_VISIBLE_DEVICES=0 SGLANG_ARGS="--mem-fraction-static 0.1" START_TRIES=6 RETRY_WAIT_S=20
+  export WARM=$ARM_DIR/warm WARM_PORT=$((PORT_BASE + 50))
+  default=$(embedded_default) && fold "$W_ADAPTER" "$default" 1 "$WARM" \
+    && fold "$STEP/train/hf/lora_adapter" "$WARM" "$TEST_SCALE" "$ARM_DIR/scale_$TEST_SCALE" || return 1
+  serve "$WARM_PORT" "$WARM" &
+  pid=$!
+  if ! serve "$port" "$ARM_DIR/scale_$TEST_SCALE" || ! wait "$pid"; then
+    stop_servers "$WARM_PORT" "$port"
+    return 1
+  fi
+  play "$ARM_DIR/scale_$TEST_SCALE" "scale_$TEST_SCALE" "$port" "$ARM_DIR/test" "${TEST[@]}"
+  rc=$?
+  stop_servers "$WARM_PORT" "$port"
+  ((rc == 0)) || return $rc
+  gate "$ARM_DIR/test" "scale_$TEST_SCALE"
+  echo "WT: scale $TEST_SCALE on the test split: gate exit $? ($ARM_DIR/test/gate.json)"
+  cat "$ARM_DIR/test/gate.json"
 }
