@@ -60,6 +60,12 @@ PY
 }
 
 serve() { PORT=$1 MODEL=$2 bash offline_gpu/gpu_serve.sh; }
+# whether every background job of the pids given ended well (each is waited for)
+wait_all() {
+  local pid rc=0
+  for pid in "$@"; do wait "$pid" || rc=1; done
+  return $rc
+}
 stop_servers() { for port in "$@"; do PORT=$port bash offline_gpu/gpu_serve.sh stop; done; }
 
 arm_WS() {
@@ -71,7 +77,7 @@ arm_WS() {
     fold "$STEP/train/hf/lora_adapter" "$WARM" "$scale" "$ARM_DIR/scale_$scale" &
     pids+=($!)
   done
-  for pid in "${pids[@]}"; do wait "$pid" || return 1; done
+  wait_all "${pids[@]}" || return 1
   pids=()
   serve "$WARM_PORT" "$WARM" & # the servers start side by side
   pids+=($!)
@@ -81,14 +87,14 @@ arm_WS() {
     serve "$port" "$ARM_DIR/scale_$scale" &
     pids+=($!)
   done
-  for pid in "${pids[@]}"; do wait "$pid" || { stop_servers "$WARM_PORT" "${ports[@]}"; return 1; }; done
+  wait_all "${pids[@]}" || { stop_servers "$WARM_PORT" "${ports[@]}"; return 1; }
   pids=()
   for i in "${!SCALES[@]}"; do
     scale=${SCALES[$i]}
     play "$ARM_DIR/scale_$scale" "scale_$scale" "${ports[$i]}" "$ARM_DIR/select/scale_$scale" "${SELECT[@]}" &
     pids+=($!)
   done
-  for pid in "${pids[@]}"; do wait "$pid" || { stop_servers "$WARM_PORT" "${ports[@]}"; return 1; }; done
+  wait_all "${pids[@]}" || { stop_servers "$WARM_PORT" "${ports[@]}"; return 1; }
   for i in "${!SCALES[@]}"; do
     scale=${SCALES[$i]}
     gate "$ARM_DIR/select/scale_$scale" "scale_$scale"
@@ -123,10 +129,8 @@ arm_WT() {
     && fold "$STEP/train/hf/lora_adapter" "$WARM" "$TEST_SCALE" "$ARM_DIR/scale_$TEST_SCALE" || return 1
   serve "$WARM_PORT" "$WARM" &
   pid=$!
-  if ! serve "$port" "$ARM_DIR/scale_$TEST_SCALE" || ! wait "$pid"; then
-    stop_servers "$WARM_PORT" "$port"
-    return 1
-  fi
+  serve "$port" "$ARM_DIR/scale_$TEST_SCALE" &
+  wait_all "$pid" $! || { stop_servers "$WARM_PORT" "$port"; return 1; }
   play "$ARM_DIR/scale_$TEST_SCALE" "scale_$TEST_SCALE" "$port" "$ARM_DIR/test" "${TEST[@]}"
   rc=$?
   stop_servers "$WARM_PORT" "$port"
